@@ -1,0 +1,241 @@
+/* The CPU backend: the plain reference of every op and the oracle of every test.
+ * Straight loops, f32 accumulation, softmax with the running max subtracted (SPEC §3). */
+#include "backend.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Reads row `pos` of KV head `g` as f32: the one place that knows where a K/V row lives. */
+static void kv_row(const sift_tensor *t, int64_t g, int64_t pos, float *dst)
+{
+    const int64_t d = t->shape[2];
+    const int64_t off = g * t->stride[0] + pos * t->stride[1];
+    if (t->dtype == SIFT_F32) {
+        memcpy(dst, (const float *)t->impl + off, (size_t)d * sizeof(float));
+    } else {
+        const uint16_t *h = (const uint16_t *)t->impl + off;
+        for (int64_t i = 0; i < d; i++) dst[i] = sift_half_to_float(h[i]);
+    }
+}
+
+static float dot(const float *a, const float *b, int64_t n)
+{
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* s[h][j] = scale * dot(q[h], K[g(h)][begin + j]) */
+static void op_score(const sift_node *n)
+{
+    const sift_tensor *q = n->src[0], *k = n->src[1];
+    const int64_t hq = q->shape[0], hkv = k->shape[0], d = q->shape[1], m = n->p.end - n->p.begin;
+    float *s = n->dst->impl;
+    float row[128];
+    for (int64_t h = 0; h < hq; h++) {
+        const float *qh = (const float *)q->impl + h * d;
+        const int64_t g = sift_kv_head((int)h, (int)hq, (int)hkv);
+        for (int64_t j = 0; j < m; j++) {
+            kv_row(k, g, n->p.begin + j, row);
+            s[h * m + j] = n->p.scale * dot(qh, row, d);
+        }
+    }
+}
+
+/* SOFTMAX_SUM: v[j] = sum_h softmax_j(s[h][j]).  KVHEAD_MAX: u[g][j] = max over g's heads of s[h][j]. */
+static void op_vote(const sift_node *n)
+{
+    const sift_tensor *sc = n->src[0];
+    const int64_t hq = sc->shape[0], m = sc->shape[1];
+    const float *s = sc->impl;
+    float *v = n->dst->impl;
+    if (n->p.vote == SIFT_VOTE_SOFTMAX_SUM) {
+        for (int64_t j = 0; j < m; j++) v[j] = 0.0f;
+        for (int64_t h = 0; h < hq; h++) {
+            const float *sh = s + h * m;
+            float mx = -INFINITY;
+            for (int64_t j = 0; j < m; j++) mx = fmaxf(mx, sh[j]);
+            float l = 0.0f;
+            for (int64_t j = 0; j < m; j++) l += expf(sh[j] - mx);
+            for (int64_t j = 0; j < m; j++) v[j] += expf(sh[j] - mx) / l;
+        }
+    } else {
+        const int64_t hkv = n->dst->shape[0], group = hq / hkv;
+        for (int64_t g = 0; g < hkv; g++)
+            for (int64_t j = 0; j < m; j++) {
+                float mx = -INFINITY;
+                for (int64_t h = g * group; h < (g + 1) * group; h++) mx = fmaxf(mx, s[h * m + j]);
+                v[g * m + j] = mx;
+            }
+    }
+}
+
+/* Orders candidates by vote, larger first; equal votes by position, lower first (SPEC §3.3). */
+static _Thread_local const float *sort_votes;
+static int by_vote_then_position(const void *a, const void *b)
+{
+    const int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
+    uint32_t bi, bj;
+    memcpy(&bi, &sort_votes[i], 4);
+    memcpy(&bj, &sort_votes[j], 4);
+    const uint32_t ki = sift_order_key(bi), kj = sift_order_key(bj);
+    if (ki != kj) return ki > kj ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+static int ascending(const void *a, const void *b)
+{
+    const int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
+    return (i > j) - (i < j);
+}
+
+static sift_status op_select(const sift_node *n)
+{
+    const sift_select_params *p = &n->p.sel;
+    const int64_t lists = n->dst->shape[0], count = n->dst->shape[1];
+    const int64_t cand = sift_select_candidates(p);
+    const int64_t sink = p->sink < p->n_ctx ? p->sink : p->n_ctx;
+    const int64_t win_begin = p->n_ctx - p->window > sink ? p->n_ctx - p->window : sink;
+    const int64_t chosen = p->budget < cand ? p->budget : cand;
+    int32_t *order = malloc((size_t)(cand ? cand : 1) * sizeof *order);
+    if (!order) return sift_set_error(SIFT_E_NOMEM, "cpu select: out of memory for %lld candidates", (long long)cand);
+    for (int64_t l = 0; l < lists; l++) {
+        int32_t *out = (int32_t *)n->dst->impl + l * count;
+        int64_t o = 0;
+        for (int64_t j = 0; j < sink; j++) out[o++] = (int32_t)j;
+        for (int64_t j = 0; j < cand; j++) order[j] = (int32_t)j;
+        sort_votes = (const float *)n->src[0]->impl + l * cand;
+        qsort(order, (size_t)cand, sizeof *order, by_vote_then_position);
+        qsort(order, (size_t)chosen, sizeof *order, ascending);
+        for (int64_t j = 0; j < chosen; j++) out[o++] = (int32_t)(p->sink + order[j]);
+        for (int64_t j = win_begin; j < p->n_ctx; j++) out[o++] = (int32_t)j;
+    }
+    free(order);
+    return SIFT_OK;
+}
+
+/* o[h] = sum over the list of softmax(scale * q[h].K[g][j]) * V[g][j]; one pass, running max. */
+static void attend_head(const float *qh, const sift_tensor *k, const sift_tensor *v, int64_t g, const int32_t *idx,
+                        int64_t len, float scale, float *o)
+{
+    const int64_t d = k->shape[2];
+    float krow[128], vrow[128];
+    float mx = -INFINITY, l = 0.0f;
+    for (int64_t i = 0; i < d; i++) o[i] = 0.0f;
+    for (int64_t t = 0; t < len; t++) {
+        const int64_t pos = idx ? idx[t] : t;
+        kv_row(k, g, pos, krow);
+        kv_row(v, g, pos, vrow);
+        const float s = scale * dot(qh, krow, d);
+        const float m_new = fmaxf(mx, s);
+        const float corr = expf(mx - m_new), w = expf(s - m_new);
+        l = l * corr + w;
+        for (int64_t i = 0; i < d; i++) o[i] = o[i] * corr + w * vrow[i];
+        mx = m_new;
+    }
+    const float inv = len > 0 ? 1.0f / l : 0.0f;
+    for (int64_t i = 0; i < d; i++) o[i] *= inv;
+}
+
+static void op_attend(const sift_node *n)
+{
+    const sift_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
+    const sift_tensor *idx = n->op == SIFT_OP_GATHER_ATTEND ? n->src[3] : NULL;
+    const int64_t hq = q->shape[0], hkv = k->shape[0], d = q->shape[1];
+    for (int64_t h = 0; h < hq; h++) {
+        const int64_t g = sift_kv_head((int)h, (int)hq, (int)hkv);
+        const float *qh = (const float *)q->impl + h * d;
+        float *o = (float *)n->dst->impl + h * d;
+        if (idx) {
+            const int64_t len = idx->shape[1], list = idx->shape[0] == 1 ? 0 : g;
+            attend_head(qh, k, v, g, (const int32_t *)idx->impl + list * len, len, n->p.scale, o);
+        } else {
+            attend_head(qh, k, v, g, NULL, n->p.n_ctx, n->p.scale, o);
+        }
+    }
+}
+
+/* ---- the backend ---------------------------------------------------------------------------- */
+
+static void cpu_destroy(void *be) { (void)be; }
+
+static sift_status cpu_tensor_alloc(void *be, sift_tensor *t)
+{
+    (void)be;
+    t->impl = calloc(1, t->nbytes ? t->nbytes : 1);
+    if (!t->impl) return sift_set_error(SIFT_E_NOMEM, "cpu: cannot allocate %zu bytes", t->nbytes);
+    return SIFT_OK;
+}
+
+static void cpu_tensor_free(void *be, sift_tensor *t)
+{
+    (void)be;
+    free(t->impl);
+    t->impl = NULL;
+}
+
+static sift_status cpu_tensor_write(void *be, sift_tensor *t, size_t offset, const void *src, size_t bytes)
+{
+    (void)be;
+    memcpy((char *)t->impl + offset, src, bytes);
+    return SIFT_OK;
+}
+
+static sift_status cpu_tensor_read(void *be, const sift_tensor *t, size_t offset, void *dst, size_t bytes)
+{
+    (void)be;
+    memcpy(dst, (const char *)t->impl + offset, bytes);
+    return SIFT_OK;
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+static sift_status cpu_graph_compute(void *be, sift_graph *g, double *node_us)
+{
+    (void)be;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sift_node *n = &g->nodes[i];
+        const double t0 = now_us();
+        sift_status s = SIFT_OK;
+        switch (n->op) {
+        case SIFT_OP_SCORE: op_score(n); break;
+        case SIFT_OP_VOTE: op_vote(n); break;
+        case SIFT_OP_SELECT: s = op_select(n); break;
+        case SIFT_OP_GATHER_ATTEND:
+        case SIFT_OP_DENSE_ATTEND: op_attend(n); break;
+        default: s = sift_set_error(SIFT_E_INVALID, "cpu: unknown op %d", (int)n->op);
+        }
+        if (s != SIFT_OK) return s;
+        if (node_us) node_us[i] = now_us() - t0;
+    }
+    return SIFT_OK;
+}
+
+static void cpu_graph_release(void *be, sift_graph *g) { (void)be; (void)g; }
+
+static const sift_backend_vtable cpu_vtable = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .tensor_alloc = cpu_tensor_alloc,
+    .tensor_free = cpu_tensor_free,
+    .tensor_write = cpu_tensor_write,
+    .tensor_read = cpu_tensor_read,
+    .graph_compute = cpu_graph_compute,
+    .graph_release = cpu_graph_release,
+};
+
+sift_status sift_backend_cpu_open(void **be, const sift_backend_vtable **vt, char *name, size_t name_len)
+{
+    *be = NULL;
+    *vt = &cpu_vtable;
+    snprintf(name, name_len, "CPU reference (plain C, f32 accumulation)");
+    return SIFT_OK;
+}

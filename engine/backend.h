@@ -1,0 +1,121 @@
+/* The backend interface: the only thing the engine knows of a backend, and the only engine
+ * header a backend includes. A backend maps each op of the graph to its kernels; the meaning of
+ * every op lives in the engine (validation, shapes) and in the CPU reference. */
+#ifndef SIFT_BACKEND_H
+#define SIFT_BACKEND_H
+
+#include "sift.h"
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum sift_op {
+    SIFT_OP_SCORE = 0,
+    SIFT_OP_VOTE,
+    SIFT_OP_SELECT,
+    SIFT_OP_GATHER_ATTEND,
+    SIFT_OP_DENSE_ATTEND,
+    SIFT_OP_COUNT
+} sift_op;
+
+struct sift_tensor {
+    sift_context *ctx;
+    sift_graph *owner;          /* graph that created it, or NULL for a caller's tensor */
+    sift_dtype dtype;
+    int ndim;
+    int64_t shape[SIFT_MAX_DIMS];
+    int64_t stride[SIFT_MAX_DIMS]; /* in elements; row-major contiguous today */
+    size_t nbytes;
+    bool has_data;              /* written by the host, or produced by a computed graph */
+    char name[48];
+    void *impl;                 /* the backend's storage */
+};
+
+/* Every parameter an op can take; each op reads the fields its comment in sift.h names. */
+typedef struct sift_node_params {
+    int64_t begin, end;         /* score: candidate positions [begin, end) */
+    sift_select_params sel;     /* select */
+    int64_t n_ctx;              /* dense_attend */
+    float scale;                /* score, gather_attend, dense_attend */
+    sift_vote_mode vote;        /* vote */
+} sift_node_params;
+
+#define SIFT_NODE_MAX_SRC 4
+
+typedef struct sift_node {
+    sift_op op;
+    int n_src;
+    const sift_tensor *src[SIFT_NODE_MAX_SRC];
+    sift_tensor *dst;
+    sift_node_params p;
+} sift_node;
+
+struct sift_graph {
+    sift_context *ctx;
+    sift_node *nodes;
+    int n_nodes, cap_nodes;
+    sift_tensor **owned;        /* intermediates created by the graph */
+    int n_owned, cap_owned;
+    unsigned version;           /* bumped on every change, so backends can cache recordings */
+    void *backend_cache;        /* a backend's recording of this graph (freed through the vtable) */
+};
+
+typedef struct sift_backend_vtable {
+    const char *name;
+    void (*destroy)(void *be);
+    /* Allocates storage for t (t->nbytes may be 0) and sets t->impl. */
+    sift_status (*tensor_alloc)(void *be, sift_tensor *t);
+    void (*tensor_free)(void *be, sift_tensor *t);
+    sift_status (*tensor_write)(void *be, sift_tensor *t, size_t offset, const void *src, size_t bytes);
+    sift_status (*tensor_read)(void *be, const sift_tensor *t, size_t offset, void *dst, size_t bytes);
+    /* Runs all nodes in order. node_us is NULL or has g->n_nodes entries to fill with device time. */
+    sift_status (*graph_compute)(void *be, sift_graph *g, double *node_us);
+    /* Frees g->backend_cache (may be NULL). */
+    void (*graph_release)(void *be, sift_graph *g);
+    /* Validation-layer messages seen so far (NULL where the backend has none). */
+    int64_t (*validation_messages)(void *be);
+} sift_backend_vtable;
+
+/* Each backend exports one open function. It fills *be and *vt, writes a device description into
+ * name (size name_len), or returns SIFT_E_UNAVAILABLE with a reason via sift_set_error. */
+typedef sift_status (*sift_backend_open_fn)(void **be, const sift_backend_vtable **vt, char *name,
+                                            size_t name_len);
+sift_status sift_backend_cpu_open(void **be, const sift_backend_vtable **vt, char *name, size_t name_len);
+sift_status sift_backend_vulkan_open(void **be, const sift_backend_vtable **vt, char *name, size_t name_len);
+sift_status sift_backend_cuda_open(void **be, const sift_backend_vtable **vt, char *name, size_t name_len);
+
+/* Records the message for sift_last_error() and returns s. printf-style. */
+sift_status sift_set_error(sift_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* ---- facts every backend shares ------------------------------------------------------------ */
+
+const char *sift_op_name(sift_op op);
+
+/* The KV head of query head h: g(h) = h / (Hq / Hkv) (SPEC §2). */
+static inline int sift_kv_head(int h, int n_q_heads, int n_kv_heads)
+{
+    return h / (n_q_heads / n_kv_heads);
+}
+
+/* A float's position in the total order used by select: larger key = larger value; -0 equals +0.
+ * GPU kernels compute the same mapping (see docs/ops.md). */
+static inline uint32_t sift_order_key(uint32_t bits)
+{
+    if ((bits & 0x7fffffffu) == 0) bits = 0;
+    return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+float sift_half_to_float(uint16_t h);
+uint16_t sift_float_to_half(float f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,190 @@
+/* sift — public C API.
+ *
+ * One header, opaque handles, status codes. Every function that can fail returns a sift_status;
+ * on failure sift_last_error() gives a message naming the problem (per thread, valid until the
+ * next failing call on that thread). Nothing in the library aborts on bad input.
+ *
+ * The model of use: create a context on a backend, create tensors in it, describe work as a graph
+ * of ops over those tensors, compute the graph (as often as needed), read results back.
+ * The meaning of every op is in ../shared/SPEC.md §3 and in docs/ops.md.
+ */
+#ifndef SIFT_H
+#define SIFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(SIFT_BUILD_SHARED)
+#define SIFT_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define SIFT_API __attribute__((visibility("default")))
+#else
+#define SIFT_API
+#endif
+
+typedef enum sift_status {
+    SIFT_OK = 0,
+    SIFT_E_INVALID,       /* a null or otherwise unusable argument */
+    SIFT_E_SHAPE,         /* shapes that do not fit the op */
+    SIFT_E_DTYPE,         /* a tensor of the wrong element type */
+    SIFT_E_GRAPH,         /* a graph that does not connect (reads data nobody produced) */
+    SIFT_E_NOMEM,         /* host allocation failed */
+    SIFT_E_DEVICE_NOMEM,  /* device allocation failed */
+    SIFT_E_LIMIT,         /* larger than a device limit allows */
+    SIFT_E_UNAVAILABLE,   /* backend not built, or no device/driver present */
+    SIFT_E_UNSUPPORTED,   /* the device lacks a feature the op needs */
+    SIFT_E_BACKEND        /* the driver/runtime reported an error */
+} sift_status;
+
+SIFT_API const char *sift_status_name(sift_status s);
+/* Message of the last failing call on this thread ("" if none). */
+SIFT_API const char *sift_last_error(void);
+
+typedef enum sift_backend_kind {
+    SIFT_BACKEND_CPU = 0,
+    SIFT_BACKEND_VULKAN,
+    SIFT_BACKEND_CUDA,
+    SIFT_BACKEND_COUNT
+} sift_backend_kind;
+
+SIFT_API const char *sift_backend_kind_name(sift_backend_kind kind);
+/* Parses "cpu", "vulkan", "cuda"; returns SIFT_E_INVALID on anything else. */
+SIFT_API sift_status sift_backend_kind_parse(const char *name, sift_backend_kind *out);
+
+typedef struct sift_context sift_context;
+
+/* Opens a backend. Vulkan picks the first discrete GPU, else the first device; the environment
+ * variable SIFT_VULKAN_DEVICE=<index> overrides. CUDA uses SIFT_CUDA_DEVICE (default 0).
+ * Returns SIFT_E_UNAVAILABLE (with the reason) where the backend was not built or no usable
+ * device/driver exists. */
+SIFT_API sift_status sift_context_create(sift_backend_kind kind, sift_context **out);
+SIFT_API void sift_context_destroy(sift_context *ctx);
+SIFT_API sift_backend_kind sift_context_backend(const sift_context *ctx);
+/* Human-readable device description, e.g. "NVIDIA H200 (Vulkan 1.3, f16 storage)". */
+SIFT_API const char *sift_context_device_name(const sift_context *ctx);
+/* Vulkan with SIFT_VULKAN_VALIDATION=1 in the environment loads the Khronos validation layer
+ * (context creation fails if it is not installed), prints each message it reports to stderr and
+ * counts them here. 0 on other backends. */
+SIFT_API int64_t sift_context_validation_messages(const sift_context *ctx);
+
+typedef enum sift_dtype { SIFT_F32 = 0, SIFT_F16, SIFT_I32, SIFT_DTYPE_COUNT } sift_dtype;
+
+SIFT_API const char *sift_dtype_name(sift_dtype t);
+SIFT_API size_t sift_dtype_size(sift_dtype t);
+
+#define SIFT_MAX_DIMS 4
+
+typedef struct sift_tensor sift_tensor;
+
+/* A dense, row-major tensor on the context's device (shape[0] outermost). Dimensions may be 0. */
+SIFT_API sift_status sift_tensor_create(sift_context *ctx, sift_dtype dtype, int ndim,
+                                        const int64_t *shape, sift_tensor **out);
+SIFT_API void sift_tensor_destroy(sift_tensor *t);
+SIFT_API sift_status sift_tensor_set_name(sift_tensor *t, const char *name);
+SIFT_API const char *sift_tensor_name(const sift_tensor *t);
+SIFT_API sift_dtype sift_tensor_dtype(const sift_tensor *t);
+SIFT_API int sift_tensor_ndim(const sift_tensor *t);
+SIFT_API int64_t sift_tensor_dim(const sift_tensor *t, int axis);
+SIFT_API size_t sift_tensor_nbytes(const sift_tensor *t);
+/* Copies bytes in the tensor's own element type (f16 as IEEE half bits) at a byte offset. */
+SIFT_API sift_status sift_tensor_write(sift_tensor *t, size_t offset, const void *src, size_t bytes);
+SIFT_API sift_status sift_tensor_read(const sift_tensor *t, size_t offset, void *dst, size_t bytes);
+
+/* IEEE half conversions (round to nearest even), for callers that prepare f16 data. */
+SIFT_API void sift_f32_to_f16(uint16_t *dst, const float *src, size_t n);
+SIFT_API void sift_f16_to_f32(float *dst, const uint16_t *src, size_t n);
+
+/* ---- graphs ------------------------------------------------------------------------------ */
+
+typedef struct sift_graph sift_graph;
+
+SIFT_API sift_status sift_graph_create(sift_context *ctx, sift_graph **out);
+/* Frees the graph and every tensor it created with sift_graph_new_tensor. */
+SIFT_API void sift_graph_destroy(sift_graph *g);
+/* A tensor owned by the graph: an intermediate that a node must produce before another reads it. */
+SIFT_API sift_status sift_graph_new_tensor(sift_graph *g, sift_dtype dtype, int ndim,
+                                           const int64_t *shape, const char *name, sift_tensor **out);
+
+typedef enum sift_vote_mode {
+    SIFT_VOTE_SOFTMAX_SUM = 0, /* TokenSelect: v[j] = sum_h softmax_j(s[h][j]); one list */
+    SIFT_VOTE_KVHEAD_MAX       /* u[g][j] = max over the group's heads of s[h][j]; one list per KV head */
+} sift_vote_mode;
+
+/* Ops append a node to the graph; each checks shapes and types now and names what is wrong.
+ * Shapes: q f32 [Hq][D]; k, v [Hkv][Ncap][D] in f16 or f32 (the same for both); D in {64, 128};
+ * Hq a multiple of Hkv; g(h) = h / (Hq / Hkv). */
+
+/* scores f32 [Hq][end - begin]: s[h][j] = scale * dot(q[h], k[g(h)][begin + j]). */
+SIFT_API sift_status sift_op_score(sift_graph *g, const sift_tensor *q, const sift_tensor *k,
+                                   int64_t begin, int64_t end, float scale, sift_tensor *scores);
+/* votes f32 [1][M] (SOFTMAX_SUM) or [Hkv][M] (KVHEAD_MAX) from scores f32 [Hq][M]. */
+SIFT_API sift_status sift_op_vote(sift_graph *g, sift_vote_mode mode, const sift_tensor *scores,
+                                  sift_tensor *votes);
+
+/* Selection window, SPEC §3.3: sink S, local window W, budget k over candidates C = [S, N - W). */
+typedef struct sift_select_params {
+    int64_t n_ctx;  /* N */
+    int64_t sink;   /* S */
+    int64_t window; /* W */
+    int64_t budget; /* k */
+} sift_select_params;
+
+/* Candidates: |C| = max(0, N - S - W); and the length of each selected list. */
+SIFT_API int64_t sift_select_candidates(const sift_select_params *p);
+SIFT_API int64_t sift_select_count(const sift_select_params *p);
+
+/* indices i32 [L][sift_select_count] from votes f32 [L][|C|] (vote j is position S + j): the k
+ * largest (ties to the lower position), joined with [0, S) and [N - W, N), ascending. */
+SIFT_API sift_status sift_op_select(sift_graph *g, const sift_tensor *votes,
+                                    const sift_select_params *p, sift_tensor *indices);
+/* out f32 [Hq][D]: exact attention of each head over its KV head's index list. indices i32 [L][n]
+ * with L = 1 (shared by all heads) or L = Hkv; every index must be < Ncap. n = 0 gives zeros. */
+SIFT_API sift_status sift_op_gather_attend(sift_graph *g, const sift_tensor *q, const sift_tensor *k,
+                                           const sift_tensor *v, const sift_tensor *indices,
+                                           float scale, sift_tensor *out);
+/* out f32 [Hq][D]: exact attention over positions [0, n_ctx). */
+SIFT_API sift_status sift_op_dense_attend(sift_graph *g, const sift_tensor *q, const sift_tensor *k,
+                                          const sift_tensor *v, int64_t n_ctx, float scale,
+                                          sift_tensor *out);
+
+/* Runs every node in order (on GPU backends: recorded once into one submission). */
+SIFT_API sift_status sift_graph_compute(sift_graph *g);
+/* As sift_graph_compute, and writes each node's device time in microseconds (GPU timestamps on
+ * Vulkan, events on CUDA, wall clock on CPU) into node_us[sift_graph_node_count(g)]. */
+SIFT_API sift_status sift_graph_compute_timed(sift_graph *g, double *node_us);
+SIFT_API int sift_graph_node_count(const sift_graph *g);
+/* "score", "vote", "select", "gather_attend", "dense_attend". */
+SIFT_API const char *sift_graph_node_op_name(const sift_graph *g, int node);
+/* The bytes a node must read and write at least: the basis of effective bandwidth figures. */
+SIFT_API double sift_graph_node_bytes(const sift_graph *g, int node);
+
+/* ---- the standard decode-attention graph of one layer ------------------------------------- */
+
+typedef enum sift_attn_mode { SIFT_ATTN_DENSE = 0, SIFT_ATTN_SELECT } sift_attn_mode;
+
+typedef struct sift_attn_config {
+    int n_q_heads;  /* Hq */
+    int n_kv_heads; /* Hkv */
+    int head_dim;   /* D */
+    sift_select_params sel;  /* N, S, W, k */
+    sift_vote_mode vote;
+    sift_attn_mode mode;
+} sift_attn_config;
+
+/* Builds the decode-attention graph over caller-owned q, k, v and out: dense_attend, or
+ * score -> vote -> select -> gather_attend with graph-owned intermediates (scale = 1/sqrt(D)).
+ * When C is empty, score and vote are left out and select emits sink and window only. If
+ * indices_out is not NULL it receives the graph's index tensor (owned by the graph). */
+SIFT_API sift_status sift_decode_attn_graph(sift_context *ctx, const sift_attn_config *cfg,
+                                            const sift_tensor *q, const sift_tensor *k,
+                                            const sift_tensor *v, sift_tensor *out,
+                                            sift_graph **graph_out, sift_tensor **indices_out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
