@@ -31,7 +31,9 @@ struct sift_tensor {
     size_t nbytes;
     bool has_data;              /* written by the host, or produced by a computed graph */
     char name[48];
-    void *impl;                 /* the backend's storage */
+    void *impl;                 /* the backend's storage (a view shares its parent's) */
+    size_t offset;              /* bytes from the start of impl's storage: non-zero only for views */
+    struct sift_tensor *parent; /* the tensor owning the storage, for views; NULL otherwise */
 };
 
 /* Every parameter an op can take; each op reads the fields its comment in sift.h names. */
@@ -66,7 +68,8 @@ struct sift_graph {
 typedef struct sift_backend_vtable {
     const char *name;
     void (*destroy)(void *be);
-    /* Allocates storage for t (t->nbytes may be 0) and sets t->impl. */
+    /* Allocates storage for t (t->nbytes may be 0) and sets t->impl. Never called for views: an op
+     * operand's data starts t->offset bytes into t->impl; tensor_write/read get the owning tensor. */
     sift_status (*tensor_alloc)(void *be, sift_tensor *t);
     void (*tensor_free)(void *be, sift_tensor *t);
     sift_status (*tensor_write)(void *be, sift_tensor *t, size_t offset, const void *src, size_t bytes);

@@ -184,10 +184,49 @@ sift_status sift_tensor_create(sift_context *ctx, sift_dtype dtype, int ndim, co
     return SIFT_OK;
 }
 
+sift_status sift_tensor_view(sift_tensor *parent, sift_dtype dtype, int ndim, const int64_t *shape, size_t byte_offset,
+                             sift_tensor **out)
+{
+    if (!out) return sift_set_error(SIFT_E_INVALID, "sift_tensor_view: out is NULL");
+    *out = NULL;
+    if (!parent) return sift_set_error(SIFT_E_INVALID, "sift_tensor_view: parent is NULL");
+    if ((int)dtype < 0 || dtype >= SIFT_DTYPE_COUNT) return sift_set_error(SIFT_E_DTYPE, "sift_tensor_view: unknown dtype %d", (int)dtype);
+    size_t nbytes = 0;
+    sift_status s = shape_elements(ndim, shape, sift_dtype_size(dtype), &nbytes);
+    if (s != SIFT_OK) return s;
+    sift_tensor *root = parent->parent ? parent->parent : parent;
+    const size_t start = parent->offset + byte_offset;
+    if (byte_offset % sift_dtype_size(dtype) != 0)
+        return sift_set_error(SIFT_E_INVALID, "sift_tensor_view: offset %zu is not a multiple of the %s size", byte_offset,
+                              sift_dtype_name(dtype));
+    if (byte_offset > parent->nbytes || nbytes > parent->nbytes - byte_offset)
+        return sift_set_error(SIFT_E_SHAPE, "sift_tensor_view: %zu bytes at offset %zu do not fit in '%s' (%zu bytes)",
+                              nbytes, byte_offset, parent->name, parent->nbytes);
+    sift_tensor *t = calloc(1, sizeof *t);
+    if (!t) return sift_set_error(SIFT_E_NOMEM, "sift_tensor_view: out of memory");
+    *t = *root;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    t->nbytes = nbytes;
+    t->offset = start;
+    t->parent = root;
+    t->owner = NULL;
+    t->name[0] = 0;
+    for (int i = 0; i < SIFT_MAX_DIMS; i++) t->shape[i] = t->stride[i] = 0;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    int64_t st = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        t->stride[i] = st;
+        st *= shape[i] ? shape[i] : 1;
+    }
+    *out = t;
+    return SIFT_OK;
+}
+
 void sift_tensor_destroy(sift_tensor *t)
 {
     if (!t) return;
-    t->ctx->vt->tensor_free(t->ctx->be, t);
+    if (!t->parent) t->ctx->vt->tensor_free(t->ctx->be, t);
     free(t);
 }
 
@@ -223,7 +262,8 @@ sift_status sift_tensor_write(sift_tensor *t, size_t offset, const void *src, si
     if (s != SIFT_OK) return s;
     if (t->owner) return sift_set_error(SIFT_E_INVALID, "sift_tensor_write: '%s' is a graph intermediate", t->name);
     if (bytes == 0) return SIFT_OK;
-    s = t->ctx->vt->tensor_write(t->ctx->be, t, offset, src, bytes);
+    sift_tensor *root = t->parent ? t->parent : t;
+    s = t->ctx->vt->tensor_write(t->ctx->be, root, t->offset + offset, src, bytes);
     if (s == SIFT_OK) t->has_data = true;
     return s;
 }
@@ -232,7 +272,8 @@ sift_status sift_tensor_read(const sift_tensor *t, size_t offset, void *dst, siz
 {
     sift_status s = check_range(t, offset, dst, bytes, "sift_tensor_read");
     if (s != SIFT_OK || bytes == 0) return s;
-    return t->ctx->vt->tensor_read(t->ctx->be, t, offset, dst, bytes);
+    const sift_tensor *root = t->parent ? t->parent : t;
+    return t->ctx->vt->tensor_read(t->ctx->be, root, t->offset + offset, dst, bytes);
 }
 
 /* ---- half floats --------------------------------------------------------------------------- */

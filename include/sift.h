@@ -83,6 +83,10 @@ typedef struct sift_tensor sift_tensor;
 /* A dense, row-major tensor on the context's device (shape[0] outermost). Dimensions may be 0. */
 SIFT_API sift_status sift_tensor_create(sift_context *ctx, sift_dtype dtype, int ndim,
                                         const int64_t *shape, sift_tensor **out);
+/* A contiguous view of part of parent's storage, byte_offset bytes in (a multiple of the element
+ * size), with its own dtype and shape. Destroy views before their parent. */
+SIFT_API sift_status sift_tensor_view(sift_tensor *parent, sift_dtype dtype, int ndim, const int64_t *shape,
+                                      size_t byte_offset, sift_tensor **out);
 SIFT_API void sift_tensor_destroy(sift_tensor *t);
 SIFT_API sift_status sift_tensor_set_name(sift_tensor *t, const char *name);
 SIFT_API const char *sift_tensor_name(const sift_tensor *t);

@@ -8,15 +8,18 @@
 #include <string.h>
 #include <time.h>
 
+/* The first element of a tensor's data (views start t->offset bytes into their parent's storage). */
+static void *data(const sift_tensor *t) { return (char *)t->impl + t->offset; }
+
 /* Reads row `pos` of KV head `g` as f32: the one place that knows where a K/V row lives. */
 static void kv_row(const sift_tensor *t, int64_t g, int64_t pos, float *dst)
 {
     const int64_t d = t->shape[2];
     const int64_t off = g * t->stride[0] + pos * t->stride[1];
     if (t->dtype == SIFT_F32) {
-        memcpy(dst, (const float *)t->impl + off, (size_t)d * sizeof(float));
+        memcpy(dst, (const float *)data(t) + off, (size_t)d * sizeof(float));
     } else {
-        const uint16_t *h = (const uint16_t *)t->impl + off;
+        const uint16_t *h = (const uint16_t *)data(t) + off;
         for (int64_t i = 0; i < d; i++) dst[i] = sift_half_to_float(h[i]);
     }
 }
@@ -33,10 +36,10 @@ static void op_score(const sift_node *n)
 {
     const sift_tensor *q = n->src[0], *k = n->src[1];
     const int64_t hq = q->shape[0], hkv = k->shape[0], d = q->shape[1], m = n->p.end - n->p.begin;
-    float *s = n->dst->impl;
+    float *s = data(n->dst);
     float row[128];
     for (int64_t h = 0; h < hq; h++) {
-        const float *qh = (const float *)q->impl + h * d;
+        const float *qh = (const float *)data(q) + h * d;
         const int64_t g = sift_kv_head((int)h, (int)hq, (int)hkv);
         for (int64_t j = 0; j < m; j++) {
             kv_row(k, g, n->p.begin + j, row);
@@ -50,8 +53,8 @@ static void op_vote(const sift_node *n)
 {
     const sift_tensor *sc = n->src[0];
     const int64_t hq = sc->shape[0], m = sc->shape[1];
-    const float *s = sc->impl;
-    float *v = n->dst->impl;
+    const float *s = data(sc);
+    float *v = data(n->dst);
     if (n->p.vote == SIFT_VOTE_SOFTMAX_SUM) {
         for (int64_t j = 0; j < m; j++) v[j] = 0.0f;
         for (int64_t h = 0; h < hq; h++) {
@@ -103,11 +106,11 @@ static sift_status op_select(const sift_node *n)
     int32_t *order = malloc((size_t)(cand ? cand : 1) * sizeof *order);
     if (!order) return sift_set_error(SIFT_E_NOMEM, "cpu select: out of memory for %lld candidates", (long long)cand);
     for (int64_t l = 0; l < lists; l++) {
-        int32_t *out = (int32_t *)n->dst->impl + l * count;
+        int32_t *out = (int32_t *)data(n->dst) + l * count;
         int64_t o = 0;
         for (int64_t j = 0; j < sink; j++) out[o++] = (int32_t)j;
         for (int64_t j = 0; j < cand; j++) order[j] = (int32_t)j;
-        sort_votes = (const float *)n->src[0]->impl + l * cand;
+        sort_votes = (const float *)data(n->src[0]) + l * cand;
         qsort(order, (size_t)cand, sizeof *order, by_vote_then_position);
         qsort(order, (size_t)chosen, sizeof *order, ascending);
         for (int64_t j = 0; j < chosen; j++) out[o++] = (int32_t)(p->sink + order[j]);
@@ -147,11 +150,11 @@ static void op_attend(const sift_node *n)
     const int64_t hq = q->shape[0], hkv = k->shape[0], d = q->shape[1];
     for (int64_t h = 0; h < hq; h++) {
         const int64_t g = sift_kv_head((int)h, (int)hq, (int)hkv);
-        const float *qh = (const float *)q->impl + h * d;
-        float *o = (float *)n->dst->impl + h * d;
+        const float *qh = (const float *)data(q) + h * d;
+        float *o = (float *)data(n->dst) + h * d;
         if (idx) {
             const int64_t len = idx->shape[1], list = idx->shape[0] == 1 ? 0 : g;
-            attend_head(qh, k, v, g, (const int32_t *)idx->impl + list * len, len, n->p.scale, o);
+            attend_head(qh, k, v, g, (const int32_t *)data(idx) + list * len, len, n->p.scale, o);
         } else {
             attend_head(qh, k, v, g, NULL, n->p.n_ctx, n->p.scale, o);
         }
