@@ -1,0 +1,188 @@
+/* Bad input gets a status code and a message naming the problem, on every available backend, and
+ * leaves the graph and the context usable: never a crash, never a silent wrong answer. */
+#include "sift.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures, checks;
+static const char *backend_name;
+
+/* Checks that `got` is `want` and the message contains `needle`. */
+static void expect(const char *what, sift_status got, sift_status want, const char *needle)
+{
+    checks++;
+    const char *msg = sift_last_error();
+    const int ok = got == want && (!needle || strstr(msg, needle));
+    if (!ok) failures++;
+    printf("%-7s %-52s %-24s %s%s%s\n", backend_name, what, sift_status_name(got), ok ? "ok" : "FAIL", ok ? "" : ": ",
+           ok ? "" : msg);
+    if (ok) printf("        %s\n", msg);
+}
+
+static void expect_true(const char *what, int cond)
+{
+    checks++;
+    if (!cond) failures++;
+    printf("%-7s %-52s %-24s %s\n", backend_name, what, "", cond ? "ok" : "FAIL");
+}
+
+static sift_tensor *make(sift_context *ctx, sift_dtype t, int ndim, const int64_t *shape, int fill)
+{
+    sift_tensor *x = NULL;
+    if (sift_tensor_create(ctx, t, ndim, shape, &x) != SIFT_OK) {
+        printf("cannot create a %s tensor: %s\n", sift_dtype_name(t), sift_last_error());
+        exit(1);
+    }
+    if (fill) {
+        size_t n = sift_tensor_nbytes(x);
+        unsigned char *z = calloc(1, n ? n : 1);
+        if (!z || sift_tensor_write(x, 0, z, n) != SIFT_OK) exit(1);
+        free(z);
+    }
+    return x;
+}
+
+static void run_backend(sift_context *ctx, sift_context *other)
+{
+    const int64_t n = 300;
+    sift_tensor *q = make(ctx, SIFT_F32, 2, (int64_t[]){8, 64}, 1);
+    sift_tensor *q6 = make(ctx, SIFT_F32, 2, (int64_t[]){6, 64}, 1);
+    sift_tensor *q96 = make(ctx, SIFT_F32, 2, (int64_t[]){8, 96}, 1);
+    sift_tensor *qh = make(ctx, SIFT_F16, 2, (int64_t[]){8, 64}, 1);
+    sift_tensor *k = make(ctx, SIFT_F16, 3, (int64_t[]){4, n, 64}, 1);
+    sift_tensor *v = make(ctx, SIFT_F16, 3, (int64_t[]){4, n, 64}, 1);
+    sift_tensor *v32 = make(ctx, SIFT_F32, 3, (int64_t[]){4, n, 64}, 1);
+    sift_tensor *k96 = make(ctx, SIFT_F16, 3, (int64_t[]){4, n, 96}, 1);
+    sift_tensor *ki = make(ctx, SIFT_I32, 3, (int64_t[]){4, n, 64}, 1);
+    sift_tensor *out = make(ctx, SIFT_F32, 2, (int64_t[]){8, 64}, 0);
+    sift_tensor *scores = make(ctx, SIFT_F32, 2, (int64_t[]){8, n}, 0);
+    sift_tensor *votes = make(ctx, SIFT_F32, 2, (int64_t[]){1, n}, 1);
+    sift_tensor *idx_f = make(ctx, SIFT_F32, 2, (int64_t[]){1, 16}, 1);
+    sift_tensor *unwritten = make(ctx, SIFT_I32, 2, (int64_t[]){1, 16}, 0);
+    sift_tensor *foreign = make(other, SIFT_F32, 2, (int64_t[]){8, 64}, 1);
+    sift_graph *g = NULL;
+    if (sift_graph_create(ctx, &g) != SIFT_OK) exit(1);
+    const float sc = 0.125f;
+
+    /* impossible shapes */
+    expect("Hq not a multiple of Hkv (6 over 4)", sift_op_dense_attend(g, q6, k, v, n, sc, out), SIFT_E_SHAPE, "multiple");
+    expect("head dimension 96", sift_op_score(g, q96, k96, 0, n, sc, scores), SIFT_E_SHAPE, "D = 96");
+    expect("k rows of 96 for q of 64", sift_op_score(g, q, k96, 0, n, sc, scores), SIFT_E_SHAPE, "96 values");
+    sift_select_params p = {.n_ctx = n, .sink = 4, .window = 32, .budget = -1};
+    expect("budget k < 0", sift_op_select(g, votes, &p, unwritten), SIFT_E_SHAPE, "negative");
+    p = (sift_select_params){.n_ctx = 0, .sink = 4, .window = 32, .budget = 16};
+    expect("context N = 0 (select)", sift_op_select(g, votes, &p, unwritten), SIFT_E_SHAPE, "N = 0");
+    expect("context N = 0 (dense)", sift_op_dense_attend(g, q, k, v, 0, sc, out), SIFT_E_SHAPE, "N = 0");
+    expect("context beyond the cache", sift_op_dense_attend(g, q, k, v, n + 1, sc, out), SIFT_E_SHAPE, "outside");
+    expect("score range beyond the cache", sift_op_score(g, q, k, 10, n + 5, sc, scores), SIFT_E_SHAPE, "outside");
+    p = (sift_select_params){.n_ctx = n, .sink = 4, .window = 32, .budget = 16};
+    expect("votes not matching N - S - W", sift_op_select(g, votes, &p, unwritten), SIFT_E_SHAPE, "candidates");
+    expect("scale not finite", sift_op_dense_attend(g, q, k, v, n, 1.0f / 0.0f, out), SIFT_E_INVALID, "scale");
+
+    /* null and wrongly-typed tensors */
+    expect("null q", sift_op_score(g, NULL, k, 0, n, sc, scores), SIFT_E_INVALID, "q tensor is NULL");
+    expect("null output", sift_op_dense_attend(g, q, k, v, n, sc, NULL), SIFT_E_INVALID, "out tensor is NULL");
+    expect("null graph", sift_op_dense_attend(NULL, q, k, v, n, sc, out), SIFT_E_INVALID, "graph is NULL");
+    expect("q in f16", sift_op_dense_attend(g, qh, k, v, n, sc, out), SIFT_E_DTYPE, "expected f32");
+    expect("k in i32", sift_op_score(g, q, ki, 0, n, sc, scores), SIFT_E_DTYPE, "f16 or f32");
+    expect("v f32 with k f16", sift_op_dense_attend(g, q, k, v32, n, sc, out), SIFT_E_DTYPE, "v is f32");
+    expect("indices in f32", sift_op_gather_attend(g, q, k, v, idx_f, sc, out), SIFT_E_DTYPE, "expected i32");
+    expect("output is also the input", sift_op_vote(g, SIFT_VOTE_SOFTMAX_SUM, votes, votes), SIFT_E_GRAPH, "also an input");
+    expect("tensor of another context", sift_op_dense_attend(g, foreign, k, v, n, sc, out), SIFT_E_GRAPH,
+           "another context");
+    expect_true("no node was added by the failed calls", sift_graph_node_count(g) == 0);
+
+    /* a graph that does not connect */
+    expect("gather over indices nobody wrote (add)", sift_op_gather_attend(g, q, k, v, unwritten, sc, out), SIFT_OK, NULL);
+    expect("gather over indices nobody wrote (compute)", sift_graph_compute(g), SIFT_E_GRAPH, "never wrote");
+    sift_graph_destroy(g);
+    g = NULL;
+    if (sift_graph_create(ctx, &g) != SIFT_OK) exit(1);
+    sift_tensor *mid = NULL;
+    expect("graph intermediate", sift_graph_new_tensor(g, SIFT_I32, 2, (int64_t[]){1, 16}, "mid", &mid), SIFT_OK, NULL);
+    expect("host write into an intermediate", sift_tensor_write(mid, 0, "0000", 4), SIFT_E_INVALID, "intermediate");
+    sift_op_gather_attend(g, q, k, v, mid, sc, out);
+    expect("gather over an intermediate never produced", sift_graph_compute(g), SIFT_E_GRAPH, "'mid'");
+
+    /* allocation failures and absurd sizes */
+    sift_tensor *huge = NULL;
+    sift_status s = sift_tensor_create(ctx, SIFT_F32, 1, (int64_t[]){(int64_t)1 << 40}, &huge);
+    checks++;
+    const int alloc_ok = (s == SIFT_E_NOMEM || s == SIFT_E_DEVICE_NOMEM || s == SIFT_E_LIMIT) && huge == NULL &&
+                         strlen(sift_last_error()) > 0;
+    if (!alloc_ok) failures++;
+    printf("%-7s %-52s %-24s %s\n        %s\n", backend_name, "a 4 TiB tensor", sift_status_name(s), alloc_ok ? "ok" : "FAIL",
+           sift_last_error());
+    sift_tensor_destroy(huge);
+    expect("a shape whose size overflows", sift_tensor_create(ctx, SIFT_F32, 2, (int64_t[]){(int64_t)1 << 40, (int64_t)1 << 40}, &huge),
+           SIFT_E_SHAPE, "overflow");
+    expect("a negative dimension", sift_tensor_create(ctx, SIFT_F32, 1, (int64_t[]){-3}, &huge), SIFT_E_SHAPE, "negative");
+    expect("rank 5", sift_tensor_create(ctx, SIFT_F32, 5, (int64_t[]){1, 1, 1, 1, 1}, &huge), SIFT_E_SHAPE, "rank");
+    expect("unknown dtype", sift_tensor_create(ctx, (sift_dtype)7, 1, (int64_t[]){4}, &huge), SIFT_E_DTYPE, NULL);
+    char buf[16];
+    expect("read past the end", sift_tensor_read(out, sizeof buf * 200, buf, sizeof buf), SIFT_E_INVALID, "outside");
+    expect("view past the end", sift_tensor_view(out, SIFT_F32, 1, (int64_t[]){600}, 0, &huge), SIFT_E_SHAPE, "do not fit");
+
+    /* the context still works after all of this: a dense attention over zeros gives zeros */
+    sift_graph_destroy(g);
+    g = NULL;
+    if (sift_graph_create(ctx, &g) != SIFT_OK) exit(1);
+    expect("dense attention after the errors (add)", sift_op_dense_attend(g, q, k, v, n, sc, out), SIFT_OK, NULL);
+    expect("dense attention after the errors (compute)", sift_graph_compute(g), SIFT_OK, NULL);
+    float o[8 * 64];
+    sift_tensor_read(out, 0, o, sizeof o);
+    int zeros = 1;
+    for (int i = 0; i < 8 * 64; i++) zeros = zeros && o[i] == 0.0f;
+    expect_true("its output is the right answer (zeros)", zeros);
+
+    /* the decode-attention helper checks its config against the tensors */
+    sift_attn_config cfg = {.n_q_heads = 8, .n_kv_heads = 2, .head_dim = 64, .sel = {.n_ctx = n, .sink = 4, .window = 8, .budget = 16},
+                            .mode = SIFT_ATTN_SELECT};
+    sift_graph *ag = NULL;
+    expect("attention config with the wrong Hkv", sift_decode_attn_graph(ctx, &cfg, q, k, v, out, &ag, NULL), SIFT_E_SHAPE,
+           "does not match");
+    cfg.n_kv_heads = 4;
+    cfg.sel.n_ctx = n * 2;
+    expect("attention config with N beyond the cache", sift_decode_attn_graph(ctx, &cfg, q, k, v, out, &ag, NULL),
+           SIFT_E_SHAPE, "exceeds the cache");
+    cfg.sel.n_ctx = n;
+    cfg.sel.budget = 100 * n;
+    expect("budget larger than the context (allowed: keeps all)", sift_decode_attn_graph(ctx, &cfg, q, k, v, out, &ag, NULL),
+           SIFT_OK, NULL);
+    sift_graph_destroy(ag);
+
+    sift_graph_destroy(g);
+    sift_tensor *all[] = {q, q6, q96, qh, k, v, v32, k96, ki, out, scores, votes, idx_f, unwritten, foreign};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) sift_tensor_destroy(all[i]);
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    sift_backend_kind kind;
+    backend_name = "api";
+    expect("unknown backend name", sift_backend_kind_parse("metal", &kind), SIFT_E_INVALID, "metal");
+    sift_context *bad = NULL;
+    expect("unknown backend kind", sift_context_create((sift_backend_kind)42, &bad), SIFT_E_INVALID, NULL);
+    expect("null out pointer", sift_context_create(SIFT_BACKEND_CPU, NULL), SIFT_E_INVALID, NULL);
+
+    int64_t validation = 0;
+    for (int b = 0; b < SIFT_BACKEND_COUNT; b++) {
+        sift_context *ctx = NULL, *other = NULL;
+        backend_name = sift_backend_kind_name((sift_backend_kind)b);
+        if (sift_context_create((sift_backend_kind)b, &ctx) != SIFT_OK) {
+            printf("%-7s skipped: %s\n", backend_name, sift_last_error());
+            continue;
+        }
+        if (sift_context_create(SIFT_BACKEND_CPU, &other) != SIFT_OK) return 1;
+        run_backend(ctx, other);
+        validation += sift_context_validation_messages(ctx);
+        sift_context_destroy(other);
+        sift_context_destroy(ctx);
+    }
+    if (validation) failures++;
+    printf("\nsummary: %d checks, %d failures, validation messages: %lld\n", checks, failures, (long long)validation);
+    return failures ? 1 : 0;
+}

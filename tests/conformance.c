@@ -1,0 +1,751 @@
+/* Cross-backend conformance (SPEC §10): every op alone and the whole decode-attention graph, on
+ * every available backend, against the CPU reference. Prints one line per case and backend.
+ *
+ * Environment:
+ *   SIFT_EXPECT_BACKENDS=cpu,vulkan  fail (instead of skipping) when a listed backend is missing
+ *   SIFT_CONFORMANCE_MAX_N=n         largest context in the matrix (default: 33000, or 1048576
+ *                                    where a real GPU backend is present)
+ *   SIFT_VULKAN_VALIDATION           set to 1 here unless given: any validation message fails
+ */
+#include "sift.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GUARD 64               /* elements of guard on each side of every output */
+#define GUARD_WORD 0x7fc0dead  /* a NaN pattern no op writes */
+
+/* ---- a tiny deterministic RNG ---------------------------------------------------------------- */
+
+static uint64_t rng_state;
+static uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static float rng_uniform(void) { return (float)((rng_next() >> 40) * (1.0 / 16777216.0)); } /* [0, 1) */
+/* Roughly normal with unit variance (a sum of four uniforms): cheap, and inputs need no more. */
+static float rng_normal(void)
+{
+    const uint64_t r = rng_next();
+    float s = 0.0f;
+    for (int i = 0; i < 4; i++) s += (float)((r >> (16 * i)) & 0xffff) * (1.0f / 65536.0f);
+    return (s - 2.0f) * 1.7320508f;
+}
+
+/* ---- bookkeeping ------------------------------------------------------------------------------ */
+
+typedef struct {
+    sift_backend_kind kind;
+    sift_context *ctx;
+} backend;
+
+static int n_checks, n_failures;
+
+static void report(const char *case_name, const char *backend_name, const char *metric, double value, double bound,
+                   bool ok)
+{
+    n_checks++;
+    if (!ok) n_failures++;
+    printf("%-58s %-7s %-9s %10.3g  (bound %8.2g)  %s\n", case_name, backend_name, metric, value, bound,
+           ok ? "ok" : "FAIL");
+}
+
+static void fail(const char *case_name, const char *backend_name, const char *what)
+{
+    n_checks++;
+    n_failures++;
+    printf("%-58s %-7s FAIL: %s\n", case_name, backend_name, what);
+}
+
+#define CHECK_OK(call, case_name, bname)                                                                               \
+    do {                                                                                                               \
+        sift_status s_ = (call);                                                                                       \
+        if (s_ != SIFT_OK) {                                                                                           \
+            char msg_[700];                                                                                            \
+            snprintf(msg_, sizeof msg_, "%s: %s (%s)", #call, sift_status_name(s_), sift_last_error());                \
+            fail(case_name, bname, msg_);                                                                              \
+            goto out;                                                                                                  \
+        }                                                                                                              \
+    } while (0)
+
+/* Host-side tensor: data kept as f32 (or i32); uploaded in the requested dtype. */
+typedef struct {
+    sift_dtype dtype;
+    int ndim;
+    int64_t shape[3];
+    size_t n;
+    float *f;     /* f32 values (f16 tensors: values exactly representable in f16) */
+    int32_t *i;   /* i32 values */
+    uint16_t *h;  /* f16 tensors: the same values as half bits, made once for every upload */
+} host_tensor;
+
+static size_t count_of(int ndim, const int64_t *shape)
+{
+    size_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= (size_t)shape[d];
+    return n;
+}
+
+static host_tensor host_new(sift_dtype dtype, int ndim, const int64_t *shape)
+{
+    host_tensor h = {.dtype = dtype, .ndim = ndim};
+    for (int d = 0; d < ndim; d++) h.shape[d] = shape[d];
+    h.n = count_of(ndim, shape);
+    if (dtype == SIFT_I32)
+        h.i = calloc(h.n ? h.n : 1, sizeof(int32_t));
+    else
+        h.f = calloc(h.n ? h.n : 1, sizeof(float));
+    if ((dtype == SIFT_I32 && !h.i) || (dtype != SIFT_I32 && !h.f)) {
+        fprintf(stderr, "conformance: out of host memory (%zu elements)\n", h.n);
+        exit(2);
+    }
+    return h;
+}
+
+static void host_free(host_tensor *h)
+{
+    free(h->f);
+    free(h->i);
+    free(h->h);
+    h->f = NULL;
+    h->i = NULL;
+    h->h = NULL;
+}
+
+static host_tensor host_random(sift_dtype dtype, int ndim, const int64_t *shape, float sigma)
+{
+    host_tensor h = host_new(dtype, ndim, shape);
+    for (size_t j = 0; j < h.n; j++) h.f[j] = sigma * rng_normal();
+    if (dtype == SIFT_F16) {
+        /* multiples of 1/256 below 8 in magnitude have at most 11 significant bits: exact in f16 */
+        h.h = malloc((h.n ? h.n : 1) * 2);
+        if (!h.h) exit(2);
+        for (size_t j = 0; j < h.n; j++) h.f[j] = fminf(fmaxf(roundf(h.f[j] * 256.0f), -2047.0f), 2047.0f) / 256.0f;
+        sift_f32_to_f16(h.h, h.f, h.n);
+    }
+    return h;
+}
+
+static sift_status upload(sift_context *ctx, const host_tensor *h, sift_tensor **out)
+{
+    sift_status s = sift_tensor_create(ctx, h->dtype, h->ndim, h->shape, out);
+    if (s != SIFT_OK) return s;
+    if (h->dtype == SIFT_F16) {
+        s = sift_tensor_write(*out, 0, h->h, h->n * 2);
+    } else {
+        s = sift_tensor_write(*out, 0, h->dtype == SIFT_I32 ? (const void *)h->i : (const void *)h->f, h->n * 4);
+    }
+    return s;
+}
+
+/* An output with guard regions: a view into a larger tensor whose ends hold GUARD_WORD. */
+typedef struct {
+    sift_tensor *parent, *view;
+    size_t n;
+} guarded;
+
+static sift_status guarded_new(sift_context *ctx, sift_dtype dtype, int ndim, const int64_t *shape, guarded *g)
+{
+    memset(g, 0, sizeof *g);
+    g->n = count_of(ndim, shape);
+    const int64_t total = (int64_t)(g->n + 2 * GUARD);
+    sift_status s = sift_tensor_create(ctx, dtype, 1, &total, &g->parent);
+    if (s != SIFT_OK) return s;
+    uint32_t *fill = malloc((size_t)total * 4);
+    if (!fill) return SIFT_E_NOMEM;
+    for (int64_t j = 0; j < total; j++) fill[j] = GUARD_WORD;
+    s = sift_tensor_write(g->parent, 0, fill, (size_t)total * 4);
+    free(fill);
+    if (s != SIFT_OK) return s;
+    return sift_tensor_view(g->parent, dtype, ndim, shape, GUARD * 4, &g->view);
+}
+
+/* Reads the view's data into dst (n elements, 4 bytes each); returns false if a guard changed. */
+static bool guarded_read(const guarded *g, void *dst, sift_status *st)
+{
+    const size_t total = g->n + 2 * GUARD;
+    uint32_t *all = malloc(total * 4);
+    if (!all) {
+        *st = SIFT_E_NOMEM;
+        return false;
+    }
+    *st = sift_tensor_read(g->parent, 0, all, total * 4);
+    bool intact = true;
+    for (size_t j = 0; j < GUARD; j++) intact = intact && all[j] == GUARD_WORD && all[GUARD + g->n + j] == GUARD_WORD;
+    memcpy(dst, all + GUARD, g->n * 4);
+    free(all);
+    return intact;
+}
+
+static void guarded_free(guarded *g)
+{
+    sift_tensor_destroy(g->view);
+    sift_tensor_destroy(g->parent);
+    memset(g, 0, sizeof *g);
+}
+
+/* ---- comparisons ------------------------------------------------------------------------------ */
+
+static bool all_finite(const float *a, size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        if (!isfinite(a[j])) return false;
+    return true;
+}
+
+static double nmse(const float *ref, const float *got, size_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t j = 0; j < n; j++) {
+        double d = (double)ref[j] - (double)got[j];
+        num += d * d;
+        den += (double)ref[j] * (double)ref[j];
+    }
+    if (den == 0.0) return num == 0.0 ? 0.0 : INFINITY;
+    return num / den;
+}
+
+static void compare_floats(const char *cname, const char *bname, const float *ref, const float *got, size_t n,
+                           double bound)
+{
+    if (!all_finite(got, n)) {
+        fail(cname, bname, "NaN or Inf in the output");
+        return;
+    }
+    double e = nmse(ref, got, n);
+    report(cname, bname, "nmse", e, bound, e <= bound);
+}
+
+/* Index lists must be ascending and in range; then equal as sets to the reference (both are
+ * ascending, so element-wise). When `votes` is given, positions that differ are accepted where
+ * their reference votes tie with the list's threshold within rel_tol (SPEC §10). */
+static void compare_index_lists(const char *cname, const char *bname, const int32_t *ref, const int32_t *got,
+                                int64_t lists, int64_t len, int64_t n_ctx, const float *votes, int64_t sink,
+                                int64_t cand, int64_t budget, double rel_tol)
+{
+    int64_t differ = 0, untied = 0;
+    for (int64_t l = 0; l < lists; l++) {
+        const int32_t *r = ref + l * len, *g = got + l * len;
+        for (int64_t j = 0; j < len; j++) {
+            if (g[j] < 0 || g[j] >= n_ctx || (j > 0 && g[j] <= g[j - 1])) {
+                fail(cname, bname, "index list not ascending, has duplicates or is out of range");
+                return;
+            }
+        }
+        /* symmetric difference of two ascending lists */
+        int64_t a = 0, b = 0;
+        float thr = 0.0f;
+        if (votes && budget > 0 && cand > 0) { /* the reference's smallest chosen vote = the threshold */
+            thr = INFINITY;
+            for (int64_t j = 0; j < len; j++) {
+                int64_t c = r[j] - sink;
+                if (c >= 0 && c < cand) thr = fminf(thr, votes[l * cand + c]);
+            }
+        }
+        while (a < len || b < len) {
+            int32_t x;
+            if (b >= len || (a < len && r[a] < g[b])) x = r[a++];
+            else if (a >= len || g[b] < r[a]) x = g[b++];
+            else {
+                a++;
+                b++;
+                continue;
+            }
+            differ++;
+            int64_t c = x - sink;
+            bool tied = votes && c >= 0 && c < cand &&
+                        fabsf(votes[l * cand + c] - thr) <= (float)rel_tol * fmaxf(fabsf(thr), 1e-30f);
+            if (!tied) untied++;
+        }
+    }
+    char metric[32];
+    snprintf(metric, sizeof metric, "idx-diff");
+    report(cname, bname, metric, (double)untied, 0.0, untied == 0);
+    if (differ && !untied) printf("%-58s %-7s (%lld positions differ on votes tied within %.0e)\n", cname, bname,
+                                  (long long)differ, rel_tol);
+}
+
+/* ---- one case, run on one backend ------------------------------------------------------------- */
+
+typedef enum { OP_SCORE, OP_VOTE_SUM, OP_VOTE_MAX, OP_SELECT, OP_GATHER, OP_DENSE, OP_GRAPH } case_op;
+static const char *const case_op_names[] = {"score", "vote-sum", "vote-max", "select", "gather", "dense", "graph"};
+
+typedef struct {
+    case_op op;
+    int hq, hkv, d;
+    sift_dtype kv;
+    sift_select_params sel;
+    int lists;                /* gather: 1 or Hkv; graph: from vote mode */
+    sift_vote_mode vote;      /* graph */
+    bool ties;                /* select: votes drawn from a few values, to exercise the tie rule */
+} test_case;
+
+/* Everything a case needs on the host, made once per case and shared by all backends. */
+typedef struct {
+    host_tensor q, k, v, in2; /* in2: scores (vote), votes (select) or indices (gather) */
+    int64_t begin, end;
+} case_inputs;
+
+typedef struct {
+    float *f;    /* float output (score, vote, attention) */
+    int32_t *i;  /* index output (select, graph) */
+    size_t nf, ni;
+    bool ok;
+} case_outputs;
+
+static void outputs_free(case_outputs *o)
+{
+    free(o->f);
+    free(o->i);
+    memset(o, 0, sizeof *o);
+}
+
+static float attn_scale(int d) { return 1.0f / sqrtf((float)d); }
+
+static void describe(const test_case *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "%-8s N=%-7lld H=%d/%d D=%-3d %s S=%lld W=%lld k=%lld L=%d", case_op_names[c->op],
+             (long long)c->sel.n_ctx, c->hq, c->hkv, c->d, sift_dtype_name(c->kv), (long long)c->sel.sink,
+             (long long)c->sel.window, (long long)c->sel.budget, c->lists);
+}
+
+static void make_inputs(const test_case *c, case_inputs *in)
+{
+    memset(in, 0, sizeof *in);
+    const int64_t n = c->sel.n_ctx;
+    in->q = host_random(SIFT_F32, 2, (int64_t[]){c->hq, c->d}, 1.0f);
+    if (c->op != OP_VOTE_SUM && c->op != OP_VOTE_MAX && c->op != OP_SELECT) {
+        in->k = host_random(c->kv, 3, (int64_t[]){c->hkv, n, c->d}, 1.0f);
+        if (c->op != OP_SCORE) in->v = host_random(c->kv, 3, (int64_t[]){c->hkv, n, c->d}, 1.0f);
+    }
+    const int64_t cand = sift_select_candidates(&c->sel);
+    switch (c->op) {
+    case OP_SCORE:
+        in->begin = c->sel.sink < n ? c->sel.sink : n;
+        in->end = in->begin + cand;
+        break;
+    case OP_VOTE_SUM:
+    case OP_VOTE_MAX: in->in2 = host_random(SIFT_F32, 2, (int64_t[]){c->hq, cand}, 3.0f); break;
+    case OP_SELECT:
+        in->in2 = host_random(SIFT_F32, 2, (int64_t[]){c->lists, cand}, 1.0f);
+        if (c->ties)
+            for (size_t j = 0; j < in->in2.n; j++) in->in2.f[j] = floorf(in->in2.f[j] * 2.0f) * 0.5f;
+        break;
+    case OP_GATHER: {
+        /* each list: a random ascending subset of [0, N) of length about N/3 (at least 1) */
+        int64_t len = n / 3 > 0 ? n / 3 : 1;
+        if (len > 4096) len = 4096;
+        in->in2 = host_new(SIFT_I32, 2, (int64_t[]){c->lists, len});
+        for (int l = 0; l < c->lists; l++) {
+            int64_t picked = 0;
+            for (int64_t p = 0; p < n && picked < len; p++) {
+                /* keep p with probability (needed / remaining): a uniform sorted sample */
+                if ((double)rng_uniform() * (double)(n - p) < (double)(len - picked)) in->in2.i[l * len + picked++] = (int32_t)p;
+            }
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+static void inputs_free(case_inputs *in)
+{
+    host_free(&in->q);
+    host_free(&in->k);
+    host_free(&in->v);
+    host_free(&in->in2);
+}
+
+/* Runs the case on one backend; outputs in host memory. */
+static case_outputs run_case(const backend *b, const test_case *c, const case_inputs *in, const char *cname)
+{
+    case_outputs res = {0};
+    const char *bname = sift_backend_kind_name(b->kind);
+    sift_tensor *q = NULL, *k = NULL, *v = NULL, *in2 = NULL, *idx_graph = NULL;
+    guarded outf = {0}, outi = {0};
+    sift_graph *g = NULL;
+    const float scale = attn_scale(c->d);
+    const int64_t cand = sift_select_candidates(&c->sel), nsel = sift_select_count(&c->sel);
+    sift_status st;
+
+    CHECK_OK(upload(b->ctx, &in->q, &q), cname, bname);
+    if (in->k.n || in->k.f) CHECK_OK(upload(b->ctx, &in->k, &k), cname, bname);
+    if (in->v.n || in->v.f) CHECK_OK(upload(b->ctx, &in->v, &v), cname, bname);
+    if (in->in2.f || in->in2.i) CHECK_OK(upload(b->ctx, &in->in2, &in2), cname, bname);
+
+    switch (c->op) {
+    case OP_SCORE:
+        CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, in->end - in->begin}, &outf), cname, bname);
+        CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+        CHECK_OK(sift_op_score(g, q, k, in->begin, in->end, scale, outf.view), cname, bname);
+        break;
+    case OP_VOTE_SUM:
+    case OP_VOTE_MAX: {
+        const bool sum = c->op == OP_VOTE_SUM;
+        CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){sum ? 1 : c->hkv, cand}, &outf), cname, bname);
+        CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+        CHECK_OK(sift_op_vote(g, sum ? SIFT_VOTE_SOFTMAX_SUM : SIFT_VOTE_KVHEAD_MAX, in2, outf.view), cname, bname);
+        break;
+    }
+    case OP_SELECT:
+        CHECK_OK(guarded_new(b->ctx, SIFT_I32, 2, (int64_t[]){c->lists, nsel}, &outi), cname, bname);
+        CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+        CHECK_OK(sift_op_select(g, in2, &c->sel, outi.view), cname, bname);
+        break;
+    case OP_GATHER:
+        CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, c->d}, &outf), cname, bname);
+        CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+        CHECK_OK(sift_op_gather_attend(g, q, k, v, in2, scale, outf.view), cname, bname);
+        break;
+    case OP_DENSE:
+        CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, c->d}, &outf), cname, bname);
+        CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+        CHECK_OK(sift_op_dense_attend(g, q, k, v, c->sel.n_ctx, scale, outf.view), cname, bname);
+        break;
+    case OP_GRAPH: {
+        CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, c->d}, &outf), cname, bname);
+        sift_attn_config cfg = {.n_q_heads = c->hq, .n_kv_heads = c->hkv, .head_dim = c->d, .sel = c->sel,
+                                .vote = c->vote, .mode = SIFT_ATTN_SELECT};
+        CHECK_OK(sift_decode_attn_graph(b->ctx, &cfg, q, k, v, outf.view, &g, &idx_graph), cname, bname);
+        break;
+    }
+    }
+    CHECK_OK(sift_graph_compute(g), cname, bname);
+    if (outf.view) {
+        res.nf = outf.n;
+        res.f = malloc((res.nf ? res.nf : 1) * 4);
+        if (!guarded_read(&outf, res.f, &st)) {
+            fail(cname, bname, st == SIFT_OK ? "guard region around the output was overwritten" : "read failed");
+            goto out;
+        }
+    }
+    if (outi.view) {
+        res.ni = outi.n;
+        res.i = malloc((res.ni ? res.ni : 1) * 4);
+        if (!guarded_read(&outi, res.i, &st)) {
+            fail(cname, bname, st == SIFT_OK ? "guard region around the indices was overwritten" : "read failed");
+            goto out;
+        }
+    }
+    if (idx_graph) {
+        res.ni = (size_t)(sift_tensor_dim(idx_graph, 0) * sift_tensor_dim(idx_graph, 1));
+        res.i = malloc((res.ni ? res.ni : 1) * 4);
+        CHECK_OK(sift_tensor_read(idx_graph, 0, res.i, res.ni * 4), cname, bname);
+    }
+    res.ok = true;
+out:
+    sift_graph_destroy(g);
+    guarded_free(&outf);
+    guarded_free(&outi);
+    sift_tensor_destroy(q);
+    sift_tensor_destroy(k);
+    sift_tensor_destroy(v);
+    sift_tensor_destroy(in2);
+    if (!res.ok) outputs_free(&res);
+    return res;
+}
+
+/* Reference votes of a graph case, for judging index differences on near-ties. */
+static float *reference_votes(const backend *cpu, const test_case *c, const case_inputs *in)
+{
+    const int64_t cand = sift_select_candidates(&c->sel);
+    if (cand == 0) return NULL;
+    test_case sc = *c;
+    sc.op = OP_SCORE;
+    case_inputs si = *in;
+    si.begin = c->sel.sink;
+    si.end = c->sel.sink + cand;
+    case_outputs scores = run_case(cpu, &sc, &si, "reference scores");
+    if (!scores.ok) return NULL;
+    test_case vc = *c;
+    vc.op = c->vote == SIFT_VOTE_SOFTMAX_SUM ? OP_VOTE_SUM : OP_VOTE_MAX;
+    case_inputs vi = {0};
+    vi.q = in->q;
+    vi.in2 = (host_tensor){.dtype = SIFT_F32, .ndim = 2, .shape = {c->hq, cand}, .n = scores.nf, .f = scores.f};
+    case_outputs votes = run_case(cpu, &vc, &vi, "reference votes");
+    outputs_free(&scores);
+    float *v = votes.f;
+    votes.f = NULL;
+    outputs_free(&votes);
+    return v;
+}
+
+static double bound_for(const test_case *c)
+{
+    if (c->op == OP_SCORE || c->op == OP_VOTE_SUM || c->op == OP_VOTE_MAX) return 1e-7; /* exact f32 ops */
+    return c->kv == SIFT_F16 ? 5e-4 : 1e-7;
+}
+
+static void run_on_all(backend *bs, int nb, const test_case *c)
+{
+    char cname[128];
+    describe(c, cname, sizeof cname);
+    case_inputs in;
+    make_inputs(c, &in);
+    case_outputs ref = run_case(&bs[0], c, &in, cname);
+    if (!ref.ok) {
+        inputs_free(&in);
+        return;
+    }
+    if (ref.f && !all_finite(ref.f, ref.nf)) fail(cname, "cpu", "NaN or Inf in the reference output");
+    float *votes = NULL;
+    for (int bi = 1; bi < nb; bi++) {
+        const char *bname = sift_backend_kind_name(bs[bi].kind);
+        case_outputs got = run_case(&bs[bi], c, &in, cname);
+        if (got.ok) {
+            if (ref.f) compare_floats(cname, bname, ref.f, got.f, ref.nf, bound_for(c));
+            if (ref.i) {
+                const int64_t lists = c->op == OP_GRAPH ? (c->vote == SIFT_VOTE_KVHEAD_MAX ? c->hkv : 1) : c->lists;
+                const int64_t len = (int64_t)ref.ni / lists;
+                if (c->op == OP_GRAPH && !votes) votes = reference_votes(&bs[0], c, &in);
+                compare_index_lists(cname, bname, ref.i, got.i, lists, len, c->sel.n_ctx,
+                                    c->op == OP_GRAPH ? votes : NULL, c->sel.sink, sift_select_candidates(&c->sel),
+                                    c->sel.budget, 1e-4);
+            }
+        }
+        outputs_free(&got);
+    }
+    if (nb == 1) report(cname, "cpu", "ran", 0.0, 0.0, true);
+    free(votes);
+    outputs_free(&ref);
+    inputs_free(&in);
+}
+
+/* SPEC §3: when S + W + k >= N the selected attention equals dense attention, on every backend. */
+static void property_select_equals_dense(backend *bs, int nb, const test_case *c)
+{
+    char cname[128];
+    describe(c, cname, sizeof cname);
+    memcpy(cname, "prop    ", 8);
+    case_inputs in;
+    make_inputs(c, &in);
+    for (int bi = 0; bi < nb; bi++) {
+        const char *bname = sift_backend_kind_name(bs[bi].kind);
+        test_case dc = *c;
+        dc.op = OP_DENSE;
+        case_outputs sel = run_case(&bs[bi], c, &in, cname), dense = run_case(&bs[bi], &dc, &in, cname);
+        if (sel.ok && dense.ok) {
+            bool all = true;
+            const int64_t lists = c->vote == SIFT_VOTE_KVHEAD_MAX ? c->hkv : 1;
+            for (int64_t l = 0; l < lists; l++)
+                for (int64_t j = 0; j < c->sel.n_ctx; j++) all = all && sel.i[l * c->sel.n_ctx + j] == j;
+            if (!all || (int64_t)sel.ni != lists * c->sel.n_ctx) fail(cname, bname, "selection did not keep every token");
+            else compare_floats(cname, bname, dense.f, sel.f, dense.nf, 1e-7);
+        }
+        outputs_free(&sel);
+        outputs_free(&dense);
+    }
+    inputs_free(&in);
+}
+
+/* ---- hand-made cases: the reference itself against values worked out by hand ---------------- */
+
+/* select: N = 20, S = 2, W = 3 over C = [2, 17), votes with ties (and a -0 equal to +0). */
+static void handmade_select(const backend *b, int64_t k, const int32_t *want, int len)
+{
+    static const float votes[15] = {0.1f, 0.5f, 0.2f, 0.5f, 0.0f, 0.3f, 0.5f, -0.0f,
+                                    0.3f, 0.3f, 0.1f, 0.2f, 0.5f, 0.4f, 0.0f};
+    const char *bname = sift_backend_kind_name(b->kind);
+    char cname[96];
+    snprintf(cname, sizeof cname, "hand    select ties k=%lld", (long long)k);
+    sift_select_params p = {.n_ctx = 20, .sink = 2, .window = 3, .budget = k};
+    sift_tensor *vt = NULL, *it = NULL;
+    sift_graph *g = NULL;
+    int32_t got[32] = {0};
+    if (sift_select_count(&p) != len) {
+        fail(cname, bname, "sift_select_count disagrees with the hand count");
+        return;
+    }
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){1, 15}, &vt), cname, bname);
+    CHECK_OK(sift_tensor_write(vt, 0, votes, sizeof votes), cname, bname);
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_I32, 2, (int64_t[]){1, len}, &it), cname, bname);
+    CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+    CHECK_OK(sift_op_select(g, vt, &p, it), cname, bname);
+    CHECK_OK(sift_graph_compute(g), cname, bname);
+    CHECK_OK(sift_tensor_read(it, 0, got, (size_t)len * 4), cname, bname);
+    int wrong = 0;
+    for (int j = 0; j < len; j++) wrong += got[j] != want[j];
+    report(cname, bname, "wrong", wrong, 0, wrong == 0);
+out:
+    sift_graph_destroy(g);
+    sift_tensor_destroy(vt);
+    sift_tensor_destroy(it);
+}
+
+/* vote: two heads over three candidates. Head 0 scores {0, ln 2, ln 3} -> {1/6, 2/6, 3/6};
+ * head 1 scores {5, 5, 5} -> 1/3 each. Sum: {1/2, 2/3, 5/6}. Max over the two: {5, 5, 5}. */
+static void handmade_vote(const backend *b)
+{
+    const char *bname = sift_backend_kind_name(b->kind), *cname = "hand    vote two heads";
+    const float s[6] = {0.0f, logf(2.0f), logf(3.0f), 5.0f, 5.0f, 5.0f};
+    const float want_sum[3] = {0.5f, 2.0f / 3.0f, 5.0f / 6.0f};
+    sift_tensor *st = NULL, *vs = NULL, *vm = NULL;
+    sift_graph *g = NULL;
+    float got_sum[3], got_max[3];
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){2, 3}, &st), cname, bname);
+    CHECK_OK(sift_tensor_write(st, 0, s, sizeof s), cname, bname);
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){1, 3}, &vs), cname, bname);
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){1, 3}, &vm), cname, bname);
+    CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+    CHECK_OK(sift_op_vote(g, SIFT_VOTE_SOFTMAX_SUM, st, vs), cname, bname);
+    CHECK_OK(sift_op_vote(g, SIFT_VOTE_KVHEAD_MAX, st, vm), cname, bname);
+    CHECK_OK(sift_graph_compute(g), cname, bname);
+    CHECK_OK(sift_tensor_read(vs, 0, got_sum, sizeof got_sum), cname, bname);
+    CHECK_OK(sift_tensor_read(vm, 0, got_max, sizeof got_max), cname, bname);
+    double err = 0.0;
+    for (int j = 0; j < 3; j++) err = fmax(err, fabs(got_sum[j] - want_sum[j]) + fabs(got_max[j] - 5.0f));
+    report(cname, bname, "max-err", err, 1e-6, err <= 1e-6);
+out:
+    sift_graph_destroy(g);
+    sift_tensor_destroy(st);
+    sift_tensor_destroy(vs);
+    sift_tensor_destroy(vm);
+}
+
+static void handmade(const backend *bs, int nb)
+{
+    /* k = 4: the 0.5s at candidates 1, 3, 6, 12 -> positions 3, 5, 8, 14 */
+    static const int32_t want4[] = {0, 1, 3, 5, 8, 14, 17, 18, 19};
+    /* k = 6: then 0.4 (candidate 13 -> 15) and the first 0.3 by position (candidate 5 -> 7) */
+    static const int32_t want6[] = {0, 1, 3, 5, 7, 8, 14, 15, 17, 18, 19};
+    /* k = 7: then the second 0.3 (candidate 8 -> 10), not the third (candidate 9) */
+    static const int32_t want7[] = {0, 1, 3, 5, 7, 8, 10, 14, 15, 17, 18, 19};
+    /* k = 14: everything but the last of the three zeros (-0 at candidate 7 ties +0 at 4 and 14) */
+    static const int32_t want14[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19};
+    for (int bi = 0; bi < nb; bi++) {
+        handmade_select(&bs[bi], 4, want4, 9);
+        handmade_select(&bs[bi], 6, want6, 11);
+        handmade_select(&bs[bi], 7, want7, 12);
+        handmade_select(&bs[bi], 14, want14, 19);
+        handmade_vote(&bs[bi]);
+    }
+}
+
+/* ---- the matrix -------------------------------------------------------------------------------- */
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    setenv("SIFT_VULKAN_VALIDATION", "1", 0);
+    backend bs[SIFT_BACKEND_COUNT];
+    int nb = 0;
+    const char *expect = getenv("SIFT_EXPECT_BACKENDS");
+    bool real_gpu = false;
+    for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) {
+        const char *name = sift_backend_kind_name((sift_backend_kind)kind);
+        sift_context *ctx = NULL;
+        sift_status s = sift_context_create((sift_backend_kind)kind, &ctx);
+        if (s != SIFT_OK) {
+            bool expected = false;
+            if (expect) {
+                char list[256];
+                snprintf(list, sizeof list, ",%s,", expect);
+                char key[32];
+                snprintf(key, sizeof key, ",%s,", name);
+                expected = strstr(list, key) != NULL;
+            }
+            printf("backend %-7s %s: %s\n", name, expected ? "MISSING (expected by SIFT_EXPECT_BACKENDS)" : "skipped",
+                   sift_last_error());
+            if (expected) n_failures++;
+            continue;
+        }
+        printf("backend %-7s %s\n", name, sift_context_device_name(ctx));
+        if (kind == SIFT_BACKEND_CUDA || (kind == SIFT_BACKEND_VULKAN && !strstr(sift_context_device_name(ctx), "llvmpipe")))
+            real_gpu = true;
+        bs[nb++] = (backend){.kind = (sift_backend_kind)kind, .ctx = ctx};
+    }
+    if (nb == 0 || bs[0].kind != SIFT_BACKEND_CPU) {
+        printf("FAIL: the CPU reference backend is not available\n");
+        return 1;
+    }
+
+    int64_t max_n = real_gpu ? 1048576 : 33000;
+    if (getenv("SIFT_CONFORMANCE_MAX_N")) max_n = atoll(getenv("SIFT_CONFORMANCE_MAX_N"));
+    const int64_t ns_all[] = {1, 7, 255, 4096, 33000, 131072, 1048576};
+    const int heads[][2] = {{8, 8}, {32, 8}, {28, 4}, {8, 1}};
+    const int dims[] = {64, 128};
+    const sift_dtype kvs[] = {SIFT_F16, SIFT_F32};
+    const int64_t budgets[] = {0, 16, 2048, -1 /* >= N */};
+    const int64_t sinks[] = {0, 4, 128};
+    const int64_t windows[] = {0, 64, 512};
+    rng_state = 12345;
+
+    handmade(bs, nb);
+
+    int combo = 0;
+    for (size_t ni = 0; ni < sizeof ns_all / sizeof ns_all[0]; ni++) {
+        const int64_t n = ns_all[ni];
+        if (n > max_n) continue;
+        const bool huge = n > 33000; /* large contexts: the standard shape only, to bound CPU time */
+        for (int hi = 0; hi < 4; hi++) {
+            if (huge && hi != 1) continue;
+            for (int di = 0; di < 2; di++) {
+                if (huge && dims[di] != 128) continue;
+                for (int ki = 0; ki < 2; ki++) {
+                    test_case base = {.hq = heads[hi][0], .hkv = heads[hi][1], .d = dims[di], .kv = kvs[ki], .lists = 1};
+                    /* (k, S, W) cycles through all 36 combinations across the matrix */
+                    const int64_t kk = budgets[combo % 4], ss = sinks[(combo / 4) % 3], ww = windows[(combo / 12) % 3];
+                    combo++;
+                    base.sel = (sift_select_params){.n_ctx = n, .sink = ss, .window = ww, .budget = kk < 0 ? n : kk};
+
+                    test_case c = base;
+                    c.op = OP_SCORE;
+                    run_on_all(bs, nb, &c);
+                    if (ki == 0 && di == 0) { /* vote and select do not depend on D or the KV type */
+                        c.op = OP_VOTE_SUM;
+                        run_on_all(bs, nb, &c);
+                        c.op = OP_VOTE_MAX;
+                        run_on_all(bs, nb, &c);
+                        for (int ties = 0; ties < 2; ties++) {
+                            c.op = OP_SELECT;
+                            c.ties = ties;
+                            c.lists = ties ? c.hkv : 1;
+                            run_on_all(bs, nb, &c);
+                        }
+                        c.ties = false;
+                    }
+                    c.op = OP_GATHER;
+                    c.lists = (combo % 2) ? c.hkv : 1;
+                    run_on_all(bs, nb, &c);
+                    c.lists = 1;
+                    c.op = OP_DENSE;
+                    run_on_all(bs, nb, &c);
+                    c.op = OP_GRAPH;
+                    c.vote = (combo % 3 == 2) ? SIFT_VOTE_KVHEAD_MAX : SIFT_VOTE_SOFTMAX_SUM;
+                    c.lists = c.vote == SIFT_VOTE_KVHEAD_MAX ? c.hkv : 1;
+                    run_on_all(bs, nb, &c);
+                    /* the standard serving configuration at every context */
+                    if (!huge || ki == 0) {
+                        c.sel = (sift_select_params){.n_ctx = n, .sink = 128, .window = 512, .budget = 2048};
+                        c.vote = SIFT_VOTE_SOFTMAX_SUM;
+                        c.lists = 1;
+                        if (hi == 1 && di == 1) run_on_all(bs, nb, &c);
+                    }
+                    /* property: S + W + k >= N keeps every token, and equals dense */
+                    if (n <= 33000 && hi % 2 == di) {
+                        c.sel = (sift_select_params){.n_ctx = n, .sink = ss, .window = ww, .budget = n};
+                        c.vote = (combo % 2) ? SIFT_VOTE_KVHEAD_MAX : SIFT_VOTE_SOFTMAX_SUM;
+                        c.lists = c.vote == SIFT_VOTE_KVHEAD_MAX ? c.hkv : 1;
+                        property_select_equals_dense(bs, nb, &c);
+                    }
+                }
+            }
+        }
+    }
+
+    int64_t validation = 0;
+    for (int bi = 0; bi < nb; bi++) validation += sift_context_validation_messages(bs[bi].ctx);
+    if (validation) n_failures++;
+    printf("\nsummary: %d checks, %d failures; backends:", n_checks, n_failures);
+    for (int bi = 0; bi < nb; bi++) printf(" %s", sift_backend_kind_name(bs[bi].kind));
+    printf("; max N %lld; validation messages: %lld\n", (long long)max_n, (long long)validation);
+    for (int bi = 0; bi < nb; bi++) sift_context_destroy(bs[bi].ctx);
+    return n_failures ? 1 : 0;
+}
