@@ -1,0 +1,510 @@
+/* The CUDA backend: device memory through the CUDA runtime (linked statically), one stream, the
+ * kernels in the .cu files of cuda/ (docs/kernels.md).
+ *
+ * Tensors are plain cudaMalloc allocations, zeroed like the CPU backend's. A graph's launch
+ * geometry and scratch (vote partials, radix histograms, attention partials) are planned once per
+ * graph version and cached in g->backend_cache; untimed runs replay the node sequence as a CUDA
+ * graph recorded on first use (SIFT_CUDA_GRAPH=0 launches the kernels one by one instead), timed
+ * runs launch directly with an event pair around each node. Every run ends with a stream
+ * synchronization; every CUDA error becomes SIFT_E_BACKEND naming the call. */
+#include "backend.h"
+
+#include "cuda/sift_cuda.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cuda_backend {
+    int device;
+    cudaStream_t stream;
+    sift_cuda_device dev;
+    cudaEvent_t *events; /* timing pool, 2 per node of the largest timed graph so far */
+    int n_events;
+    int use_graphs;
+} cuda_backend;
+
+typedef struct cuda_plan {
+    union {
+        sift_cuda_score score;
+        sift_cuda_vote vote;
+        sift_cuda_select select;
+        sift_cuda_attend attend;
+    } u;
+    size_t scratch_off;
+} cuda_plan;
+
+typedef struct cuda_cache {
+    unsigned version;
+    int n;
+    cuda_plan *plans;
+    void *scratch;
+    size_t scratch_bytes;
+    int reset;             /* select histograms must be zeroed before the next run */
+    cudaGraphExec_t exec;  /* the recorded node sequence, or NULL */
+} cuda_cache;
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+
+static sift_status fail(cudaError_t e, const char *call)
+{
+    (void)cudaGetLastError(); /* clear a non-sticky error so the context stays usable */
+    return sift_set_error(SIFT_E_BACKEND, "cuda: %s failed: %s (%s)", call, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+#define CU(call)                                                                                                       \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) return fail(e_, #call);                                                                 \
+    } while (0)
+
+static sift_status set_device(const cuda_backend *b)
+{
+    CU(cudaSetDevice(b->device));
+    return SIFT_OK;
+}
+
+static sift_status no_device_memory(size_t bytes, const char *what)
+{
+    (void)cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) (void)cudaGetLastError();
+    return sift_set_error(SIFT_E_DEVICE_NOMEM, "cuda: cannot allocate %zu bytes (%.1f MiB) for %s: %.1f MiB free of %.1f MiB",
+                          bytes, (double)bytes / 1048576.0, what, (double)free_b / 1048576.0,
+                          (double)total_b / 1048576.0);
+}
+
+/* The first element of a tensor's data (views start t->offset bytes into their parent's storage). */
+static void *data(const sift_tensor *t) { return t->impl ? (char *)t->impl + t->offset : NULL; }
+
+/* ---- tensors --------------------------------------------------------------------------------- */
+
+static void cuda_destroy(void *p)
+{
+    cuda_backend *b = p;
+    if (!b) return;
+    if (cudaSetDevice(b->device) == cudaSuccess) {
+        for (int i = 0; i < b->n_events; i++) cudaEventDestroy(b->events[i]);
+        if (b->stream) cudaStreamDestroy(b->stream);
+    }
+    (void)cudaGetLastError();
+    free(b->events);
+    free(b);
+}
+
+static sift_status cuda_tensor_alloc(void *p, sift_tensor *t)
+{
+    cuda_backend *b = p;
+    t->impl = NULL;
+    if (t->nbytes == 0) return SIFT_OK;
+    sift_status s = set_device(b);
+    if (s != SIFT_OK) return s;
+    void *d = NULL;
+    cudaError_t e = cudaMalloc(&d, t->nbytes);
+    if (e == cudaErrorMemoryAllocation) {
+        char what[96];
+        snprintf(what, sizeof what, "a %s tensor of %d dimensions", sift_dtype_name(t->dtype), t->ndim);
+        return no_device_memory(t->nbytes, what);
+    }
+    if (e != cudaSuccess) return fail(e, "cudaMalloc");
+    e = cudaMemsetAsync(d, 0, t->nbytes, b->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(b->stream);
+    if (e != cudaSuccess) {
+        s = fail(e, "cudaMemsetAsync (zeroing a new tensor)");
+        cudaFree(d);
+        return s;
+    }
+    t->impl = d;
+    return SIFT_OK;
+}
+
+static void cuda_tensor_free(void *p, sift_tensor *t)
+{
+    cuda_backend *b = p;
+    if (t->impl && cudaSetDevice(b->device) == cudaSuccess) cudaFree(t->impl);
+    (void)cudaGetLastError();
+    t->impl = NULL;
+}
+
+static sift_status cuda_tensor_write(void *p, sift_tensor *t, size_t offset, const void *src, size_t bytes)
+{
+    cuda_backend *b = p;
+    sift_status s = set_device(b);
+    if (s != SIFT_OK) return s;
+    CU(cudaMemcpyAsync((char *)t->impl + offset, src, bytes, cudaMemcpyHostToDevice, b->stream));
+    CU(cudaStreamSynchronize(b->stream));
+    return SIFT_OK;
+}
+
+static sift_status cuda_tensor_read(void *p, const sift_tensor *t, size_t offset, void *dst, size_t bytes)
+{
+    cuda_backend *b = p;
+    sift_status s = set_device(b);
+    if (s != SIFT_OK) return s;
+    CU(cudaMemcpyAsync(dst, (const char *)t->impl + offset, bytes, cudaMemcpyDeviceToHost, b->stream));
+    CU(cudaStreamSynchronize(b->stream));
+    return SIFT_OK;
+}
+
+/* ---- plans ----------------------------------------------------------------------------------- */
+
+static sift_cuda_kv kv_of(const sift_tensor *k, const sift_tensor *v)
+{
+    sift_cuda_kv kv;
+    kv.k = data(k);
+    kv.v = v ? data(v) : NULL;
+    kv.stride0 = k->stride[0];
+    kv.stride1 = k->stride[1];
+    kv.ncap = k->shape[1];
+    kv.hkv = (int)k->shape[0];
+    kv.d = (int)k->shape[2];
+    kv.f16 = k->dtype == SIFT_F16;
+    return kv;
+}
+
+static sift_status plan_node(const cuda_backend *b, const sift_node *n, int i, cuda_plan *pl, size_t *scratch)
+{
+    cudaError_t e = cudaSuccess;
+    size_t need = 0;
+    memset(pl, 0, sizeof *pl);
+    switch (n->op) {
+    case SIFT_OP_SCORE: {
+        sift_cuda_score *a = &pl->u.score;
+        a->q = data(n->src[0]);
+        a->kv = kv_of(n->src[1], NULL);
+        a->hq = (int)n->src[0]->shape[0];
+        a->begin = n->p.begin;
+        a->m = n->p.end - n->p.begin;
+        a->scale = n->p.scale;
+        a->scores = data(n->dst);
+        e = sift_cuda_score_plan(&b->dev, a);
+        break;
+    }
+    case SIFT_OP_VOTE: {
+        sift_cuda_vote *a = &pl->u.vote;
+        a->scores = data(n->src[0]);
+        a->hq = (int)n->src[0]->shape[0];
+        a->m = n->src[0]->shape[1];
+        a->kvhead_max = n->p.vote == SIFT_VOTE_KVHEAD_MAX;
+        a->hkv = (int)n->dst->shape[0];
+        a->votes = data(n->dst);
+        e = sift_cuda_vote_plan(&b->dev, a);
+        need = a->scratch_bytes;
+        break;
+    }
+    case SIFT_OP_SELECT: {
+        sift_cuda_select *a = &pl->u.select;
+        a->votes = data(n->src[0]);
+        a->lists = (int)n->src[0]->shape[0];
+        a->cand = n->src[0]->shape[1];
+        a->n_ctx = n->p.sel.n_ctx;
+        a->sink = n->p.sel.sink;
+        a->window = n->p.sel.window;
+        a->budget = n->p.sel.budget;
+        a->out = data(n->dst);
+        a->count = n->dst->shape[1];
+        e = sift_cuda_select_plan(&b->dev, a);
+        need = a->scratch_bytes;
+        break;
+    }
+    case SIFT_OP_GATHER_ATTEND:
+    case SIFT_OP_DENSE_ATTEND: {
+        sift_cuda_attend *a = &pl->u.attend;
+        const bool gather = n->op == SIFT_OP_GATHER_ATTEND;
+        a->q = data(n->src[0]);
+        a->kv = kv_of(n->src[1], n->src[2]);
+        a->idx = gather ? data(n->src[3]) : NULL;
+        a->idx_lists = gather ? (int)n->src[3]->shape[0] : 1;
+        a->n = gather ? n->src[3]->shape[1] : n->p.n_ctx;
+        a->hq = (int)n->src[0]->shape[0];
+        a->scale = n->p.scale;
+        a->out = data(n->dst);
+        e = sift_cuda_attend_plan(&b->dev, a);
+        need = a->scratch_bytes;
+        break;
+    }
+    default: return sift_set_error(SIFT_E_INVALID, "cuda: node %d has unknown op %d", i, (int)n->op);
+    }
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return sift_set_error(SIFT_E_BACKEND, "cuda: planning node %d (%s) failed: %s (%s)", i, sift_op_name(n->op),
+                              cudaGetErrorString(e), cudaGetErrorName(e));
+    }
+    pl->scratch_off = *scratch;
+    *scratch += (need + 255) & ~(size_t)255;
+    return SIFT_OK;
+}
+
+static void cache_free(cuda_cache *c)
+{
+    if (!c) return;
+    if (c->exec) cudaGraphExecDestroy(c->exec);
+    if (c->scratch) cudaFree(c->scratch); /* synchronizes with any work still using it */
+    (void)cudaGetLastError();
+    free(c->plans);
+    free(c);
+}
+
+static sift_status cache_build(cuda_backend *b, sift_graph *g, cuda_cache **out)
+{
+    *out = NULL;
+    cuda_cache *c = calloc(1, sizeof *c);
+    if (!c) return sift_set_error(SIFT_E_NOMEM, "cuda: out of memory planning a graph");
+    c->version = g->version;
+    c->n = g->n_nodes;
+    c->plans = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *c->plans);
+    if (!c->plans) {
+        free(c);
+        return sift_set_error(SIFT_E_NOMEM, "cuda: out of memory planning a graph of %d nodes", g->n_nodes);
+    }
+    size_t scratch = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        sift_status s = plan_node(b, &g->nodes[i], i, &c->plans[i], &scratch);
+        if (s != SIFT_OK) {
+            cache_free(c);
+            return s;
+        }
+    }
+    if (scratch) {
+        cudaError_t e = cudaMalloc(&c->scratch, scratch);
+        if (e != cudaSuccess) {
+            c->scratch = NULL;
+            cache_free(c);
+            if (e == cudaErrorMemoryAllocation) return no_device_memory(scratch, "graph scratch (partials, histograms)");
+            return fail(e, "cudaMalloc (graph scratch)");
+        }
+    }
+    c->scratch_bytes = scratch;
+    c->reset = 1;
+    *out = c;
+    return SIFT_OK;
+}
+
+/* ---- running --------------------------------------------------------------------------------- */
+
+static sift_status launch_node(cuda_backend *b, cuda_cache *c, const sift_graph *g, int i)
+{
+    const sift_node *n = &g->nodes[i];
+    cuda_plan *pl = &c->plans[i];
+    void *scratch = c->scratch ? (char *)c->scratch + pl->scratch_off : NULL;
+    cudaError_t e = cudaSuccess;
+    switch (n->op) {
+    case SIFT_OP_SCORE: e = sift_cuda_score_launch(&b->dev, &pl->u.score, b->stream); break;
+    case SIFT_OP_VOTE: e = sift_cuda_vote_launch(&pl->u.vote, scratch, b->stream); break;
+    case SIFT_OP_SELECT: e = sift_cuda_select_launch(&pl->u.select, scratch, b->stream); break;
+    case SIFT_OP_GATHER_ATTEND:
+    case SIFT_OP_DENSE_ATTEND: e = sift_cuda_attend_launch(&b->dev, &pl->u.attend, scratch, b->stream); break;
+    default: return sift_set_error(SIFT_E_INVALID, "cuda: node %d has unknown op %d", i, (int)n->op);
+    }
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return sift_set_error(SIFT_E_BACKEND, "cuda: launching node %d (%s) failed: %s (%s)", i, sift_op_name(n->op),
+                              cudaGetErrorString(e), cudaGetErrorName(e));
+    }
+    return SIFT_OK;
+}
+
+static sift_status launch_all(cuda_backend *b, cuda_cache *c, const sift_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        sift_status s = launch_node(b, c, g, i);
+        if (s != SIFT_OK) return s;
+    }
+    return SIFT_OK;
+}
+
+static sift_status ensure_events(cuda_backend *b, int n)
+{
+    if (n <= b->n_events) return SIFT_OK;
+    cudaEvent_t *ev = realloc(b->events, (size_t)n * sizeof *ev);
+    if (!ev) return sift_set_error(SIFT_E_NOMEM, "cuda: out of memory for %d timing events", n);
+    b->events = ev;
+    while (b->n_events < n) {
+        CU(cudaEventCreate(&b->events[b->n_events]));
+        b->n_events++;
+    }
+    return SIFT_OK;
+}
+
+/* Records the node sequence into a CUDA graph (once per graph version). */
+static sift_status record(cuda_backend *b, cuda_cache *c, const sift_graph *g)
+{
+    CU(cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal));
+    sift_status s = launch_all(b, c, g);
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(b->stream, &graph);
+    if (s != SIFT_OK) {
+        if (graph) cudaGraphDestroy(graph);
+        (void)cudaGetLastError();
+        return s;
+    }
+    if (e != cudaSuccess) return fail(e, "cudaStreamEndCapture");
+    e = cudaGraphInstantiate(&c->exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+        c->exec = NULL;
+        return fail(e, "cudaGraphInstantiate");
+    }
+    return SIFT_OK;
+}
+
+static sift_status run(cuda_backend *b, cuda_cache *c, const sift_graph *g, double *node_us)
+{
+    if (c->reset) {
+        for (int i = 0; i < c->n; i++)
+            if (g->nodes[i].op == SIFT_OP_SELECT)
+                CU(sift_cuda_select_reset(&c->plans[i].u.select, (char *)c->scratch + c->plans[i].scratch_off,
+                                          b->stream));
+        c->reset = 0;
+    }
+    sift_status s;
+    if (node_us) {
+        s = ensure_events(b, 2 * g->n_nodes);
+        if (s != SIFT_OK) return s;
+        for (int i = 0; i < g->n_nodes; i++) {
+            CU(cudaEventRecord(b->events[2 * i], b->stream));
+            s = launch_node(b, c, g, i);
+            if (s != SIFT_OK) return s;
+            CU(cudaEventRecord(b->events[2 * i + 1], b->stream));
+        }
+    } else if (b->use_graphs) {
+        if (!c->exec) {
+            s = record(b, c, g);
+            if (s != SIFT_OK) return s;
+        }
+        CU(cudaGraphLaunch(c->exec, b->stream));
+    } else {
+        s = launch_all(b, c, g);
+        if (s != SIFT_OK) return s;
+    }
+    CU(cudaStreamSynchronize(b->stream));
+    if (node_us) {
+        for (int i = 0; i < g->n_nodes; i++) {
+            float ms = 0.0f;
+            CU(cudaEventElapsedTime(&ms, b->events[2 * i], b->events[2 * i + 1]));
+            node_us[i] = (double)ms * 1000.0;
+        }
+    }
+    return SIFT_OK;
+}
+
+static void cuda_graph_release(void *p, sift_graph *g)
+{
+    cuda_backend *b = p;
+    if (!g->backend_cache) return;
+    if (cudaSetDevice(b->device) != cudaSuccess) (void)cudaGetLastError();
+    cache_free(g->backend_cache);
+    g->backend_cache = NULL;
+}
+
+static sift_status cuda_graph_compute(void *p, sift_graph *g, double *node_us)
+{
+    cuda_backend *b = p;
+    sift_status s = set_device(b);
+    if (s != SIFT_OK) return s;
+    cuda_cache *c = g->backend_cache;
+    if (c && c->version != g->version) {
+        cuda_graph_release(b, g);
+        c = NULL;
+    }
+    if (!c) {
+        s = cache_build(b, g, &c);
+        if (s != SIFT_OK) return s;
+        g->backend_cache = c;
+    }
+    s = run(b, c, g, node_us);
+    if (s != SIFT_OK) {
+        /* Work may have stopped half-way: finish what was queued, zero the histograms next time. */
+        if (cudaStreamSynchronize(b->stream) != cudaSuccess) (void)cudaGetLastError();
+        c->reset = 1;
+    }
+    return s;
+}
+
+static const sift_backend_vtable cuda_vtable = {
+    .name = "cuda",
+    .destroy = cuda_destroy,
+    .tensor_alloc = cuda_tensor_alloc,
+    .tensor_free = cuda_tensor_free,
+    .tensor_write = cuda_tensor_write,
+    .tensor_read = cuda_tensor_read,
+    .graph_compute = cuda_graph_compute,
+    .graph_release = cuda_graph_release,
+    .validation_messages = NULL,
+};
+
+/* ---- opening --------------------------------------------------------------------------------- */
+
+static const char *no_device_hint(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorInsufficientDriver: return " (no NVIDIA driver is loaded, or it is older than this CUDA runtime needs)";
+    case cudaErrorNoDevice: return " (the driver sees no CUDA-capable GPU)";
+    default: return "";
+    }
+}
+
+sift_status sift_backend_cuda_open(void **be, const sift_backend_vtable **vt, char *name, size_t name_len)
+{
+    *be = NULL;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return sift_set_error(SIFT_E_UNAVAILABLE, "no CUDA device: cudaGetDeviceCount failed: %s (%s)%s",
+                              cudaGetErrorString(e), cudaGetErrorName(e), no_device_hint(e));
+    }
+    if (count < 1) return sift_set_error(SIFT_E_UNAVAILABLE, "no CUDA device: the driver reports 0 devices");
+
+    int device = 0;
+    const char *env = getenv("SIFT_CUDA_DEVICE");
+    if (env && *env) {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(env, &end, 10);
+        if (errno || end == env || *end || v < 0 || v >= count)
+            return sift_set_error(SIFT_E_INVALID, "cuda: SIFT_CUDA_DEVICE='%s' is not a device index: this machine has %d "
+                                                  "CUDA device%s (0..%d)",
+                                  env, count, count == 1 ? "" : "s", count - 1);
+        device = (int)v;
+    }
+
+    e = cudaSetDevice(device);
+    if (e != cudaSuccess) return fail(e, "cudaSetDevice");
+    struct cudaDeviceProp prop;
+    e = cudaGetDeviceProperties(&prop, device);
+    if (e != cudaSuccess) return fail(e, "cudaGetDeviceProperties");
+    if (prop.major < 8)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: device %d (%s) is sm_%d%d; the CUDA kernels need sm_80 or newer",
+                              device, prop.name, prop.major, prop.minor);
+    int runtime = 0;
+    e = cudaRuntimeGetVersion(&runtime);
+    if (e != cudaSuccess) return fail(e, "cudaRuntimeGetVersion");
+
+    cuda_backend *b = calloc(1, sizeof *b);
+    if (!b) return sift_set_error(SIFT_E_NOMEM, "cuda: out of memory");
+    b->device = device;
+    const char *graphs = getenv("SIFT_CUDA_GRAPH");
+    b->use_graphs = !(graphs && strcmp(graphs, "0") == 0);
+    e = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        b->stream = NULL;
+        cuda_destroy(b);
+        return fail(e, "cudaStreamCreateWithFlags");
+    }
+    e = sift_cuda_init(device, &b->dev);
+    if (e != cudaSuccess) {
+        cuda_destroy(b);
+        if (e == cudaErrorNotSupported)
+            return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: device %d (%s) has too little shared memory per block for "
+                                                      "the attention kernels",
+                                  device, prop.name);
+        return fail(e, "sift_cuda_init (kernel attributes)");
+    }
+    snprintf(name, name_len, "%s (CUDA %d.%d, sm_%d%d, %d SMs)", prop.name, runtime / 1000, (runtime % 1000) / 10,
+             prop.major, prop.minor, prop.multiProcessorCount);
+    *be = b;
+    *vt = &cuda_vtable;
+    return SIFT_OK;
+}

@@ -1,0 +1,163 @@
+// Device helpers shared by the CUDA kernels: K/V row addressing, 16-byte loads of f16/f32 rows,
+// cp.async, warp reductions, the float order key of select.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "sift_cuda.h"
+
+namespace sift_cuda {
+
+constexpr unsigned FULL = 0xffffffffu;
+constexpr int NT = 256; // threads per block, every kernel
+
+__device__ __forceinline__ float neg_inf() { return -__int_as_float(0x7f800000); }
+
+// K/V row `pos` of KV head `g`: the one place that knows where a row lives (docs/kernels.md).
+// Paging or batching change this function only.
+template <typename T>
+__device__ __forceinline__ const T *kv_row(const T *base, int64_t stride0, int64_t stride1, int g, int64_t pos)
+{
+    return base + (int64_t)g * stride0 + pos * stride1;
+}
+
+// ---- lane layouts of one row --------------------------------------------------------------------
+// QK: a row is split over LPR = D / 8 lanes; lane r holds 8 elements, read with 16-byte loads:
+//   f16: elements r*8 .. r*8+7 (one 16-byte load)
+//   f32: elements r*4 .. r*4+3 and D/2 + r*4 .. D/2 + r*4+3 (two 16-byte loads)
+// so that each load instruction of a row group reads one contiguous run of the row. q is loaded
+// into registers with the same layout. Element i of a lane is at qk_elem<T, D>(r, i).
+template <typename T, int D> __device__ __forceinline__ int qk_elem(int r, int i);
+template <> __device__ __forceinline__ int qk_elem<__half, 64>(int r, int i) { return r * 8 + i; }
+template <> __device__ __forceinline__ int qk_elem<__half, 128>(int r, int i) { return r * 8 + i; }
+template <> __device__ __forceinline__ int qk_elem<float, 64>(int r, int i) { return i < 4 ? r * 4 + i : 32 + r * 4 + i - 4; }
+template <> __device__ __forceinline__ int qk_elem<float, 128>(int r, int i) { return i < 4 ? r * 4 + i : 64 + r * 4 + i - 4; }
+
+__device__ __forceinline__ void half2x4_to_float(const uint4 &u, float (&x)[8])
+{
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        __half2 h;
+        memcpy(&h, &w[i], 4);
+        const float2 f = __half22float2(h);
+        x[2 * i] = f.x;
+        x[2 * i + 1] = f.y;
+    }
+}
+
+// The lane's 8 elements of a row in shared memory (16-byte aligned), as floats.
+template <int D> __device__ __forceinline__ void load_qk(const __half *row, int r, float (&x)[8])
+{
+    half2x4_to_float(*reinterpret_cast<const uint4 *>(row + r * 8), x);
+}
+template <int D> __device__ __forceinline__ void load_qk(const float *row, int r, float (&x)[8])
+{
+    const float4 a = *reinterpret_cast<const float4 *>(row + r * 4);
+    const float4 b = *reinterpret_cast<const float4 *>(row + D / 2 + r * 4);
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
+    x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+}
+
+// PV: a row is split over D / 4 lanes; lane c holds elements c*4 .. c*4+3.
+__device__ __forceinline__ void load_pv(const __half *p, float (&x)[4])
+{
+    const uint2 u = *reinterpret_cast<const uint2 *>(p);
+    __half2 a, b;
+    memcpy(&a, &u.x, 4);
+    memcpy(&b, &u.y, 4);
+    const float2 fa = __half22float2(a), fb = __half22float2(b);
+    x[0] = fa.x, x[1] = fa.y, x[2] = fb.x, x[3] = fb.y;
+}
+__device__ __forceinline__ void load_pv(const float *p, float (&x)[4])
+{
+    const float4 a = *reinterpret_cast<const float4 *>(p);
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
+}
+
+// ---- cp.async (sm_80+) ----------------------------------------------------------------------
+// Copies 16 bytes global -> shared asynchronously; with valid == false writes 16 zero bytes and
+// reads nothing (src must still be a mapped address; callers pass a row of the tensor).
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid)
+{
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    const int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+// The fallback for rows that are not 16-byte aligned (views at odd offsets): the same 16 bytes
+// copied with element loads, synchronously. Slow, but correct for any element-aligned address.
+template <typename T> __device__ __forceinline__ void copy16_elements(void *smem, const T *gmem, bool valid)
+{
+    constexpr int E = 16 / sizeof(T);
+    T v[E];
+#pragma unroll
+    for (int i = 0; i < E; i++) v[i] = valid ? gmem[i] : T(0.0f);
+    uint4 u;
+    memcpy(&u, v, 16);
+    *reinterpret_cast<uint4 *>(smem) = u;
+}
+
+// ---- warp reductions ---------------------------------------------------------------------------
+__device__ __forceinline__ float warp_max(float x)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(FULL, x, o));
+    return x;
+}
+__device__ __forceinline__ float warp_sum(float x)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(FULL, x, o);
+    return x;
+}
+
+// Reduce-scatter (recursive halving) of N values over aligned groups of W lanes (N <= W, both
+// powers of two): afterwards v[0] of every lane holds the sum over its W-lane group of value
+// number (lane % W) / (W / N); the W / N consecutive lanes sharing a number hold the same sum.
+// Costs about N shuffles per lane instead of N * log2(W) for N separate all-reductions.
+template <int N, int O> struct ReduceScatter {
+    static __device__ __forceinline__ void run(float *v, int lane)
+    {
+        if constexpr (O > 0) {
+            if constexpr (N > 1) {
+                constexpr int H = N / 2;
+                const bool up = (lane & O) != 0; // this lane keeps the upper half
+#pragma unroll
+                for (int i = 0; i < H; i++) {
+                    const float send = up ? v[i] : v[i + H];
+                    const float keep = up ? v[i + H] : v[i];
+                    v[i] = keep + __shfl_xor_sync(FULL, send, O);
+                }
+                ReduceScatter<H, O / 2>::run(v, lane);
+            } else {
+                v[0] += __shfl_xor_sync(FULL, v[0], O);
+                ReduceScatter<1, O / 2>::run(v, lane);
+            }
+        }
+    }
+};
+
+// (m, l) of a softmax over a set: max and sum of exp(x - m). Empty: (-inf, 0).
+__device__ __forceinline__ float2 ml_merge(float2 a, float2 b)
+{
+    const float m = fmaxf(a.x, b.x);
+    const float ninf = neg_inf();
+    const float la = a.x == ninf ? 0.0f : a.y * expf(a.x - m);
+    const float lb = b.x == ninf ? 0.0f : b.y * expf(b.x - m);
+    return make_float2(m, la + lb);
+}
+
+// sift_order_key (engine/backend.h): larger float, larger key; -0 == +0.
+__device__ __forceinline__ uint32_t order_key(float f)
+{
+    uint32_t bits = __float_as_uint(f);
+    if ((bits & 0x7fffffffu) == 0) bits = 0;
+    return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+} // namespace sift_cuda

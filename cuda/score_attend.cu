@@ -1,0 +1,515 @@
+// score, gather_attend and dense_attend (docs/kernels.md).
+//
+// Both kernels stream K (and V) rows through shared memory in tiles of 16 KiB per tensor with a
+// 2- or 3-stage cp.async pipeline, one block per (split of positions, KV head g, chunk of <= 8 of
+// g's query heads): each K/V row is read from memory once per KV-head group and used by all the
+// group's query heads.
+//
+// QK (both kernels): a row is spread over D/8 lanes, each holding 8 of its elements and the same
+// 8 elements of every query head of the chunk in registers; the partial dots are combined with a
+// reduce-scatter across the row's lanes and s = scale * q.k lands in shared memory.
+// Attention then keeps, per head, the running max m and sum l of the softmax over the block's
+// slice: per tile, new max, rescale factor, p = exp(s - m) (warp h handles head h), and o[h] +=
+// p * V with o spread over the block as (up to 4 heads) x (4 elements of D) x (row subset) per
+// thread. At the end the row subsets are summed and (o, m, l) of the split is written; a merge
+// kernel combines the splits with the log-sum-exp rule. Dense attention is the same kernel with
+// the identity index list.
+#include "common.cuh"
+
+namespace sift_cuda {
+
+constexpr int TILE_BYTES = 16384; // one tile of K (or of V) in shared memory
+
+template <typename T, int D> struct Tile {
+    static constexpr int RB = D * (int)sizeof(T); // bytes per row
+    static constexpr int TR = TILE_BYTES / RB;    // rows per tile: 32 (f32, 128) .. 128 (f16, 64)
+    static constexpr int CPR = RB / 16;           // 16-byte chunks per row
+    static constexpr int CPT = TR * CPR / NT;     // chunks each thread copies per tile (4)
+    static constexpr int LPR = D / 8;             // QK: lanes per row
+    static constexpr int RPW = 32 / LPR;          // QK: rows per warp step
+    static constexpr int RPB = NT / LPR;          // QK: rows per block step
+    static constexpr int LV = D / 4;              // PV: lanes per row
+    static_assert(TR % RPB == 0 && TR % 32 == 0 && (TR * CPR) % NT == 0, "tile shape");
+};
+
+template <typename T, int D, int GC> constexpr size_t score_smem(int stages)
+{
+    return (size_t)stages * TILE_BYTES + (size_t)GC * (Tile<T, D>::TR + 1) * sizeof(float);
+}
+template <typename T, int D, int GC> constexpr size_t attend_smem(int stages)
+{
+    using C = Tile<T, D>;
+    return (size_t)stages * 2 * TILE_BYTES + (size_t)C::TR * GC * sizeof(float) + 8 * sizeof(float) +
+           (size_t)stages * C::TR * sizeof(int);
+}
+
+// q rows hbase .. hbase+GC-1 (those < hcount) in the QK lane layout; absent heads are 0.
+// Scalar loads: q may be a view at any 4-byte offset.
+template <typename T, int D, int GC>
+__device__ __forceinline__ void load_q(const float *q, int hbase, int hcount, int r, float (&qr)[GC][8])
+{
+#pragma unroll
+    for (int h = 0; h < GC; h++)
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            qr[h][i] = h < hcount ? __ldg(q + (int64_t)(hbase + h) * D + qk_elem<T, D>(r, i)) : 0.0f;
+}
+
+// Enqueues the copies of one tile: entries tb .. tb+TR-1 of the block's range (those < end) of
+// K (and V) rows of KV head g into ks (vs). Entry e is position idx[e], or pos_base + e without
+// an index list. Rows past `end` or with an index outside [0, ncap) are zero-filled and flagged 0
+// in spos (if given). Each thread copies CPT chunks of 16 bytes; consecutive threads, consecutive
+// chunks of a row.
+template <typename T, int D, bool WITH_V>
+__device__ __forceinline__ void issue_tile(unsigned char *ks, unsigned char *vs, int *spos, const T *kb, const T *vb,
+                                           const sift_cuda_kv &kv, int g, const int32_t *idx, int64_t pos_base,
+                                           int64_t tb, int64_t end, bool aligned)
+{
+    using C = Tile<T, D>;
+    constexpr int E = 16 / (int)sizeof(T);
+#pragma unroll
+    for (int i = 0; i < C::CPT; i++) {
+        const int c = (int)threadIdx.x + i * NT, row = c / C::CPR, col = c % C::CPR;
+        const int64_t e = tb + row;
+        int64_t pos = -1;
+        if (e < end) {
+            pos = idx ? (int64_t)__ldg(idx + e) : pos_base + e;
+            if (pos < 0 || pos >= kv.ncap) pos = -1;
+        }
+        const bool ok = pos >= 0;
+        const int64_t p = ok ? pos : 0;
+        const T *kr = kv_row(kb, kv.stride0, kv.stride1, g, p) + col * E;
+        unsigned char *kd = ks + row * C::RB + col * 16;
+        if (aligned) cp_async16(kd, kr, ok);
+        else copy16_elements(kd, kr, ok);
+        if constexpr (WITH_V) {
+            const T *vr = kv_row(vb, kv.stride0, kv.stride1, g, p) + col * E;
+            unsigned char *vd = vs + row * C::RB + col * 16;
+            if (aligned) cp_async16(vd, vr, ok);
+            else copy16_elements(vd, vr, ok);
+        }
+        if (spos && col == 0) spos[row] = ok ? 1 : 0;
+    }
+}
+
+__device__ __forceinline__ void wait_stage(int stages)
+{
+    // Groups are committed one per tile (empty ones past the end); tile t's group is complete
+    // when at most stages - 2 newer groups are pending.
+    if (stages >= 3) cp_async_wait<1>();
+    else cp_async_wait<0>();
+}
+
+// s = scale * q[h] . K[row] for every row of the tile in Ks and every head of the chunk:
+// S[row * s_row + h * s_head].
+template <typename T, int D, int GC, int UNROLL>
+__device__ __forceinline__ void qk_tile(const T *Ks, const float (&qr)[GC][8], float scale, float *S, int s_row,
+                                        int s_head)
+{
+    using C = Tile<T, D>;
+    constexpr int F = C::LPR / GC; // lanes holding the same head after the reduce-scatter
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    const int r = lane % C::LPR;
+    const int rg = warp * C::RPW + lane / C::LPR;
+#pragma unroll UNROLL
+    for (int i = 0; i < C::TR / C::RPB; i++) {
+        const int row = rg + i * C::RPB;
+        float x[8];
+        load_qk<D>(Ks + row * D, r, x);
+        float acc[GC];
+#pragma unroll
+        for (int h = 0; h < GC; h++) {
+            float s = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; j++) s = fmaf(qr[h][j], x[j], s);
+            acc[h] = s;
+        }
+        ReduceScatter<GC, C::LPR / 2>::run(acc, lane);
+        if (lane % F == 0) S[row * s_row + (r / F) * s_head] = acc[0] * scale;
+    }
+}
+
+// ---- score ------------------------------------------------------------------------------------
+
+template <typename T, int D, int GC>
+__global__ void __launch_bounds__(NT, 2) score_kernel(const sift_cuda_score a, const int stages)
+{
+    using C = Tile<T, D>;
+    constexpr int SST = C::TR + 1; // S is [GC][TR + 1]: conflict-free column writes and row reads
+    extern __shared__ __align__(16) unsigned char smem[];
+    float *S = reinterpret_cast<float *>(smem + (size_t)stages * TILE_BYTES);
+
+    const int tid = (int)threadIdx.x, lane = tid & 31;
+    const int g = (int)blockIdx.y, G = a.hq / a.kv.hkv;
+    const int hbase = g * G + (int)blockIdx.z * GC, hcount = min(GC, G - (int)blockIdx.z * GC);
+    const int64_t beg = (int64_t)blockIdx.x * a.split_len, end = min(a.m, beg + a.split_len);
+    const int ntiles = (int)((end - beg + C::TR - 1) / C::TR);
+    const T *kb = static_cast<const T *>(a.kv.k);
+    const bool aligned = a.aligned != 0;
+
+    float qr[GC][8];
+    load_q<T, D, GC>(a.q, hbase, hcount, lane % C::LPR, qr);
+
+    for (int s = 0; s < stages - 1; s++) {
+        if (s < ntiles)
+            issue_tile<T, D, false>(smem + (size_t)s * TILE_BYTES, nullptr, nullptr, kb, nullptr, a.kv, g, nullptr,
+                                    a.begin, beg + (int64_t)s * C::TR, end, aligned);
+        cp_async_commit();
+    }
+    for (int t = 0; t < ntiles; t++) {
+        wait_stage(stages);
+        __syncthreads(); // tile t visible to all; everyone done with tile t-1 and its S
+        const int nt = t + stages - 1;
+        if (nt < ntiles)
+            issue_tile<T, D, false>(smem + (size_t)(nt % stages) * TILE_BYTES, nullptr, nullptr, kb, nullptr, a.kv, g,
+                                    nullptr, a.begin, beg + (int64_t)nt * C::TR, end, aligned);
+        cp_async_commit();
+
+        const T *Ks = reinterpret_cast<const T *>(smem + (size_t)(t % stages) * TILE_BYTES);
+        qk_tile<T, D, GC, C::TR / C::RPB>(Ks, qr, a.scale, S, 1, SST);
+        __syncthreads();
+        const int64_t tb = beg + (int64_t)t * C::TR;
+        for (int e = tid; e < GC * C::TR; e += NT) {
+            const int h = e / C::TR, row = e % C::TR;
+            if (h < hcount && tb + row < end) a.scores[(int64_t)(hbase + h) * a.m + tb + row] = S[h * SST + row];
+        }
+    }
+    cp_async_wait<0>();
+}
+
+// ---- attention ----------------------------------------------------------------------------------
+
+template <typename T, int D, int GC>
+__global__ void __launch_bounds__(NT, 2) attend_kernel(const sift_cuda_attend a, const int stages, float *part_o,
+                                                       float2 *part_ml)
+{
+    using C = Tile<T, D>;
+    extern __shared__ __align__(16) unsigned char smem[];
+    float *S = reinterpret_cast<float *>(smem + (size_t)stages * 2 * TILE_BYTES); // [TR][GC]: s, then p
+    float *CORR = S + C::TR * GC;                                                 // [GC] rescale of o
+    int *SPOS = reinterpret_cast<int *>(CORR + 8);                                // [stages][TR] row valid
+
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = (int)blockIdx.y, G = a.hq / a.kv.hkv;
+    const int hbase = g * G + (int)blockIdx.z * GC, hcount = min(GC, G - (int)blockIdx.z * GC);
+    const int64_t beg = (int64_t)blockIdx.x * a.split_len, end = min(a.n, beg + a.split_len);
+    const int ntiles = (int)((end - beg + C::TR - 1) / C::TR);
+    const T *kb = static_cast<const T *>(a.kv.k), *vb = static_cast<const T *>(a.kv.v);
+    const int32_t *idx = a.idx ? a.idx + (a.idx_lists == 1 ? (int64_t)0 : (int64_t)g * a.n) : nullptr;
+    const bool aligned = a.aligned != 0;
+
+    float qr[GC][8];
+    load_q<T, D, GC>(a.q, hbase, hcount, lane % C::LPR, qr);
+    // PV: thread owns heads hp0 .. hp0+HP-1 and elements lv*4 .. lv*4+3 of rows sub + i*NSP.
+    constexpr int HP = GC < 4 ? GC : 4;         // heads per thread
+    constexpr int HG = GC / HP;                 // head groups (the block is split between them)
+    constexpr int NSP = NT / HG / C::LV;        // row subsets per head group
+    static_assert(C::TR % NSP == 0, "PV rows");
+    static_assert((size_t)NSP * GC * D * sizeof(float) <= 2 * 2 * TILE_BYTES, "the final sum fits in 2 stages");
+    const int hp0 = (tid / (NT / HG)) * HP, t2 = tid % (NT / HG);
+    const int lv = t2 % C::LV, sub = t2 / C::LV;
+    float o[HP][4];
+#pragma unroll
+    for (int h = 0; h < HP; h++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) o[h][j] = 0.0f;
+    float m_run = neg_inf(), l_run = 0.0f; // of head `warp`, in warps < GC
+
+    for (int s = 0; s < stages - 1; s++) {
+        if (s < ntiles) {
+            unsigned char *ks = smem + (size_t)s * 2 * TILE_BYTES;
+            issue_tile<T, D, true>(ks, ks + TILE_BYTES, SPOS + s * C::TR, kb, vb, a.kv, g, idx, 0,
+                                   beg + (int64_t)s * C::TR, end, aligned);
+        }
+        cp_async_commit();
+    }
+    for (int t = 0; t < ntiles; t++) {
+        wait_stage(stages);
+        __syncthreads(); // tile t visible; everyone done with tile t-1, S/p and CORR
+        const int nt = t + stages - 1;
+        if (nt < ntiles) {
+            const int ns = nt % stages;
+            unsigned char *ks = smem + (size_t)ns * 2 * TILE_BYTES;
+            issue_tile<T, D, true>(ks, ks + TILE_BYTES, SPOS + ns * C::TR, kb, vb, a.kv, g, idx, 0,
+                                   beg + (int64_t)nt * C::TR, end, aligned);
+        }
+        cp_async_commit();
+
+        const int st = t % stages;
+        const T *Ks = reinterpret_cast<const T *>(smem + (size_t)st * 2 * TILE_BYTES);
+        const T *Vs = reinterpret_cast<const T *>(smem + (size_t)st * 2 * TILE_BYTES + TILE_BYTES);
+        qk_tile<T, D, GC, C::TR / C::RPB>(Ks, qr, a.scale, S, GC, 1);
+        __syncthreads();
+
+        // Online softmax over the tile, head `warp`: p = exp(s - m_new), l and m updated.
+        if (warp < GC) {
+            constexpr int PL = C::TR / 32;
+            const int *ok = SPOS + st * C::TR;
+            float sv[PL];
+            float mt = neg_inf();
+#pragma unroll
+            for (int i = 0; i < PL; i++) {
+                const int row = lane + 32 * i;
+                sv[i] = ok[row] ? S[row * GC + warp] : neg_inf();
+                mt = fmaxf(mt, sv[i]);
+            }
+            mt = warp_max(mt);
+            const float m_new = fmaxf(m_run, mt);
+            float corr = 1.0f, ls = 0.0f;
+            if (m_new == neg_inf()) { // nothing valid yet: o and l stay 0
+#pragma unroll
+                for (int i = 0; i < PL; i++) sv[i] = 0.0f;
+            } else {
+                corr = expf(m_run - m_new); // 0 when m_run is -inf
+#pragma unroll
+                for (int i = 0; i < PL; i++) {
+                    sv[i] = expf(sv[i] - m_new); // 0 for masked rows
+                    ls += sv[i];
+                }
+            }
+            ls = warp_sum(ls);
+            l_run = l_run * corr + ls;
+            m_run = m_new;
+#pragma unroll
+            for (int i = 0; i < PL; i++) S[(lane + 32 * i) * GC + warp] = sv[i];
+            if (lane == 0) CORR[warp] = corr;
+        }
+        __syncthreads();
+
+        // o = o * corr + sum over the tile's rows of this subset of p * V.
+#pragma unroll
+        for (int h = 0; h < HP; h++) {
+            const float c = CORR[hp0 + h];
+#pragma unroll
+            for (int j = 0; j < 4; j++) o[h][j] *= c;
+        }
+#pragma unroll 2
+        for (int i = 0; i < C::TR / NSP; i++) {
+            const int row = sub + i * NSP;
+            float v[4];
+            load_pv(Vs + row * D + lv * 4, v);
+            float ph[HP];
+            if constexpr (HP == 4) {
+                const float4 p4 = *reinterpret_cast<const float4 *>(S + row * GC + hp0);
+                ph[0] = p4.x, ph[1] = p4.y, ph[2] = p4.z, ph[3] = p4.w;
+            } else {
+#pragma unroll
+                for (int h = 0; h < HP; h++) ph[h] = S[row * GC + hp0 + h];
+            }
+#pragma unroll
+            for (int h = 0; h < HP; h++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) o[h][j] = fmaf(ph[h], v[j], o[h][j]);
+        }
+    }
+
+    // Sum the row subsets' o in shared memory (the tiles are free now) and write the split's partial.
+    cp_async_wait<0>();
+    __syncthreads();
+    float *RED = reinterpret_cast<float *>(smem); // [NSP][GC][D]
+#pragma unroll
+    for (int h = 0; h < HP; h++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) RED[(sub * GC + hp0 + h) * D + lv * 4 + j] = o[h][j];
+    __syncthreads();
+    for (int e = tid; e < GC * D; e += NT) {
+        const int h = e / D, d = e % D;
+        float sum = 0.0f;
+#pragma unroll 4
+        for (int s = 0; s < NSP; s++) sum += RED[(s * GC + h) * D + d];
+        if (h < hcount) part_o[((int64_t)blockIdx.x * a.hq + hbase + h) * D + d] = sum;
+    }
+    if (warp < hcount && lane == 0) part_ml[(int64_t)blockIdx.x * a.hq + hbase + warp] = make_float2(m_run, l_run);
+}
+
+// out[h] = sum_s o_s * exp(m_s - M) / sum_s l_s * exp(m_s - M), M = max_s m_s; 0 if nothing was valid.
+__global__ void __launch_bounds__(128) attend_merge(const float *part_o, const float2 *part_ml, int splits, int hq,
+                                                    int d, float *out)
+{
+    const int h = (int)blockIdx.x;
+    const float ninf = neg_inf();
+    float mx = ninf;
+    for (int s = 0; s < splits; s++) mx = fmaxf(mx, part_ml[(int64_t)s * hq + h].x);
+    for (int e = (int)threadIdx.x; e < d; e += (int)blockDim.x) {
+        float l = 0.0f, acc = 0.0f;
+        if (mx != ninf) {
+            for (int s = 0; s < splits; s++) {
+                const float2 ml = part_ml[(int64_t)s * hq + h];
+                const float w = ml.x == ninf ? 0.0f : expf(ml.x - mx);
+                l += ml.y * w;
+                acc += part_o[((int64_t)s * hq + h) * d + e] * w;
+            }
+        }
+        out[(int64_t)h * d + e] = mx == ninf ? 0.0f : acc * (1.0f / l);
+    }
+}
+
+// ---- host side: kernel tables, plans, launches ---------------------------------------------------
+
+struct KernelInfo {
+    const void *fn;
+    size_t smem2, smem3; // dynamic shared memory with 2 and 3 stages
+    int tile_rows;
+};
+
+template <typename T, int D, int GC> KernelInfo score_info()
+{
+    return {reinterpret_cast<const void *>(&score_kernel<T, D, GC>), score_smem<T, D, GC>(2), score_smem<T, D, GC>(3),
+            Tile<T, D>::TR};
+}
+template <typename T, int D, int GC> KernelInfo attend_info()
+{
+    return {reinterpret_cast<const void *>(&attend_kernel<T, D, GC>), attend_smem<T, D, GC>(2),
+            attend_smem<T, D, GC>(3), Tile<T, D>::TR};
+}
+
+template <typename T, int D> KernelInfo pick_gc(bool attend, int gc)
+{
+    switch (gc) {
+    case 1: return attend ? attend_info<T, D, 1>() : score_info<T, D, 1>();
+    case 2: return attend ? attend_info<T, D, 2>() : score_info<T, D, 2>();
+    case 4: return attend ? attend_info<T, D, 4>() : score_info<T, D, 4>();
+    default: return attend ? attend_info<T, D, 8>() : score_info<T, D, 8>();
+    }
+}
+
+static KernelInfo kernel_info(bool attend, int f16, int d, int gc)
+{
+    if (f16) return d == 64 ? pick_gc<__half, 64>(attend, gc) : pick_gc<__half, 128>(attend, gc);
+    return d == 64 ? pick_gc<float, 64>(attend, gc) : pick_gc<float, 128>(attend, gc);
+}
+
+// Heads per block for a group of G query heads: 1, 2, 4 or 8 (G > 8 is split into chunks of 8).
+static int heads_per_block(int G) { return G >= 5 ? 8 : G >= 3 ? 4 : G; }
+
+static size_t smem_for(const KernelInfo &k, int stages) { return stages >= 3 ? k.smem3 : k.smem2; }
+
+static bool kv_aligned(const sift_cuda_kv &kv)
+{
+    const size_t es = kv.f16 ? 2 : 4;
+    const bool k_ok = ((uintptr_t)kv.k % 16) == 0;
+    const bool v_ok = kv.v == nullptr || ((uintptr_t)kv.v % 16) == 0;
+    return k_ok && v_ok && ((size_t)kv.stride0 * es) % 16 == 0 && ((size_t)kv.stride1 * es) % 16 == 0;
+}
+
+// Splits `len` entries into blocks of whole tiles: about two waves of resident blocks in all.
+static cudaError_t plan_splits(const sift_cuda_device *dev, const KernelInfo &k, int units, int64_t len, int *splits,
+                               int64_t *split_len)
+{
+    int occ = 0;
+    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k.fn, NT, smem_for(k, dev->stages));
+    if (e != cudaSuccess) return e;
+    if (occ < 1) occ = 1;
+    const int64_t tiles = (len + k.tile_rows - 1) / k.tile_rows;
+    const int64_t target = 2 * (int64_t)dev->sm_count * occ;
+    int64_t n = (target + units - 1) / units;
+    if (n > tiles) n = tiles;
+    if (n < 1) n = 1;
+    const int64_t per = (tiles + n - 1) / n;
+    *split_len = per * k.tile_rows;
+    *splits = (int)((tiles + per - 1) / per);
+    return cudaSuccess;
+}
+
+} // namespace sift_cuda
+
+using namespace sift_cuda;
+
+extern "C" cudaError_t sift_cuda_init(int device, sift_cuda_device *dev)
+{
+    int sms = 0, per_sm = 0, optin = 0, reserved = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device);
+    if (e != cudaSuccess) return e;
+    // The largest kernel decides: 3 stages if two blocks of it still fit on a multiprocessor.
+    size_t need2 = 0, need3 = 0;
+    for (int f16 = 0; f16 < 2; f16++)
+        for (int d = 64; d <= 128; d += 64)
+            for (int gc = 1; gc <= 8; gc *= 2) {
+                const KernelInfo k = kernel_info(true, f16, d, gc);
+                need2 = need2 > k.smem2 ? need2 : k.smem2;
+                need3 = need3 > k.smem3 ? need3 : k.smem3;
+            }
+    int stages;
+    if (need3 <= (size_t)optin && 2 * (need3 + (size_t)reserved) <= (size_t)per_sm) stages = 3;
+    else if (need2 <= (size_t)optin) stages = 2;
+    else return cudaErrorNotSupported;
+    for (int attend = 0; attend < 2; attend++)
+        for (int f16 = 0; f16 < 2; f16++)
+            for (int d = 64; d <= 128; d += 64)
+                for (int gc = 1; gc <= 8; gc *= 2) {
+                    const KernelInfo k = kernel_info(attend != 0, f16, d, gc);
+                    e = cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_for(k, stages));
+                    if (e == cudaSuccess)
+                        e = cudaFuncSetAttribute(k.fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                 (int)cudaSharedmemCarveoutMaxShared);
+                    if (e != cudaSuccess) return e;
+                }
+    dev->sm_count = sms;
+    dev->stages = stages;
+    dev->smem_per_sm = (size_t)per_sm;
+    dev->smem_optin = (size_t)optin;
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t sift_cuda_score_plan(const sift_cuda_device *dev, sift_cuda_score *a)
+{
+    const int G = a->hq / a->kv.hkv, gc = heads_per_block(G);
+    a->chunks = (G + gc - 1) / gc;
+    a->aligned = kv_aligned(a->kv);
+    a->splits = 0;
+    a->split_len = 0;
+    if (a->m <= 0) return cudaSuccess;
+    const KernelInfo k = kernel_info(false, a->kv.f16, a->kv.d, gc);
+    return plan_splits(dev, k, a->kv.hkv * a->chunks, a->m, &a->splits, &a->split_len);
+}
+
+extern "C" cudaError_t sift_cuda_score_launch(const sift_cuda_device *dev, const sift_cuda_score *a, cudaStream_t st)
+{
+    if (a->m <= 0 || a->splits <= 0) return cudaSuccess;
+    const KernelInfo k = kernel_info(false, a->kv.f16, a->kv.d, heads_per_block(a->hq / a->kv.hkv));
+    sift_cuda_score args = *a;
+    int stages = dev->stages;
+    void *params[] = {&args, &stages};
+    const dim3 grid((unsigned)a->splits, (unsigned)a->kv.hkv, (unsigned)a->chunks);
+    return cudaLaunchKernel(k.fn, grid, dim3(NT), params, smem_for(k, stages), st);
+}
+
+extern "C" cudaError_t sift_cuda_attend_plan(const sift_cuda_device *dev, sift_cuda_attend *a)
+{
+    const int G = a->hq / a->kv.hkv, gc = heads_per_block(G);
+    a->chunks = (G + gc - 1) / gc;
+    a->aligned = kv_aligned(a->kv);
+    a->splits = 0;
+    a->split_len = 0;
+    a->scratch_bytes = 0;
+    if (a->n <= 0) return cudaSuccess;
+    const KernelInfo k = kernel_info(true, a->kv.f16, a->kv.d, gc);
+    cudaError_t e = plan_splits(dev, k, a->kv.hkv * a->chunks, a->n, &a->splits, &a->split_len);
+    if (e != cudaSuccess) return e;
+    const size_t rows = (size_t)a->splits * (size_t)a->hq;
+    a->scratch_bytes = rows * (size_t)a->kv.d * sizeof(float) + rows * sizeof(float2);
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t sift_cuda_attend_launch(const sift_cuda_device *dev, const sift_cuda_attend *a, void *scratch,
+                                               cudaStream_t st)
+{
+    const int d = a->kv.d;
+    if (a->n <= 0 || a->splits <= 0) // an empty list attends to nothing: zeros
+        return cudaMemsetAsync(a->out, 0, (size_t)a->hq * (size_t)d * sizeof(float), st);
+    const KernelInfo k = kernel_info(true, a->kv.f16, d, heads_per_block(a->hq / a->kv.hkv));
+    const size_t rows = (size_t)a->splits * (size_t)a->hq;
+    float *part_o = static_cast<float *>(scratch);
+    float2 *part_ml = reinterpret_cast<float2 *>(part_o + rows * (size_t)d);
+    sift_cuda_attend args = *a;
+    int stages = dev->stages;
+    void *params[] = {&args, &stages, &part_o, &part_ml};
+    const dim3 grid((unsigned)a->splits, (unsigned)a->kv.hkv, (unsigned)a->chunks);
+    cudaError_t e = cudaLaunchKernel(k.fn, grid, dim3(NT), params, smem_for(k, stages), st);
+    if (e != cudaSuccess) return e;
+    attend_merge<<<(unsigned)a->hq, 128, 0, st>>>(part_o, part_ml, a->splits, a->hq, d, a->out);
+    return cudaGetLastError();
+}

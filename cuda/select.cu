@@ -1,0 +1,308 @@
+// select (docs/kernels.md): per list, the k largest votes over the candidates, ties to the lower
+// position, joined with sink and window, ascending.
+//
+// Radix select over the order key (sift_order_key: larger float, larger key; -0 = +0), 8 bits at
+// a time from the top, one histogram kernel per digit, grid (blocks of 4096 candidates, list):
+//   pass p: every block first re-derives the prefix fixed by passes 0..p-1 from their (complete)
+//   histograms — a warp-wide scan from the top digit down to the one holding the krem-th largest
+//   key — then counts the p-th digit of the keys that match the prefix (warp-aggregated shared
+//   atomics, one global atomic per bin and block).
+// After 4 passes the prefix is the k-th largest key T, and krem = k - #(keys > T) keys equal to T
+// are taken, the first ones by position. select_count counts per block the keys > T and == T;
+// select_compact gives each block its offset (the sums over earlier blocks) and writes, in
+// position order, every candidate with key > T or key == T and fewer than krem equal keys before
+// it, at sink + #(kept before it) = sink + #(> T before) + min(#(== T before), krem). The result
+// is ascending without a sort. select_fill writes the sink [0, S) and the window [max(S, N-W), N)
+// (and all of C when k >= |C|).
+//
+// Histograms of pass 1..3 are zeroed by pass 0; the pass-0 histogram is zeroed by select_compact
+// for the next run (and by sift_cuda_select_reset once, and after a failed run).
+#include "common.cuh"
+
+namespace sift_cuda {
+
+constexpr int SCH = 4096;     // candidates per block
+constexpr int SRD = SCH / NT; // rounds of NT candidates per block
+
+// Whole warp: the digit of hist[256] (counts of the keys that match the prefix so far) holding
+// the krem-th largest such key, and how many keys with that digit are still to take.
+__device__ __forceinline__ void pick_digit(const uint32_t *hist, uint32_t krem, uint32_t &digit, uint32_t &newk)
+{
+    const int lane = (int)threadIdx.x & 31;
+    uint32_t c[8], sum = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) { // lane 0: digits 255..248, lane 31: 7..0
+        c[i] = hist[255 - lane * 8 - i];
+        sum += c[i];
+    }
+    uint32_t incl = sum; // keys with a digit >= this lane's lowest (counts fit: |C| < 2^31)
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const uint32_t y = __shfl_up_sync(FULL, incl, o);
+        if (lane >= o) incl += y;
+    }
+    const uint32_t excl = incl - sum;
+    const unsigned bal = __ballot_sync(FULL, incl >= krem);
+    const int first = bal ? __ffs((int)bal) - 1 : 31;
+    uint32_t d = 0, nk = krem;
+    if (lane == first) {
+        uint32_t cum = excl;
+        bool found = false;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            if (!found) {
+                if (cum + c[i] >= krem) {
+                    d = (uint32_t)(255 - lane * 8 - i);
+                    nk = krem - cum;
+                    found = true;
+                } else {
+                    cum += c[i];
+                }
+            }
+        }
+    }
+    digit = __shfl_sync(FULL, d, first);
+    newk = __shfl_sync(FULL, nk, first);
+}
+
+// Whole warp: the key prefix fixed by passes 0..passes-1 of list l, and the count still to take
+// among the keys that have it.
+__device__ __forceinline__ void derive(const uint32_t *hist, int lists, int l, uint32_t k, int passes,
+                                       uint32_t &prefix, uint32_t &krem)
+{
+    prefix = 0;
+    krem = k;
+    for (int p = 0; p < passes; p++) {
+        uint32_t d;
+        pick_digit(hist + ((size_t)p * lists + l) * 256, krem, d, krem);
+        prefix |= d << (24 - 8 * p);
+    }
+}
+
+__device__ __forceinline__ uint32_t block_sum_u32(uint32_t x, uint32_t *red /* [NT/32] */)
+{
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(FULL, x, o);
+    if (lane == 0) red[warp] = x;
+    __syncthreads();
+    uint32_t t = 0;
+#pragma unroll
+    for (int w = 0; w < NT / 32; w++) t += red[w];
+    __syncthreads(); // red may be reused after this
+    return t;
+}
+
+__global__ void __launch_bounds__(NT) select_hist(const float *votes, int64_t cand, int lists, uint32_t k, int pass,
+                                                  uint32_t *hist)
+{
+    __shared__ uint32_t h[256];
+    __shared__ uint32_t s_prefix;
+    const int l = (int)blockIdx.y, b = (int)blockIdx.x, tid = (int)threadIdx.x, lane = tid & 31;
+    h[tid] = 0;
+    if (pass == 0 && b == 0) // nobody touches the later passes' histograms during pass 0
+        for (int i = tid; i < 3 * 256; i += NT) hist[((size_t)(1 + i / 256) * lists + l) * 256 + i % 256] = 0;
+    if (tid < 32) {
+        uint32_t prefix, krem;
+        derive(hist, lists, l, k, pass, prefix, krem);
+        if (tid == 0) s_prefix = prefix;
+    }
+    __syncthreads();
+    const uint32_t prefix = s_prefix;
+    const int shift = 24 - 8 * pass;
+    const float *row = votes + (int64_t)l * cand;
+    const int64_t j0 = (int64_t)b * SCH;
+    for (int i = 0; i < SRD; i++) {
+        const int64_t base = j0 + (int64_t)i * NT;
+        if (base >= cand) break; // the same for the whole block
+        const int64_t j = base + tid;
+        uint32_t dig = 256; // none
+        if (j < cand) {
+            const uint32_t key = order_key(row[j]);
+            if (pass == 0 || (key >> (shift + 8)) == (prefix >> (shift + 8))) dig = (key >> shift) & 255u;
+        }
+        const unsigned peers = __match_any_sync(FULL, dig);
+        if (dig < 256 && lane == __ffs((int)peers) - 1) atomicAdd(&h[dig], (uint32_t)__popc((int)peers));
+    }
+    __syncthreads();
+    if (h[tid]) atomicAdd(&hist[((size_t)pass * lists + l) * 256 + tid], h[tid]);
+}
+
+__global__ void __launch_bounds__(NT) select_count(const float *votes, int64_t cand, int lists, uint32_t k,
+                                                   const uint32_t *hist, int blocks, uint2 *counts, uint2 *state)
+{
+    __shared__ uint32_t s_t, s_krem;
+    __shared__ uint32_t red[NT / 32];
+    const int l = (int)blockIdx.y, b = (int)blockIdx.x, tid = (int)threadIdx.x;
+    if (tid < 32) {
+        uint32_t t, krem;
+        derive(hist, lists, l, k, 4, t, krem);
+        if (tid == 0) {
+            s_t = t;
+            s_krem = krem;
+        }
+    }
+    __syncthreads();
+    const uint32_t T = s_t;
+    const float *row = votes + (int64_t)l * cand;
+    const int64_t j0 = (int64_t)b * SCH;
+    uint32_t gt = 0, eq = 0;
+    for (int i = 0; i < SRD; i++) {
+        const int64_t j = j0 + (int64_t)i * NT + tid;
+        if (j < cand) {
+            const uint32_t key = order_key(row[j]);
+            gt += key > T;
+            eq += key == T;
+        }
+    }
+    gt = block_sum_u32(gt, red);
+    eq = block_sum_u32(eq, red);
+    if (tid == 0) {
+        counts[(int64_t)l * blocks + b] = make_uint2(gt, eq);
+        if (b == 0) state[l] = make_uint2(T, s_krem);
+    }
+}
+
+__global__ void __launch_bounds__(NT) select_compact(const float *votes, int64_t cand, int lists, int blocks,
+                                                     const uint2 *counts, const uint2 *state, uint32_t *hist,
+                                                     int32_t *out, int64_t count, int64_t sink_len, int64_t first_pos)
+{
+    __shared__ uint32_t red[NT / 32];
+    __shared__ uint32_t wg[NT / 32], we[NT / 32];
+    const int l = (int)blockIdx.y, b = (int)blockIdx.x, tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const uint2 stt = state[l];
+    const uint32_t T = stt.x, krem = stt.y;
+    // Keys > T and == T in the list before this block.
+    uint32_t gb = 0, eb = 0;
+    for (int i = tid; i < b; i += NT) {
+        const uint2 c = counts[(int64_t)l * blocks + i];
+        gb += c.x;
+        eb += c.y;
+    }
+    gb = block_sum_u32(gb, red);
+    eb = block_sum_u32(eb, red);
+    if (b == 0) hist[(size_t)l * 256 + tid] = 0; // pass-0 histogram, for the next run (nobody reads it now)
+
+    const float *row = votes + (int64_t)l * cand;
+    int32_t *o = out + (int64_t)l * count + sink_len;
+    const int64_t j0 = (int64_t)b * SCH;
+    const unsigned lt = (1u << lane) - 1u;
+    for (int i = 0; i < SRD; i++) {
+        const int64_t base = j0 + (int64_t)i * NT;
+        if (base >= cand) break; // the same for the whole block
+        const int64_t j = base + tid;
+        bool gt = false, eq = false;
+        if (j < cand) {
+            const uint32_t key = order_key(row[j]);
+            gt = key > T;
+            eq = key == T;
+        }
+        const unsigned bg = __ballot_sync(FULL, gt), be = __ballot_sync(FULL, eq);
+        if (lane == 0) {
+            wg[warp] = (uint32_t)__popc((int)bg);
+            we[warp] = (uint32_t)__popc((int)be);
+        }
+        __syncthreads();
+        uint32_t og = 0, oe = 0, tg = 0, te = 0;
+#pragma unroll
+        for (int w = 0; w < NT / 32; w++) {
+            if (w < warp) {
+                og += wg[w];
+                oe += we[w];
+            }
+            tg += wg[w];
+            te += we[w];
+        }
+        const uint32_t g_before = gb + og + (uint32_t)__popc((int)(bg & lt));
+        const uint32_t e_before = eb + oe + (uint32_t)__popc((int)(be & lt));
+        if (gt || (eq && e_before < krem)) o[g_before + min(e_before, krem)] = (int32_t)(first_pos + j);
+        gb += tg;
+        eb += te;
+        __syncthreads(); // wg/we are rewritten next round
+    }
+}
+
+__global__ void __launch_bounds__(NT) select_fill(int32_t *out, int64_t total, int64_t count, int64_t sink_len,
+                                                  int64_t chosen, int take_all, int64_t first_pos, int64_t win_begin)
+{
+    for (int64_t e = (int64_t)blockIdx.x * NT + threadIdx.x; e < total; e += (int64_t)gridDim.x * NT) {
+        const int64_t i = e % count;
+        if (i < sink_len) out[e] = (int32_t)i;
+        else if (i < sink_len + chosen) {
+            if (take_all) out[e] = (int32_t)(first_pos + (i - sink_len));
+        } else out[e] = (int32_t)(win_begin + (i - sink_len - chosen));
+    }
+}
+
+struct SelectScratch {
+    uint32_t *hist; // [4][lists][256]
+    uint2 *counts;  // [lists][blocks]
+    uint2 *state;   // [lists]: T, krem
+};
+
+static SelectScratch select_scratch(const sift_cuda_select *a, void *scratch)
+{
+    SelectScratch s;
+    s.hist = static_cast<uint32_t *>(scratch);
+    s.counts = reinterpret_cast<uint2 *>(s.hist + (size_t)4 * a->lists * 256);
+    s.state = s.counts + (size_t)a->lists * a->blocks;
+    return s;
+}
+
+} // namespace sift_cuda
+
+using namespace sift_cuda;
+
+extern "C" cudaError_t sift_cuda_select_plan(const sift_cuda_device *dev, sift_cuda_select *a)
+{
+    (void)dev;
+    a->sink_len = a->sink < a->n_ctx ? a->sink : a->n_ctx;
+    a->win_begin = a->n_ctx - a->window > a->sink_len ? a->n_ctx - a->window : a->sink_len;
+    a->chosen = a->budget < a->cand ? a->budget : a->cand;
+    a->radix = a->chosen > 0 && a->chosen < a->cand;
+    a->blocks = 0;
+    a->scratch_bytes = 0;
+    if (a->count != a->sink_len + a->chosen + (a->n_ctx - a->win_begin)) return cudaErrorInvalidValue;
+    if (a->cand > INT32_MAX || a->n_ctx > INT32_MAX) return cudaErrorInvalidValue;
+    if (a->radix) {
+        a->blocks = (int)((a->cand + SCH - 1) / SCH);
+        a->scratch_bytes = (size_t)4 * a->lists * 256 * sizeof(uint32_t) +
+                           ((size_t)a->lists * a->blocks + (size_t)a->lists) * sizeof(uint2);
+    }
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t sift_cuda_select_reset(const sift_cuda_select *a, void *scratch, cudaStream_t st)
+{
+    if (!a->radix) return cudaSuccess;
+    return cudaMemsetAsync(scratch, 0, (size_t)4 * a->lists * 256 * sizeof(uint32_t), st);
+}
+
+extern "C" cudaError_t sift_cuda_select_launch(const sift_cuda_select *a, void *scratch, cudaStream_t st)
+{
+    const int64_t total = (int64_t)a->lists * a->count;
+    if (total == 0) return cudaSuccess;
+    if (!a->radix || a->sink_len > 0 || a->win_begin < a->n_ctx) {
+        int64_t blocks = (total + NT - 1) / NT;
+        if (blocks > 4096) blocks = 4096;
+        select_fill<<<(unsigned)blocks, NT, 0, st>>>(a->out, total, a->count, a->sink_len, a->chosen, !a->radix,
+                                                     a->sink, a->win_begin);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return e;
+    }
+    if (!a->radix) return cudaSuccess;
+    const SelectScratch s = select_scratch(a, scratch);
+    const dim3 grid((unsigned)a->blocks, (unsigned)a->lists);
+    const uint32_t k = (uint32_t)a->chosen;
+    for (int pass = 0; pass < 4; pass++) {
+        select_hist<<<grid, NT, 0, st>>>(a->votes, a->cand, a->lists, k, pass, s.hist);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return e;
+    }
+    select_count<<<grid, NT, 0, st>>>(a->votes, a->cand, a->lists, k, s.hist, a->blocks, s.counts, s.state);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    select_compact<<<grid, NT, 0, st>>>(a->votes, a->cand, a->lists, a->blocks, s.counts, s.state, s.hist, a->out,
+                                        a->count, a->sink_len, a->sink);
+    return cudaGetLastError();
+}

@@ -1,0 +1,129 @@
+// vote (docs/kernels.md).
+//
+// SOFTMAX_SUM, three kernels:
+//   1. vote_partial, grid (blocks of 4096 positions, head): per block and head the max m and the
+//      sum l of exp(s - m) over the block's positions (each thread loads its 16 scores, takes
+//      their max, sums the exps: one exp per score), merged across the block;
+//   2. vote_stats, one block per head: merges the blocks' (m, l) into the head's (m_h, l_h);
+//   3. vote_sum, one thread per position: v[j] = sum over h, in head order, of
+//      exp(s[h][j] - m_h) / l_h (as the CPU reference computes it).
+// KVHEAD_MAX, one kernel, grid (blocks of positions, g): u[g][j] = max over g's query heads of
+// s[h][j] (fmaxf in head order, as the CPU reference).
+#include "common.cuh"
+
+namespace sift_cuda {
+
+constexpr int VPT = 16;        // scores per thread in vote_partial
+constexpr int VCH = NT * VPT;  // positions per block in vote_partial
+
+// Merges one (m, l) per thread over the block; the result is valid in thread 0.
+__device__ __forceinline__ float2 block_ml_merge(float2 x)
+{
+    __shared__ float2 part[NT / 32];
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float2 y;
+        y.x = __shfl_xor_sync(FULL, x.x, o);
+        y.y = __shfl_xor_sync(FULL, x.y, o);
+        x = ml_merge(x, y);
+    }
+    if (lane == 0) part[warp] = x;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        x = part[0];
+        for (int w = 1; w < NT / 32; w++) x = ml_merge(x, part[w]);
+    }
+    return x;
+}
+
+__global__ void __launch_bounds__(NT) vote_partial(const float *scores, int64_t m, int blocks, float2 *part)
+{
+    const int h = (int)blockIdx.y, b = (int)blockIdx.x, tid = (int)threadIdx.x;
+    const float *row = scores + (int64_t)h * m;
+    const int64_t j0 = (int64_t)b * VCH;
+    const float ninf = neg_inf();
+    float x[VPT];
+    float mx = ninf;
+#pragma unroll
+    for (int i = 0; i < VPT; i++) {
+        const int64_t j = j0 + i * NT + tid;
+        x[i] = j < m ? row[j] : ninf;
+        mx = fmaxf(mx, x[i]);
+    }
+    float l = 0.0f;
+    if (mx != ninf) {
+#pragma unroll
+        for (int i = 0; i < VPT; i++) l += expf(x[i] - mx); // exp(-inf) = 0 past the end
+    }
+    const float2 r = block_ml_merge(make_float2(mx, l));
+    if (tid == 0) part[(int64_t)h * blocks + b] = r;
+}
+
+__global__ void __launch_bounds__(NT) vote_stats(const float2 *part, int blocks, float2 *stats)
+{
+    const int h = (int)blockIdx.x;
+    float2 x = make_float2(neg_inf(), 0.0f);
+    for (int b = (int)threadIdx.x; b < blocks; b += NT) x = ml_merge(x, part[(int64_t)h * blocks + b]);
+    x = block_ml_merge(x);
+    if (threadIdx.x == 0) stats[h] = x;
+}
+
+__global__ void __launch_bounds__(NT) vote_sum(const float *scores, int64_t m, int hq, const float2 *stats, float *votes)
+{
+    const int64_t j = (int64_t)blockIdx.x * NT + threadIdx.x;
+    if (j >= m) return;
+    float v = 0.0f;
+    for (int h = 0; h < hq; h++) {
+        const float2 st = stats[h];
+        v += expf(scores[(int64_t)h * m + j] - st.x) / st.y;
+    }
+    votes[j] = v;
+}
+
+__global__ void __launch_bounds__(NT) vote_kvmax(const float *scores, int64_t m, int group, float *votes)
+{
+    const int64_t g = blockIdx.y, j = (int64_t)blockIdx.x * NT + threadIdx.x;
+    if (j >= m) return;
+    float mx = neg_inf();
+    for (int64_t h = g * group; h < (g + 1) * group; h++) mx = fmaxf(mx, scores[h * m + j]);
+    votes[g * m + j] = mx;
+}
+
+} // namespace sift_cuda
+
+using namespace sift_cuda;
+
+extern "C" cudaError_t sift_cuda_vote_plan(const sift_cuda_device *dev, sift_cuda_vote *a)
+{
+    (void)dev;
+    a->blocks = 0;
+    a->scratch_bytes = 0;
+    if (a->m <= 0 || a->kvhead_max) return cudaSuccess;
+    const int64_t blocks = (a->m + VCH - 1) / VCH;
+    if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+    a->blocks = (int)blocks;
+    a->scratch_bytes = ((size_t)a->hq * (size_t)blocks + (size_t)a->hq) * sizeof(float2);
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t sift_cuda_vote_launch(const sift_cuda_vote *a, void *scratch, cudaStream_t st)
+{
+    if (a->m <= 0) return cudaSuccess;
+    if (a->kvhead_max) {
+        const int64_t blocks = (a->m + NT - 1) / NT;
+        vote_kvmax<<<dim3((unsigned)blocks, (unsigned)a->hkv), NT, 0, st>>>(a->scores, a->m, a->hq / a->hkv, a->votes);
+        return cudaGetLastError();
+    }
+    float2 *part = static_cast<float2 *>(scratch);
+    float2 *stats = part + (size_t)a->hq * (size_t)a->blocks;
+    vote_partial<<<dim3((unsigned)a->blocks, (unsigned)a->hq), NT, 0, st>>>(a->scores, a->m, a->blocks, part);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    vote_stats<<<(unsigned)a->hq, NT, 0, st>>>(part, a->blocks, stats);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    const int64_t blocks = (a->m + NT - 1) / NT;
+    vote_sum<<<(unsigned)blocks, NT, 0, st>>>(a->scores, a->m, a->hq, stats, a->votes);
+    return cudaGetLastError();
+}
