@@ -115,7 +115,21 @@ static inline uint32_t sift_order_key(uint32_t bits)
     return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
 }
 
-float sift_half_to_float(uint16_t h);
+/* IEEE half -> float, exact, without branches (inline: the CPU reference converts every K/V
+ * element it reads, and this form vectorizes). The magnitude bits shifted into float position are
+ * the value times 2^-112, subnormals included; a multiply by 2^112 restores it. */
+static inline float sift_half_to_float(uint16_t h)
+{
+    union {
+        uint32_t u;
+        float f;
+    } x, special;
+    x.u = (uint32_t)(h & 0x7fffu) << 13;
+    special.u = x.u | 0x7f800000u; /* exponent 31: infinity or NaN */
+    x.f *= 0x1p112f;
+    x.u = ((h & 0x7c00u) == 0x7c00u ? special.u : x.u) | ((uint32_t)(h & 0x8000u) << 16);
+    return x.f;
+}
 uint16_t sift_float_to_half(float f);
 
 #ifdef __cplusplus

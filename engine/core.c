@@ -278,25 +278,6 @@ sift_status sift_tensor_read(const sift_tensor *t, size_t offset, void *dst, siz
 
 /* ---- half floats --------------------------------------------------------------------------- */
 
-float sift_half_to_float(uint16_t h)
-{
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-    uint32_t bits;
-    if (exp == 31) {
-        bits = sign | 0x7f800000u | (man << 13); /* inf, nan */
-    } else if (exp != 0) {
-        bits = sign | ((exp + 112u) << 23) | (man << 13); /* rebias 15 -> 127 */
-    } else {
-        float f = (float)man * (1.0f / 16777216.0f); /* zero and subnormals: man * 2^-24, exact */
-        memcpy(&bits, &f, 4);
-        bits |= sign;
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
 uint16_t sift_float_to_half(float f)
 {
     uint32_t x;
