@@ -1,0 +1,466 @@
+/* The Vulkan backend: loader, instance, device choice, validation messages, the vtable.
+ *
+ * The library never links libvulkan: volk loads libvulkan.so.1 at run time, so the same binary
+ * starts on machines without a Vulkan loader or driver (the backend then says it is unavailable).
+ * Environment:
+ *   SIFT_VULKAN_DEVICE=<index>     use device <index> of vkEnumeratePhysicalDevices (default: the
+ *                                  first discrete GPU, else the first device)
+ *   SIFT_VULKAN_VALIDATION=1       load VK_LAYER_KHRONOS_validation; every warning and error it
+ *                                  reports is printed to stderr and counted
+ *   SIFT_VULKAN_CHUNK_BYTES=<2^n>  split tensors into chunks of at most this many bytes (>= 4096;
+ *                                  for testing the split-tensor path on small devices)
+ *   SIFT_VULKAN_F16_AS_F32=1       store f16 tensors as f32, as on a device without 16-bit storage
+ */
+#include "vk_internal.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *vk_result_name(VkResult r)
+{
+    switch (r) {
+#define C(x) case x: return #x;
+        C(VK_SUCCESS) C(VK_NOT_READY) C(VK_TIMEOUT) C(VK_INCOMPLETE) C(VK_ERROR_OUT_OF_HOST_MEMORY)
+        C(VK_ERROR_OUT_OF_DEVICE_MEMORY) C(VK_ERROR_INITIALIZATION_FAILED) C(VK_ERROR_DEVICE_LOST)
+        C(VK_ERROR_MEMORY_MAP_FAILED) C(VK_ERROR_LAYER_NOT_PRESENT) C(VK_ERROR_EXTENSION_NOT_PRESENT)
+        C(VK_ERROR_FEATURE_NOT_PRESENT) C(VK_ERROR_INCOMPATIBLE_DRIVER) C(VK_ERROR_TOO_MANY_OBJECTS)
+        C(VK_ERROR_FORMAT_NOT_SUPPORTED) C(VK_ERROR_FRAGMENTED_POOL) C(VK_ERROR_UNKNOWN)
+        C(VK_ERROR_OUT_OF_POOL_MEMORY) C(VK_ERROR_FRAGMENTATION) C(VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS)
+        C(VK_ERROR_INVALID_SHADER_NV)
+#undef C
+    default: return "VkResult (unknown)";
+    }
+}
+
+sift_status vk_fail(VkResult r, const char *call)
+{
+    sift_status s = SIFT_E_BACKEND;
+    if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY) s = SIFT_E_DEVICE_NOMEM;
+    if (r == VK_ERROR_OUT_OF_HOST_MEMORY) s = SIFT_E_NOMEM;
+    return sift_set_error(s, "vulkan: %s failed: %s (%d)", call, vk_result_name(r), (int)r);
+}
+
+/* ---- the loader, once per process ---- */
+
+static pthread_once_t loader_once = PTHREAD_ONCE_INIT;
+static VkResult loader_result = VK_ERROR_INITIALIZATION_FAILED;
+static void load_loader(void) { loader_result = volkInitialize(); }
+
+/* ---- validation messages ---- */
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                 VkDebugUtilsMessageTypeFlagsEXT types,
+                                                 const VkDebugUtilsMessengerCallbackDataEXT *data, void *user)
+{
+    (void)types;
+    vkb *be = user;
+    atomic_fetch_add(&be->validation_count, 1);
+    fprintf(stderr, "sift: vulkan validation: %s: %s\n",
+            (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error" : "warning",
+            data && data->pMessage ? data->pMessage : "(no message)");
+    return VK_FALSE;
+}
+
+static bool env_flag(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static bool has_layer(const char *name, bool *ok_out)
+{
+    uint32_t n = 0;
+    *ok_out = vkEnumerateInstanceLayerProperties(&n, NULL) == VK_SUCCESS;
+    if (!*ok_out || n == 0) return false;
+    VkLayerProperties *p = calloc(n, sizeof *p);
+    if (!p) return false;
+    bool found = false;
+    VkResult r = vkEnumerateInstanceLayerProperties(&n, p);
+    if (r == VK_SUCCESS || r == VK_INCOMPLETE)
+        for (uint32_t i = 0; i < n && !found; i++) found = strcmp(p[i].layerName, name) == 0;
+    free(p);
+    return found;
+}
+
+static bool has_instance_ext(const char *layer, const char *name)
+{
+    uint32_t n = 0;
+    if (vkEnumerateInstanceExtensionProperties(layer, &n, NULL) != VK_SUCCESS || n == 0) return false;
+    VkExtensionProperties *p = calloc(n, sizeof *p);
+    if (!p) return false;
+    bool found = false;
+    if (vkEnumerateInstanceExtensionProperties(layer, &n, p) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++) found = strcmp(p[i].extensionName, name) == 0;
+    free(p);
+    return found;
+}
+
+/* ---- teardown (also the error path of open: every handle may be null) ---- */
+
+static void vk_destroy(void *p)
+{
+    vkb *be = p;
+    if (!be) return;
+    if (be->dev) {
+        be->vk.vkDeviceWaitIdle(be->dev);
+        vk_pipelines_destroy(be);
+        vk_buf_destroy(be, &be->staging);
+        if (be->fence) be->vk.vkDestroyFence(be->dev, be->fence, NULL);
+        if (be->pool) be->vk.vkDestroyCommandPool(be->dev, be->pool, NULL);
+        be->vk.vkDestroyDevice(be->dev, NULL);
+    }
+    if (be->messenger) vkDestroyDebugUtilsMessengerEXT(be->instance, be->messenger, NULL);
+    if (be->instance) vkDestroyInstance(be->instance, NULL);
+    free(be);
+}
+
+static int64_t vk_validation_messages(void *p)
+{
+    vkb *be = p;
+    return be ? (int64_t)atomic_load(&be->validation_count) : 0;
+}
+
+static const sift_backend_vtable vk_vtable = {
+    .name = "vulkan",
+    .destroy = vk_destroy,
+    .tensor_alloc = vk_tensor_alloc,
+    .tensor_free = vk_tensor_free,
+    .tensor_write = vk_tensor_write,
+    .tensor_read = vk_tensor_read,
+    .graph_compute = vk_graph_compute,
+    .graph_release = vk_graph_release,
+    .validation_messages = vk_validation_messages,
+};
+
+/* ---- device choice ---- */
+
+static sift_status pick_device(vkb *be)
+{
+    uint32_t n = 0;
+    VkResult r = vkEnumeratePhysicalDevices(be->instance, &n, NULL);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) return vk_fail(r, "vkEnumeratePhysicalDevices");
+    if (n == 0) return sift_set_error(SIFT_E_UNAVAILABLE, "vulkan: no Vulkan device");
+    VkPhysicalDevice *devs = calloc(n, sizeof *devs);
+    if (!devs) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of memory");
+    r = vkEnumeratePhysicalDevices(be->instance, &n, devs);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+        free(devs);
+        return vk_fail(r, "vkEnumeratePhysicalDevices");
+    }
+    if (n == 0) {
+        free(devs);
+        return sift_set_error(SIFT_E_UNAVAILABLE, "vulkan: no Vulkan device");
+    }
+    uint32_t pick = 0;
+    const char *env = getenv("SIFT_VULKAN_DEVICE");
+    if (env && *env) {
+        char *end = NULL;
+        long v = strtol(env, &end, 10);
+        if (*end != 0 || v < 0) {
+            free(devs);
+            return sift_set_error(SIFT_E_INVALID, "vulkan: SIFT_VULKAN_DEVICE='%s' is not a device index", env);
+        }
+        if (v >= (long)n) {
+            char list[512] = "";
+            size_t used = 0;
+            for (uint32_t i = 0; i < n && used < sizeof list; i++) {
+                VkPhysicalDeviceProperties p;
+                vkGetPhysicalDeviceProperties(devs[i], &p);
+                int w = snprintf(list + used, sizeof list - used, "%s%u: %s", i ? ", " : "", i, p.deviceName);
+                if (w > 0) used += (size_t)w;
+            }
+            free(devs);
+            return sift_set_error(SIFT_E_UNAVAILABLE, "vulkan: SIFT_VULKAN_DEVICE=%ld but there %s %u Vulkan device%s (%s)", v,
+                                  n == 1 ? "is" : "are", n, n == 1 ? "" : "s", list);
+        }
+        pick = (uint32_t)v;
+    } else {
+        for (uint32_t i = 0; i < n; i++) {
+            VkPhysicalDeviceProperties p;
+            vkGetPhysicalDeviceProperties(devs[i], &p);
+            if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU) {
+                pick = i;
+                break;
+            }
+        }
+    }
+    be->phys = devs[pick];
+    free(devs);
+    return SIFT_OK;
+}
+
+static uint32_t find_memory(const VkPhysicalDeviceMemoryProperties *mp, VkMemoryPropertyFlags want,
+                            VkMemoryPropertyFlags prefer)
+{
+    uint32_t found = UINT32_MAX;
+    for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
+        if ((f & want) != want) continue;
+        if ((f & prefer) == prefer) return i;
+        if (found == UINT32_MAX) found = i;
+    }
+    return found;
+}
+
+/* ---- open ---- */
+
+sift_status sift_backend_vulkan_open(void **out, const sift_backend_vtable **vt, char *name, size_t name_len)
+{
+    *out = NULL;
+    *vt = &vk_vtable;
+    pthread_once(&loader_once, load_loader);
+    if (loader_result != VK_SUCCESS)
+        return sift_set_error(SIFT_E_UNAVAILABLE, "vulkan: no Vulkan loader (libvulkan.so.1) found");
+    if (volkGetInstanceVersion() < VK_API_VERSION_1_2)
+        return sift_set_error(SIFT_E_UNAVAILABLE, "vulkan: the Vulkan loader is version %u.%u; sift needs 1.2",
+                              VK_API_VERSION_MAJOR(volkGetInstanceVersion()), VK_API_VERSION_MINOR(volkGetInstanceVersion()));
+
+    vkb *be = calloc(1, sizeof *be);
+    if (!be) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of memory");
+    atomic_init(&be->validation_count, 0);
+    sift_status s = SIFT_OK;
+    VkResult r;
+
+    /* instance */
+    const bool validation = env_flag("SIFT_VULKAN_VALIDATION");
+    const char *layers[1] = {"VK_LAYER_KHRONOS_validation"};
+    const char *exts[2];
+    uint32_t n_exts = 0;
+    VkInstanceCreateFlags iflags = 0;
+    VkDebugUtilsMessengerCreateInfoEXT mci = {
+        .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+        .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+        .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+        .pfnUserCallback = on_message,
+        .pUserData = be,
+    };
+    if (validation) {
+        bool enum_ok;
+        if (!has_layer(layers[0], &enum_ok)) {
+            s = sift_set_error(SIFT_E_UNAVAILABLE,
+                               "vulkan: SIFT_VULKAN_VALIDATION is set but the validation layer VK_LAYER_KHRONOS_validation "
+                               "is not installed%s",
+                               enum_ok ? "" : " (vkEnumerateInstanceLayerProperties failed)");
+            goto fail;
+        }
+        if (!has_instance_ext(NULL, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) &&
+            !has_instance_ext(layers[0], VK_EXT_DEBUG_UTILS_EXTENSION_NAME)) {
+            s = sift_set_error(SIFT_E_UNAVAILABLE, "vulkan: SIFT_VULKAN_VALIDATION is set but %s is missing",
+                               VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+            goto fail;
+        }
+        exts[n_exts++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+    }
+    if (has_instance_ext(NULL, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+        exts[n_exts++] = VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME;
+        iflags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+    }
+    VkApplicationInfo app = {
+        .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+        .pApplicationName = "sift",
+        .pEngineName = "sift",
+        .apiVersion = VK_API_VERSION_1_3,
+    };
+    VkInstanceCreateInfo ici = {
+        .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+        .pNext = validation ? &mci : NULL,
+        .flags = iflags,
+        .pApplicationInfo = &app,
+        .enabledLayerCount = validation ? 1u : 0u,
+        .ppEnabledLayerNames = layers,
+        .enabledExtensionCount = n_exts,
+        .ppEnabledExtensionNames = exts,
+    };
+    r = vkCreateInstance(&ici, NULL, &be->instance);
+    if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
+        s = sift_set_error(SIFT_E_UNAVAILABLE, "vulkan: no Vulkan device (no driver accepts Vulkan 1.2)");
+        goto fail;
+    }
+    if (r != VK_SUCCESS) {
+        s = vk_fail(r, "vkCreateInstance");
+        if (s == SIFT_E_BACKEND) s = SIFT_E_UNAVAILABLE;
+        goto fail;
+    }
+    volkLoadInstanceOnly(be->instance);
+    if (validation) {
+        r = vkCreateDebugUtilsMessengerEXT(be->instance, &mci, NULL, &be->messenger);
+        if (r != VK_SUCCESS) {
+            s = vk_fail(r, "vkCreateDebugUtilsMessengerEXT");
+            goto fail;
+        }
+    }
+
+    /* device choice and what it offers */
+    s = pick_device(be);
+    if (s != SIFT_OK) goto fail;
+    vkGetPhysicalDeviceProperties(be->phys, &be->props);
+    const VkPhysicalDeviceProperties *pp = &be->props;
+    if (pp->apiVersion < VK_API_VERSION_1_2) {
+        s = sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s supports Vulkan %u.%u; sift needs 1.2", pp->deviceName,
+                           VK_API_VERSION_MAJOR(pp->apiVersion), VK_API_VERSION_MINOR(pp->apiVersion));
+        goto fail;
+    }
+    const bool v13 = pp->apiVersion >= VK_API_VERSION_1_3;
+
+    VkPhysicalDeviceVulkan13Properties p13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES};
+    VkPhysicalDeviceVulkan12Properties p12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES,
+                                              .pNext = v13 ? &p13 : NULL};
+    VkPhysicalDeviceVulkan11Properties p11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES, .pNext = &p12};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &p11};
+    vkGetPhysicalDeviceProperties2(be->phys, &p2);
+
+    VkPhysicalDeviceVulkan13Features f13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
+    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                            .pNext = v13 ? &f13 : NULL};
+    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
+    vkGetPhysicalDeviceFeatures2(be->phys, &f2);
+
+    if (!f12.bufferDeviceAddress) {
+        s = sift_set_error(SIFT_E_UNSUPPORTED,
+                           "vulkan: %s lacks bufferDeviceAddress, which sift's shaders use to reach every tensor",
+                           pp->deviceName);
+        goto fail;
+    }
+    if (!f2.features.shaderInt64) {
+        s = sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s lacks shaderInt64 (64-bit addresses in shaders)", pp->deviceName);
+        goto fail;
+    }
+    const VkSubgroupFeatureFlags need_sg = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_VOTE_BIT |
+                                           VK_SUBGROUP_FEATURE_ARITHMETIC_BIT | VK_SUBGROUP_FEATURE_BALLOT_BIT |
+                                           VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
+    if (!(p11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ||
+        (p11.subgroupSupportedOperations & need_sg) != need_sg || p11.subgroupSize < 1) {
+        s = sift_set_error(SIFT_E_UNSUPPORTED,
+                           "vulkan: %s lacks subgroup basic/vote/arithmetic/ballot/shuffle operations in compute shaders",
+                           pp->deviceName);
+        goto fail;
+    }
+    be->subgroup = p11.subgroupSize;
+    be->full_subgroups = v13 && f13.subgroupSizeControl && f13.computeFullSubgroups;
+    be->f16_storage = f11.storageBuffer16BitAccess && !env_flag("SIFT_VULKAN_F16_AS_F32");
+    be->max_shared = pp->limits.maxComputeSharedMemorySize;
+    for (int i = 0; i < 3; i++) be->max_groups[i] = pp->limits.maxComputeWorkGroupCount[i];
+    be->max_allocs = pp->limits.maxMemoryAllocationCount;
+    be->ts_period = pp->limits.timestampPeriod;
+
+    /* queue: a compute family, preferably with timestamps */
+    uint32_t nq = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(be->phys, &nq, NULL);
+    VkQueueFamilyProperties *qf = calloc(nq ? nq : 1, sizeof *qf);
+    if (!qf) {
+        s = sift_set_error(SIFT_E_NOMEM, "vulkan: out of memory");
+        goto fail;
+    }
+    vkGetPhysicalDeviceQueueFamilyProperties(be->phys, &nq, qf);
+    uint32_t fam = UINT32_MAX;
+    for (uint32_t i = 0; i < nq; i++) {
+        if (!(qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) || qf[i].queueCount == 0) continue;
+        if (fam == UINT32_MAX || (qf[fam].timestampValidBits == 0 && qf[i].timestampValidBits > 0)) fam = i;
+    }
+    if (fam != UINT32_MAX) be->ts_bits = qf[fam].timestampValidBits;
+    free(qf);
+    if (fam == UINT32_MAX) {
+        s = sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s has no compute queue", pp->deviceName);
+        goto fail;
+    }
+    be->qfamily = fam;
+
+    /* memory */
+    vkGetPhysicalDeviceMemoryProperties(be->phys, &be->memprops);
+    const VkPhysicalDeviceMemoryProperties mp = be->memprops;
+    be->mem_device = find_memory(&mp, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+    if (be->mem_device == UINT32_MAX) be->mem_device = find_memory(&mp, 0, 0);
+    be->mem_host = find_memory(&mp, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                               VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+    if (be->mem_device == UINT32_MAX || be->mem_host == UINT32_MAX) {
+        s = sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s has no usable %s memory", pp->deviceName,
+                           be->mem_device == UINT32_MAX ? "device" : "host-visible coherent");
+        goto fail;
+    }
+    be->heap_bytes = mp.memoryHeaps[mp.memoryTypes[be->mem_device].heapIndex].size;
+    be->max_alloc = p11.maxMemoryAllocationSize;
+    VkDeviceSize limit = be->max_alloc;
+    if (v13 && p13.maxBufferSize && p13.maxBufferSize < limit) limit = p13.maxBufferSize;
+    if (be->heap_bytes < limit) limit = be->heap_bytes;
+    unsigned shift = 12;
+    while (shift < 62 && ((VkDeviceSize)1 << (shift + 1)) <= limit) shift++;
+    const char *cb = getenv("SIFT_VULKAN_CHUNK_BYTES");
+    if (cb && *cb) {
+        char *end = NULL;
+        unsigned long long v = strtoull(cb, &end, 10);
+        if (*end != 0 || v < 4096 || (v & (v - 1)) != 0) {
+            s = sift_set_error(SIFT_E_INVALID, "vulkan: SIFT_VULKAN_CHUNK_BYTES='%s' is not a power of two >= 4096", cb);
+            goto fail;
+        }
+        unsigned want = 0;
+        while (((unsigned long long)1 << want) < v) want++;
+        if (want < shift) shift = want;
+    }
+    be->chunk_shift = shift;
+
+    /* device */
+    const float prio = 1.0f;
+    VkDeviceQueueCreateInfo qci = {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = fam, .queueCount = 1, .pQueuePriorities = &prio};
+    VkPhysicalDeviceVulkan13Features e13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
+                                            .subgroupSizeControl = be->full_subgroups,
+                                            .computeFullSubgroups = be->full_subgroups};
+    VkPhysicalDeviceVulkan12Features e12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                            .pNext = be->full_subgroups ? &e13 : NULL,
+                                            .bufferDeviceAddress = VK_TRUE};
+    VkPhysicalDeviceFeatures2 e2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &e12};
+    e2.features.shaderInt64 = VK_TRUE;
+    VkDeviceCreateInfo dci = {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &e2, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci};
+    r = vkCreateDevice(be->phys, &dci, NULL, &be->dev);
+    if (r != VK_SUCCESS) {
+        s = vk_fail(r, "vkCreateDevice");
+        goto fail;
+    }
+    volkLoadDeviceTable(&be->vk, be->dev);
+    be->vk.vkGetDeviceQueue(be->dev, fam, 0, &be->queue);
+
+    VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                   .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                   .queueFamilyIndex = fam};
+    r = be->vk.vkCreateCommandPool(be->dev, &pci, NULL, &be->pool);
+    if (r != VK_SUCCESS) {
+        s = vk_fail(r, "vkCreateCommandPool");
+        goto fail;
+    }
+    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                       .commandPool = be->pool,
+                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                       .commandBufferCount = 1};
+    r = be->vk.vkAllocateCommandBuffers(be->dev, &cai, &be->xfer_cb);
+    if (r != VK_SUCCESS) {
+        s = vk_fail(r, "vkAllocateCommandBuffers");
+        goto fail;
+    }
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    r = be->vk.vkCreateFence(be->dev, &fci, NULL, &be->fence);
+    if (r != VK_SUCCESS) {
+        s = vk_fail(r, "vkCreateFence");
+        goto fail;
+    }
+    VkDeviceSize staging = (VkDeviceSize)16 << 20;
+    if (staging > be->max_alloc / 4) staging = be->max_alloc / 4;
+    s = vk_buf_create(be, staging, true, &be->staging, "the staging buffer");
+    if (s != SIFT_OK) goto fail;
+    s = vk_pipelines_init(be);
+    if (s != SIFT_OK) goto fail;
+
+    snprintf(name, name_len, "%s (Vulkan %u.%u, driver %s, %s)", pp->deviceName, VK_API_VERSION_MAJOR(pp->apiVersion),
+             VK_API_VERSION_MINOR(pp->apiVersion), p12.driverInfo[0] ? p12.driverInfo : p12.driverName,
+             be->f16_storage ? "f16 storage" : "f16 stored as f32");
+    *out = be;
+    return SIFT_OK;
+
+fail:
+    vk_destroy(be);
+    return s;
+}

@@ -1,0 +1,601 @@
+/* The Vulkan backend's graphs: one compute pipeline per kernel and specialization, a plan of
+ * dispatches per node (docs/kernels.md), the whole graph recorded into one command buffer (cached
+ * in g->backend_cache until the graph changes), submitted once per compute.
+ *
+ * Per-dispatch parameters travel as push constants (<= 128 bytes): tensors as vk_tref (address +
+ * chunk shift + view offset, shaders/common.glsl), scratch as raw device addresses. Scratch (vote
+ * partials, radix histograms and block counts, attention partials) is one buffer owned by the
+ * graph's recording.
+ */
+#include "vk_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/vulkan/attend_merge_spv.h"
+#include "backends/vulkan/attend_spv.h"
+#include "backends/vulkan/score_spv.h"
+#include "backends/vulkan/select_compact_spv.h"
+#include "backends/vulkan/select_count_spv.h"
+#include "backends/vulkan/select_hist_spv.h"
+#include "backends/vulkan/vote_max_spv.h"
+#include "backends/vulkan/vote_merge_spv.h"
+#include "backends/vulkan/vote_stats_spv.h"
+#include "backends/vulkan/vote_sum_spv.h"
+
+static const struct {
+    const uint32_t *code;
+    size_t size;
+    const char *name;
+} spirv[VK_K_COUNT] = {
+    [VK_K_SCORE] = {sift_spv_score, sizeof sift_spv_score, "score"},
+    [VK_K_ATTEND] = {sift_spv_attend, sizeof sift_spv_attend, "attend"},
+    [VK_K_ATTEND_MERGE] = {sift_spv_attend_merge, sizeof sift_spv_attend_merge, "attend_merge"},
+    [VK_K_VOTE_STATS] = {sift_spv_vote_stats, sizeof sift_spv_vote_stats, "vote_stats"},
+    [VK_K_VOTE_MERGE] = {sift_spv_vote_merge, sizeof sift_spv_vote_merge, "vote_merge"},
+    [VK_K_VOTE_SUM] = {sift_spv_vote_sum, sizeof sift_spv_vote_sum, "vote_sum"},
+    [VK_K_VOTE_MAX] = {sift_spv_vote_max, sizeof sift_spv_vote_max, "vote_max"},
+    [VK_K_SELECT_HIST] = {sift_spv_select_hist, sizeof sift_spv_select_hist, "select_hist"},
+    [VK_K_SELECT_COUNT] = {sift_spv_select_count, sizeof sift_spv_select_count, "select_count"},
+    [VK_K_SELECT_COMPACT] = {sift_spv_select_compact, sizeof sift_spv_select_compact, "select_compact"},
+};
+
+/* ---- push constants: the C images of the shaders' push_constant blocks ---- */
+
+typedef struct {
+    vk_tref q, k, s;
+    uint32_t begin, m, ncap, group, tiles;
+    float scale;
+} push_score;
+
+typedef struct {
+    vk_tref q, k, v, idx;
+    uint64_t ml, po;
+    uint32_t n, ncap, group, nsplit, cs, lists;
+    float scale;
+} push_attend;
+
+typedef struct {
+    vk_tref out;
+    uint64_t ml, po;
+    uint32_t nsplit;
+} push_attend_merge;
+
+typedef struct {
+    vk_tref s;
+    uint64_t part;
+    uint32_t m, items, nblocks;
+} push_vote_stats;
+
+typedef struct {
+    uint64_t part, stats;
+    uint32_t nblocks;
+} push_vote_merge;
+
+typedef struct {
+    vk_tref s, v;
+    uint64_t stats;
+    uint32_t m, hq, tiles;
+} push_vote_sum;
+
+typedef struct {
+    vk_tref s, u;
+    uint32_t m, group, tiles;
+} push_vote_max;
+
+typedef struct {
+    vk_tref votes, out;
+    uint64_t hist, counts;
+    uint32_t cand, chosen, items, nblocks, sink, first, win_begin, win_count, count, pass, mode;
+} push_select;
+
+_Static_assert(sizeof(push_score) <= VK_PUSH_MAX && sizeof(push_attend) <= VK_PUSH_MAX &&
+                   sizeof(push_select) <= VK_PUSH_MAX && sizeof(push_vote_sum) <= VK_PUSH_MAX,
+               "push constants exceed 128 bytes");
+_Static_assert(sizeof(vk_tref) == 16, "vk_tref must match common.glsl TRef");
+
+/* ---- pipelines ---- */
+
+sift_status vk_pipelines_init(vkb *be)
+{
+    VkPushConstantRange range = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = VK_PUSH_MAX};
+    VkPipelineLayoutCreateInfo lci = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .pushConstantRangeCount = 1, .pPushConstantRanges = &range};
+    VkResult r = be->vk.vkCreatePipelineLayout(be->dev, &lci, NULL, &be->layout);
+    if (r != VK_SUCCESS) {
+        be->layout = VK_NULL_HANDLE;
+        return vk_fail(r, "vkCreatePipelineLayout");
+    }
+    for (int k = 0; k < VK_K_COUNT; k++) {
+        VkShaderModuleCreateInfo mci = {
+            .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = spirv[k].size, .pCode = spirv[k].code};
+        r = be->vk.vkCreateShaderModule(be->dev, &mci, NULL, &be->modules[k]);
+        if (r != VK_SUCCESS) {
+            be->modules[k] = VK_NULL_HANDLE;
+            return vk_fail(r, "vkCreateShaderModule");
+        }
+    }
+    return SIFT_OK;
+}
+
+void vk_pipelines_destroy(vkb *be)
+{
+    for (int i = 0; i < be->n_pipes; i++) be->vk.vkDestroyPipeline(be->dev, be->pipes[i].pipeline, NULL);
+    free(be->pipes);
+    be->pipes = NULL;
+    be->n_pipes = be->cap_pipes = 0;
+    for (int k = 0; k < VK_K_COUNT; k++)
+        if (be->modules[k]) be->vk.vkDestroyShaderModule(be->dev, be->modules[k], NULL);
+    if (be->layout) be->vk.vkDestroyPipelineLayout(be->dev, be->layout, NULL);
+    be->layout = VK_NULL_HANDLE;
+}
+
+static sift_status get_pipeline(vkb *be, vk_kernel kernel, const uint32_t spec[VK_NSPEC], VkPipeline *out)
+{
+    for (int i = 0; i < be->n_pipes; i++)
+        if (be->pipes[i].kernel == kernel && memcmp(be->pipes[i].spec, spec, sizeof be->pipes[i].spec) == 0) {
+            *out = be->pipes[i].pipeline;
+            return SIFT_OK;
+        }
+    if (be->n_pipes == be->cap_pipes) {
+        int cap = be->cap_pipes ? 2 * be->cap_pipes : 16;
+        vk_pipe *p = realloc(be->pipes, (size_t)cap * sizeof *p);
+        if (!p) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
+        be->pipes = p;
+        be->cap_pipes = cap;
+    }
+    VkSpecializationMapEntry entries[VK_NSPEC];
+    for (uint32_t i = 0; i < VK_NSPEC; i++) entries[i] = (VkSpecializationMapEntry){i, i * 4u, 4u};
+    VkSpecializationInfo si = {.mapEntryCount = VK_NSPEC, .pMapEntries = entries, .dataSize = VK_NSPEC * 4u, .pData = spec};
+    VkComputePipelineCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                  .flags = be->full_subgroups ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0,
+                  .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                  .module = be->modules[kernel],
+                  .pName = "main",
+                  .pSpecializationInfo = &si},
+        .layout = be->layout,
+    };
+    VkPipeline p;
+    VkResult r = be->vk.vkCreateComputePipelines(be->dev, VK_NULL_HANDLE, 1, &ci, NULL, &p);
+    if (r != VK_SUCCESS) {
+        sift_status s = vk_fail(r, "vkCreateComputePipelines");
+        return sift_set_error(s, "vulkan: vkCreateComputePipelines (%s) failed: %s", spirv[kernel].name, vk_result_name(r));
+    }
+    vk_pipe *e = &be->pipes[be->n_pipes++];
+    e->kernel = kernel;
+    memcpy(e->spec, spec, sizeof e->spec);
+    e->pipeline = p;
+    *out = p;
+    return SIFT_OK;
+}
+
+/* ---- a graph's recording ---- */
+
+typedef enum { STEP_DISPATCH, STEP_FILL } step_kind;
+
+typedef struct vk_step {
+    step_kind kind;
+    VkPipeline pipeline;
+    uint32_t groups[3];
+    uint32_t push_size;
+    unsigned char push[VK_PUSH_MAX];
+    VkDeviceSize fill_off, fill_size; /* STEP_FILL: zeroes this range of the scratch buffer */
+} vk_step;
+
+typedef struct vk_cache {
+    unsigned version;
+    int n_nodes;
+    vk_step *steps;
+    int n_steps, cap_steps;
+    int *node_first;           /* node i runs steps [node_first[i], node_first[i + 1]) */
+    vk_buf scratch;
+    VkCommandBuffer cb[2];     /* plain, timed */
+    bool recorded[2];
+    VkQueryPool queries;
+} vk_cache;
+
+/* Planning runs twice: once to size the scratch (emit false), once to emit the steps. */
+typedef struct plan {
+    vkb *be;
+    vk_cache *gc;
+    bool emit;
+    VkDeviceSize used;
+} plan;
+
+static VkDeviceSize scratch_take(plan *pl, VkDeviceSize bytes)
+{
+    VkDeviceSize off = pl->used;
+    pl->used += (bytes + 255) & ~(VkDeviceSize)255;
+    return off;
+}
+
+static uint64_t scratch_addr(const plan *pl, VkDeviceSize off) { return pl->emit ? pl->gc->scratch.addr + off : 0; }
+
+static sift_status add_step(plan *pl, const vk_step *st)
+{
+    vk_cache *gc = pl->gc;
+    if (gc->n_steps == gc->cap_steps) {
+        int cap = gc->cap_steps ? 2 * gc->cap_steps : 16;
+        vk_step *p = realloc(gc->steps, (size_t)cap * sizeof *p);
+        if (!p) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
+        gc->steps = p;
+        gc->cap_steps = cap;
+    }
+    gc->steps[gc->n_steps++] = *st;
+    return SIFT_OK;
+}
+
+static sift_status dispatch(plan *pl, vk_kernel kernel, const uint32_t spec[VK_NSPEC], const void *push, size_t push_size,
+                            uint32_t gx, uint32_t gy, uint32_t gz)
+{
+    if (!pl->emit || gx == 0 || gy == 0 || gz == 0) return SIFT_OK;
+    const vkb *be = pl->be;
+    if (gx > be->max_groups[0] || gy > be->max_groups[1] || gz > be->max_groups[2])
+        return sift_set_error(SIFT_E_LIMIT, "vulkan: %s needs %u x %u x %u workgroups; the device allows %u x %u x %u",
+                              spirv[kernel].name, gx, gy, gz, be->max_groups[0], be->max_groups[1], be->max_groups[2]);
+    vk_step st = {.kind = STEP_DISPATCH, .groups = {gx, gy, gz}, .push_size = (uint32_t)((push_size + 3) & ~(size_t)3)};
+    memcpy(st.push, push, push_size);
+    sift_status s = get_pipeline(pl->be, kernel, spec, &st.pipeline);
+    if (s != SIFT_OK) return s;
+    return add_step(pl, &st);
+}
+
+static sift_status fill_zero(plan *pl, VkDeviceSize off, VkDeviceSize size)
+{
+    if (!pl->emit || size == 0) return SIFT_OK;
+    vk_step st = {.kind = STEP_FILL, .fill_off = off, .fill_size = size};
+    return add_step(pl, &st);
+}
+
+#define TRY(x)                                                                                                         \
+    do {                                                                                                               \
+        sift_status s_ = (x);                                                                                          \
+        if (s_ != SIFT_OK) return s_;                                                                                  \
+    } while (0)
+
+static uint32_t ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
+
+/* ---- score and attention: the row machinery of shaders/rows.glsl ---- */
+
+typedef struct rowcfg {
+    uint32_t wgs, lanes, gh, passes, rows, vp, ncl;
+} rowcfg;
+
+static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t group, bool attend, rowcfg *c)
+{
+    const uint32_t vec = d * (f16 ? 2u : 4u) / 16u;
+    uint32_t lanes = 1;
+    while (lanes * 2 <= vec && lanes * 2 <= 16 && lanes * 2 <= be->subgroup) lanes *= 2;
+    c->lanes = lanes;
+    c->passes = (group + 7) / 8;
+    c->gh = (group + c->passes - 1) / c->passes;
+    if (attend)
+        c->rows = c->gh >= 8 ? 1 : c->gh >= 4 ? 2 : 4;
+    else
+        c->rows = min_u32(8, max_u32(1, 16 / c->gh));
+    c->vp = 1;
+    while (c->vp < c->gh * c->rows) c->vp *= 2;
+    c->wgs = 256;
+    /* attend.comp's shared memory: NCL * D floats + 2 * NCL floats */
+    while (attend && c->wgs > be->subgroup && c->wgs > lanes &&
+           (uint64_t)(c->wgs / lanes) * (d + 2) * 4 > be->max_shared)
+        c->wgs /= 2;
+    c->ncl = c->wgs / lanes;
+}
+
+static void row_spec(const rowcfg *c, uint32_t d, bool f16, bool aligned, bool dense, uint32_t spec[VK_NSPEC])
+{
+    spec[VK_SC_WGS] = c->wgs;
+    spec[VK_SC_D] = d;
+    spec[VK_SC_F16] = f16;
+    spec[VK_SC_LANES] = c->lanes;
+    spec[VK_SC_GH] = c->gh;
+    spec[VK_SC_ROWS] = c->rows;
+    spec[VK_SC_VP] = c->vp;
+    spec[VK_SC_ALIGNED] = aligned;
+    spec[VK_SC_DENSE] = dense;
+}
+
+/* Target number of workgroups for the streaming kernels: a few waves on a large GPU. */
+#define VK_TARGET_GROUPS 4096u
+
+static sift_status plan_score(plan *pl, const sift_node *n)
+{
+    const sift_tensor *q = n->src[0], *k = n->src[1];
+    const uint32_t hq = (uint32_t)q->shape[0], hkv = (uint32_t)k->shape[0], d = (uint32_t)q->shape[1];
+    const uint32_t m = (uint32_t)(n->p.end - n->p.begin);
+    if (m == 0) return SIFT_OK;
+    const bool f16 = vk_tensor_is_f16(k);
+    rowcfg c;
+    row_config(pl->be, d, f16, hq / hkv, false, &c);
+    push_score ps = {.begin = (uint32_t)n->p.begin,
+                     .m = m,
+                     .ncap = (uint32_t)k->shape[1],
+                     .group = hq / hkv,
+                     .tiles = ceil_div(m, (uint64_t)c.ncl * c.rows),
+                     .scale = n->p.scale};
+    TRY(vk_tensor_ref(q, &ps.q));
+    TRY(vk_tensor_ref(k, &ps.k));
+    TRY(vk_tensor_ref(n->dst, &ps.s));
+    uint32_t spec[VK_NSPEC];
+    row_spec(&c, d, f16, vk_rows_aligned(k, (VkDeviceSize)d * (f16 ? 2 : 4)), false, spec);
+    const uint32_t gx = min_u32(min_u32(ps.tiles, max_u32(1, 2 * VK_TARGET_GROUPS / (hkv * c.passes))), pl->be->max_groups[0]);
+    return dispatch(pl, VK_K_SCORE, spec, &ps, sizeof ps, gx, hkv, c.passes);
+}
+
+static sift_status plan_attend(plan *pl, const sift_node *n)
+{
+    const bool gather = n->op == SIFT_OP_GATHER_ATTEND;
+    const sift_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *idx = gather ? n->src[3] : NULL;
+    const uint32_t hq = (uint32_t)q->shape[0], hkv = (uint32_t)k->shape[0], d = (uint32_t)q->shape[1];
+    const uint32_t len = gather ? (uint32_t)idx->shape[1] : (uint32_t)n->p.n_ctx;
+    const bool f16 = vk_tensor_is_f16(k);
+    if (vk_tensor_is_f16(v) != f16)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s: k and v are stored differently on this device",
+                              sift_op_name(n->op));
+    rowcfg c;
+    row_config(pl->be, d, f16, hq / hkv, true, &c);
+    const uint32_t per_step = c.ncl * c.rows, steps = ceil_div(len, per_step);
+    uint32_t nsplit = min_u32(steps, min_u32(max_u32(1, VK_TARGET_GROUPS / (hkv * c.passes)), pl->be->max_groups[0]));
+    uint32_t cs = 0;
+    if (nsplit > 0) {
+        cs = ceil_div(steps, nsplit) * per_step;
+        nsplit = ceil_div(len, cs);
+    }
+    const VkDeviceSize ml = scratch_take(pl, (VkDeviceSize)hq * nsplit * 8);
+    const VkDeviceSize po = scratch_take(pl, (VkDeviceSize)hq * nsplit * d * 4);
+
+    push_attend pa = {.ml = scratch_addr(pl, ml),
+                      .po = scratch_addr(pl, po),
+                      .n = len,
+                      .ncap = (uint32_t)k->shape[1],
+                      .group = hq / hkv,
+                      .nsplit = nsplit,
+                      .cs = cs,
+                      .lists = gather ? (uint32_t)idx->shape[0] : 1,
+                      .scale = n->p.scale};
+    TRY(vk_tensor_ref(q, &pa.q));
+    TRY(vk_tensor_ref(k, &pa.k));
+    TRY(vk_tensor_ref(v, &pa.v));
+    if (gather) TRY(vk_tensor_ref(idx, &pa.idx));
+    const VkDeviceSize rb = (VkDeviceSize)d * (f16 ? 2 : 4);
+    uint32_t spec[VK_NSPEC];
+    row_spec(&c, d, f16, vk_rows_aligned(k, rb) && vk_rows_aligned(v, rb), !gather, spec);
+    TRY(dispatch(pl, VK_K_ATTEND, spec, &pa, sizeof pa, nsplit, hkv, c.passes));
+
+    push_attend_merge pm = {.ml = pa.ml, .po = pa.po, .nsplit = nsplit};
+    TRY(vk_tensor_ref(n->dst, &pm.out));
+    uint32_t mspec[VK_NSPEC] = {0};
+    mspec[VK_SC_D] = d;
+    return dispatch(pl, VK_K_ATTEND_MERGE, mspec, &pm, sizeof pm, hq, d / 32, 1);
+}
+
+/* ---- vote ---- */
+
+static sift_status plan_vote(plan *pl, const sift_node *n)
+{
+    const sift_tensor *sc = n->src[0];
+    const uint32_t hq = (uint32_t)sc->shape[0], m = (uint32_t)sc->shape[1];
+    if (m == 0) return SIFT_OK;
+    const uint32_t tiles = ceil_div(m, 256), gx = min_u32(tiles, pl->be->max_groups[0]);
+    const uint32_t none[VK_NSPEC] = {0};
+    if (n->p.vote == SIFT_VOTE_KVHEAD_MAX) {
+        const uint32_t hkv = (uint32_t)n->dst->shape[0];
+        push_vote_max pv = {.m = m, .group = hq / hkv, .tiles = tiles};
+        TRY(vk_tensor_ref(sc, &pv.s));
+        TRY(vk_tensor_ref(n->dst, &pv.u));
+        return dispatch(pl, VK_K_VOTE_MAX, none, &pv, sizeof pv, gx, hkv, 1);
+    }
+    uint32_t items = 4;
+    while (ceil_div(m, 256ull * items) > 4096) items *= 2;
+    const uint32_t nblocks = ceil_div(m, 256ull * items);
+    const VkDeviceSize part = scratch_take(pl, (VkDeviceSize)hq * nblocks * 8);
+    const VkDeviceSize stats = scratch_take(pl, (VkDeviceSize)hq * 8);
+
+    push_vote_stats p1 = {.part = scratch_addr(pl, part), .m = m, .items = items, .nblocks = nblocks};
+    TRY(vk_tensor_ref(sc, &p1.s));
+    TRY(dispatch(pl, VK_K_VOTE_STATS, none, &p1, sizeof p1, nblocks, hq, 1));
+    push_vote_merge p2 = {.part = p1.part, .stats = scratch_addr(pl, stats), .nblocks = nblocks};
+    TRY(dispatch(pl, VK_K_VOTE_MERGE, none, &p2, sizeof p2, hq, 1, 1));
+    push_vote_sum p3 = {.stats = p2.stats, .m = m, .hq = hq, .tiles = tiles};
+    TRY(vk_tensor_ref(sc, &p3.s));
+    TRY(vk_tensor_ref(n->dst, &p3.v));
+    return dispatch(pl, VK_K_VOTE_SUM, none, &p3, sizeof p3, gx, 1, 1);
+}
+
+/* ---- select ---- */
+
+static sift_status plan_select(plan *pl, const sift_node *n)
+{
+    const sift_select_params *p = &n->p.sel;
+    const uint32_t lists = (uint32_t)n->dst->shape[0], count = (uint32_t)n->dst->shape[1];
+    if (count == 0) return SIFT_OK;
+    const int64_t cand = sift_select_candidates(p);
+    const int64_t chosen = p->budget < cand ? p->budget : cand;
+    const int64_t sink = p->sink < p->n_ctx ? p->sink : p->n_ctx;
+    const int64_t win_begin = p->n_ctx - p->window > sink ? p->n_ctx - p->window : sink;
+    const uint32_t mode = chosen == 0 ? 2u : chosen == cand ? 1u : 0u;
+    uint32_t items = 16;
+    while (ceil_div((uint64_t)cand, 256ull * items) > 1024) items *= 2;
+    const uint32_t nblocks = max_u32(1, ceil_div((uint64_t)cand, 256ull * items));
+    const VkDeviceSize hist = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * 4 * 256 * 4) : 0;
+    const VkDeviceSize counts = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * nblocks * 8) : 0;
+
+    push_select ps = {.hist = mode == 0 ? scratch_addr(pl, hist) : 0,
+                      .counts = mode == 0 ? scratch_addr(pl, counts) : 0,
+                      .cand = (uint32_t)cand,
+                      .chosen = (uint32_t)chosen,
+                      .items = items,
+                      .nblocks = nblocks,
+                      .sink = (uint32_t)sink,
+                      .first = (uint32_t)p->sink,
+                      .win_begin = (uint32_t)win_begin,
+                      .win_count = (uint32_t)(p->n_ctx - win_begin),
+                      .count = count,
+                      .mode = mode};
+    if (cand > 0) TRY(vk_tensor_ref(n->src[0], &ps.votes));
+    TRY(vk_tensor_ref(n->dst, &ps.out));
+    const uint32_t none[VK_NSPEC] = {0};
+    if (mode == 0) {
+        TRY(fill_zero(pl, hist, (VkDeviceSize)lists * 4 * 256 * 4));
+        for (uint32_t pass = 0; pass < 4; pass++) {
+            ps.pass = pass;
+            TRY(dispatch(pl, VK_K_SELECT_HIST, none, &ps, sizeof ps, nblocks, lists, 1));
+        }
+        TRY(dispatch(pl, VK_K_SELECT_COUNT, none, &ps, sizeof ps, nblocks, lists, 1));
+    }
+    return dispatch(pl, VK_K_SELECT_COMPACT, none, &ps, sizeof ps, mode == 2 ? 1 : nblocks, lists, 1);
+}
+
+static sift_status plan_node(plan *pl, const sift_node *n)
+{
+    switch (n->op) {
+    case SIFT_OP_SCORE: return plan_score(pl, n);
+    case SIFT_OP_VOTE: return plan_vote(pl, n);
+    case SIFT_OP_SELECT: return plan_select(pl, n);
+    case SIFT_OP_GATHER_ATTEND:
+    case SIFT_OP_DENSE_ATTEND: return plan_attend(pl, n);
+    default: return sift_set_error(SIFT_E_INVALID, "vulkan: unknown op %d", (int)n->op);
+    }
+}
+
+/* ---- building, recording, running ---- */
+
+void vk_graph_release(void *p, sift_graph *g)
+{
+    vkb *be = p;
+    vk_cache *gc = g->backend_cache;
+    if (!gc) return;
+    for (int i = 0; i < 2; i++)
+        if (gc->cb[i]) be->vk.vkFreeCommandBuffers(be->dev, be->pool, 1, &gc->cb[i]);
+    if (gc->queries) be->vk.vkDestroyQueryPool(be->dev, gc->queries, NULL);
+    vk_buf_destroy(be, &gc->scratch);
+    free(gc->steps);
+    free(gc->node_first);
+    free(gc);
+    g->backend_cache = NULL;
+}
+
+static sift_status build(vkb *be, sift_graph *g, vk_cache *gc)
+{
+    gc->version = g->version;
+    gc->n_nodes = g->n_nodes;
+    gc->node_first = calloc((size_t)g->n_nodes + 1, sizeof *gc->node_first);
+    if (!gc->node_first) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
+    plan pl = {.be = be, .gc = gc, .emit = false};
+    for (int i = 0; i < g->n_nodes; i++) TRY(plan_node(&pl, &g->nodes[i]));
+    TRY(vk_buf_create(be, pl.used, false, &gc->scratch, "the scratch buffer of a graph"));
+    pl.emit = true;
+    pl.used = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        gc->node_first[i] = gc->n_steps;
+        TRY(plan_node(&pl, &g->nodes[i]));
+    }
+    gc->node_first[g->n_nodes] = gc->n_steps;
+    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                       .commandPool = be->pool,
+                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                       .commandBufferCount = 1};
+    for (int i = 0; i < 2; i++) {
+        VkResult r = be->vk.vkAllocateCommandBuffers(be->dev, &cai, &gc->cb[i]);
+        if (r != VK_SUCCESS) {
+            gc->cb[i] = VK_NULL_HANDLE;
+            return vk_fail(r, "vkAllocateCommandBuffers");
+        }
+    }
+    return SIFT_OK;
+}
+
+static sift_status record(vkb *be, vk_cache *gc, bool timed)
+{
+    VkCommandBuffer cb = gc->cb[timed];
+    if (timed && !gc->queries) {
+        VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                     .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                     .queryCount = (uint32_t)gc->n_nodes + 1};
+        VkResult r = be->vk.vkCreateQueryPool(be->dev, &qci, NULL, &gc->queries);
+        if (r != VK_SUCCESS) {
+            gc->queries = VK_NULL_HANDLE;
+            return vk_fail(r, "vkCreateQueryPool");
+        }
+    }
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    VkResult r = be->vk.vkBeginCommandBuffer(cb, &bi);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkBeginCommandBuffer");
+    if (timed) {
+        be->vk.vkCmdResetQueryPool(cb, gc->queries, 0, (uint32_t)gc->n_nodes + 1);
+        be->vk.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, gc->queries, 0);
+    }
+    VkPipeline bound = VK_NULL_HANDLE;
+    for (int i = 0; i < gc->n_nodes; i++) {
+        for (int s = gc->node_first[i]; s < gc->node_first[i + 1]; s++) {
+            const vk_step *st = &gc->steps[s];
+            vk_barrier(be, cb);
+            if (st->kind == STEP_FILL) {
+                be->vk.vkCmdFillBuffer(cb, gc->scratch.buf, st->fill_off, st->fill_size, 0);
+                continue;
+            }
+            if (st->pipeline != bound) {
+                be->vk.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, st->pipeline);
+                bound = st->pipeline;
+            }
+            be->vk.vkCmdPushConstants(cb, be->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, st->push_size, st->push);
+            be->vk.vkCmdDispatch(cb, st->groups[0], st->groups[1], st->groups[2]);
+        }
+        if (timed) be->vk.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, gc->queries, (uint32_t)i + 1);
+    }
+    vk_barrier(be, cb);
+    r = be->vk.vkEndCommandBuffer(cb);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkEndCommandBuffer");
+    return SIFT_OK;
+}
+
+sift_status vk_graph_compute(void *p, sift_graph *g, double *node_us)
+{
+    vkb *be = p;
+    if (node_us && be->ts_bits == 0)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s has no timestamps on its compute queue",
+                              be->props.deviceName);
+    vk_cache *gc = g->backend_cache;
+    if (gc && gc->version != g->version) {
+        vk_graph_release(be, g);
+        gc = NULL;
+    }
+    if (!gc) {
+        gc = calloc(1, sizeof *gc);
+        if (!gc) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
+        g->backend_cache = gc;
+        sift_status s = build(be, g, gc);
+        if (s != SIFT_OK) {
+            vk_graph_release(be, g);
+            return s;
+        }
+    }
+    const bool timed = node_us != NULL;
+    if (!gc->recorded[timed]) {
+        sift_status s = record(be, gc, timed);
+        if (s != SIFT_OK) return s;
+        gc->recorded[timed] = true;
+    }
+    TRY(vk_submit_recorded(be, gc->cb[timed]));
+    if (timed) {
+        uint64_t *ts = calloc((size_t)gc->n_nodes + 1, sizeof *ts);
+        if (!ts) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
+        VkResult r = be->vk.vkGetQueryPoolResults(be->dev, gc->queries, 0, (uint32_t)gc->n_nodes + 1,
+                                                  ((size_t)gc->n_nodes + 1) * sizeof *ts, ts, sizeof *ts,
+                                                  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+        if (r != VK_SUCCESS) {
+            free(ts);
+            return vk_fail(r, "vkGetQueryPoolResults");
+        }
+        const uint64_t mask = be->ts_bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << be->ts_bits) - 1);
+        for (int i = 0; i < gc->n_nodes; i++)
+            node_us[i] = (double)((ts[i + 1] - ts[i]) & mask) * (double)be->ts_period * 1e-3;
+        free(ts);
+    }
+    return SIFT_OK;
+}

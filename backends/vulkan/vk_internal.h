@@ -1,0 +1,139 @@
+/* The Vulkan backend's private declarations (device, memory, graphs). Not part of the engine. */
+#ifndef SIFT_VK_INTERNAL_H
+#define SIFT_VK_INTERNAL_H
+
+#ifndef VK_NO_PROTOTYPES
+#define VK_NO_PROTOTYPES
+#endif
+#include "backend.h"
+
+#include <stdatomic.h>
+#include <volk.h>
+
+/* The compute kernels, one pipeline (per specialization) each: shaders/<name>.comp. */
+typedef enum vk_kernel {
+    VK_K_SCORE = 0,
+    VK_K_ATTEND,
+    VK_K_ATTEND_MERGE,
+    VK_K_VOTE_STATS,
+    VK_K_VOTE_MERGE,
+    VK_K_VOTE_SUM,
+    VK_K_VOTE_MAX,
+    VK_K_SELECT_HIST,
+    VK_K_SELECT_COUNT,
+    VK_K_SELECT_COMPACT,
+    VK_K_COUNT
+} vk_kernel;
+
+/* Specialization constant ids (shaders/rows.glsl, attend.comp). */
+enum { VK_SC_WGS = 0, VK_SC_D, VK_SC_F16, VK_SC_LANES, VK_SC_GH, VK_SC_ROWS, VK_SC_VP, VK_SC_ALIGNED, VK_SC_DENSE, VK_NSPEC };
+
+#define VK_PUSH_MAX 128u
+
+typedef struct vk_pipe {
+    vk_kernel kernel;
+    uint32_t spec[VK_NSPEC];
+    VkPipeline pipeline;
+} vk_pipe;
+
+/* One VkBuffer with its own memory and device address (and host mapping for staging). */
+typedef struct vk_buf {
+    VkBuffer buf;
+    VkDeviceMemory mem;
+    VkDeviceAddress addr;
+    VkDeviceSize size;
+    void *map;
+} vk_buf;
+
+/* A tensor's storage: chunks of 2^shift bytes (the last one shorter). One chunk: shift = 0 and no
+ * table; otherwise table holds the chunks' device addresses for the shaders (common.glsl). */
+typedef struct vk_tensor {
+    int n_chunks;
+    vk_buf *chunks;
+    vk_buf table;
+    unsigned shift;
+    VkDeviceSize chunk_bytes;  /* 2^shift for split tensors, the one chunk's size otherwise */
+    VkDeviceSize dev_bytes;    /* bytes of storage on the device */
+    bool widened;              /* an f16 tensor stored as f32 (device without 16-bit storage) */
+    bool unaligned;            /* a chunk address not 16-byte aligned (never seen; forces the slow loads) */
+    sift_dtype dtype;          /* the owning tensor's element type */
+} vk_tensor;
+
+/* What the shaders get for a tensor (common.glsl TRef). */
+typedef struct vk_tref {
+    uint64_t addr;
+    uint64_t meta; /* shift << 56 | byte offset of the first element in the storage */
+} vk_tref;
+
+typedef struct vkb {
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;
+    VkPhysicalDevice phys;
+    VkDevice dev;
+    struct VolkDeviceTable vk;
+    VkQueue queue;
+    uint32_t qfamily;
+    VkPhysicalDeviceProperties props;
+
+    VkPhysicalDeviceMemoryProperties memprops;
+    uint32_t mem_device, mem_host;  /* memory type indices */
+    VkDeviceSize heap_bytes;        /* the device-local heap */
+    VkDeviceSize max_alloc;         /* one allocation (maxMemoryAllocationSize) */
+    unsigned chunk_shift;           /* tensors split into chunks of 2^chunk_shift bytes */
+    uint32_t n_allocs, max_allocs;
+    bool f16_storage;               /* f16 tensors kept as halves (else widened to f32) */
+    bool full_subgroups;            /* VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT usable */
+    uint32_t subgroup;              /* subgroup size of compute shaders */
+    uint32_t max_shared;
+    uint32_t max_groups[3];
+    uint32_t ts_bits;               /* timestampValidBits of the queue family (0: no timestamps) */
+    float ts_period;                /* ns per tick */
+
+    VkCommandPool pool;
+    VkCommandBuffer xfer_cb;
+    VkFence fence;
+    vk_buf staging;
+    VkPipelineLayout layout;
+    VkShaderModule modules[VK_K_COUNT];
+    vk_pipe *pipes;
+    int n_pipes, cap_pipes;
+    atomic_llong validation_count;
+} vkb;
+
+/* ---- helpers shared by the backend's files ---- */
+
+/* Turns a failed VkResult into a sift status and message naming the call. */
+sift_status vk_fail(VkResult r, const char *call);
+const char *vk_result_name(VkResult r);
+
+sift_status vk_buf_create(vkb *be, VkDeviceSize size, bool host, vk_buf *b, const char *what);
+void vk_buf_destroy(vkb *be, vk_buf *b);
+
+/* Starts be->xfer_cb; vk_submit_wait ends, submits and waits for it. */
+sift_status vk_begin(vkb *be, VkCommandBuffer cb);
+sift_status vk_submit_wait(vkb *be, VkCommandBuffer cb);
+/* Submits an already ended command buffer and waits. */
+sift_status vk_submit_recorded(vkb *be, VkCommandBuffer cb);
+/* The one barrier used between every two steps: compute/transfer writes before compute/transfer
+ * reads and writes. */
+void vk_barrier(vkb *be, VkCommandBuffer cb);
+
+sift_status vk_tensor_alloc(void *be, sift_tensor *t);
+void vk_tensor_free(void *be, sift_tensor *t);
+sift_status vk_tensor_write(void *be, sift_tensor *t, size_t offset, const void *src, size_t bytes);
+sift_status vk_tensor_read(void *be, const sift_tensor *t, size_t offset, void *dst, size_t bytes);
+/* The shader view of an op operand (views included). Fails for a view that reinterprets a widened
+ * f16 tensor as another type. */
+sift_status vk_tensor_ref(const sift_tensor *t, vk_tref *out);
+/* True when every K/V row of t (rows of row_bytes bytes on the device) starts 16-byte aligned and
+ * lies in one chunk. */
+bool vk_rows_aligned(const sift_tensor *t, VkDeviceSize row_bytes);
+/* True when t is stored as halves on the device. */
+bool vk_tensor_is_f16(const sift_tensor *t);
+
+sift_status vk_graph_compute(void *be, sift_graph *g, double *node_us);
+void vk_graph_release(void *be, sift_graph *g);
+sift_status vk_pipelines_init(vkb *be);
+void vk_pipelines_destroy(vkb *be);
+
+#endif

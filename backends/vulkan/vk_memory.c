@@ -1,0 +1,402 @@
+/* The Vulkan backend's memory: buffers with device addresses, tensors split into chunks, and host
+ * transfers through one staging buffer.
+ *
+ * A tensor larger than one allocation (K of 1M tokens x 8 KV heads x D 128 in f32 is 4 GiB, over
+ * NVIDIA's 4094 MiB limit) is a list of chunks of 2^chunk_shift bytes, each a VkBuffer with its own
+ * memory; the shaders reach byte o at table[o >> shift] + (o & (2^shift - 1)) (shaders/common.glsl).
+ * K/V rows (128..512 bytes, powers of two) never straddle a chunk.
+ *
+ * f16 on devices without storageBuffer16BitAccess: such tensors are kept as f32 on the device
+ * ("widened") and converted on write and read; the kernels then run their f32 variant (a
+ * specialization constant). The shaders read halves through 32-bit words and unpackHalf2x16, so this
+ * is a conservative choice rather than a necessity; SIFT_VULKAN_F16_AS_F32=1 forces it for tests.
+ */
+#include "vk_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t memory_type(const vkb *be, uint32_t bits, bool host)
+{
+    const uint32_t pref = host ? be->mem_host : be->mem_device;
+    if (bits & (1u << pref)) return pref;
+    const VkMemoryPropertyFlags want = be->memprops.memoryTypes[pref].propertyFlags;
+    for (uint32_t i = 0; i < be->memprops.memoryTypeCount; i++)
+        if ((bits & (1u << i)) && (be->memprops.memoryTypes[i].propertyFlags & want) == want) return i;
+    return UINT32_MAX;
+}
+
+sift_status vk_buf_create(vkb *be, VkDeviceSize size, bool host, vk_buf *b, const char *what)
+{
+    memset(b, 0, sizeof *b);
+    if (size < 16) size = 16;
+    size = (size + 15) & ~(VkDeviceSize)15;
+    if (size > be->max_alloc)
+        return sift_set_error(SIFT_E_LIMIT, "vulkan: %s needs an allocation of %llu bytes; the device allows at most %llu",
+                              what, (unsigned long long)size, (unsigned long long)be->max_alloc);
+    if (be->max_allocs && be->n_allocs >= be->max_allocs)
+        return sift_set_error(SIFT_E_LIMIT, "vulkan: %s: the device allows at most %u memory allocations", what,
+                              be->max_allocs);
+    VkBufferCreateInfo bi = {
+        .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+        .size = size,
+        .usage = host ? (VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+                      : (VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                         VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT),
+        .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+    };
+    VkResult r = be->vk.vkCreateBuffer(be->dev, &bi, NULL, &b->buf);
+    if (r != VK_SUCCESS) {
+        b->buf = VK_NULL_HANDLE;
+        sift_status s = vk_fail(r, "vkCreateBuffer");
+        return r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY
+                   ? sift_set_error(s, "vulkan: vkCreateBuffer for %s (%llu bytes) failed: %s", what,
+                                    (unsigned long long)size, vk_result_name(r))
+                   : s;
+    }
+    VkMemoryRequirements req;
+    be->vk.vkGetBufferMemoryRequirements(be->dev, b->buf, &req);
+    const uint32_t type = memory_type(be, req.memoryTypeBits, host);
+    if (type == UINT32_MAX) {
+        be->vk.vkDestroyBuffer(be->dev, b->buf, NULL);
+        b->buf = VK_NULL_HANDLE;
+        return sift_set_error(SIFT_E_BACKEND, "vulkan: no memory type fits %s", what);
+    }
+    VkMemoryAllocateFlagsInfo fl = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+                                    .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                               .pNext = host ? NULL : &fl,
+                               .allocationSize = req.size,
+                               .memoryTypeIndex = type};
+    r = be->vk.vkAllocateMemory(be->dev, &ai, NULL, &b->mem);
+    if (r != VK_SUCCESS) {
+        be->vk.vkDestroyBuffer(be->dev, b->buf, NULL);
+        b->buf = VK_NULL_HANDLE;
+        b->mem = VK_NULL_HANDLE;
+        if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+            return sift_set_error(SIFT_E_DEVICE_NOMEM,
+                                  "vulkan: cannot allocate %llu bytes for %s (device heap %llu bytes, one allocation at "
+                                  "most %llu): vkAllocateMemory returned %s",
+                                  (unsigned long long)req.size, what, (unsigned long long)be->heap_bytes,
+                                  (unsigned long long)be->max_alloc, vk_result_name(r));
+        return vk_fail(r, "vkAllocateMemory");
+    }
+    be->n_allocs++;
+    r = be->vk.vkBindBufferMemory(be->dev, b->buf, b->mem, 0);
+    if (r != VK_SUCCESS) {
+        vk_buf_destroy(be, b);
+        return vk_fail(r, "vkBindBufferMemory");
+    }
+    if (host) {
+        r = be->vk.vkMapMemory(be->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map);
+        if (r != VK_SUCCESS) {
+            vk_buf_destroy(be, b);
+            return vk_fail(r, "vkMapMemory");
+        }
+    } else {
+        VkBufferDeviceAddressInfo di = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, .buffer = b->buf};
+        b->addr = be->vk.vkGetBufferDeviceAddress(be->dev, &di);
+    }
+    b->size = size;
+    return SIFT_OK;
+}
+
+void vk_buf_destroy(vkb *be, vk_buf *b)
+{
+    if (b->map) be->vk.vkUnmapMemory(be->dev, b->mem);
+    if (b->buf) be->vk.vkDestroyBuffer(be->dev, b->buf, NULL);
+    if (b->mem) {
+        be->vk.vkFreeMemory(be->dev, b->mem, NULL);
+        be->n_allocs--;
+    }
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- command submission ---- */
+
+sift_status vk_begin(vkb *be, VkCommandBuffer cb)
+{
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    VkResult r = be->vk.vkBeginCommandBuffer(cb, &bi);
+    return r == VK_SUCCESS ? SIFT_OK : vk_fail(r, "vkBeginCommandBuffer");
+}
+
+static sift_status submit(vkb *be, VkCommandBuffer cb)
+{
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cb};
+    VkResult r = be->vk.vkQueueSubmit(be->queue, 1, &si, be->fence);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkQueueSubmit");
+    r = be->vk.vkWaitForFences(be->dev, 1, &be->fence, VK_TRUE, UINT64_MAX);
+    VkResult r2 = be->vk.vkResetFences(be->dev, 1, &be->fence);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkWaitForFences");
+    if (r2 != VK_SUCCESS) return vk_fail(r2, "vkResetFences");
+    return SIFT_OK;
+}
+
+sift_status vk_submit_wait(vkb *be, VkCommandBuffer cb)
+{
+    VkResult r = be->vk.vkEndCommandBuffer(cb);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkEndCommandBuffer");
+    return submit(be, cb);
+}
+
+sift_status vk_submit_recorded(vkb *be, VkCommandBuffer cb) { return submit(be, cb); }
+
+void vk_barrier(vkb *be, VkCommandBuffer cb)
+{
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                         VK_ACCESS_TRANSFER_WRITE_BIT,
+    };
+    const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    be->vk.vkCmdPipelineBarrier(cb, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+static void host_read_barrier(vkb *be, VkCommandBuffer cb)
+{
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    be->vk.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0,
+                                NULL);
+}
+
+/* ---- tensors ---- */
+
+static void tensor_release(vkb *be, vk_tensor *vt)
+{
+    if (!vt) return;
+    for (int i = 0; i < vt->n_chunks; i++) vk_buf_destroy(be, &vt->chunks[i]);
+    vk_buf_destroy(be, &vt->table);
+    free(vt->chunks);
+    free(vt);
+}
+
+sift_status vk_tensor_alloc(void *p, sift_tensor *t)
+{
+    vkb *be = p;
+    vk_tensor *vt = calloc(1, sizeof *vt);
+    if (!vt) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
+    vt->dtype = t->dtype;
+    vt->widened = t->dtype == SIFT_F16 && !be->f16_storage;
+    const VkDeviceSize bytes = (VkDeviceSize)t->nbytes * (vt->widened ? 2u : 1u);
+    vt->dev_bytes = bytes;
+    const char *nm = t->name[0] ? t->name : "(unnamed)";
+    if (bytes > be->heap_bytes) {
+        free(vt);
+        return sift_set_error(SIFT_E_LIMIT, "vulkan: tensor '%s' needs %llu bytes; the device heap has %llu", nm,
+                              (unsigned long long)bytes, (unsigned long long)be->heap_bytes);
+    }
+    const VkDeviceSize chunk = (VkDeviceSize)1 << be->chunk_shift;
+    const VkDeviceSize n = bytes <= chunk ? 1 : (bytes + chunk - 1) / chunk;
+    if (n > be->staging.size / 8 || n > INT32_MAX) {
+        free(vt);
+        return sift_set_error(SIFT_E_LIMIT, "vulkan: tensor '%s' of %llu bytes would need %llu chunks", nm,
+                              (unsigned long long)bytes, (unsigned long long)n);
+    }
+    vt->chunks = calloc((size_t)n, sizeof *vt->chunks);
+    if (!vt->chunks) {
+        free(vt);
+        return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
+    }
+    char what[128];
+    sift_status s = SIFT_OK;
+    for (VkDeviceSize i = 0; i < n && s == SIFT_OK; i++) {
+        const VkDeviceSize size = n == 1 ? bytes : (i + 1 < n ? chunk : bytes - i * chunk);
+        if (n == 1)
+            snprintf(what, sizeof what, "tensor '%s'", nm);
+        else
+            snprintf(what, sizeof what, "chunk %llu of %llu of tensor '%s' (%llu bytes in all)", (unsigned long long)i + 1,
+                     (unsigned long long)n, nm, (unsigned long long)bytes);
+        s = vk_buf_create(be, size, false, &vt->chunks[i], what);
+        if (s == SIFT_OK) {
+            vt->n_chunks = (int)i + 1;
+            if (vt->chunks[i].addr % 16 != 0) vt->unaligned = true;
+        }
+    }
+    if (s == SIFT_OK && n > 1) {
+        snprintf(what, sizeof what, "the chunk table of tensor '%s'", nm);
+        s = vk_buf_create(be, n * 8, false, &vt->table, what);
+    }
+    if (s != SIFT_OK) {
+        tensor_release(be, vt);
+        return s;
+    }
+    vt->shift = n > 1 ? be->chunk_shift : 0;
+    vt->chunk_bytes = n > 1 ? chunk : vt->chunks[0].size;
+
+    /* zero the storage (as the CPU backend's calloc) and upload the chunk table */
+    VkCommandBuffer cb = be->xfer_cb;
+    s = vk_begin(be, cb);
+    if (s == SIFT_OK) {
+        vk_barrier(be, cb);
+        for (int i = 0; i < vt->n_chunks; i++) be->vk.vkCmdFillBuffer(cb, vt->chunks[i].buf, 0, VK_WHOLE_SIZE, 0);
+        if (n > 1) {
+            uint64_t *tab = be->staging.map;
+            for (int i = 0; i < vt->n_chunks; i++) tab[i] = vt->chunks[i].addr;
+            VkBufferCopy reg = {.srcOffset = 0, .dstOffset = 0, .size = n * 8};
+            be->vk.vkCmdCopyBuffer(cb, be->staging.buf, vt->table.buf, 1, &reg);
+        }
+        vk_barrier(be, cb);
+        s = vk_submit_wait(be, cb);
+    }
+    if (s != SIFT_OK) {
+        tensor_release(be, vt);
+        return s;
+    }
+    t->impl = vt;
+    return SIFT_OK;
+}
+
+void vk_tensor_free(void *p, sift_tensor *t)
+{
+    tensor_release(p, t->impl);
+    t->impl = NULL;
+}
+
+/* Copies bytes between the staging buffer (from its start) and the storage at byte off, split at
+ * chunk boundaries, and waits. */
+static sift_status xfer(vkb *be, const vk_tensor *vt, VkDeviceSize off, VkDeviceSize bytes, bool to_device)
+{
+    VkCommandBuffer cb = be->xfer_cb;
+    sift_status s = vk_begin(be, cb);
+    if (s != SIFT_OK) return s;
+    vk_barrier(be, cb);
+    for (VkDeviceSize done = 0; done < bytes;) {
+        const VkDeviceSize o = off + done;
+        const VkDeviceSize c = vt->shift ? o >> vt->shift : 0;
+        const VkDeviceSize in = vt->shift ? o & (vt->chunk_bytes - 1) : o;
+        VkDeviceSize n = bytes - done;
+        if (n > vt->chunks[c].size - in) n = vt->chunks[c].size - in;
+        VkBufferCopy reg = {.srcOffset = to_device ? done : in, .dstOffset = to_device ? in : done, .size = n};
+        if (to_device)
+            be->vk.vkCmdCopyBuffer(cb, be->staging.buf, vt->chunks[c].buf, 1, &reg);
+        else
+            be->vk.vkCmdCopyBuffer(cb, vt->chunks[c].buf, be->staging.buf, 1, &reg);
+        done += n;
+    }
+    if (to_device)
+        vk_barrier(be, cb);
+    else
+        host_read_barrier(be, cb);
+    return vk_submit_wait(be, cb);
+}
+
+static sift_status write_raw(vkb *be, const vk_tensor *vt, VkDeviceSize off, const unsigned char *src, VkDeviceSize bytes)
+{
+    for (VkDeviceSize done = 0; done < bytes;) {
+        VkDeviceSize n = bytes - done < be->staging.size ? bytes - done : be->staging.size;
+        memcpy(be->staging.map, src + done, (size_t)n);
+        sift_status s = xfer(be, vt, off + done, n, true);
+        if (s != SIFT_OK) return s;
+        done += n;
+    }
+    return SIFT_OK;
+}
+
+static sift_status read_raw(vkb *be, const vk_tensor *vt, VkDeviceSize off, unsigned char *dst, VkDeviceSize bytes)
+{
+    for (VkDeviceSize done = 0; done < bytes;) {
+        VkDeviceSize n = bytes - done < be->staging.size ? bytes - done : be->staging.size;
+        sift_status s = xfer(be, vt, off + done, n, false);
+        if (s != SIFT_OK) return s;
+        memcpy(dst + done, be->staging.map, (size_t)n);
+        done += n;
+    }
+    return SIFT_OK;
+}
+
+/* Half number e of a widened tensor, read back from its f32 storage. */
+static sift_status widened_half(vkb *be, const vk_tensor *vt, VkDeviceSize e, uint16_t *h)
+{
+    float f;
+    sift_status s = read_raw(be, vt, e * 4, (unsigned char *)&f, 4);
+    if (s == SIFT_OK) *h = sift_float_to_half(f);
+    return s;
+}
+
+sift_status vk_tensor_write(void *p, sift_tensor *t, size_t offset, const void *src, size_t bytes)
+{
+    vkb *be = p;
+    const vk_tensor *vt = t->impl;
+    if (!vt->widened) return write_raw(be, vt, offset, src, bytes);
+    /* widened f16: halves [e0, e1) as f32, keeping the other byte of a half written in part */
+    const VkDeviceSize e0 = offset / 2, e1 = (offset + bytes + 1) / 2, per = be->staging.size / 4;
+    uint16_t *h = malloc((size_t)per * 2);
+    if (!h) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
+    sift_status s = SIFT_OK;
+    for (VkDeviceSize a = e0; a < e1 && s == SIFT_OK; a += per) {
+        const VkDeviceSize b = a + per < e1 ? a + per : e1;
+        const VkDeviceSize lo = 2 * a > offset ? 2 * a : offset, hi = 2 * b < offset + bytes ? 2 * b : offset + bytes;
+        if (lo > 2 * a) s = widened_half(be, vt, a, &h[0]);
+        if (s == SIFT_OK && hi < 2 * b) s = widened_half(be, vt, b - 1, &h[b - 1 - a]);
+        if (s != SIFT_OK) break;
+        memcpy((unsigned char *)h + (lo - 2 * a), (const unsigned char *)src + (lo - offset), (size_t)(hi - lo));
+        float *f = be->staging.map;
+        for (VkDeviceSize i = 0; i < b - a; i++) f[i] = sift_half_to_float(h[i]);
+        s = xfer(be, vt, a * 4, (b - a) * 4, true);
+    }
+    free(h);
+    return s;
+}
+
+sift_status vk_tensor_read(void *p, const sift_tensor *t, size_t offset, void *dst, size_t bytes)
+{
+    vkb *be = p;
+    const vk_tensor *vt = t->impl;
+    if (!vt->widened) return read_raw(be, vt, offset, dst, bytes);
+    const VkDeviceSize e0 = offset / 2, e1 = (offset + bytes + 1) / 2, per = be->staging.size / 4;
+    uint16_t *h = malloc((size_t)per * 2);
+    if (!h) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
+    sift_status s = SIFT_OK;
+    for (VkDeviceSize a = e0; a < e1 && s == SIFT_OK; a += per) {
+        const VkDeviceSize b = a + per < e1 ? a + per : e1;
+        s = xfer(be, vt, a * 4, (b - a) * 4, false);
+        if (s != SIFT_OK) break;
+        const float *f = be->staging.map;
+        for (VkDeviceSize i = 0; i < b - a; i++) h[i] = sift_float_to_half(f[i]);
+        const VkDeviceSize lo = 2 * a > offset ? 2 * a : offset, hi = 2 * b < offset + bytes ? 2 * b : offset + bytes;
+        memcpy((unsigned char *)dst + (lo - offset), (const unsigned char *)h + (lo - 2 * a), (size_t)(hi - lo));
+    }
+    free(h);
+    return s;
+}
+
+/* ---- what the shaders see ---- */
+
+static VkDeviceSize storage_offset(const sift_tensor *t)
+{
+    const vk_tensor *vt = t->impl;
+    return (VkDeviceSize)t->offset * (vt->widened ? 2u : 1u);
+}
+
+sift_status vk_tensor_ref(const sift_tensor *t, vk_tref *out)
+{
+    const vk_tensor *vt = t->impl;
+    if (!vt) return sift_set_error(SIFT_E_INVALID, "vulkan: tensor '%s' has no storage", t->name);
+    if (vt->widened && t->dtype != SIFT_F16)
+        return sift_set_error(SIFT_E_UNSUPPORTED,
+                              "vulkan: '%s' views an f16 tensor as %s, but this device stores f16 tensors as f32",
+                              t->name[0] ? t->name : "(unnamed)", sift_dtype_name(t->dtype));
+    out->addr = vt->shift ? vt->table.addr : vt->chunks[0].addr;
+    out->meta = ((uint64_t)vt->shift << 56) | (uint64_t)storage_offset(t);
+    return SIFT_OK;
+}
+
+bool vk_rows_aligned(const sift_tensor *t, VkDeviceSize row_bytes)
+{
+    const vk_tensor *vt = t->impl;
+    const VkDeviceSize base = storage_offset(t);
+    if (vt->unaligned) return false;
+    return vt->shift == 0 ? base % 16 == 0 : base % row_bytes == 0;
+}
+
+bool vk_tensor_is_f16(const sift_tensor *t)
+{
+    const vk_tensor *vt = t->impl;
+    return t->dtype == SIFT_F16 && !vt->widened;
+}

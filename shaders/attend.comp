@@ -1,0 +1,131 @@
+#version 460
+// gather_attend / dense_attend, split-K part (docs/kernels.md, SPEC §3.4).
+// Grid (split s, KV head g, pass over the group's heads). Split s attends the pass's GH heads over
+// list entries [s * cs, min(n, (s + 1) * cs)) of the KV head's index list (dense: of [0, n)), keeping
+// a running max m, sum l and unnormalised o[D] per head in f32, and writes (m, l) and o per
+// (head, split) for attend_merge.comp. Dense is this kernel with the index list replaced by the
+// identity (DENSE).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#include "rows.glsl"
+
+layout(constant_id = 8) const bool DENSE = false;
+
+layout(push_constant) uniform PC {
+    TRef q;          // f32 [Hq][D]
+    TRef k;          // [Hkv][Ncap][D]
+    TRef v;          // [Hkv][Ncap][D]
+    TRef idx;        // i32 [lists][n] (unused when DENSE)
+    uint64_t ml;     // scratch: vec2 (m, l) per (head, split)
+    uint64_t po;     // scratch: float o[D] per (head, split)
+    uint n;          // list length (dense: N)
+    uint ncap;       // K/V rows per KV head
+    uint group;      // G
+    uint nsplit;     // splits
+    uint cs;         // list entries per split (a multiple of NCL * ROWS)
+    uint lists;      // 1 (shared list) or Hkv
+    float scale;
+} pc;
+
+const float NEG = -3.0e38; // "no row yet": exp(NEG - m) is 0 for any real m, and NEG - NEG is 0
+
+shared float sh_o[NCL * D];
+shared float sh_m[NCL];
+shared float sh_l[NCL];
+
+void main()
+{
+    const uint lane = cl_lane(), cl = cl_index(), tid = gl_LocalInvocationIndex;
+    const uint split = gl_WorkGroupID.x, g = gl_WorkGroupID.y;
+    const uint h0 = g * pc.group + gl_WorkGroupID.z * GH;
+    const uint nh = min(GH, pc.group - gl_WorkGroupID.z * GH);
+    const uint t_begin = split * pc.cs, t_end = min(pc.n, t_begin + pc.cs);
+    const uint64_t list_base = uint64_t(pc.lists == 1u ? 0u : g) * pc.n;
+    const uint cbase = (gl_SubgroupInvocationID / LANES) * LANES;
+
+    load_q(pc.q, h0, nh, lane);
+
+    float mr[GH], lr[GH], o[GH * DPL];
+    [[unroll]] for (uint hh = 0u; hh < GH; hh++) { mr[hh] = NEG; lr[hh] = 0.0; }
+    [[unroll]] for (uint e = 0u; e < GH * DPL; e++) o[e] = 0.0;
+
+    // Uniform trip count for the whole workgroup (rows past t_end are masked).
+    const uint steps = (t_end - t_begin + NCL * ROWS - 1u) / (NCL * ROWS);
+    for (uint st = 0u; st < steps; st++) {
+        const uint t0 = t_begin + (st * NCL + cl) * ROWS;
+        bool valid[ROWS];
+        [[unroll]] for (uint r = 0u; r < ROWS; r++) {
+            uint t = t0 + r;
+            valid[r] = t < t_end;
+            t = min(t, t_end - 1u);
+            uint pos = DENSE ? t : min(ld_u32(pc.idx, list_base + t), pc.ncap - 1u); // clamped: never out of bounds
+            uint64_t row = kv_row(g, pos, pc.ncap, ROWB);
+            load_row(pc.k, pc.v, true, row, lane, r);
+        }
+        partial_dots();
+        xreduce(lane);
+        float sc[NV];
+        [[unroll]] for (uint x = 0u; x < NV; x++) sc[x] = pc.scale * subgroupShuffle(g_vals[owner_slot(x)], cbase + owner_lane(x));
+
+        // Online softmax over this step's rows, one rescale per head.
+        float p[NV], corr[GH];
+        [[unroll]] for (uint hh = 0u; hh < GH; hh++) {
+            float bm = NEG;
+            [[unroll]] for (uint r = 0u; r < ROWS; r++) if (valid[r]) bm = max(bm, sc[r * GH + hh]);
+            float mn = max(mr[hh], bm);
+            corr[hh] = exp(mr[hh] - mn);
+            float ls = 0.0;
+            [[unroll]] for (uint r = 0u; r < ROWS; r++) {
+                p[r * GH + hh] = valid[r] ? exp(sc[r * GH + hh] - mn) : 0.0;
+                ls += p[r * GH + hh];
+            }
+            lr[hh] = lr[hh] * corr[hh] + ls;
+            mr[hh] = mn;
+        }
+        [[unroll]] for (uint hh = 0u; hh < GH; hh++)
+            [[unroll]] for (uint e = 0u; e < DPL; e++) o[hh * DPL + e] *= corr[hh];
+        [[unroll]] for (uint r = 0u; r < ROWS; r++) {
+            [[unroll]] for (uint i = 0u; i < PER; i++) {
+                uvec4 xv = g_v[r * PER + i];
+                [[unroll]] for (uint c = 0u; c < 4u; c++) {
+                    if (F16) {
+                        vec2 f = unpackHalf2x16(xv[c]);
+                        [[unroll]] for (uint hh = 0u; hh < GH; hh++) {
+                            o[hh * DPL + i * 8u + 2u * c] += p[r * GH + hh] * f.x;
+                            o[hh * DPL + i * 8u + 2u * c + 1u] += p[r * GH + hh] * f.y;
+                        }
+                    } else {
+                        float f = uintBitsToFloat(xv[c]);
+                        [[unroll]] for (uint hh = 0u; hh < GH; hh++) o[hh * DPL + i * 4u + c] += p[r * GH + hh] * f;
+                    }
+                }
+            }
+        }
+    }
+
+    // Merge the clusters' states head by head (log-sum-exp rule) and write this split's partial.
+    [[unroll]] for (uint hh = 0u; hh < GH; hh++) {
+        if (lane == 0u) { sh_m[cl] = mr[hh]; sh_l[cl] = lr[hh]; }
+        barrier();
+        float mx = NEG;
+        for (uint c = 0u; c < NCL; c++) mx = max(mx, sh_m[c]);
+        const float w = exp(mr[hh] - mx);
+        [[unroll]] for (uint i = 0u; i < PER; i++)
+            [[unroll]] for (uint e = 0u; e < EPV; e++) sh_o[cl * D + (lane + LANES * i) * EPV + e] = o[hh * DPL + i * EPV + e] * w;
+        barrier();
+        if (hh < nh) {
+            const uint64_t slot = uint64_t(h0 + hh) * pc.nsplit + split;
+            for (uint d = tid; d < D; d += WGS) {
+                float acc = 0.0;
+                for (uint c = 0u; c < NCL; c++) acc += sh_o[c * D + d];
+                F32Ref(pc.po + (slot * D + d) * 4ul).v = acc;
+            }
+            if (tid == 0u) {
+                float l = 0.0;
+                for (uint c = 0u; c < NCL; c++) l += sh_l[c] * exp(sh_m[c] - mx);
+                V2Ref(pc.ml + slot * 8ul).v = vec2(mx, l);
+            }
+        }
+        barrier();
+    }
+}

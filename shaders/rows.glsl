@@ -1,0 +1,108 @@
+// K/V row machinery shared by score.comp and attend.comp (docs/kernels.md).
+//
+// A cluster of LANES consecutive invocations of one subgroup reads one K (or V) row: lane l loads the
+// 16-byte vectors l, l + LANES, ... of the row (coalesced), so it owns DPL fixed dimensions of every
+// row, and keeps the same dimensions of the GH queries of its pass in registers. Each cluster works on
+// ROWS rows at a time (all loads issued before any arithmetic); the GH * ROWS partial dot products are
+// summed across the cluster with xreduce().
+
+layout(constant_id = 0) const uint WGS = 256;     // workgroup size (a multiple of the subgroup size)
+layout(constant_id = 1) const uint D = 128;       // head dimension
+layout(constant_id = 2) const bool F16 = true;    // K/V stored as IEEE halves (else f32)
+layout(constant_id = 3) const uint LANES = 16;    // invocations per row (a power of two <= subgroup size)
+layout(constant_id = 4) const uint GH = 4;        // query heads per pass (<= G)
+layout(constant_id = 5) const uint ROWS = 4;      // rows per cluster per step
+layout(constant_id = 6) const uint VP = 16;       // GH * ROWS rounded up to a power of two
+layout(constant_id = 7) const bool ALIGNED = true; // K/V rows 16-byte aligned and never split by a chunk
+
+layout(local_size_x_id = 0) in;
+
+const uint EPV = F16 ? 8u : 4u;       // elements per 16-byte vector
+const uint ROWB = F16 ? D * 2u : D * 4u; // bytes per row
+const uint VEC = ROWB / 16u;          // vectors per row
+const uint PER = VEC / LANES;         // vectors per lane per row
+const uint DPL = PER * EPV;           // dimensions per lane
+const uint NCL = WGS / LANES;         // clusters per workgroup
+const uint NV = GH * ROWS;            // partial sums per lane per step
+const uint VC = VP >= LANES ? VP / LANES : 1u; // values a lane owns after xreduce
+
+// Per-invocation working arrays. Module-scope on purpose: glslang 12 miscompiles (and emits
+// nondeterministic SPIR-V for) arrays sized by specialization constants passed as parameters.
+float g_q[GH * DPL];       // the lane's dimensions of the pass's queries
+uvec4 g_k[ROWS * PER];     // the lane's vectors of the step's K rows
+uvec4 g_v[ROWS * PER];     // ... and V rows (attend.comp)
+float g_vals[VP];          // partial dot products, then totals (xreduce)
+
+uint cl_lane() { return gl_SubgroupInvocationID % LANES; }
+uint cl_index() { return gl_SubgroupID * (gl_SubgroupSize / LANES) + gl_SubgroupInvocationID / LANES; }
+
+// Loads the lane's dimensions of query rows h0 .. h0 + GH - 1 (rows past nh repeat the last one).
+void load_q(TRef q, uint h0, uint nh, uint lane)
+{
+    [[unroll]] for (uint hh = 0u; hh < GH; hh++) {
+        uint h = h0 + min(hh, nh - 1u);
+        [[unroll]] for (uint i = 0u; i < PER; i++) {
+            uint d0 = (lane + LANES * i) * EPV;
+            [[unroll]] for (uint e = 0u; e < EPV; e++) g_q[hh * DPL + i * EPV + e] = ld_f32(q, uint64_t(h) * D + d0 + e);
+        }
+    }
+}
+
+// The lane's vectors of row r (K, and V when with_v) of the step; the row starts at byte `row`.
+void load_row(TRef k, TRef v, bool with_v, uint64_t row, uint lane, uint r)
+{
+    [[unroll]] for (uint i = 0u; i < PER; i++) {
+        uint64_t off = row + uint64_t(lane + LANES * i) * 16ul;
+        g_k[r * PER + i] = ld_16(k, off, ALIGNED);
+        if (with_v) g_v[r * PER + i] = ld_16(v, off, ALIGNED);
+    }
+}
+
+// g_vals[r * GH + hh] = partial dot of query hh with K row r over this lane's dimensions.
+void partial_dots()
+{
+    [[unroll]] for (uint v = 0u; v < VP; v++) g_vals[v] = 0.0;
+    [[unroll]] for (uint r = 0u; r < ROWS; r++) {
+        [[unroll]] for (uint i = 0u; i < PER; i++) {
+            uvec4 x = g_k[r * PER + i];
+            [[unroll]] for (uint c = 0u; c < 4u; c++) {
+                if (F16) {
+                    vec2 f = unpackHalf2x16(x[c]);
+                    [[unroll]] for (uint hh = 0u; hh < GH; hh++) {
+                        g_vals[r * GH + hh] += g_q[hh * DPL + i * 8u + 2u * c] * f.x + g_q[hh * DPL + i * 8u + 2u * c + 1u] * f.y;
+                    }
+                } else {
+                    float f = uintBitsToFloat(x[c]);
+                    [[unroll]] for (uint hh = 0u; hh < GH; hh++) g_vals[r * GH + hh] += g_q[hh * DPL + i * 4u + c] * f;
+                }
+            }
+        }
+    }
+}
+
+// Sums g_vals across the LANES lanes of the cluster, halving the values each lane carries at every
+// step (a transposing butterfly: about VP shuffles in all instead of VP * log2(LANES)). Afterwards
+// lane l holds the totals of values l * VC .. l * VC + VC - 1 in g_vals[0 .. VC) when VP >= LANES;
+// otherwise value l / (LANES / VP) in g_vals[0] (lanes of a group of LANES / VP hold the same total).
+void xreduce(uint lane)
+{
+    uint cnt = VP;
+    [[unroll]] for (uint m = LANES / 2u; m >= 1u; m >>= 1u) {
+        if (cnt > 1u) {
+            uint half_ = cnt / 2u;
+            bool up = (lane & m) != 0u;
+            [[unroll]] for (uint i = 0u; i < half_; i++) {
+                float send = up ? g_vals[i] : g_vals[i + half_];
+                float keep = up ? g_vals[i + half_] : g_vals[i];
+                g_vals[i] = keep + subgroupShuffleXor(send, m);
+            }
+            cnt = half_;
+        } else {
+            g_vals[0] += subgroupShuffleXor(g_vals[0], m);
+        }
+    }
+}
+
+// After xreduce: the lane (within the cluster) holding total v, and its slot in g_vals.
+uint owner_lane(uint v) { return VP >= LANES ? v / VC : v * (LANES / VP); }
+uint owner_slot(uint v) { return VP >= LANES ? v % VC : 0u; }

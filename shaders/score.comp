@@ -1,0 +1,46 @@
+#version 460
+// score: s[h][j] = scale * dot(q[h], K[g(h)][begin + j]) (docs/kernels.md).
+// Grid (workgroups over position tiles, KV head g, pass over the group's heads). Each K row is read
+// once per pass and dotted with the pass's GH queries (GH = G, one pass, for G <= 8).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#include "rows.glsl"
+
+layout(push_constant) uniform PC {
+    TRef q;      // f32 [Hq][D]
+    TRef k;      // [Hkv][Ncap][D]
+    TRef s;      // f32 [Hq][m]
+    uint begin;  // first position
+    uint m;      // positions
+    uint ncap;   // K rows per KV head
+    uint group;  // G = Hq / Hkv
+    uint tiles;  // ceil(m / (NCL * ROWS))
+    float scale;
+} pc;
+
+void main()
+{
+    const uint lane = cl_lane(), cl = cl_index();
+    const uint g = gl_WorkGroupID.y;
+    const uint h0 = g * pc.group + gl_WorkGroupID.z * GH;
+    const uint nh = min(GH, pc.group - gl_WorkGroupID.z * GH);
+
+    load_q(pc.q, h0, nh, lane);
+
+    for (uint tile = gl_WorkGroupID.x; tile < pc.tiles; tile += gl_NumWorkGroups.x) {
+        const uint j0 = (tile * NCL + cl) * ROWS;
+        [[unroll]] for (uint r = 0u; r < ROWS; r++) {
+            uint j = min(j0 + r, pc.m - 1u);
+            load_row(pc.k, pc.k, false, kv_row(g, pc.begin + j, pc.ncap, ROWB), lane, r);
+        }
+        partial_dots();
+        xreduce(lane);
+        [[unroll]] for (uint c = 0u; c < VC; c++) {
+            uint v = VP >= LANES ? lane * VC + c : lane / (LANES / VP);
+            bool mine = VP >= LANES || (lane % (LANES / VP)) == 0u;
+            uint r = v / GH, hh = v % GH;
+            if (mine && v < NV && hh < nh && j0 + r < pc.m)
+                st_f32(pc.s, uint64_t(h0 + hh) * pc.m + (j0 + r), pc.scale * g_vals[c]);
+        }
+    }
+}
