@@ -55,29 +55,39 @@ __device__ __forceinline__ void load_q(const float *q, int hbase, int hcount, in
             qr[h][i] = h < hcount ? __ldg(q + (int64_t)(hbase + h) * D + qk_elem<T, D>(r, i)) : 0.0f;
 }
 
-// Enqueues the copies of one tile: entries tb .. tb+TR-1 of the block's range (those < end) of
-// K (and V) rows of KV head g into ks (vs). Entry e is position idx[e], or pos_base + e without
-// an index list. Rows past `end` or with an index outside [0, ncap) are zero-filled and flagged 0
-// in spos (if given). Each thread copies CPT chunks of 16 bytes; consecutive threads, consecutive
-// chunks of a row.
+// The positions behind the rows this thread copies in one tile: entries tb .. tb+TR-1 of the
+// block's range; entry e is position idx[e], or pos_base + e without an index list; -1 past `end`.
+// Loaded one tile ahead of use, so that the index loads do not stall the pipeline.
+template <typename T, int D>
+__device__ __forceinline__ void load_positions(int32_t (&pos)[Tile<T, D>::CPT], const int32_t *idx, int64_t pos_base,
+                                               int64_t tb, int64_t end)
+{
+    using C = Tile<T, D>;
+#pragma unroll
+    for (int i = 0; i < C::CPT; i++) {
+        const int64_t e = tb + ((int)threadIdx.x + i * NT) / C::CPR;
+        int32_t v = -1;
+        if (e < end) v = idx ? __ldg(idx + e) : (int32_t)(pos_base + e); // positions < ncap <= INT32_MAX
+        pos[i] = v;
+    }
+}
+
+// Enqueues the copies of one tile of K (and V) rows of KV head g into ks (vs), the rows at the
+// positions from load_positions. Rows past the end or with a position outside [0, ncap) are
+// zero-filled and flagged 0 in spos (if given). Each thread copies CPT chunks of 16 bytes;
+// consecutive threads, consecutive chunks of a row.
 template <typename T, int D, bool WITH_V>
 __device__ __forceinline__ void issue_tile(unsigned char *ks, unsigned char *vs, int *spos, const T *kb, const T *vb,
-                                           const sift_cuda_kv &kv, int g, const int32_t *idx, int64_t pos_base,
-                                           int64_t tb, int64_t end, bool aligned)
+                                           const sift_cuda_kv &kv, int g, const int32_t (&pos)[Tile<T, D>::CPT],
+                                           bool aligned)
 {
     using C = Tile<T, D>;
     constexpr int E = 16 / (int)sizeof(T);
 #pragma unroll
     for (int i = 0; i < C::CPT; i++) {
         const int c = (int)threadIdx.x + i * NT, row = c / C::CPR, col = c % C::CPR;
-        const int64_t e = tb + row;
-        int64_t pos = -1;
-        if (e < end) {
-            pos = idx ? (int64_t)__ldg(idx + e) : pos_base + e;
-            if (pos < 0 || pos >= kv.ncap) pos = -1;
-        }
-        const bool ok = pos >= 0;
-        const int64_t p = ok ? pos : 0;
+        const bool ok = pos[i] >= 0 && (int64_t)pos[i] < kv.ncap;
+        const int64_t p = ok ? pos[i] : 0;
         const T *kr = kv_row(kb, kv.stride0, kv.stride1, g, p) + col * E;
         unsigned char *kd = ks + row * C::RB + col * 16;
         if (aligned) cp_async16(kd, kr, ok);
@@ -150,19 +160,24 @@ __global__ void __launch_bounds__(NT, 2) score_kernel(const sift_cuda_score a, c
     float qr[GC][8];
     load_q<T, D, GC>(a.q, hbase, hcount, lane % C::LPR, qr);
 
+    int32_t pos[C::CPT];
     for (int s = 0; s < stages - 1; s++) {
-        if (s < ntiles)
-            issue_tile<T, D, false>(smem + (size_t)s * TILE_BYTES, nullptr, nullptr, kb, nullptr, a.kv, g, nullptr,
-                                    a.begin, beg + (int64_t)s * C::TR, end, aligned);
+        if (s < ntiles) {
+            load_positions<T, D>(pos, nullptr, a.begin, beg + (int64_t)s * C::TR, end);
+            issue_tile<T, D, false>(smem + (size_t)s * TILE_BYTES, nullptr, nullptr, kb, nullptr, a.kv, g, pos, aligned);
+        }
         cp_async_commit();
     }
+    if (stages - 1 < ntiles) load_positions<T, D>(pos, nullptr, a.begin, beg + (int64_t)(stages - 1) * C::TR, end);
     for (int t = 0; t < ntiles; t++) {
         wait_stage(stages);
         __syncthreads(); // tile t visible to all; everyone done with tile t-1 and its S
         const int nt = t + stages - 1;
-        if (nt < ntiles)
+        if (nt < ntiles) {
             issue_tile<T, D, false>(smem + (size_t)(nt % stages) * TILE_BYTES, nullptr, nullptr, kb, nullptr, a.kv, g,
-                                    nullptr, a.begin, beg + (int64_t)nt * C::TR, end, aligned);
+                                    pos, aligned);
+            if (nt + 1 < ntiles) load_positions<T, D>(pos, nullptr, a.begin, beg + (int64_t)(nt + 1) * C::TR, end);
+        }
         cp_async_commit();
 
         const T *Ks = reinterpret_cast<const T *>(smem + (size_t)(t % stages) * TILE_BYTES);
@@ -215,14 +230,16 @@ __global__ void __launch_bounds__(NT, 2) attend_kernel(const sift_cuda_attend a,
         for (int j = 0; j < 4; j++) o[h][j] = 0.0f;
     float m_run = neg_inf(), l_run = 0.0f; // of head `warp`, in warps < GC
 
+    int32_t pos[C::CPT];
     for (int s = 0; s < stages - 1; s++) {
         if (s < ntiles) {
             unsigned char *ks = smem + (size_t)s * 2 * TILE_BYTES;
-            issue_tile<T, D, true>(ks, ks + TILE_BYTES, SPOS + s * C::TR, kb, vb, a.kv, g, idx, 0,
-                                   beg + (int64_t)s * C::TR, end, aligned);
+            load_positions<T, D>(pos, idx, 0, beg + (int64_t)s * C::TR, end);
+            issue_tile<T, D, true>(ks, ks + TILE_BYTES, SPOS + s * C::TR, kb, vb, a.kv, g, pos, aligned);
         }
         cp_async_commit();
     }
+    if (stages - 1 < ntiles) load_positions<T, D>(pos, idx, 0, beg + (int64_t)(stages - 1) * C::TR, end);
     for (int t = 0; t < ntiles; t++) {
         wait_stage(stages);
         __syncthreads(); // tile t visible; everyone done with tile t-1, S/p and CORR
@@ -230,8 +247,8 @@ __global__ void __launch_bounds__(NT, 2) attend_kernel(const sift_cuda_attend a,
         if (nt < ntiles) {
             const int ns = nt % stages;
             unsigned char *ks = smem + (size_t)ns * 2 * TILE_BYTES;
-            issue_tile<T, D, true>(ks, ks + TILE_BYTES, SPOS + ns * C::TR, kb, vb, a.kv, g, idx, 0,
-                                   beg + (int64_t)nt * C::TR, end, aligned);
+            issue_tile<T, D, true>(ks, ks + TILE_BYTES, SPOS + ns * C::TR, kb, vb, a.kv, g, pos, aligned);
+            if (nt + 1 < ntiles) load_positions<T, D>(pos, idx, 0, beg + (int64_t)(nt + 1) * C::TR, end);
         }
         cp_async_commit();
 

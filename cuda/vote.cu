@@ -74,6 +74,7 @@ __global__ void __launch_bounds__(NT) vote_sum(const float *scores, int64_t m, i
     const int64_t j = (int64_t)blockIdx.x * NT + threadIdx.x;
     if (j >= m) return;
     float v = 0.0f;
+#pragma unroll 8
     for (int h = 0; h < hq; h++) {
         const float2 st = stats[h];
         v += expf(scores[(int64_t)h * m + j] - st.x) / st.y;

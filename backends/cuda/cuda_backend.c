@@ -353,7 +353,7 @@ static sift_status run(cuda_backend *b, cuda_cache *c, const sift_graph *g, doub
 {
     if (c->reset) {
         for (int i = 0; i < c->n; i++)
-            if (g->nodes[i].op == SIFT_OP_SELECT)
+            if (g->nodes[i].op == SIFT_OP_SELECT && c->plans[i].u.select.radix)
                 CU(sift_cuda_select_reset(&c->plans[i].u.select, (char *)c->scratch + c->plans[i].scratch_off,
                                           b->stream));
         c->reset = 0;
