@@ -709,7 +709,7 @@ int main(void)
                     test_case c = base;
                     c.op = OP_SCORE;
                     run_on_all(bs, nb, &c);
-                    if (ki == 0 && di == 0) { /* vote and select do not depend on D or the KV type */
+                    if (ki == 0 && (di == 0 || huge)) { /* vote and select depend on neither D nor the KV type */
                         c.op = OP_VOTE_SUM;
                         run_on_all(bs, nb, &c);
                         c.op = OP_VOTE_MAX;
