@@ -1,0 +1,85 @@
+/* Dequantization of GGUF rows: see quant.h for the block layouts. */
+#include "quant.h"
+
+#include "backend.h"
+
+#include <string.h>
+
+/* Bytes are assembled explicitly: blocks sit at any byte offset, and the files are little-endian. */
+static uint16_t load_le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+float sift_bf16_to_float(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+void sift_dequant_f16(const void *src, float *dst, size_t n)
+{
+    const uint8_t *p = src;
+    for (size_t i = 0; i < n; i++) dst[i] = sift_half_to_float(load_le16(p + 2 * i));
+}
+
+void sift_dequant_bf16(const void *src, float *dst, size_t n)
+{
+    const uint8_t *p = src;
+    for (size_t i = 0; i < n; i++) dst[i] = sift_bf16_to_float(load_le16(p + 2 * i));
+}
+
+void sift_dequant_q8_0(const void *src, float *dst, size_t n)
+{
+    const uint8_t *block = src;
+    for (size_t b = 0; b < n / SIFT_QK8_0; b++, block += SIFT_Q8_0_BLOCK_BYTES) {
+        const float d = sift_half_to_float(load_le16(block));
+        const int8_t *q = (const int8_t *)(block + 2);
+        for (int i = 0; i < SIFT_QK8_0; i++) dst[b * SIFT_QK8_0 + (size_t)i] = (float)q[i] * d;
+    }
+}
+
+void sift_dequant_q4_0(const void *src, float *dst, size_t n)
+{
+    const uint8_t *block = src;
+    for (size_t b = 0; b < n / SIFT_QK4_0; b++, block += SIFT_Q4_0_BLOCK_BYTES) {
+        const float d = sift_half_to_float(load_le16(block));
+        const uint8_t *qs = block + 2;
+        float *out = dst + b * SIFT_QK4_0;
+        for (int j = 0; j < SIFT_QK4_0 / 2; j++) {
+            out[j] = (float)((qs[j] & 0x0f) - 8) * d;
+            out[j + SIFT_QK4_0 / 2] = (float)((qs[j] >> 4) - 8) * d;
+        }
+    }
+}
+
+sift_status sift_dequant_row(const sift_gguf_tensor *t, uint64_t row, float *dst)
+{
+    if (!t || !dst) return sift_set_error(SIFT_E_INVALID, "sift_dequant_row: null argument");
+    const uint64_t row_elems = t->dims[0];
+    const uint64_t n_rows = row_elems ? t->n_elements / row_elems : 0;
+    if (row >= n_rows)
+        return sift_set_error(SIFT_E_INVALID, "sift_dequant_row: row %llu of tensor '%.*s' with %llu rows",
+                              (unsigned long long)row, (int)(t->name.len < 80 ? t->name.len : 80), t->name.ptr,
+                              (unsigned long long)n_rows);
+    uint32_t block_elems, block_bytes;
+    if (!sift_gguf_tensor_type_block(t->type, &block_elems, &block_bytes))
+        return sift_set_error(SIFT_E_DTYPE, "sift_dequant_row: tensor type %u", (unsigned)t->type);
+    /* The open checked that rows are whole blocks and that the tensor fits the file. */
+    const uint64_t row_bytes = row_elems / block_elems * block_bytes;
+    const uint8_t *src = (const uint8_t *)t->data + row * row_bytes;
+    const size_t n = (size_t)row_elems;
+    switch (t->type) {
+    case SIFT_GGUF_TENSOR_F32:
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)src[4 * i] | ((uint32_t)src[4 * i + 1] << 8) | ((uint32_t)src[4 * i + 2] << 16) |
+                         ((uint32_t)src[4 * i + 3] << 24);
+            memcpy(&dst[i], &u, 4);
+        }
+        break;
+    case SIFT_GGUF_TENSOR_F16: sift_dequant_f16(src, dst, n); break;
+    case SIFT_GGUF_TENSOR_BF16: sift_dequant_bf16(src, dst, n); break;
+    case SIFT_GGUF_TENSOR_Q8_0: sift_dequant_q8_0(src, dst, n); break;
+    case SIFT_GGUF_TENSOR_Q4_0: sift_dequant_q4_0(src, dst, n); break;
+    }
+    return SIFT_OK;
+}
