@@ -6,4 +6,25 @@
 
 const sift_backend_vtable *sift_context_vtable(const sift_context *ctx, void **be);
 
+/* Appends a validated node (refusing an output that is also an input) and invalidates recordings. */
+sift_status sift_graph_push_node(sift_graph *g, const sift_node *n);
+
+#define TRY(x)                                                                                                         \
+    do {                                                                                                               \
+        sift_status s_ = (x);                                                                                          \
+        if (s_ != SIFT_OK) return s_;                                                                                  \
+    } while (0)
+
+/* validate.c: each returns SIFT_OK or an error naming the op (op), the tensor's role and the numbers. */
+sift_status sift_need_tensor(const sift_graph *g, const sift_tensor *t, const char *op, const char *role);
+sift_status sift_need_dtype(const sift_tensor *t, sift_dtype want, const char *op, const char *role);
+sift_status sift_need_rank(const sift_tensor *t, int ndim, const char *op, const char *role);
+/* q f32 [Hq][D]; k (and v, if given) [Hkv][Ncap][D] f16/f32; D in {64, 128}; Hq % Hkv == 0. */
+sift_status sift_check_qkv(const sift_graph *g, const sift_tensor *q, const sift_tensor *k, const sift_tensor *v,
+                           const char *op);
+/* A 2-D output of the given type and shape. */
+sift_status sift_check_out(const sift_graph *g, const sift_tensor *t, sift_dtype dtype, int64_t d0, int64_t d1,
+                           const char *op, const char *role);
+sift_status sift_check_scale(float scale, const char *op);
+
 #endif
