@@ -2,11 +2,22 @@
 // cp.async, warp reductions, the float order key of select.
 #pragma once
 
+#ifdef SIFT_CUDA_EMU
+#include "emu/emu.h" // the CPU emulator of cuda/emu: the same code, run without a GPU
+#else
 #include <cuda_fp16.h>
+#endif
 #include <stdint.h>
 #include <string.h>
 
 #include "sift_cuda.h"
+
+// The dynamic shared memory of a kernel, 16-byte aligned.
+#ifdef SIFT_CUDA_EMU
+#define SIFT_DYNAMIC_SMEM(name) unsigned char *const name = sift_emu::dynamic_smem()
+#else
+#define SIFT_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+#endif
 
 namespace sift_cuda {
 
@@ -41,7 +52,7 @@ __device__ __forceinline__ void half2x4_to_float(const uint4 &u, float (&x)[8])
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         __half2 h;
-        memcpy(&h, &w[i], 4);
+        memcpy(static_cast<void *>(&h), &w[i], 4);
         const float2 f = __half22float2(h);
         x[2 * i] = f.x;
         x[2 * i + 1] = f.y;
@@ -66,8 +77,8 @@ __device__ __forceinline__ void load_pv(const __half *p, float (&x)[4])
 {
     const uint2 u = *reinterpret_cast<const uint2 *>(p);
     __half2 a, b;
-    memcpy(&a, &u.x, 4);
-    memcpy(&b, &u.y, 4);
+    memcpy(static_cast<void *>(&a), &u.x, 4);
+    memcpy(static_cast<void *>(&b), &u.y, 4);
     const float2 fa = __half22float2(a), fb = __half22float2(b);
     x[0] = fa.x, x[1] = fa.y, x[2] = fb.x, x[3] = fb.y;
 }
@@ -80,6 +91,11 @@ __device__ __forceinline__ void load_pv(const float *p, float (&x)[4])
 // ---- cp.async (sm_80+) ----------------------------------------------------------------------
 // Copies 16 bytes global -> shared asynchronously; with valid == false writes 16 zero bytes and
 // reads nothing (src must still be a mapped address; callers pass a row of the tensor).
+#ifdef SIFT_CUDA_EMU
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) { sift_emu::cp_async16(smem, gmem, valid); }
+__device__ __forceinline__ void cp_async_commit() { sift_emu::cp_async_commit(); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { sift_emu::cp_async_wait(N); }
+#else
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid)
 {
     const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -88,6 +104,7 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool va
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+#endif
 
 // The fallback for rows that are not 16-byte aligned (views at odd offsets): the same 16 bytes
 // copied with element loads, synchronously. Slow, but correct for any element-aligned address.
@@ -158,6 +175,18 @@ __device__ __forceinline__ uint32_t order_key(float f)
     uint32_t bits = __float_as_uint(f);
     if ((bits & 0x7fffffffu) == 0) bits = 0;
     return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+// Host: launches kernel k on stream st and returns the launch error (in the emulator: runs it).
+template <typename... P, typename... A>
+static inline cudaError_t launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A... args)
+{
+#ifdef SIFT_CUDA_EMU
+    return sift_emu::launch(k, grid, block, smem, st, static_cast<P>(args)...);
+#else
+    k<<<grid, block, smem, st>>>(static_cast<P>(args)...);
+    return cudaGetLastError();
+#endif
 }
 
 } // namespace sift_cuda

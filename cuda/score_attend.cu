@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(NT, 2) score_kernel(const sift_cuda_score a, c
 {
     using C = Tile<T, D>;
     constexpr int SST = C::TR + 1; // S is [GC][TR + 1]: conflict-free column writes and row reads
-    extern __shared__ __align__(16) unsigned char smem[];
+    SIFT_DYNAMIC_SMEM(smem);
     float *S = reinterpret_cast<float *>(smem + (size_t)stages * TILE_BYTES);
 
     const int tid = (int)threadIdx.x, lane = tid & 31;
@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(NT, 2) attend_kernel(const sift_cuda_attend a,
                                                        float2 *part_ml)
 {
     using C = Tile<T, D>;
-    extern __shared__ __align__(16) unsigned char smem[];
+    SIFT_DYNAMIC_SMEM(smem);
     float *S = reinterpret_cast<float *>(smem + (size_t)stages * 2 * TILE_BYTES); // [TR][GC]: s, then p
     float *CORR = S + C::TR * GC;                                                 // [GC] rescale of o
     int *SPOS = reinterpret_cast<int *>(CORR + 8);                                // [stages][TR] row valid
@@ -363,21 +363,28 @@ __global__ void __launch_bounds__(128) attend_merge(const float *part_o, const f
 
 // ---- host side: kernel tables, plans, launches ---------------------------------------------------
 
+using ScoreKernel = void (*)(sift_cuda_score, int);
+using AttendKernel = void (*)(sift_cuda_attend, int, float *, float2 *);
+
 struct KernelInfo {
-    const void *fn;
+    ScoreKernel score;   // one of these two
+    AttendKernel attend;
+    const void *fn;      // the same, for the runtime's attribute and occupancy calls
     size_t smem2, smem3; // dynamic shared memory with 2 and 3 stages
     int tile_rows;
 };
 
 template <typename T, int D, int GC> KernelInfo score_info()
 {
-    return {reinterpret_cast<const void *>(&score_kernel<T, D, GC>), score_smem<T, D, GC>(2), score_smem<T, D, GC>(3),
+    const ScoreKernel k = &score_kernel<T, D, GC>;
+    return {k, nullptr, reinterpret_cast<const void *>(k), score_smem<T, D, GC>(2), score_smem<T, D, GC>(3),
             Tile<T, D>::TR};
 }
 template <typename T, int D, int GC> KernelInfo attend_info()
 {
-    return {reinterpret_cast<const void *>(&attend_kernel<T, D, GC>), attend_smem<T, D, GC>(2),
-            attend_smem<T, D, GC>(3), Tile<T, D>::TR};
+    const AttendKernel k = &attend_kernel<T, D, GC>;
+    return {nullptr, k, reinterpret_cast<const void *>(k), attend_smem<T, D, GC>(2), attend_smem<T, D, GC>(3),
+            Tile<T, D>::TR};
 }
 
 template <typename T, int D> KernelInfo pick_gc(bool attend, int gc)
@@ -487,11 +494,8 @@ extern "C" cudaError_t sift_cuda_score_launch(const sift_cuda_device *dev, const
 {
     if (a->m <= 0 || a->splits <= 0) return cudaSuccess;
     const KernelInfo k = kernel_info(false, a->kv.f16, a->kv.d, heads_per_block(a->hq / a->kv.hkv));
-    sift_cuda_score args = *a;
-    int stages = dev->stages;
-    void *params[] = {&args, &stages};
     const dim3 grid((unsigned)a->splits, (unsigned)a->kv.hkv, (unsigned)a->chunks);
-    return cudaLaunchKernel(k.fn, grid, dim3(NT), params, smem_for(k, stages), st);
+    return launch(k.score, grid, dim3(NT), smem_for(k, dev->stages), st, *a, dev->stages);
 }
 
 extern "C" cudaError_t sift_cuda_attend_plan(const sift_cuda_device *dev, sift_cuda_attend *a)
@@ -521,12 +525,8 @@ extern "C" cudaError_t sift_cuda_attend_launch(const sift_cuda_device *dev, cons
     const size_t rows = (size_t)a->splits * (size_t)a->hq;
     float *part_o = static_cast<float *>(scratch);
     float2 *part_ml = reinterpret_cast<float2 *>(part_o + rows * (size_t)d);
-    sift_cuda_attend args = *a;
-    int stages = dev->stages;
-    void *params[] = {&args, &stages, &part_o, &part_ml};
     const dim3 grid((unsigned)a->splits, (unsigned)a->kv.hkv, (unsigned)a->chunks);
-    cudaError_t e = cudaLaunchKernel(k.fn, grid, dim3(NT), params, smem_for(k, stages), st);
+    cudaError_t e = launch(k.attend, grid, dim3(NT), smem_for(k, dev->stages), st, *a, dev->stages, part_o, part_ml);
     if (e != cudaSuccess) return e;
-    attend_merge<<<(unsigned)a->hq, 128, 0, st>>>(part_o, part_ml, a->splits, a->hq, d, a->out);
-    return cudaGetLastError();
+    return launch(attend_merge, dim3((unsigned)a->hq), dim3(128), 0, st, part_o, part_ml, a->splits, a->hq, d, a->out);
 }

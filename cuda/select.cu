@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(NT) select_count(const float *votes, int64_t c
     }
 }
 
-__global__ void __launch_bounds__(NT) select_compact(const float *votes, int64_t cand, int lists, int blocks,
+__global__ void __launch_bounds__(NT) select_compact(const float *votes, int64_t cand, int blocks,
                                                      const uint2 *counts, const uint2 *state, uint32_t *hist,
                                                      int32_t *out, int64_t count, int64_t sink_len, int64_t first_pos)
 {
@@ -285,9 +285,8 @@ extern "C" cudaError_t sift_cuda_select_launch(const sift_cuda_select *a, void *
     if (!a->radix || a->sink_len > 0 || a->win_begin < a->n_ctx) {
         int64_t blocks = (total + NT - 1) / NT;
         if (blocks > 4096) blocks = 4096;
-        select_fill<<<(unsigned)blocks, NT, 0, st>>>(a->out, total, a->count, a->sink_len, a->chosen, !a->radix,
-                                                     a->sink, a->win_begin);
-        cudaError_t e = cudaGetLastError();
+        cudaError_t e = launch(select_fill, dim3((unsigned)blocks), dim3(NT), 0, st, a->out, total, a->count, a->sink_len,
+                               a->chosen, !a->radix, a->sink, a->win_begin);
         if (e != cudaSuccess) return e;
     }
     if (!a->radix) return cudaSuccess;
@@ -295,14 +294,12 @@ extern "C" cudaError_t sift_cuda_select_launch(const sift_cuda_select *a, void *
     const dim3 grid((unsigned)a->blocks, (unsigned)a->lists);
     const uint32_t k = (uint32_t)a->chosen;
     for (int pass = 0; pass < 4; pass++) {
-        select_hist<<<grid, NT, 0, st>>>(a->votes, a->cand, a->lists, k, pass, s.hist);
-        cudaError_t e = cudaGetLastError();
+        cudaError_t e = launch(select_hist, grid, dim3(NT), 0, st, a->votes, a->cand, a->lists, k, pass, s.hist);
         if (e != cudaSuccess) return e;
     }
-    select_count<<<grid, NT, 0, st>>>(a->votes, a->cand, a->lists, k, s.hist, a->blocks, s.counts, s.state);
-    cudaError_t e = cudaGetLastError();
+    cudaError_t e = launch(select_count, grid, dim3(NT), 0, st, a->votes, a->cand, a->lists, k, s.hist, a->blocks,
+                           s.counts, s.state);
     if (e != cudaSuccess) return e;
-    select_compact<<<grid, NT, 0, st>>>(a->votes, a->cand, a->lists, a->blocks, s.counts, s.state, s.hist, a->out,
-                                        a->count, a->sink_len, a->sink);
-    return cudaGetLastError();
+    return launch(select_compact, grid, dim3(NT), 0, st, a->votes, a->cand, a->blocks, s.counts, s.state, s.hist,
+                  a->out, a->count, a->sink_len, a->sink);
 }

@@ -113,18 +113,16 @@ extern "C" cudaError_t sift_cuda_vote_launch(const sift_cuda_vote *a, void *scra
     if (a->m <= 0) return cudaSuccess;
     if (a->kvhead_max) {
         const int64_t blocks = (a->m + NT - 1) / NT;
-        vote_kvmax<<<dim3((unsigned)blocks, (unsigned)a->hkv), NT, 0, st>>>(a->scores, a->m, a->hq / a->hkv, a->votes);
-        return cudaGetLastError();
+        return launch(vote_kvmax, dim3((unsigned)blocks, (unsigned)a->hkv), dim3(NT), 0, st, a->scores, a->m,
+                      a->hq / a->hkv, a->votes);
     }
     float2 *part = static_cast<float2 *>(scratch);
     float2 *stats = part + (size_t)a->hq * (size_t)a->blocks;
-    vote_partial<<<dim3((unsigned)a->blocks, (unsigned)a->hq), NT, 0, st>>>(a->scores, a->m, a->blocks, part);
-    cudaError_t e = cudaGetLastError();
+    cudaError_t e = launch(vote_partial, dim3((unsigned)a->blocks, (unsigned)a->hq), dim3(NT), 0, st, a->scores, a->m,
+                           a->blocks, part);
     if (e != cudaSuccess) return e;
-    vote_stats<<<(unsigned)a->hq, NT, 0, st>>>(part, a->blocks, stats);
-    e = cudaGetLastError();
+    e = launch(vote_stats, dim3((unsigned)a->hq), dim3(NT), 0, st, part, a->blocks, stats);
     if (e != cudaSuccess) return e;
     const int64_t blocks = (a->m + NT - 1) / NT;
-    vote_sum<<<(unsigned)blocks, NT, 0, st>>>(a->scores, a->m, a->hq, stats, a->votes);
-    return cudaGetLastError();
+    return launch(vote_sum, dim3((unsigned)blocks), dim3(NT), 0, st, a->scores, a->m, a->hq, stats, a->votes);
 }

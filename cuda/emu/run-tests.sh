@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs sift's CUDA backend without a GPU: builds libsift with backends/cuda and the kernels of
+# cuda/ compiled for the CPU emulator (cuda/emu/emu.h), and runs the project's tests against it
+# (the "cuda" backend of those tests is then the emulator). For checking kernel logic, tails,
+# races between pipeline stages and warp-collective misuse where no GPU is at hand; speed means
+# nothing here.
+#
+#   cuda/emu/run-tests.sh [conformance|badinput|extra|all]     (default: all)
+#
+# Environment: SIFT_CONFORMANCE_MAX_N (default 255 here), SIFT_EMU_SEED (thread order),
+# SIFT_EMU_CPASYNC=late|early, SIFT_EMU_SMS (multiprocessors, default 4), SIFT_EMU_SMEM_PER_SM
+# (233472 = H100/H200; 102400 = sm_86/89, 2-stage pipeline), SIFT_EMU_BUILD (build folder).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${SIFT_EMU_BUILD:-/tmp/sift-emu-build}
+what=${1:-all}
+mkdir -p "$out/obj"
+cuda_inc=$(cd "$out" && nvcc --dryrun -v -c probe.cu 2>&1 | sed -n 's/^#\$ INCLUDES="-I\([^"]*\)".*/\1/p' | head -1)
+[ -n "$cuda_inc" ] || cuda_inc=/usr/local/cuda/include
+cflags=(-std=c11 -O2 -g -Wall -Wextra -D_POSIX_C_SOURCE=200809L -DSIFT_HAVE_CUDA "-I$root/include" "-I$root/engine"
+        "-I$root" -isystem "$cuda_inc")
+cxxflags=(-std=c++17 -O2 -g -Wall -Wextra -Wno-unknown-pragmas -DSIFT_CUDA_EMU "-I$root/cuda" -isystem "$cuda_inc")
+objs=()
+for f in "$root"/engine/*.c "$root"/backends/cpu/cpu_backend.c "$root"/backends/cuda/cuda_backend.c; do
+  o="$out/obj/$(basename "${f%.c}").o"; cc "${cflags[@]}" -c "$f" -o "$o"; objs+=("$o")
+done
+for f in "$root"/cuda/*.cu "$root"/cuda/emu/emu_runtime.cpp; do
+  o="$out/obj/$(basename "$f").o"; g++ "${cxxflags[@]}" -x c++ -c "$f" -o "$o" & objs+=("$o")
+done
+wait
+rm -f "$out/libsift-emu.a" && ar rcs "$out/libsift-emu.a" "${objs[@]}"
+for t in "$root/tests/conformance.c" "$root/tests/badinput.c" "$root/cuda/emu/extra.c"; do
+  [ -f "$t" ] || continue
+  n=$(basename "${t%.c}")
+  cc "${cflags[@]}" -c "$t" -o "$out/obj/test-$n.o"
+  g++ -o "$out/$n" "$out/obj/test-$n.o" "$out/libsift-emu.a" -lm
+done
+export SIFT_CONFORMANCE_MAX_N=${SIFT_CONFORMANCE_MAX_N:-255}
+rc=0
+if [ "$what" = all ] || [ "$what" = badinput ]; then
+  "$out/badinput" > "$out/badinput.txt" 2>&1 || rc=1
+  echo "badinput: $(tail -1 "$out/badinput.txt")"
+fi
+if [ "$what" = all ] || [ "$what" = extra ]; then
+  "$out/extra" > "$out/extra.txt" 2>&1 || rc=1
+  grep -E "FAIL|extra:" "$out/extra.txt"
+fi
+if [ "$what" = all ] || [ "$what" = conformance ]; then
+  SIFT_EXPECT_BACKENDS=cpu,cuda "$out/conformance" > "$out/conformance.txt" 2>&1 || rc=1
+  grep -E "^backend|FAIL|summary" "$out/conformance.txt" | head -60
+fi
+exit $rc
