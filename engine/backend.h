@@ -18,6 +18,14 @@ typedef enum sift_op {
     SIFT_OP_SELECT,
     SIFT_OP_GATHER_ATTEND,
     SIFT_OP_DENSE_ATTEND,
+    SIFT_OP_GET_ROWS,
+    SIFT_OP_RMSNORM,
+    SIFT_OP_MATMUL,
+    SIFT_OP_ROPE,
+    SIFT_OP_SWIGLU,
+    SIFT_OP_ADD,
+    SIFT_OP_KV_WRITE,
+    SIFT_OP_CAUSAL_ATTEND,
     SIFT_OP_COUNT
 } sift_op;
 
@@ -41,8 +49,11 @@ typedef struct sift_node_params {
     int64_t begin, end;         /* score: candidate positions [begin, end) */
     sift_select_params sel;     /* select */
     int64_t n_ctx;              /* dense_attend */
-    float scale;                /* score, gather_attend, dense_attend */
+    float scale;                /* score, gather_attend, dense_attend, causal_attend */
     sift_vote_mode vote;        /* vote */
+    float eps;                  /* rmsnorm */
+    int64_t pos0;               /* rope, kv_write, causal_attend: position of row 0 */
+    sift_rope_params rope;      /* rope */
 } sift_node_params;
 
 #define SIFT_NODE_MAX_SRC 4
@@ -131,6 +142,10 @@ static inline float sift_half_to_float(uint16_t h)
     return x.f;
 }
 uint16_t sift_float_to_half(float f);
+
+/* n values of a row of type t (float or quantized; n a multiple of the block) to f32: the one
+ * definition of the weight formats (engine/quant.c). */
+void sift_row_to_f32(sift_dtype t, const void *src, float *dst, int64_t n);
 
 #ifdef __cplusplus
 }

@@ -66,6 +66,9 @@ const char *sift_dtype_name(sift_dtype t)
     case SIFT_F32: return "f32";
     case SIFT_F16: return "f16";
     case SIFT_I32: return "i32";
+    case SIFT_BF16: return "bf16";
+    case SIFT_Q8_0: return "q8_0";
+    case SIFT_Q4_0: return "q4_0";
     default: return "unknown";
     }
 }
@@ -76,7 +79,20 @@ size_t sift_dtype_size(sift_dtype t)
     case SIFT_F32: return 4;
     case SIFT_F16: return 2;
     case SIFT_I32: return 4;
-    default: return 0;
+    case SIFT_BF16: return 2;
+    default: return 0; /* block-quantized: see sift_dtype_row_bytes */
+    }
+}
+
+int64_t sift_dtype_block(sift_dtype t) { return (t == SIFT_Q8_0 || t == SIFT_Q4_0) ? 32 : 1; }
+
+size_t sift_dtype_row_bytes(sift_dtype t, int64_t n)
+{
+    if (n < 0) return 0;
+    switch (t) {
+    case SIFT_Q8_0: return (size_t)(n / 32) * 34; /* f16 scale + 32 int8 */
+    case SIFT_Q4_0: return (size_t)(n / 32) * 18; /* f16 scale + 16 bytes of nibbles */
+    default: return (size_t)n * sift_dtype_size(t);
     }
 }
 
@@ -137,14 +153,19 @@ int64_t sift_context_validation_messages(const sift_context *ctx)
 /* ---- tensors ------------------------------------------------------------------------------- */
 
 /* Checks a shape and computes its element count, refusing negative dims and overflow. */
-static sift_status shape_elements(int ndim, const int64_t *shape, size_t elt, size_t *nbytes)
+static sift_status shape_bytes(sift_dtype dtype, int ndim, const int64_t *shape, size_t *nbytes)
 {
     if (ndim < 1 || ndim > SIFT_MAX_DIMS)
         return sift_set_error(SIFT_E_SHAPE, "tensor rank %d outside 1..%d", ndim, SIFT_MAX_DIMS);
     if (!shape) return sift_set_error(SIFT_E_INVALID, "tensor shape is NULL");
-    uint64_t n = elt;
+    const int64_t block = sift_dtype_block(dtype), row = shape[ndim - 1];
+    if (row % block != 0)
+        return sift_set_error(SIFT_E_SHAPE, "%s rows of %lld values: not a multiple of its block of %lld",
+                              sift_dtype_name(dtype), (long long)row, (long long)block);
+    uint64_t n = row >= 0 ? (uint64_t)sift_dtype_row_bytes(dtype, row) : 0;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) return sift_set_error(SIFT_E_SHAPE, "tensor dimension %d is negative (%lld)", i, (long long)shape[i]);
+        if (i == ndim - 1) break;
         if (shape[i] != 0 && n > (UINT64_MAX >> 2) / (uint64_t)shape[i])
             return sift_set_error(SIFT_E_SHAPE, "tensor size overflows (dimension %d = %lld)", i, (long long)shape[i]);
         n *= (uint64_t)shape[i];
@@ -161,7 +182,7 @@ sift_status sift_tensor_create(sift_context *ctx, sift_dtype dtype, int ndim, co
     if (!ctx) return sift_set_error(SIFT_E_INVALID, "sift_tensor_create: context is NULL");
     if ((int)dtype < 0 || dtype >= SIFT_DTYPE_COUNT) return sift_set_error(SIFT_E_DTYPE, "sift_tensor_create: unknown dtype %d", (int)dtype);
     size_t nbytes = 0;
-    sift_status s = shape_elements(ndim, shape, sift_dtype_size(dtype), &nbytes);
+    sift_status s = shape_bytes(dtype, ndim, shape, &nbytes);
     if (s != SIFT_OK) return s;
     sift_tensor *t = calloc(1, sizeof *t);
     if (!t) return sift_set_error(SIFT_E_NOMEM, "sift_tensor_create: out of memory");
@@ -192,11 +213,12 @@ sift_status sift_tensor_view(sift_tensor *parent, sift_dtype dtype, int ndim, co
     if (!parent) return sift_set_error(SIFT_E_INVALID, "sift_tensor_view: parent is NULL");
     if ((int)dtype < 0 || dtype >= SIFT_DTYPE_COUNT) return sift_set_error(SIFT_E_DTYPE, "sift_tensor_view: unknown dtype %d", (int)dtype);
     size_t nbytes = 0;
-    sift_status s = shape_elements(ndim, shape, sift_dtype_size(dtype), &nbytes);
+    sift_status s = shape_bytes(dtype, ndim, shape, &nbytes);
     if (s != SIFT_OK) return s;
     sift_tensor *root = parent->parent ? parent->parent : parent;
     const size_t start = parent->offset + byte_offset;
-    if (byte_offset % sift_dtype_size(dtype) != 0)
+    const size_t align = sift_dtype_size(dtype) ? sift_dtype_size(dtype) : 2; /* blocks start with an f16 scale */
+    if (byte_offset % align != 0)
         return sift_set_error(SIFT_E_INVALID, "sift_tensor_view: offset %zu is not a multiple of the %s size", byte_offset,
                               sift_dtype_name(dtype));
     if (byte_offset > parent->nbytes || nbytes > parent->nbytes - byte_offset)

@@ -7,7 +7,9 @@
 
 const char *sift_op_name(sift_op op)
 {
-    static const char *const names[SIFT_OP_COUNT] = {"score", "vote", "select", "gather_attend", "dense_attend"};
+    static const char *const names[SIFT_OP_COUNT] = {"score",   "vote",   "select", "gather_attend", "dense_attend",
+                                                     "get_rows", "rmsnorm", "matmul", "rope",          "swiglu",
+                                                     "add",     "kv_write", "causal_attend"};
     return (op >= 0 && op < SIFT_OP_COUNT) ? names[op] : "unknown";
 }
 
@@ -157,6 +159,24 @@ double sift_graph_node_bytes(const sift_graph *g, int node)
         const sift_tensor *k = n->src[1];
         double row = (double)k->shape[2] * (double)sift_dtype_size(k->dtype);
         return in0 + 2.0 * (double)k->shape[0] * (double)n->p.n_ctx * row + out;
+    }
+    case SIFT_OP_GET_ROWS: {
+        const sift_tensor *table = n->src[0];
+        return (double)n->src[1]->nbytes + (double)n->src[1]->shape[0] * (double)sift_dtype_row_bytes(table->dtype, table->shape[1]) + out;
+    }
+    case SIFT_OP_MATMUL: return in0 + (double)n->src[1]->nbytes + (n->n_src > 2 ? (double)n->src[2]->nbytes : 0.0) + out;
+    case SIFT_OP_RMSNORM:
+    case SIFT_OP_SWIGLU:
+    case SIFT_OP_ADD: return in0 + (double)n->src[1]->nbytes + out;
+    case SIFT_OP_ROPE: return 2.0 * in0;
+    case SIFT_OP_KV_WRITE: {
+        const sift_tensor *c = n->dst;
+        return in0 + (double)n->src[0]->shape[0] * (double)c->shape[0] * (double)c->shape[2] * (double)sift_dtype_size(c->dtype);
+    }
+    case SIFT_OP_CAUSAL_ATTEND: {
+        const sift_tensor *k = n->src[1];
+        double row = (double)k->shape[2] * (double)sift_dtype_size(k->dtype);
+        return 2.0 * in0 + 2.0 * (double)k->shape[0] * (double)(n->p.pos0 + n->src[0]->shape[0]) * row;
     }
     default: return 0.0;
     }

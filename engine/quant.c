@@ -83,3 +83,15 @@ sift_status sift_dequant_row(const sift_gguf_tensor *t, uint64_t row, float *dst
     }
     return SIFT_OK;
 }
+
+void sift_row_to_f32(sift_dtype t, const void *src, float *dst, int64_t n)
+{
+    switch (t) {
+    case SIFT_F32: memcpy(dst, src, (size_t)n * sizeof(float)); break;
+    case SIFT_F16: sift_dequant_f16(src, dst, (size_t)n); break;
+    case SIFT_BF16: sift_dequant_bf16(src, dst, (size_t)n); break;
+    case SIFT_Q8_0: sift_dequant_q8_0(src, dst, (size_t)n); break;
+    case SIFT_Q4_0: sift_dequant_q4_0(src, dst, (size_t)n); break;
+    default: memset(dst, 0, (size_t)n * sizeof(float)); break;
+    }
+}

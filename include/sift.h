@@ -71,10 +71,18 @@ SIFT_API const char *sift_context_device_name(const sift_context *ctx);
  * counts them here. 0 on other backends. */
 SIFT_API int64_t sift_context_validation_messages(const sift_context *ctx);
 
-typedef enum sift_dtype { SIFT_F32 = 0, SIFT_F16, SIFT_I32, SIFT_DTYPE_COUNT } sift_dtype;
+/* Element types. BF16, Q8_0 and Q4_0 are weight types (ggml's block layouts: Q8_0 is 32 values as
+ * an f16 scale and 32 int8; Q4_0 is 32 values as an f16 scale and 16 bytes of nibbles, value =
+ * (nibble - 8) * scale, low nibbles first); their rows hold a multiple of 32 values. */
+typedef enum sift_dtype { SIFT_F32 = 0, SIFT_F16, SIFT_I32, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0, SIFT_DTYPE_COUNT } sift_dtype;
 
 SIFT_API const char *sift_dtype_name(sift_dtype t);
+/* Bytes per element; 0 for the block-quantized types. */
 SIFT_API size_t sift_dtype_size(sift_dtype t);
+/* Elements per block: 32 for Q8_0 and Q4_0, else 1. */
+SIFT_API int64_t sift_dtype_block(sift_dtype t);
+/* Bytes of n consecutive values of a row (n a multiple of the block). */
+SIFT_API size_t sift_dtype_row_bytes(sift_dtype t, int64_t n);
 
 #define SIFT_MAX_DIMS 4
 
@@ -154,6 +162,47 @@ SIFT_API sift_status sift_op_gather_attend(sift_graph *g, const sift_tensor *q, 
 SIFT_API sift_status sift_op_dense_attend(sift_graph *g, const sift_tensor *q, const sift_tensor *k,
                                           const sift_tensor *v, int64_t n_ctx, float scale,
                                           sift_tensor *out);
+
+/* ---- transformer ops (f32 activations; T rows = tokens) ------------------------------------- */
+
+/* out f32 [T][E] = rows ids[t] of table [V][E] (any float or quantized type); ids i32 [T], each
+ * in [0, V) (a row outside gives zeros). */
+SIFT_API sift_status sift_op_get_rows(sift_graph *g, const sift_tensor *table, const sift_tensor *ids,
+                                      sift_tensor *out);
+/* out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight; x, out f32 [T][E], weight f32 [E]. */
+SIFT_API sift_status sift_op_rmsnorm(sift_graph *g, const sift_tensor *x, const sift_tensor *weight, float eps,
+                                     sift_tensor *out);
+/* out f32 [T][N] = x f32 [T][K] times w [N][K] transposed (w in any float or quantized type),
+ * plus bias f32 [N] when bias is not NULL. */
+SIFT_API sift_status sift_op_matmul(sift_graph *g, const sift_tensor *x, const sift_tensor *w,
+                                    const sift_tensor *bias, sift_tensor *out);
+
+typedef enum sift_rope_mode {
+    SIFT_ROPE_ADJACENT = 0, /* pairs (2i, 2i+1): llama, mistral (GGUF's permuted Q/K) */
+    SIFT_ROPE_NEOX          /* pairs (i, i + n_rot/2): qwen2 */
+} sift_rope_mode;
+
+typedef struct sift_rope_params {
+    int n_rot;     /* rotated dimensions (even, <= D); the rest pass through */
+    float base;    /* theta = pos * base^(-2i / n_rot) / factor[i] */
+    sift_rope_mode mode;
+} sift_rope_params;
+
+/* Rotary embedding of x f32 [T][H][D]; row t is at position pos0 + t. factors f32 [n_rot/2]
+ * (Llama-3 frequency scaling) or NULL for none. out has x's shape. */
+SIFT_API sift_status sift_op_rope(sift_graph *g, const sift_tensor *x, int64_t pos0, const sift_tensor *factors,
+                                  const sift_rope_params *p, sift_tensor *out);
+/* out = silu(gate) * up, elementwise; f32, equal shapes. */
+SIFT_API sift_status sift_op_swiglu(sift_graph *g, const sift_tensor *gate, const sift_tensor *up, sift_tensor *out);
+/* out = a + b, elementwise; f32, equal shapes. */
+SIFT_API sift_status sift_op_add(sift_graph *g, const sift_tensor *a, const sift_tensor *b, sift_tensor *out);
+/* cache[h][pos0 + t] = src[t][h]: src f32 [T][Hkv][D], cache [Hkv][Ncap][D] f16 or f32 (converted).
+ * The cache is the node's output: later nodes read it. */
+SIFT_API sift_status sift_op_kv_write(sift_graph *g, const sift_tensor *src, int64_t pos0, sift_tensor *cache);
+/* Causal attention for T queries at positions pos0 .. pos0 + T - 1: q f32 [T][Hq][D], query t over
+ * cache positions [0, pos0 + t]; out f32 [T][Hq][D]. */
+SIFT_API sift_status sift_op_causal_attend(sift_graph *g, const sift_tensor *q, const sift_tensor *k,
+                                           const sift_tensor *v, int64_t pos0, float scale, sift_tensor *out);
 
 /* Runs every node in order (on GPU backends: recorded once into one submission). */
 SIFT_API sift_status sift_graph_compute(sift_graph *g);

@@ -1,0 +1,114 @@
+/* CPU reference of the transformer ops around attention (include/sift.h says what each computes).
+ * Plain loops, f32 accumulation. */
+#include "cpu_ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+sift_status cpu_get_rows(const sift_node *n)
+{
+    const sift_tensor *table = n->src[0], *ids = n->src[1];
+    const int64_t rows = table->shape[0], e = table->shape[1], t_count = ids->shape[0];
+    const size_t row_bytes = sift_dtype_row_bytes(table->dtype, e);
+    const int32_t *id = cpu_data(ids);
+    float *out = cpu_data(n->dst);
+    for (int64_t t = 0; t < t_count; t++) {
+        if (id[t] < 0 || id[t] >= rows) {
+            memset(out + t * e, 0, (size_t)e * sizeof(float));
+            continue;
+        }
+        sift_row_to_f32(table->dtype, (const char *)cpu_data(table) + (size_t)id[t] * row_bytes, out + t * e, e);
+    }
+    return SIFT_OK;
+}
+
+sift_status cpu_rmsnorm(const sift_node *n)
+{
+    const sift_tensor *x = n->src[0];
+    const int64_t rows = x->shape[0], e = x->shape[1];
+    const float *w = cpu_data(n->src[1]);
+    for (int64_t t = 0; t < rows; t++) {
+        const float *xr = (const float *)cpu_data(x) + t * e;
+        float *o = (float *)cpu_data(n->dst) + t * e;
+        float ss = 0.0f;
+        for (int64_t i = 0; i < e; i++) ss += xr[i] * xr[i];
+        const float inv = 1.0f / sqrtf(ss / (float)e + n->p.eps);
+        for (int64_t i = 0; i < e; i++) o[i] = xr[i] * inv * w[i];
+    }
+    return SIFT_OK;
+}
+
+/* out[t][j] = dot(x[t], w[j]) (+ bias[j]); each weight row is converted once for all tokens. */
+sift_status cpu_matmul(const sift_node *n)
+{
+    const sift_tensor *x = n->src[0], *w = n->src[1];
+    const sift_tensor *bias = n->n_src > 2 ? n->src[2] : NULL;
+    const int64_t rows = x->shape[0], k = x->shape[1], outs = w->shape[0];
+    const size_t row_bytes = sift_dtype_row_bytes(w->dtype, k);
+    float *wrow = malloc((size_t)k * sizeof *wrow);
+    if (!wrow) return sift_set_error(SIFT_E_NOMEM, "cpu matmul: out of memory");
+    float *out = cpu_data(n->dst);
+    for (int64_t j = 0; j < outs; j++) {
+        sift_row_to_f32(w->dtype, (const char *)cpu_data(w) + (size_t)j * row_bytes, wrow, k);
+        const float b = bias ? ((const float *)cpu_data(bias))[j] : 0.0f;
+        for (int64_t t = 0; t < rows; t++) out[t * outs + j] = cpu_dot((const float *)cpu_data(x) + t * k, wrow, k) + b;
+    }
+    free(wrow);
+    return SIFT_OK;
+}
+
+/* Pair i of the first n_rot dims is rotated by theta = pos * base^(-2i/n_rot) / factor[i]. */
+sift_status cpu_rope(const sift_node *n)
+{
+    const sift_tensor *x = n->src[0];
+    const float *factors = n->n_src > 1 ? cpu_data(n->src[1]) : NULL;
+    const int64_t rows = x->shape[0], heads = x->shape[1], d = x->shape[2];
+    const int half = n->p.rope.n_rot / 2;
+    const float *in = cpu_data(x);
+    float *out = cpu_data(n->dst);
+    memcpy(out, in, (size_t)(rows * heads * d) * sizeof(float));
+    for (int64_t t = 0; t < rows; t++) {
+        const float pos = (float)(n->p.pos0 + t);
+        for (int i = 0; i < half; i++) {
+            const float freq = powf(n->p.rope.base, -2.0f * (float)i / (float)n->p.rope.n_rot);
+            const float theta = pos * freq / (factors ? factors[i] : 1.0f);
+            const float c = cosf(theta), s = sinf(theta);
+            const int a = n->p.rope.mode == SIFT_ROPE_ADJACENT ? 2 * i : i;
+            const int b = n->p.rope.mode == SIFT_ROPE_ADJACENT ? 2 * i + 1 : i + half;
+            for (int64_t h = 0; h < heads; h++) {
+                const float *xi = in + (t * heads + h) * d;
+                float *o = out + (t * heads + h) * d;
+                o[a] = xi[a] * c - xi[b] * s;
+                o[b] = xi[a] * s + xi[b] * c;
+            }
+        }
+    }
+    return SIFT_OK;
+}
+
+sift_status cpu_elementwise(const sift_node *n)
+{
+    const float *a = cpu_data(n->src[0]), *b = cpu_data(n->src[1]);
+    float *o = cpu_data(n->dst);
+    const size_t count = n->dst->nbytes / sizeof(float);
+    for (size_t i = 0; i < count; i++)
+        o[i] = n->op == SIFT_OP_ADD ? a[i] + b[i] : a[i] / (1.0f + expf(-a[i])) * b[i];
+    return SIFT_OK;
+}
+
+sift_status cpu_kv_write(const sift_node *n)
+{
+    const sift_tensor *src = n->src[0], *cache = n->dst;
+    const int64_t rows = src->shape[0], heads = src->shape[1], d = src->shape[2];
+    for (int64_t t = 0; t < rows; t++)
+        for (int64_t h = 0; h < heads; h++) {
+            const float *s = (const float *)cpu_data(src) + (t * heads + h) * d;
+            const int64_t off = h * cache->stride[0] + (n->p.pos0 + t) * cache->stride[1];
+            if (cache->dtype == SIFT_F32)
+                memcpy((float *)cpu_data(cache) + off, s, (size_t)d * sizeof(float));
+            else
+                for (int64_t i = 0; i < d; i++) ((uint16_t *)cpu_data(cache))[off + i] = sift_float_to_half(s[i]);
+        }
+    return SIFT_OK;
+}
