@@ -479,7 +479,10 @@ static sift_status bpe_piece(const sift_tokenizer *t, const uint8_t *bytes, size
     return s;
 }
 
-static sift_status bpe_encode(const sift_tokenizer *t, const char *text, size_t len, id_out *o)
+/* Calls piece(ctx, start, len) for each pre-tokenized piece of text, in order. */
+typedef sift_status (*piece_fn)(void *ctx, size_t start, size_t len);
+
+static sift_status pretokenize(sift_bpe_pre pre, const char *text, size_t len, piece_fn piece, void *ctx)
 {
     if (len == 0) return SIFT_OK;
     if (len > SIZE_MAX / 2 / sizeof(size_t)) return sift_set_error(SIFT_E_NOMEM, "tokenizer: text too long");
@@ -497,15 +500,58 @@ static sift_status bpe_encode(const sift_tokenizer *t, const char *text, size_t 
         i += utf8_decode(s8, len, i, &cps[n]);
     }
     offs[n] = len;
-    const size_t max_digits = t->pre == SIFT_BPE_PRE_QWEN2 ? 1 : 3;
+    const size_t max_digits = pre == SIFT_BPE_PRE_QWEN2 ? 1 : 3;
     sift_status s = SIFT_OK;
     for (size_t p = 0; p < n && s == SIFT_OK;) {
         size_t k = pretokenize_match(cps, n, p, max_digits);
-        s = bpe_piece(t, s8 + offs[p], offs[p + k] - offs[p], o);
+        s = piece(ctx, offs[p], offs[p + k] - offs[p]);
         p += k;
     }
     free(cps);
     free(offs);
+    return s;
+}
+
+typedef struct encode_ctx {
+    const sift_tokenizer *t;
+    const char *text;
+    id_out *o;
+} encode_ctx;
+
+static sift_status encode_piece(void *ctx, size_t start, size_t len)
+{
+    encode_ctx *e = ctx;
+    return bpe_piece(e->t, (const uint8_t *)e->text + start, len, e->o);
+}
+
+static sift_status bpe_encode(const sift_tokenizer *t, const char *text, size_t len, id_out *o)
+{
+    encode_ctx e = {t, text, o};
+    return pretokenize(t->pre, text, len, encode_piece, &e);
+}
+
+typedef struct split_ctx {
+    size_t *ends;
+    size_t n, cap;
+} split_ctx;
+
+static sift_status split_piece(void *ctx, size_t start, size_t len)
+{
+    split_ctx *sp = ctx;
+    if (sp->n == sp->cap) return sift_set_error(SIFT_E_INVALID, "sift_bpe_split: more than %zu pieces", sp->cap);
+    sp->ends[sp->n++] = start + len;
+    return SIFT_OK;
+}
+
+sift_status sift_bpe_split(sift_bpe_pre pre, const char *text, size_t len, size_t *ends, size_t cap, size_t *n)
+{
+    if ((!text && len) || (!ends && cap) || !n) return sift_set_error(SIFT_E_INVALID, "sift_bpe_split: null argument");
+    if (pre != SIFT_BPE_PRE_LLAMA3 && pre != SIFT_BPE_PRE_QWEN2)
+        return sift_set_error(SIFT_E_INVALID, "sift_bpe_split: unknown pre-tokenizer %d", (int)pre);
+    *n = 0;
+    split_ctx sp = {ends, 0, cap};
+    sift_status s = pretokenize(pre, text, len, split_piece, &sp);
+    if (s == SIFT_OK) *n = sp.n;
     return s;
 }
 

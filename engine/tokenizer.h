@@ -78,6 +78,11 @@ size_t sift_tokenizer_max_tokens(size_t len);
 sift_status sift_tokenizer_encode(const sift_tokenizer *t, const char *text, size_t len, bool add_bos, int32_t *ids,
                                   size_t cap, size_t *n);
 
+/* The pre-tokenizer alone: splits len bytes of text into the pieces BPE then merges within,
+ * writing each piece's end offset (in bytes) to ends[cap] and their number to *n. At most len
+ * pieces; SIFT_E_INVALID if cap is too small or pre is SIFT_BPE_PRE_NONE. */
+sift_status sift_bpe_split(sift_bpe_pre pre, const char *text, size_t len, size_t *ends, size_t cap, size_t *n);
+
 /* The bytes of one token as it reads in running text: byte tokens give their byte, control tokens
  * nothing, "▁" (SentencePiece) and GPT-2's byte symbols become the bytes they stand for. No space
  * is stripped. Writes up to cap bytes to buf; *len gets the full length (SIFT_E_INVALID if it
