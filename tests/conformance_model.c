@@ -1,0 +1,249 @@
+/* Conformance of the transformer ops (get_rows, rmsnorm, matmul, rope, swiglu, add, kv_write,
+ * causal_attend): each op alone on every available backend against the CPU reference, with guard
+ * regions around every output. Same environment variables as the attention conformance test. */
+#include "testutil.h"
+
+/* A weight [rows][cols] of type t: random values, stored as the backend will read them. */
+static host_tensor make_weight(sift_dtype t, int64_t rows, int64_t cols)
+{
+    host_tensor h = host_random(t == SIFT_F16 ? SIFT_F16 : SIFT_F32, 2, (int64_t[]){rows, cols}, 0.5f);
+    if (t == SIFT_F32 || t == SIFT_F16) return h;
+    h.dtype = t;
+    h.raw_bytes = (size_t)rows * sift_dtype_row_bytes(t, cols);
+    h.raw = calloc(1, h.raw_bytes);
+    if (!h.raw) exit(2);
+    uint8_t *p = h.raw;
+    if (t == SIFT_BF16) {
+        for (size_t i = 0; i < h.n; i++) {
+            uint32_t bits;
+            memcpy(&bits, &h.f[i], 4);
+            p[2 * i] = (uint8_t)(bits >> 16);
+            p[2 * i + 1] = (uint8_t)(bits >> 24);
+        }
+        return h;
+    }
+    const int64_t blocks = (int64_t)h.n / 32, block_bytes = t == SIFT_Q8_0 ? 34 : 18;
+    for (int64_t b = 0; b < blocks; b++) {
+        uint8_t *blk = p + b * block_bytes;
+        float scale = 0.01f + 0.04f * rng_uniform();
+        uint16_t hs;
+        sift_f32_to_f16(&hs, &scale, 1);
+        blk[0] = (uint8_t)hs;
+        blk[1] = (uint8_t)(hs >> 8);
+        for (int i = 2; i < block_bytes; i++) blk[i] = (uint8_t)(rng_next() >> 32);
+    }
+    return h;
+}
+
+typedef enum { M_GET_ROWS, M_RMSNORM, M_MATMUL, M_ROPE, M_SWIGLU, M_ADD, M_KV_WRITE, M_CAUSAL } mop;
+
+typedef struct {
+    mop op;
+    char name[112];
+    int n_in;
+    host_tensor in[4];          /* inputs in the op's argument order (NULL ones left empty) */
+    bool has[4];
+    sift_dtype out_dtype;
+    int out_ndim;
+    int64_t out_shape[3];
+    host_tensor out_init;       /* kv_write: the cache's contents before the op */
+    double bound;               /* NMSE bound; < 0: bit-exact */
+    float eps, scale;
+    int64_t pos0;
+    sift_rope_params rope;
+} mcase;
+
+static sift_status build(sift_graph *g, const mcase *c, sift_tensor **in, sift_tensor *out)
+{
+    switch (c->op) {
+    case M_GET_ROWS: return sift_op_get_rows(g, in[0], in[1], out);
+    case M_RMSNORM: return sift_op_rmsnorm(g, in[0], in[1], c->eps, out);
+    case M_MATMUL: return sift_op_matmul(g, in[0], in[1], in[2], out);
+    case M_ROPE: return sift_op_rope(g, in[0], c->pos0, in[1], &c->rope, out);
+    case M_SWIGLU: return sift_op_swiglu(g, in[0], in[1], out);
+    case M_ADD: return sift_op_add(g, in[0], in[1], out);
+    case M_KV_WRITE: return sift_op_kv_write(g, in[0], c->pos0, out);
+    case M_CAUSAL: return sift_op_causal_attend(g, in[0], in[1], in[2], c->pos0, c->scale, out);
+    }
+    return SIFT_E_INVALID;
+}
+
+/* Runs the case on one backend; returns the output (4-byte words) or NULL after reporting. */
+static uint32_t *run_one(const backend *b, const mcase *c, size_t *n_out)
+{
+    const char *bname = sift_backend_kind_name(b->kind);
+    sift_tensor *in[4] = {0};
+    guarded out = {0};
+    sift_graph *g = NULL;
+    uint32_t *res = NULL;
+    for (int i = 0; i < c->n_in; i++)
+        if (c->has[i]) CHECK_OK(upload(b->ctx, &c->in[i], &in[i]), c->name, bname);
+    CHECK_OK(guarded_new(b->ctx, c->out_dtype, c->out_ndim, c->out_shape, &out), c->name, bname);
+    if (c->op == M_KV_WRITE) {
+        const host_tensor *h = &c->out_init;
+        CHECK_OK(sift_tensor_write(out.view, 0, h->dtype == SIFT_F16 ? (const void *)h->h : (const void *)h->f,
+                                   sift_tensor_nbytes(out.view)),
+                 c->name, bname);
+    }
+    CHECK_OK(sift_graph_create(b->ctx, &g), c->name, bname);
+    CHECK_OK(build(g, c, in, out.view), c->name, bname);
+    CHECK_OK(sift_graph_compute(g), c->name, bname);
+    {
+        sift_status st = SIFT_OK;
+        res = calloc(out.n ? out.n : 1, 4);
+        if (!guarded_read(&out, res, &st)) {
+            fail(c->name, bname, st == SIFT_OK ? "guard region around the output was overwritten" : "read failed");
+            free(res);
+            res = NULL;
+        }
+        *n_out = out.n;
+    }
+out:
+    sift_graph_destroy(g);
+    guarded_free(&out);
+    for (int i = 0; i < 4; i++) sift_tensor_destroy(in[i]);
+    return res;
+}
+
+static void run_case(const backend *bs, int nb, mcase *c)
+{
+    size_t n_ref = 0;
+    uint32_t *ref = run_one(&bs[0], c, &n_ref);
+    if (ref && c->bound >= 0 && !all_finite((const float *)ref, n_ref)) fail(c->name, "cpu", "NaN or Inf in the reference");
+    for (int bi = 1; ref && bi < nb; bi++) {
+        size_t n = 0;
+        uint32_t *got = run_one(&bs[bi], c, &n);
+        const char *bname = sift_backend_kind_name(bs[bi].kind);
+        if (got) {
+            if (c->bound < 0) {
+                size_t differ = 0;
+                for (size_t j = 0; j < n; j++) differ += got[j] != ref[j];
+                report(c->name, bname, "words-diff", (double)differ, 0, differ == 0);
+            } else {
+                compare_floats(c->name, bname, (const float *)ref, (const float *)got, n, c->bound);
+            }
+        }
+        free(got);
+    }
+    if (ref && nb == 1) report(c->name, "cpu", "ran", 0, 0, true);
+    free(ref);
+    for (int i = 0; i < 4; i++) host_free(&c->in[i]);
+    host_free(&c->out_init);
+}
+
+static void set_out(mcase *c, sift_dtype t, int ndim, int64_t d0, int64_t d1, int64_t d2)
+{
+    c->out_dtype = t;
+    c->out_ndim = ndim;
+    c->out_shape[0] = d0;
+    c->out_shape[1] = d1;
+    c->out_shape[2] = d2;
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    setenv("SIFT_VULKAN_VALIDATION", "1", 0);
+    backend bs[SIFT_BACKEND_COUNT];
+    bool real_gpu = false;
+    const int nb = open_backends(bs, &real_gpu);
+    if (nb == 0 || bs[0].kind != SIFT_BACKEND_CPU) {
+        printf("FAIL: the CPU reference backend is not available\n");
+        return 1;
+    }
+    rng_state = 777;
+    const sift_dtype wtypes[] = {SIFT_F32, SIFT_F16, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0};
+
+    for (int ti = 0; ti < 5; ti++) { /* get_rows: ids include the first and last rows */
+        mcase c = {.op = M_GET_ROWS, .n_in = 2, .has = {1, 1}, .bound = 0.0};
+        snprintf(c.name, sizeof c.name, "get_rows %s table [300][256], 7 ids", sift_dtype_name(wtypes[ti]));
+        c.in[0] = make_weight(wtypes[ti], 300, 256);
+        c.in[1] = host_new(SIFT_I32, 1, (int64_t[]){7});
+        for (int i = 0; i < 7; i++) c.in[1].i[i] = i == 0 ? 0 : i == 6 ? 299 : (int32_t)(rng_next() % 300);
+        set_out(&c, SIFT_F32, 2, 7, 256, 0);
+        run_case(bs, nb, &c);
+    }
+    const int64_t norm_shapes[][2] = {{1, 64}, {7, 4096}, {3, 5}};
+    for (int si = 0; si < 3; si++) {
+        mcase c = {.op = M_RMSNORM, .n_in = 2, .has = {1, 1}, .bound = 1e-7, .eps = 1e-5f};
+        const int64_t t = norm_shapes[si][0], e = norm_shapes[si][1];
+        snprintf(c.name, sizeof c.name, "rmsnorm [%lld][%lld]", (long long)t, (long long)e);
+        c.in[0] = host_random(SIFT_F32, 2, (int64_t[]){t, e}, 2.0f);
+        c.in[1] = host_random(SIFT_F32, 1, (int64_t[]){e}, 1.0f);
+        set_out(&c, SIFT_F32, 2, t, e, 0);
+        run_case(bs, nb, &c);
+    }
+    const int64_t mm_shapes[][3] = {{1, 64, 172}, {7, 256, 1000}, {1, 4096, 1024}, {33, 512, 300}, {2, 32, 1}};
+    for (int si = 0; si < 5; si++)
+        for (int ti = 0; ti < 5; ti++) {
+            const int64_t t = mm_shapes[si][0], k = mm_shapes[si][1], n = mm_shapes[si][2];
+            const bool bias = (si + ti) % 2 == 1;
+            mcase c = {.op = M_MATMUL, .n_in = 3, .has = {1, 1, bias}, .bound = wtypes[ti] == SIFT_F32 ? 1e-7 : 5e-4};
+            snprintf(c.name, sizeof c.name, "matmul   [%lld][%lld] x %s [%lld][%lld]%s", (long long)t, (long long)k,
+                     sift_dtype_name(wtypes[ti]), (long long)n, (long long)k, bias ? " + bias" : "");
+            c.in[0] = host_random(SIFT_F32, 2, (int64_t[]){t, k}, 1.0f);
+            c.in[1] = make_weight(wtypes[ti], n, k);
+            if (bias) c.in[2] = host_random(SIFT_F32, 1, (int64_t[]){n}, 1.0f);
+            set_out(&c, SIFT_F32, 2, t, n, 0);
+            run_case(bs, nb, &c);
+        }
+    for (int variant = 0; variant < 8; variant++) {
+        const int64_t d = variant % 2 ? 128 : 64, t = variant < 4 ? 1 : 7;
+        mcase c = {.op = M_ROPE, .n_in = 2, .has = {1, variant % 3 == 0}, .bound = 1e-6};
+        c.rope = (sift_rope_params){.n_rot = (int)(variant % 4 == 3 ? d / 2 : d), .base = variant % 2 ? 500000.0f : 10000.0f,
+                                    .mode = (variant / 2) % 2 ? SIFT_ROPE_NEOX : SIFT_ROPE_ADJACENT};
+        c.pos0 = variant < 4 ? 0 : 5000;
+        snprintf(c.name, sizeof c.name, "rope     [%lld][4][%lld] n_rot=%d %s pos0=%lld%s", (long long)t, (long long)d,
+                 c.rope.n_rot, c.rope.mode == SIFT_ROPE_NEOX ? "neox" : "adjacent", (long long)c.pos0,
+                 c.has[1] ? " factors" : "");
+        c.in[0] = host_random(SIFT_F32, 3, (int64_t[]){t, 4, d}, 1.0f);
+        if (c.has[1]) {
+            c.in[1] = host_new(SIFT_F32, 1, (int64_t[]){c.rope.n_rot / 2});
+            for (int i = 0; i < c.rope.n_rot / 2; i++) c.in[1].f[i] = 1.0f + 7.0f * rng_uniform();
+        }
+        set_out(&c, SIFT_F32, 3, t, 4, d);
+        run_case(bs, nb, &c);
+    }
+    for (int which = 0; which < 2; which++) {
+        mcase c = {.op = which ? M_ADD : M_SWIGLU, .n_in = 2, .has = {1, 1}, .bound = 1e-7};
+        snprintf(c.name, sizeof c.name, "%s [7][1001]", which ? "add     " : "swiglu  ");
+        c.in[0] = host_random(SIFT_F32, 2, (int64_t[]){7, 1001}, 3.0f);
+        c.in[1] = host_random(SIFT_F32, 2, (int64_t[]){7, 1001}, 1.0f);
+        set_out(&c, SIFT_F32, 2, 7, 1001, 0);
+        run_case(bs, nb, &c);
+    }
+    for (int ti = 0; ti < 2; ti++) {
+        const sift_dtype kv = ti ? SIFT_F32 : SIFT_F16;
+        mcase c = {.op = M_KV_WRITE, .n_in = 1, .has = {1}, .bound = -1.0, .pos0 = 10};
+        snprintf(c.name, sizeof c.name, "kv_write [5][4][64] into %s cache [4][64][64] at 10", sift_dtype_name(kv));
+        c.in[0] = host_random(SIFT_F32, 3, (int64_t[]){5, 4, 64}, 1.0f);
+        c.out_init = host_random(kv, 3, (int64_t[]){4, 64, 64}, 1.0f);
+        set_out(&c, kv, 3, 4, 64, 64);
+        run_case(bs, nb, &c);
+    }
+    const int heads[][2] = {{8, 8}, {32, 8}, {8, 1}, {28, 4}};
+    for (int variant = 0; variant < 12; variant++) {
+        const int hq = heads[variant % 4][0], hkv = heads[variant % 4][1];
+        const int64_t d = variant % 3 == 2 ? 128 : 64, t = variant < 4 ? 1 : variant < 8 ? 7 : 70;
+        const int64_t pos0 = variant % 2 ? 100 : 0, cap = pos0 + t + 3;
+        const sift_dtype kv = variant % 5 == 1 ? SIFT_F32 : SIFT_F16;
+        mcase c = {.op = M_CAUSAL, .n_in = 3, .has = {1, 1, 1}, .bound = kv == SIFT_F32 ? 1e-7 : 5e-4,
+                   .pos0 = pos0, .scale = 1.0f / sqrtf((float)d)};
+        snprintf(c.name, sizeof c.name, "causal   T=%lld H=%d/%d D=%lld %s pos0=%lld", (long long)t, hq, hkv, (long long)d,
+                 sift_dtype_name(kv), (long long)pos0);
+        c.in[0] = host_random(SIFT_F32, 3, (int64_t[]){t, hq, d}, 1.0f);
+        c.in[1] = host_random(kv, 3, (int64_t[]){hkv, cap, d}, 1.0f);
+        c.in[2] = host_random(kv, 3, (int64_t[]){hkv, cap, d}, 1.0f);
+        set_out(&c, SIFT_F32, 3, t, hq, d);
+        run_case(bs, nb, &c);
+    }
+
+    int64_t validation = 0;
+    for (int bi = 0; bi < nb; bi++) validation += sift_context_validation_messages(bs[bi].ctx);
+    if (validation) n_failures++;
+    printf("\nsummary: %d checks, %d failures; backends:", n_checks, n_failures);
+    for (int bi = 0; bi < nb; bi++) printf(" %s", sift_backend_kind_name(bs[bi].kind));
+    printf("; validation messages: %lld\n", (long long)validation);
+    for (int bi = 0; bi < nb; bi++) sift_context_destroy(bs[bi].ctx);
+    return n_failures ? 1 : 0;
+}

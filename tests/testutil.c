@@ -1,0 +1,213 @@
+#include "testutil.h"
+
+
+/* ---- a tiny deterministic RNG ---------------------------------------------------------------- */
+
+uint64_t rng_state;
+uint64_t rng_next(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+float rng_uniform(void) { return (float)((rng_next() >> 40) * (1.0 / 16777216.0)); } /* [0, 1) */
+/* Roughly normal with unit variance (a sum of four uniforms): cheap, and inputs need no more. */
+float rng_normal(void)
+{
+    const uint64_t r = rng_next();
+    float s = 0.0f;
+    for (int i = 0; i < 4; i++) s += (float)((r >> (16 * i)) & 0xffff) * (1.0f / 65536.0f);
+    return (s - 2.0f) * 1.7320508f;
+}
+
+/* ---- bookkeeping ------------------------------------------------------------------------------ */
+
+
+int n_checks, n_failures;
+
+void report(const char *case_name, const char *backend_name, const char *metric, double value, double bound,
+                   bool ok)
+{
+    n_checks++;
+    if (!ok) n_failures++;
+    printf("%-58s %-7s %-9s %10.3g  (bound %8.2g)  %s\n", case_name, backend_name, metric, value, bound,
+           ok ? "ok" : "FAIL");
+}
+
+void fail(const char *case_name, const char *backend_name, const char *what)
+{
+    n_checks++;
+    n_failures++;
+    printf("%-58s %-7s FAIL: %s\n", case_name, backend_name, what);
+}
+
+
+
+size_t count_of(int ndim, const int64_t *shape)
+{
+    size_t n = 1;
+    for (int d = 0; d < ndim; d++) n *= (size_t)shape[d];
+    return n;
+}
+
+host_tensor host_new(sift_dtype dtype, int ndim, const int64_t *shape)
+{
+    host_tensor h = {.dtype = dtype, .ndim = ndim};
+    for (int d = 0; d < ndim; d++) h.shape[d] = shape[d];
+    h.n = count_of(ndim, shape);
+    if (dtype == SIFT_I32)
+        h.i = calloc(h.n ? h.n : 1, sizeof(int32_t));
+    else
+        h.f = calloc(h.n ? h.n : 1, sizeof(float));
+    if ((dtype == SIFT_I32 && !h.i) || (dtype != SIFT_I32 && !h.f)) {
+        fprintf(stderr, "conformance: out of host memory (%zu elements)\n", h.n);
+        exit(2);
+    }
+    return h;
+}
+
+void host_free(host_tensor *h)
+{
+    free(h->f);
+    free(h->i);
+    free(h->h);
+    free(h->raw);
+    h->raw = NULL;
+    h->f = NULL;
+    h->i = NULL;
+    h->h = NULL;
+}
+
+host_tensor host_random(sift_dtype dtype, int ndim, const int64_t *shape, float sigma)
+{
+    host_tensor h = host_new(dtype, ndim, shape);
+    for (size_t j = 0; j < h.n; j++) h.f[j] = sigma * rng_normal();
+    if (dtype == SIFT_F16) {
+        /* multiples of 1/256 below 8 in magnitude have at most 11 significant bits: exact in f16 */
+        h.h = malloc((h.n ? h.n : 1) * 2);
+        if (!h.h) exit(2);
+        for (size_t j = 0; j < h.n; j++) h.f[j] = fminf(fmaxf(roundf(h.f[j] * 256.0f), -2047.0f), 2047.0f) / 256.0f;
+        sift_f32_to_f16(h.h, h.f, h.n);
+    }
+    return h;
+}
+
+sift_status upload(sift_context *ctx, const host_tensor *h, sift_tensor **out)
+{
+    sift_status s = sift_tensor_create(ctx, h->dtype, h->ndim, h->shape, out);
+    if (s != SIFT_OK) return s;
+    if (h->raw) {
+        s = sift_tensor_write(*out, 0, h->raw, h->raw_bytes);
+    } else if (h->dtype == SIFT_F16) {
+        s = sift_tensor_write(*out, 0, h->h, h->n * 2);
+    } else {
+        s = sift_tensor_write(*out, 0, h->dtype == SIFT_I32 ? (const void *)h->i : (const void *)h->f, h->n * 4);
+    }
+    return s;
+}
+
+
+sift_status guarded_new(sift_context *ctx, sift_dtype dtype, int ndim, const int64_t *shape, guarded *g)
+{
+    memset(g, 0, sizeof *g);
+    g->n = (count_of(ndim, shape) * sift_dtype_size(dtype) + 3) / 4; /* in 4-byte words */
+    const int64_t total = (int64_t)(g->n + 2 * GUARD);
+    sift_status s = sift_tensor_create(ctx, SIFT_I32, 1, &total, &g->parent);
+    if (s != SIFT_OK) return s;
+    uint32_t *fill = malloc((size_t)total * 4);
+    if (!fill) return SIFT_E_NOMEM;
+    for (int64_t j = 0; j < total; j++) fill[j] = GUARD_WORD;
+    s = sift_tensor_write(g->parent, 0, fill, (size_t)total * 4);
+    free(fill);
+    if (s != SIFT_OK) return s;
+    return sift_tensor_view(g->parent, dtype, ndim, shape, GUARD * 4, &g->view);
+}
+
+bool guarded_read(const guarded *g, void *dst, sift_status *st)
+{
+    const size_t total = g->n + 2 * GUARD;
+    uint32_t *all = malloc(total * 4);
+    if (!all) {
+        *st = SIFT_E_NOMEM;
+        return false;
+    }
+    *st = sift_tensor_read(g->parent, 0, all, total * 4);
+    bool intact = true;
+    for (size_t j = 0; j < GUARD; j++) intact = intact && all[j] == GUARD_WORD && all[GUARD + g->n + j] == GUARD_WORD;
+    memcpy(dst, all + GUARD, g->n * 4);
+    free(all);
+    return intact;
+}
+
+void guarded_free(guarded *g)
+{
+    sift_tensor_destroy(g->view);
+    sift_tensor_destroy(g->parent);
+    memset(g, 0, sizeof *g);
+}
+
+/* ---- comparisons ------------------------------------------------------------------------------ */
+
+bool all_finite(const float *a, size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        if (!isfinite(a[j])) return false;
+    return true;
+}
+
+double nmse(const float *ref, const float *got, size_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t j = 0; j < n; j++) {
+        double d = (double)ref[j] - (double)got[j];
+        num += d * d;
+        den += (double)ref[j] * (double)ref[j];
+    }
+    if (den == 0.0) return num == 0.0 ? 0.0 : INFINITY;
+    return num / den;
+}
+
+void compare_floats(const char *cname, const char *bname, const float *ref, const float *got, size_t n,
+                           double bound)
+{
+    if (!all_finite(got, n)) {
+        fail(cname, bname, "NaN or Inf in the output");
+        return;
+    }
+    double e = nmse(ref, got, n);
+    report(cname, bname, "nmse", e, bound, e <= bound);
+}
+
+
+/* Opens every backend; CPU first. A missing backend named in SIFT_EXPECT_BACKENDS counts as a
+ * failure. Sets *real_gpu when a GPU backend other than a CPU Vulkan driver is present. */
+int open_backends(backend *bs, bool *real_gpu)
+{
+    int nb = 0;
+    const char *expect = getenv("SIFT_EXPECT_BACKENDS");
+    for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) {
+        const char *name = sift_backend_kind_name((sift_backend_kind)kind);
+        sift_context *ctx = NULL;
+        sift_status s = sift_context_create((sift_backend_kind)kind, &ctx);
+        if (s != SIFT_OK) {
+            bool expected = false;
+            if (expect) {
+                char list[256];
+                snprintf(list, sizeof list, ",%s,", expect);
+                char key[32];
+                snprintf(key, sizeof key, ",%s,", name);
+                expected = strstr(list, key) != NULL;
+            }
+            printf("backend %-7s %s: %s\n", name, expected ? "MISSING (expected by SIFT_EXPECT_BACKENDS)" : "skipped",
+                   sift_last_error());
+            if (expected) n_failures++;
+            continue;
+        }
+        printf("backend %-7s %s\n", name, sift_context_device_name(ctx));
+        if (kind == SIFT_BACKEND_CUDA || (kind == SIFT_BACKEND_VULKAN && !strstr(sift_context_device_name(ctx), "llvmpipe")))
+            *real_gpu = true;
+        bs[nb++] = (backend){.kind = (sift_backend_kind)kind, .ctx = ctx};
+    }
+    return nb;
+}

@@ -1,0 +1,74 @@
+/* Shared by the conformance tests: a deterministic RNG, host-side tensors, outputs with guard
+ * regions, NMSE comparison and the printed table. */
+#ifndef SIFT_TESTUTIL_H
+#define SIFT_TESTUTIL_H
+
+#include "sift.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GUARD 64               /* elements of guard on each side of every output */
+#define GUARD_WORD 0x7fc0dead  /* a NaN pattern no op writes */
+
+#define CHECK_OK(call, case_name, bname)                                                                               \
+    do {                                                                                                               \
+        sift_status s_ = (call);                                                                                       \
+        if (s_ != SIFT_OK) {                                                                                           \
+            char msg_[700];                                                                                            \
+            snprintf(msg_, sizeof msg_, "%s: %s (%s)", #call, sift_status_name(s_), sift_last_error());                \
+            fail(case_name, bname, msg_);                                                                              \
+            goto out;                                                                                                  \
+        }                                                                                                              \
+    } while (0)
+
+typedef struct {
+    sift_backend_kind kind;
+    sift_context *ctx;
+} backend;
+
+/* Host-side tensor: data kept as f32 (or i32); uploaded in the requested dtype. */
+typedef struct {
+    sift_dtype dtype;
+    int ndim;
+    int64_t shape[3];
+    size_t n;
+    float *f;     /* f32 values (f16 tensors: values exactly representable in f16) */
+    int32_t *i;   /* i32 values */
+    uint16_t *h;  /* f16 tensors: the same values as half bits, made once for every upload */
+    void *raw;    /* bf16 and block-quantized tensors: their bytes, uploaded as they are */
+    size_t raw_bytes;
+} host_tensor;
+
+/* An output with guard regions: a view into a larger tensor whose ends hold GUARD_WORD; n counts
+ * the view's 4-byte words. */
+typedef struct {
+    sift_tensor *parent, *view;
+    size_t n;
+} guarded;
+
+extern uint64_t rng_state;
+extern int n_checks, n_failures;
+
+uint64_t rng_next(void);
+float rng_uniform(void);
+float rng_normal(void);
+void report(const char *case_name, const char *backend_name, const char *metric, double value, double bound, bool ok);
+void fail(const char *case_name, const char *backend_name, const char *what);
+size_t count_of(int ndim, const int64_t *shape);
+host_tensor host_new(sift_dtype dtype, int ndim, const int64_t *shape);
+void host_free(host_tensor *h);
+host_tensor host_random(sift_dtype dtype, int ndim, const int64_t *shape, float sigma);
+sift_status upload(sift_context *ctx, const host_tensor *h, sift_tensor **out);
+sift_status guarded_new(sift_context *ctx, sift_dtype dtype, int ndim, const int64_t *shape, guarded *g);
+bool guarded_read(const guarded *g, void *dst, sift_status *st);
+void guarded_free(guarded *g);
+bool all_finite(const float *a, size_t n);
+double nmse(const float *ref, const float *got, size_t n);
+void compare_floats(const char *cname, const char *bname, const float *ref, const float *got, size_t n, double bound);
+int open_backends(backend *bs, bool *real_gpu);
+
+#endif
