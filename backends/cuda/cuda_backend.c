@@ -224,7 +224,9 @@ static sift_status plan_node(const cuda_backend *b, const sift_node *n, int i, c
         need = a->scratch_bytes;
         break;
     }
-    default: return sift_set_error(SIFT_E_INVALID, "cuda: node %d has unknown op %d", i, (int)n->op);
+    default:
+        return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: op '%s' is not implemented by the CUDA backend", i,
+                              sift_op_name(n->op));
     }
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
@@ -295,7 +297,9 @@ static sift_status launch_node(cuda_backend *b, cuda_cache *c, const sift_graph 
     case SIFT_OP_SELECT: e = sift_cuda_select_launch(&pl->u.select, scratch, b->stream); break;
     case SIFT_OP_GATHER_ATTEND:
     case SIFT_OP_DENSE_ATTEND: e = sift_cuda_attend_launch(&b->dev, &pl->u.attend, scratch, b->stream); break;
-    default: return sift_set_error(SIFT_E_INVALID, "cuda: node %d has unknown op %d", i, (int)n->op);
+    default:
+        return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: op '%s' is not implemented by the CUDA backend", i,
+                              sift_op_name(n->op));
     }
     if (e != cudaSuccess) {
         (void)cudaGetLastError();

@@ -21,7 +21,7 @@ cflags=(-std=c11 -O2 -g -Wall -Wextra -D_POSIX_C_SOURCE=200809L -DSIFT_HAVE_CUDA
         "-I$root" -isystem "$cuda_inc")
 cxxflags=(-std=c++17 -O2 -g -Wall -Wextra -Wno-unknown-pragmas -DSIFT_CUDA_EMU "-I$root/cuda" -isystem "$cuda_inc")
 objs=()
-for f in "$root"/engine/*.c "$root"/backends/cpu/cpu_backend.c "$root"/backends/cuda/cuda_backend.c; do
+for f in "$root"/engine/*.c "$root"/backends/cpu/*.c "$root"/backends/cuda/cuda_backend.c; do
   o="$out/obj/$(basename "${f%.c}").o"; cc "${cflags[@]}" -c "$f" -o "$o"; objs+=("$o")
 done
 for f in "$root"/cuda/*.cu "$root"/cuda/emu/emu_runtime.cpp; do
@@ -29,11 +29,18 @@ for f in "$root"/cuda/*.cu "$root"/cuda/emu/emu_runtime.cpp; do
 done
 wait
 rm -f "$out/libsift-emu.a" && ar rcs "$out/libsift-emu.a" "${objs[@]}"
-for t in "$root/tests/conformance.c" "$root/tests/badinput.c" "$root/cuda/emu/extra.c"; do
+# The tests as tests/meson.build builds them: conformance tests with testutil.c, the others alone.
+util=()
+if [ -f "$root/tests/testutil.c" ]; then
+  cc "${cflags[@]}" -c "$root/tests/testutil.c" -o "$out/obj/testutil.o"; util=("$out/obj/testutil.o")
+fi
+for t in "$root/tests/conformance.c" "$root/tests/conformance_model.c" "$root/tests/badinput.c" "$root/cuda/emu/extra.c"; do
   [ -f "$t" ] || continue
   n=$(basename "${t%.c}")
+  extra=()
+  case $n in conformance*) extra=("${util[@]}") ;; esac
   cc "${cflags[@]}" -c "$t" -o "$out/obj/test-$n.o"
-  g++ -o "$out/$n" "$out/obj/test-$n.o" "$out/libsift-emu.a" -lm
+  g++ -o "$out/$n" "$out/obj/test-$n.o" "${extra[@]}" "$out/libsift-emu.a" -lm
 done
 export SIFT_CONFORMANCE_MAX_N=${SIFT_CONFORMANCE_MAX_N:-255}
 rc=0
