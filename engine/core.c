@@ -286,7 +286,7 @@ sift_status sift_tensor_write(sift_tensor *t, size_t offset, const void *src, si
     if (bytes == 0) return SIFT_OK;
     sift_tensor *root = t->parent ? t->parent : t;
     s = t->ctx->vt->tensor_write(t->ctx->be, root, t->offset + offset, src, bytes);
-    if (s == SIFT_OK) t->has_data = true;
+    if (s == SIFT_OK) t->has_data = root->has_data = true;
     return s;
 }
 

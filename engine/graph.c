@@ -93,16 +93,21 @@ sift_status sift_graph_push_node(sift_graph *g, const sift_node *n)
 
 /* ---- running ------------------------------------------------------------------------------- */
 
-/* Every input must hold data: written by the host, or produced by an earlier node. */
+/* The tensor that owns a view's storage (a tensor owns its own). */
+static const sift_tensor *storage(const sift_tensor *t) { return t->parent ? t->parent : t; }
+
+/* Every input must hold data: written by the host, or produced by an earlier node (into the same
+ * storage: a view of a node's output counts as produced). */
 static sift_status check_connected(const sift_graph *g)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         const sift_node *n = &g->nodes[i];
         for (int s = 0; s < n->n_src; s++) {
-            const sift_tensor *t = n->src[s];
-            if (t->nbytes == 0 || (t->has_data && t->owner == NULL)) continue; /* empty tensors hold nothing to read */
+            const sift_tensor *t = n->src[s], *root = storage(t);
+            if (t->nbytes == 0) continue; /* empty tensors hold nothing to read */
+            if ((t->has_data || root->has_data) && t->owner == NULL) continue;
             bool produced = false;
-            for (int j = 0; j < i && !produced; j++) produced = g->nodes[j].dst == t;
+            for (int j = 0; j < i && !produced; j++) produced = storage(g->nodes[j].dst) == root;
             if (!produced)
                 return sift_set_error(SIFT_E_GRAPH,
                                       "node %d (%s) reads tensor '%s', which no earlier node produces and the host "
@@ -121,7 +126,10 @@ sift_status sift_graph_compute_timed(sift_graph *g, double *node_us)
     void *be;
     const sift_backend_vtable *vt = sift_context_vtable(g->ctx, &be);
     TRY(vt->graph_compute(be, g, node_us));
-    for (int i = 0; i < g->n_nodes; i++) g->nodes[i].dst->has_data = true;
+    for (int i = 0; i < g->n_nodes; i++) {
+        g->nodes[i].dst->has_data = true;
+        if (g->nodes[i].dst->parent) g->nodes[i].dst->parent->has_data = true;
+    }
     return SIFT_OK;
 }
 

@@ -40,8 +40,9 @@ sift_status sift_check_qkv(const sift_graph *g, const sift_tensor *q, const sift
         return sift_set_error(SIFT_E_DTYPE, "%s: k tensor '%s' is %s, expected f16 or f32", op, k->name,
                               sift_dtype_name(k->dtype));
     int64_t hq = q->shape[0], d = q->shape[1], hkv = k->shape[0];
-    if (d != 64 && d != 128)
-        return sift_set_error(SIFT_E_SHAPE, "%s: head dimension D = %lld is unsupported (64 or 128)", op, (long long)d);
+    if (d < 8 || d > 128 || d % 8 != 0)
+        return sift_set_error(SIFT_E_SHAPE, "%s: head dimension D = %lld is unsupported (a multiple of 8 up to 128)", op,
+                              (long long)d);
     if (k->shape[2] != d)
         return sift_set_error(SIFT_E_SHAPE, "%s: k rows have %lld values but q has D = %lld", op,
                               (long long)k->shape[2], (long long)d);

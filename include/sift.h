@@ -127,7 +127,8 @@ typedef enum sift_vote_mode {
 } sift_vote_mode;
 
 /* Ops append a node to the graph; each checks shapes and types now and names what is wrong.
- * Shapes: q f32 [Hq][D]; k, v [Hkv][Ncap][D] in f16 or f32 (the same for both); D in {64, 128};
+ * Shapes: q f32 [Hq][D]; k, v [Hkv][Ncap][D] in f16 or f32 (the same for both); D a multiple of 8
+ * up to 128 (64 and 128 are the tuned sizes);
  * Hq a multiple of Hkv; g(h) = h / (Hq / Hkv). */
 
 /* scores f32 [Hq][end - begin]: s[h][j] = scale * dot(q[h], k[g(h)][begin + j]). */
@@ -236,6 +237,75 @@ SIFT_API sift_status sift_decode_attn_graph(sift_context *ctx, const sift_attn_c
                                             const sift_tensor *q, const sift_tensor *k,
                                             const sift_tensor *v, sift_tensor *out,
                                             sift_graph **graph_out, sift_tensor **indices_out);
+
+/* Appends the same nodes to an existing graph (q [Hq][D], out [Hq][D]). */
+SIFT_API sift_status sift_decode_attn_append(sift_graph *g, const sift_attn_config *cfg, const sift_tensor *q,
+                                             const sift_tensor *k, const sift_tensor *v, sift_tensor *out,
+                                             sift_tensor **indices_out);
+
+/* ---- models (GGUF: llama, qwen2, mistral) -------------------------------------------------- */
+
+typedef struct sift_model sift_model;
+
+/* Maps the GGUF file, checks it, and uploads its weights to the context's device in their own
+ * types (F32, F16, BF16, Q8_0, Q4_0). */
+SIFT_API sift_status sift_model_load(sift_context *ctx, const char *path, sift_model **out);
+SIFT_API void sift_model_destroy(sift_model *m);
+
+typedef struct sift_model_info {
+    char arch[16];
+    int n_layers, n_embd, n_ff, n_heads, n_kv_heads, head_dim, n_vocab;
+    int64_t n_ctx_train;
+    size_t weight_bytes;  /* on the device */
+    int32_t bos, eos;     /* -1 when the vocabulary has none */
+} sift_model_info;
+
+SIFT_API void sift_model_get_info(const sift_model *m, sift_model_info *out);
+/* Encodes text (BOS first when add_bos) into ids[cap]; *n gets the count. */
+SIFT_API sift_status sift_model_tokenize(const sift_model *m, const char *text, size_t len, int add_bos, int32_t *ids,
+                                         size_t cap, size_t *n);
+/* The bytes one token adds to running text (control tokens: none). */
+SIFT_API sift_status sift_model_token_piece(const sift_model *m, int32_t id, char *buf, size_t cap, size_t *len);
+
+typedef struct sift_session sift_session;
+
+typedef struct sift_session_config {
+    int64_t n_ctx;          /* KV cache capacity in tokens (0: the model's training context) */
+    sift_dtype kv_type;     /* SIFT_F16 or SIFT_F32 */
+    sift_attn_mode attn;    /* decode attention: dense or score -> vote -> select -> gather */
+    int64_t sink, window, budget; /* selection (SPEC §3), used when attn is SIFT_ATTN_SELECT */
+    int64_t chunk;          /* prefill tokens per graph (0: 512) */
+    /* Called after each prefill chunk with the tokens done and the total (may be NULL). */
+    void (*progress)(void *user, int64_t done, int64_t total);
+    void *progress_user;
+} sift_session_config;
+
+/* Defaults: n_ctx 0, f16 cache, dense, S 128, W 512, k 2048, chunk 512. */
+SIFT_API sift_session_config sift_session_config_default(void);
+SIFT_API sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, sift_session **out);
+SIFT_API void sift_session_destroy(sift_session *s);
+/* Feeds n tokens at the current position. n > 1 is prefill (chunked, causal attention over the
+ * cache); n = 1 is a decode step with the configured attention. Writes the logits of the last token
+ * to logits[n_vocab] when logits is not NULL. SIFT_E_LIMIT when the cache would overflow. */
+SIFT_API sift_status sift_session_eval(sift_session *s, const int32_t *tokens, size_t n, float *logits);
+SIFT_API int64_t sift_session_pos(const sift_session *s);
+/* Bytes of KV cache the session holds on the device. */
+SIFT_API size_t sift_session_kv_bytes(const sift_session *s);
+
+/* ---- sampling (on the host) ----------------------------------------------------------------- */
+
+typedef struct sift_sampler_config {
+    float temperature;  /* <= 0: greedy (argmax, ties to the lower id) */
+    int top_k;          /* <= 0: off */
+    float top_p;        /* >= 1: off */
+    uint64_t seed;
+} sift_sampler_config;
+
+typedef struct sift_sampler sift_sampler;
+SIFT_API sift_status sift_sampler_create(const sift_sampler_config *cfg, sift_sampler **out);
+SIFT_API void sift_sampler_destroy(sift_sampler *s);
+/* Picks a token from logits[n] (may reorder nothing: logits are read only). */
+SIFT_API int32_t sift_sampler_sample(sift_sampler *s, const float *logits, int32_t n);
 
 #ifdef __cplusplus
 }

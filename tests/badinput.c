@@ -49,12 +49,12 @@ static void run_backend(sift_context *ctx, sift_context *other)
     const int64_t n = 300;
     sift_tensor *q = make(ctx, SIFT_F32, 2, (int64_t[]){8, 64}, 1);
     sift_tensor *q6 = make(ctx, SIFT_F32, 2, (int64_t[]){6, 64}, 1);
-    sift_tensor *q96 = make(ctx, SIFT_F32, 2, (int64_t[]){8, 96}, 1);
+    sift_tensor *q96 = make(ctx, SIFT_F32, 2, (int64_t[]){8, 100}, 1);
     sift_tensor *qh = make(ctx, SIFT_F16, 2, (int64_t[]){8, 64}, 1);
     sift_tensor *k = make(ctx, SIFT_F16, 3, (int64_t[]){4, n, 64}, 1);
     sift_tensor *v = make(ctx, SIFT_F16, 3, (int64_t[]){4, n, 64}, 1);
     sift_tensor *v32 = make(ctx, SIFT_F32, 3, (int64_t[]){4, n, 64}, 1);
-    sift_tensor *k96 = make(ctx, SIFT_F16, 3, (int64_t[]){4, n, 96}, 1);
+    sift_tensor *k96 = make(ctx, SIFT_F16, 3, (int64_t[]){4, n, 100}, 1);
     sift_tensor *ki = make(ctx, SIFT_I32, 3, (int64_t[]){4, n, 64}, 1);
     sift_tensor *out = make(ctx, SIFT_F32, 2, (int64_t[]){8, 64}, 0);
     sift_tensor *scores = make(ctx, SIFT_F32, 2, (int64_t[]){8, n}, 0);
@@ -68,8 +68,8 @@ static void run_backend(sift_context *ctx, sift_context *other)
 
     /* impossible shapes */
     expect("Hq not a multiple of Hkv (6 over 4)", sift_op_dense_attend(g, q6, k, v, n, sc, out), SIFT_E_SHAPE, "multiple");
-    expect("head dimension 96", sift_op_score(g, q96, k96, 0, n, sc, scores), SIFT_E_SHAPE, "D = 96");
-    expect("k rows of 96 for q of 64", sift_op_score(g, q, k96, 0, n, sc, scores), SIFT_E_SHAPE, "96 values");
+    expect("head dimension 100", sift_op_score(g, q96, k96, 0, n, sc, scores), SIFT_E_SHAPE, "D = 100");
+    expect("k rows of 100 for q of 64", sift_op_score(g, q, k96, 0, n, sc, scores), SIFT_E_SHAPE, "100 values");
     sift_select_params p = {.n_ctx = n, .sink = 4, .window = 32, .budget = -1};
     expect("budget k < 0", sift_op_select(g, votes, &p, unwritten), SIFT_E_SHAPE, "negative");
     p = (sift_select_params){.n_ctx = 0, .sink = 4, .window = 32, .budget = 16};

@@ -7,12 +7,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void usage(FILE *f)
 {
     fputs("usage: sift <command> [options]\n"
           "\n"
           "commands:\n"
+          "  run          generate text from a GGUF model (llama, qwen2, mistral)\n"
+          "  logits       write a model's per-step logits as JSON lines (for tests)\n"
           "  bench-attn   time one layer's decode attention, dense vs the selection pipeline, per stage\n"
           "  devices      list the backends and the device each one would use\n"
           "  help         this text; 'sift <command> --help' for a command's options\n",
@@ -268,6 +271,191 @@ done:
     return s == SIFT_OK ? 0 : 1;
 }
 
+static void usage_run(FILE *f, const char *cmd)
+{
+    fprintf(f,
+            "usage: sift %s -m MODEL.gguf [-p PROMPT] [-n N] [options]\n"
+            "\n"
+            "%s"
+            "\n"
+            "options:\n"
+            "  -m, --model PATH   GGUF model (F32, F16, BF16, Q8_0, Q4_0 weights)\n"
+            "  -p, --prompt TEXT  prompt (default: empty: generation starts from BOS)\n"
+            "  -n, --n-predict N  tokens to generate (default 128)\n"
+            "  --backend B        cpu, vulkan or cuda (default: cuda if present, else vulkan, else cpu)\n"
+            "  --attn MODE        dense or select: decode attention over the whole cache, or over the\n"
+            "                     sink + window + top-k tokens chosen by TokenSelect (default dense)\n"
+            "  --budget k         tokens chosen per step by selection (default 2048)\n"
+            "  --sink S           first tokens always attended (default 128)\n"
+            "  --window W         last tokens always attended (default 512)\n"
+            "  -c, --ctx N        KV cache size in tokens (default: the model's training context)\n"
+            "  --kv f16|f32       KV cache type (default f16)\n"
+            "  --chunk N          prefill tokens per step (default 512)\n"
+            "  --temp T           temperature; 0 is greedy (default 0.8 for run, 0 for logits)\n"
+            "  --top-k K          sample from the K most likely tokens (default 40; 0: off)\n"
+            "  --top-p P          sample from the smallest set of probability P (default 0.95; 1: off)\n"
+            "  -s, --seed S       sampling seed (default 1)\n",
+            cmd,
+            strcmp(cmd, "run") == 0
+                ? "Streams the generated text to stdout; prints the KV cache size, prefill progress and the\n"
+                  "prefill and decode speeds (tokens/s) to stderr. Generation stops at EOS or after N tokens.\n"
+                : "Runs the prompt (BOS first) token by token, then N greedy steps, and prints one JSON line per\n"
+                  "forward pass: {\"pos\", \"token\", \"argmax\", \"logits\": [...]}.\n");
+}
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void show_progress(void *user, int64_t done, int64_t total)
+{
+    (void)user;
+    if (total >= 2048) fprintf(stderr, "\rprefill: %lld / %lld tokens", (long long)done, (long long)total);
+    if (total >= 2048 && done == total) fputc('\n', stderr);
+}
+
+static int run_model(int argc, char **argv, bool logits_mode)
+{
+    const char *cmd = logits_mode ? "logits" : "run";
+    const char *model_path = NULL, *prompt = "", *backend = NULL;
+    int64_t n_predict = 128, budget = 2048, sink = 128, window = 512, ctx_len = 0, chunk = 512, top_k = 40, seed = 1;
+    double temp = logits_mode ? 0.0 : 0.8, top_p = 0.95;
+    sift_attn_mode attn = SIFT_ATTN_DENSE;
+    sift_dtype kv = SIFT_F16;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = val != NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage_run(stdout, cmd);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = val;
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = val;
+        else if (!strcmp(a, "--backend")) backend = val;
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) ok = parse_i64(val, &n_predict) && n_predict >= 0;
+        else if (!strcmp(a, "--budget")) ok = parse_i64(val, &budget);
+        else if (!strcmp(a, "--sink")) ok = parse_i64(val, &sink);
+        else if (!strcmp(a, "--window")) ok = parse_i64(val, &window);
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) ok = parse_i64(val, &ctx_len);
+        else if (!strcmp(a, "--chunk")) ok = parse_i64(val, &chunk);
+        else if (!strcmp(a, "--top-k")) ok = parse_i64(val, &top_k);
+        else if (!strcmp(a, "-s") || !strcmp(a, "--seed")) ok = parse_i64(val, &seed);
+        else if (!strcmp(a, "--temp") || !strcmp(a, "--top-p")) {
+            char *end = NULL;
+            double x = val ? strtod(val, &end) : 0.0;
+            ok = val && end && !*end && x == x;
+            if (ok && !strcmp(a, "--temp")) temp = x;
+            else if (ok) top_p = x;
+        } else if (!strcmp(a, "--attn")) {
+            ok = val && (!strcmp(val, "dense") || !strcmp(val, "select"));
+            if (ok) attn = !strcmp(val, "dense") ? SIFT_ATTN_DENSE : SIFT_ATTN_SELECT;
+        } else if (!strcmp(a, "--kv")) {
+            ok = val && (!strcmp(val, "f16") || !strcmp(val, "f32"));
+            if (ok) kv = !strcmp(val, "f16") ? SIFT_F16 : SIFT_F32;
+        } else {
+            fprintf(stderr, "sift %s: unknown option '%s' (see --help)\n", cmd, a);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "sift %s: %s needs a valid value%s%s\n", cmd, a, val ? ", not " : "", val ? val : "");
+            return 2;
+        }
+        i++;
+    }
+    if (!model_path) {
+        fprintf(stderr, "sift %s: no model given (-m MODEL.gguf; see --help)\n", cmd);
+        return 2;
+    }
+    sift_context *ctx = NULL;
+    sift_model *model = NULL;
+    sift_session *session = NULL;
+    sift_sampler *sampler = NULL;
+    int32_t *ids = NULL;
+    float *logits = NULL;
+    sift_status s = open_backend(backend, &ctx);
+    if (s == SIFT_OK) s = sift_model_load(ctx, model_path, &model);
+    if (s != SIFT_OK) goto done;
+    sift_model_info info;
+    sift_model_get_info(model, &info);
+    sift_session_config cfg = sift_session_config_default();
+    cfg.n_ctx = ctx_len;
+    cfg.kv_type = kv;
+    cfg.attn = attn;
+    cfg.sink = sink;
+    cfg.window = window;
+    cfg.budget = budget;
+    cfg.chunk = chunk;
+    cfg.progress = logits_mode ? NULL : show_progress;
+    if ((s = sift_session_create(model, &cfg, &session)) != SIFT_OK) goto done;
+    const size_t plen = strlen(prompt), cap = plen + 8 + (size_t)n_predict;
+    ids = malloc(cap * sizeof *ids);
+    logits = malloc((size_t)info.n_vocab * sizeof *logits);
+    if (!ids || !logits) {
+        s = SIFT_E_NOMEM;
+        goto done;
+    }
+    size_t n_prompt = 0;
+    if ((s = sift_model_tokenize(model, prompt, plen, info.bos >= 0, ids, plen + 8, &n_prompt)) != SIFT_OK) goto done;
+    sift_sampler_config scfg = {.temperature = (float)temp, .top_k = (int)top_k, .top_p = (float)top_p, .seed = (uint64_t)seed};
+    if ((s = sift_sampler_create(&scfg, &sampler)) != SIFT_OK) goto done;
+    if (!logits_mode)
+        fprintf(stderr, "sift run: %s on %s: %s, %d layers, %d/%d heads of %d; KV cache %.1f MB (%lld tokens, %s); attention %s\n",
+                model_path, sift_context_device_name(ctx), info.arch, info.n_layers, info.n_heads, info.n_kv_heads,
+                info.head_dim, (double)sift_session_kv_bytes(session) / 1e6, (long long)sift_session_pos(session) + (long long)(cfg.n_ctx ? cfg.n_ctx : info.n_ctx_train),
+                sift_dtype_name(kv), attn == SIFT_ATTN_SELECT ? "select" : "dense");
+    double t0 = wall_s(), t_prefill = 0.0;
+    size_t n_ids = n_prompt;
+    if (logits_mode) { /* one forward pass per token, as a token-by-token oracle records them */
+        for (size_t i = 0; i < n_ids && s == SIFT_OK; i++) {
+            if ((s = sift_session_eval(session, &ids[i], 1, logits)) != SIFT_OK) break;
+            int32_t best = sift_sampler_sample(sampler, logits, info.n_vocab);
+            printf("{\"pos\": %zu, \"token\": %d, \"argmax\": %d, \"logits\": [", i, ids[i], best);
+            for (int v = 0; v < info.n_vocab; v++) printf("%s%.6g", v ? ", " : "", (double)logits[v]);
+            printf("]}\n");
+            if (i + 1 == n_ids && (int64_t)(n_ids - n_prompt) < n_predict) ids[n_ids++] = best;
+        }
+        goto done;
+    }
+    for (size_t i = 0; i < n_prompt; i++) { /* echo the prompt */
+        char piece[256];
+        size_t len = 0;
+        if (sift_model_token_piece(model, ids[i], piece, sizeof piece, &len) == SIFT_OK) fwrite(piece, 1, len, stdout);
+    }
+    fflush(stdout);
+    s = sift_session_eval(session, ids, n_prompt, logits);
+    t_prefill = wall_s() - t0;
+    const double t1 = wall_s();
+    int64_t generated = 0;
+    while (s == SIFT_OK && generated < n_predict) {
+        const int32_t next = sift_sampler_sample(sampler, logits, info.n_vocab);
+        if (next == info.eos) break;
+        char piece[256];
+        size_t len = 0;
+        if (sift_model_token_piece(model, next, piece, sizeof piece, &len) == SIFT_OK) fwrite(piece, 1, len, stdout);
+        fflush(stdout);
+        generated++;
+        if (generated == n_predict) break;
+        s = sift_session_eval(session, &next, 1, logits);
+    }
+    const double t_decode = wall_s() - t1;
+    printf("\n");
+    if (s == SIFT_OK)
+        fprintf(stderr, "sift run: prefill %zu tokens in %.3f s (%.1f tokens/s); decode %lld tokens in %.3f s (%.1f tokens/s)\n",
+                n_prompt, t_prefill, t_prefill > 0 ? (double)n_prompt / t_prefill : 0.0, (long long)generated, t_decode,
+                t_decode > 0 ? (double)(generated > 0 ? generated - 1 : 0) / t_decode : 0.0);
+done:
+    if (s != SIFT_OK) fprintf(stderr, "sift %s: %s\n", cmd, sift_last_error());
+    free(ids);
+    free(logits);
+    sift_sampler_destroy(sampler);
+    sift_session_destroy(session);
+    sift_model_destroy(model);
+    sift_context_destroy(ctx);
+    return s == SIFT_OK ? 0 : 1;
+}
+
 static int devices(void)
 {
     for (int b = 0; b < SIFT_BACKEND_COUNT; b++) {
@@ -295,6 +483,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "bench-attn")) return bench_attn(argc - 2, argv + 2);
+    if (!strcmp(cmd, "run")) return run_model(argc - 2, argv + 2, false);
+    if (!strcmp(cmd, "logits")) return run_model(argc - 2, argv + 2, true);
     if (!strcmp(cmd, "devices")) return devices();
     fprintf(stderr, "sift: unknown command '%s'\n\n", cmd);
     usage(stderr);

@@ -21,13 +21,15 @@ static void kv_row(const sift_tensor *t, int64_t g, int64_t pos, float *dst)
     }
 }
 
-/* f32 dot product with eight running sums (D is a multiple of 8): the same arithmetic as one sum,
- * in an order the compiler can vectorize without fast-math. */
+/* f32 dot product with eight running sums: the same arithmetic as one sum, in an order the
+ * compiler can vectorize without fast-math. */
 float cpu_dot(const float *a, const float *b, int64_t n)
 {
     float acc[8] = {0};
-    for (int64_t i = 0; i < n; i += 8)
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
         for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
+    for (; i < n; i++) acc[0] += a[i] * b[i];
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
