@@ -4,7 +4,9 @@
  *   - query-head groups larger than 8 (several head chunks per KV head) and odd ones (5, 7);
  *   - a graph computed several times: CUDA-graph replay, the timed path, and the radix-select
  *     histograms that one run leaves zeroed for the next;
- *   - gather lists with repeated and unsorted positions. */
+ *   - gather lists with repeated and unsorted positions;
+ *   - select and vote over several blocks of candidates (more than 4096), with heavy ties and
+ *     signed zeros, k at block boundaries. */
 #include "sift.h"
 
 #include <math.h>
@@ -200,6 +202,64 @@ static void repeat_case(sift_context *cpu, sift_context *cuda, int hq, int hkv, 
     free(ref), free(got), free(iref), free(igot), free(L.q), free(L.k), free(L.v);
 }
 
+/* select alone on given votes: lists x cand, values drawn from few levels (ties), -0 among +0. */
+static void select_case(sift_context *cpu, sift_context *cuda, int lists, int64_t cand, int64_t S, int64_t W,
+                        int64_t k, int levels)
+{
+    const sift_select_params p = {cand + S + W, S, W, k};
+    const int64_t cnt = sift_select_count(&p), vs[2] = {lists, cand}, is[2] = {lists, cnt};
+    float *v = malloc((size_t)(lists * cand) * 4);
+    for (int64_t i = 0; i < lists * cand; i++) {
+        const int lv = (int)(rng % (uint64_t)levels);
+        urand();
+        v[i] = lv == 0 ? ((rng & 1) ? -0.0f : 0.0f) : (float)(lv - levels / 2) * 0.125f;
+    }
+    int32_t *r[2];
+    sift_context *ctxs[2] = {cpu, cuda};
+    for (int c = 0; c < 2; c++) {
+        r[c] = malloc((size_t)(lists * cnt + 1) * 4);
+        placed vt = place(ctxs[c], SIFT_F32, 2, vs, 0, v), ix = place(ctxs[c], SIFT_I32, 2, is, 4, NULL);
+        sift_graph *g;
+        TRY(sift_graph_create(ctxs[c], &g));
+        TRY(sift_op_select(g, vt.view, &p, ix.view));
+        TRY(sift_graph_compute(g));
+        TRY(sift_graph_compute(g)); /* twice: the histograms carried between runs */
+        if (lists * cnt) TRY(sift_tensor_read(ix.view, 0, r[c], (size_t)(lists * cnt) * 4));
+        sift_graph_destroy(g);
+        unplace(&vt), unplace(&ix);
+    }
+    char name[160];
+    snprintf(name, sizeof name, "select lists=%d |C|=%lld S=%lld W=%lld k=%lld levels=%d", lists, (long long)cand,
+             (long long)S, (long long)W, (long long)k, levels);
+    check_idx(name, r[0], r[1], (size_t)(lists * cnt));
+    free(r[0]), free(r[1]), free(v);
+}
+
+/* vote alone over m scores (several partial blocks). */
+static void vote_case(sift_context *cpu, sift_context *cuda, int hq, int hkv, int64_t m, sift_vote_mode mode)
+{
+    const int64_t ss[2] = {hq, m}, lists = mode == SIFT_VOTE_KVHEAD_MAX ? hkv : 1, vs[2] = {lists, m};
+    float *s = malloc((size_t)(hq * m) * 4), *r[2];
+    for (int64_t i = 0; i < hq * m; i++) s[i] = 4.0f * urand();
+    sift_context *ctxs[2] = {cpu, cuda};
+    for (int c = 0; c < 2; c++) {
+        r[c] = malloc((size_t)(lists * m) * 4);
+        placed st = place(ctxs[c], SIFT_F32, 2, ss, 0, s), vt = place(ctxs[c], SIFT_F32, 2, vs, 8, NULL);
+        sift_graph *g;
+        TRY(sift_graph_create(ctxs[c], &g));
+        TRY(sift_op_vote(g, mode, st.view, vt.view));
+        TRY(sift_graph_compute(g));
+        TRY(sift_tensor_read(vt.view, 0, r[c], (size_t)(lists * m) * 4));
+        sift_graph_destroy(g);
+        unplace(&st), unplace(&vt);
+    }
+    char name[160];
+    snprintf(name, sizeof name, "vote %s H=%d/%d M=%lld", mode == SIFT_VOTE_KVHEAD_MAX ? "kvhead-max" : "softmax-sum", hq,
+             hkv, (long long)m);
+    check(name, r[0], r[1], (size_t)(lists * m), 1e-7);
+    free(r[0]), free(r[1]), free(s);
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -222,6 +282,16 @@ int main(void)
     /* repeated runs of one graph, radix path (|C| > k) */
     repeat_case(cpu, cuda, 8, 2, 600, SIFT_VOTE_SOFTMAX_SUM, 4);
     repeat_case(cpu, cuda, 8, 2, 600, SIFT_VOTE_KVHEAD_MAX, 4);
+    /* select and vote over several blocks of 4096 candidates */
+    select_case(cpu, cuda, 1, 4096 * 2 + 1, 3, 5, 4096, 7);
+    select_case(cpu, cuda, 3, 9000, 0, 0, 4095, 3);
+    select_case(cpu, cuda, 2, 12289, 128, 512, 12288, 50);
+    select_case(cpu, cuda, 2, 10000, 1, 1, 1, 2);
+    select_case(cpu, cuda, 1, 10000, 0, 7, 5000, 1);   /* all equal: the first k by position */
+    select_case(cpu, cuda, 1, 20000, 4, 0, 2048, 1000);
+    vote_case(cpu, cuda, 8, 2, 9001, SIFT_VOTE_SOFTMAX_SUM);
+    vote_case(cpu, cuda, 4, 4, 4097, SIFT_VOTE_KVHEAD_MAX);
+    vote_case(cpu, cuda, 28, 4, 12000, SIFT_VOTE_SOFTMAX_SUM);
     printf("extra: %d checks, %d failures\n", checks, failures);
     sift_context_destroy(cuda);
     sift_context_destroy(cpu);
