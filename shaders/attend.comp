@@ -71,13 +71,13 @@ void main()
         float p[NV], corr[GH];
         [[unroll]] for (uint hh = 0u; hh < GH; hh++) {
             float bm = NEG;
-            [[unroll]] for (uint r = 0u; r < ROWS; r++) if (valid[r]) bm = max(bm, sc[r * GH + hh]);
+            [[unroll]] for (uint r = 0u; r < ROWS; r++) if (valid[r]) bm = max(bm, sc[hh * ROWS + r]);
             float mn = max(mr[hh], bm);
             corr[hh] = exp(mr[hh] - mn);
             float ls = 0.0;
             [[unroll]] for (uint r = 0u; r < ROWS; r++) {
-                p[r * GH + hh] = valid[r] ? exp(sc[r * GH + hh] - mn) : 0.0;
-                ls += p[r * GH + hh];
+                p[hh * ROWS + r] = valid[r] ? exp(sc[hh * ROWS + r] - mn) : 0.0;
+                ls += p[hh * ROWS + r];
             }
             lr[hh] = lr[hh] * corr[hh] + ls;
             mr[hh] = mn;
@@ -91,12 +91,12 @@ void main()
                     if (F16) {
                         vec2 f = unpackHalf2x16(xv[c]);
                         [[unroll]] for (uint hh = 0u; hh < GH; hh++) {
-                            o[hh * DPL + i * 8u + 2u * c] += p[r * GH + hh] * f.x;
-                            o[hh * DPL + i * 8u + 2u * c + 1u] += p[r * GH + hh] * f.y;
+                            o[hh * DPL + i * 8u + 2u * c] += p[hh * ROWS + r] * f.x;
+                            o[hh * DPL + i * 8u + 2u * c + 1u] += p[hh * ROWS + r] * f.y;
                         }
                     } else {
                         float f = uintBitsToFloat(xv[c]);
-                        [[unroll]] for (uint hh = 0u; hh < GH; hh++) o[hh * DPL + i * 4u + c] += p[r * GH + hh] * f;
+                        [[unroll]] for (uint hh = 0u; hh < GH; hh++) o[hh * DPL + i * 4u + c] += p[hh * ROWS + r] * f;
                     }
                 }
             }

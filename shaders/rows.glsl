@@ -58,7 +58,8 @@ void load_row(TRef k, TRef v, bool with_v, uint64_t row, uint lane, uint r)
     }
 }
 
-// g_vals[r * GH + hh] = partial dot of query hh with K row r over this lane's dimensions.
+// g_vals[hh * ROWS + r] = partial dot of query hh with K row r over this lane's dimensions (head-major,
+// so that after xreduce neighbouring lanes hold neighbouring positions of one head).
 void partial_dots()
 {
     [[unroll]] for (uint v = 0u; v < VP; v++) g_vals[v] = 0.0;
@@ -69,11 +70,11 @@ void partial_dots()
                 if (F16) {
                     vec2 f = unpackHalf2x16(x[c]);
                     [[unroll]] for (uint hh = 0u; hh < GH; hh++) {
-                        g_vals[r * GH + hh] += g_q[hh * DPL + i * 8u + 2u * c] * f.x + g_q[hh * DPL + i * 8u + 2u * c + 1u] * f.y;
+                        g_vals[hh * ROWS + r] += g_q[hh * DPL + i * 8u + 2u * c] * f.x + g_q[hh * DPL + i * 8u + 2u * c + 1u] * f.y;
                     }
                 } else {
                     float f = uintBitsToFloat(x[c]);
-                    [[unroll]] for (uint hh = 0u; hh < GH; hh++) g_vals[r * GH + hh] += g_q[hh * DPL + i * 4u + c] * f;
+                    [[unroll]] for (uint hh = 0u; hh < GH; hh++) g_vals[hh * ROWS + r] += g_q[hh * DPL + i * 4u + c] * f;
                 }
             }
         }

@@ -38,7 +38,7 @@ void main()
         [[unroll]] for (uint c = 0u; c < VC; c++) {
             uint v = VP >= LANES ? lane * VC + c : lane / (LANES / VP);
             bool mine = VP >= LANES || (lane % (LANES / VP)) == 0u;
-            uint r = v / GH, hh = v % GH;
+            uint hh = v / ROWS, r = v % ROWS;
             if (mine && v < NV && hh < nh && j0 + r < pc.m)
                 st_f32(pc.s, uint64_t(h0 + hh) * pc.m + (j0 + r), pc.scale * g_vals[c]);
         }

@@ -276,7 +276,7 @@ sift_status sift_backend_vulkan_open(void **out, const sift_backend_vtable **vt,
     };
     r = vkCreateInstance(&ici, NULL, &be->instance);
     if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
-        s = sift_set_error(SIFT_E_UNAVAILABLE, "vulkan: no Vulkan device (no driver accepts Vulkan 1.2)");
+        s = sift_set_error(SIFT_E_UNAVAILABLE, "vulkan: no Vulkan device (the Vulkan loader found no driver)");
         goto fail;
     }
     if (r != VK_SUCCESS) {

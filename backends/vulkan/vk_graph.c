@@ -419,7 +419,9 @@ static sift_status plan_select(plan *pl, const sift_node *n)
     const int64_t sink = p->sink < p->n_ctx ? p->sink : p->n_ctx;
     const int64_t win_begin = p->n_ctx - p->window > sink ? p->n_ctx - p->window : sink;
     const uint32_t mode = chosen == 0 ? 2u : chosen == cand ? 1u : 0u;
-    uint32_t items = 16;
+    /* many small blocks (about one candidate per invocation up to 256K candidates): each block's
+     * workgroup is short, and the compaction's prefix over earlier blocks stays cheap (<= 1024) */
+    uint32_t items = 1;
     while (ceil_div((uint64_t)cand, 256ull * items) > 1024) items *= 2;
     const uint32_t nblocks = max_u32(1, ceil_div((uint64_t)cand, 256ull * items));
     const VkDeviceSize hist = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * 4 * 256 * 4) : 0;

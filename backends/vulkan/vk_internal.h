@@ -42,6 +42,7 @@ typedef struct vk_buf {
     VkDeviceMemory mem;
     VkDeviceAddress addr;
     VkDeviceSize size;
+    VkDeviceSize mem_bytes; /* device memory counted in vkb.used_bytes */
     void *map;
 } vk_buf;
 
@@ -81,6 +82,7 @@ typedef struct vkb {
     VkDeviceSize max_alloc;         /* one allocation (maxMemoryAllocationSize) */
     unsigned chunk_shift;           /* tensors split into chunks of 2^chunk_shift bytes */
     uint32_t n_allocs, max_allocs;
+    VkDeviceSize used_bytes;        /* device memory this context holds */
     bool f16_storage;               /* f16 tensors kept as halves (else widened to f32) */
     bool full_subgroups;            /* VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT usable */
     uint32_t subgroup;              /* subgroup size of compute shaders */

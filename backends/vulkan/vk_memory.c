@@ -63,6 +63,15 @@ sift_status vk_buf_create(vkb *be, VkDeviceSize size, bool host, vk_buf *b, cons
         b->buf = VK_NULL_HANDLE;
         return sift_set_error(SIFT_E_BACKEND, "vulkan: no memory type fits %s", what);
     }
+    if (!host && req.size > be->heap_bytes - be->used_bytes) {
+        be->vk.vkDestroyBuffer(be->dev, b->buf, NULL);
+        b->buf = VK_NULL_HANDLE;
+        return sift_set_error(SIFT_E_DEVICE_NOMEM,
+                              "vulkan: cannot allocate %llu bytes for %s: this context already holds %llu of the device "
+                              "heap's %llu bytes",
+                              (unsigned long long)req.size, what, (unsigned long long)be->used_bytes,
+                              (unsigned long long)be->heap_bytes);
+    }
     VkMemoryAllocateFlagsInfo fl = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
                                     .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
@@ -83,6 +92,8 @@ sift_status vk_buf_create(vkb *be, VkDeviceSize size, bool host, vk_buf *b, cons
         return vk_fail(r, "vkAllocateMemory");
     }
     be->n_allocs++;
+    if (!host) be->used_bytes += req.size;
+    b->mem_bytes = host ? 0 : req.size;
     r = be->vk.vkBindBufferMemory(be->dev, b->buf, b->mem, 0);
     if (r != VK_SUCCESS) {
         vk_buf_destroy(be, b);
@@ -109,6 +120,7 @@ void vk_buf_destroy(vkb *be, vk_buf *b)
     if (b->mem) {
         be->vk.vkFreeMemory(be->dev, b->mem, NULL);
         be->n_allocs--;
+        be->used_bytes -= b->mem_bytes;
     }
     memset(b, 0, sizeof *b);
 }
