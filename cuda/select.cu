@@ -79,6 +79,23 @@ __device__ __forceinline__ void derive(const uint32_t *hist, int lists, int l, u
     }
 }
 
+// The order keys of this thread's candidates of block b (j = b*SCH + i*NT + tid), all loaded
+// before any is used so that the loads overlap; returns how many rounds hold candidates.
+__device__ __forceinline__ int load_keys(const float *row, int64_t cand, int b, uint32_t (&key)[SRD], bool (&in)[SRD])
+{
+    const int64_t j0 = (int64_t)b * SCH + threadIdx.x;
+    float v[SRD];
+#pragma unroll
+    for (int i = 0; i < SRD; i++) {
+        in[i] = j0 + (int64_t)i * NT < cand;
+        v[i] = in[i] ? row[j0 + (int64_t)i * NT] : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < SRD; i++) key[i] = order_key(v[i]);
+    const int64_t left = cand - (int64_t)b * SCH; // > 0 for every launched block
+    return left >= SCH ? SRD : (int)((left + NT - 1) / NT);
+}
+
 __device__ __forceinline__ uint32_t block_sum_u32(uint32_t x, uint32_t *red /* [NT/32] */)
 {
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
@@ -110,17 +127,14 @@ __global__ void __launch_bounds__(NT) select_hist(const float *votes, int64_t ca
     __syncthreads();
     const uint32_t prefix = s_prefix;
     const int shift = 24 - 8 * pass;
-    const float *row = votes + (int64_t)l * cand;
-    const int64_t j0 = (int64_t)b * SCH;
+    uint32_t key[SRD];
+    bool in[SRD];
+    const int rounds = load_keys(votes + (int64_t)l * cand, cand, b, key, in);
+#pragma unroll
     for (int i = 0; i < SRD; i++) {
-        const int64_t base = j0 + (int64_t)i * NT;
-        if (base >= cand) break; // the same for the whole block
-        const int64_t j = base + tid;
-        uint32_t dig = 256; // none
-        if (j < cand) {
-            const uint32_t key = order_key(row[j]);
-            if (pass == 0 || (key >> (shift + 8)) == (prefix >> (shift + 8))) dig = (key >> shift) & 255u;
-        }
+        if (i >= rounds) break; // the same for the whole block
+        uint32_t dig = 256;     // none
+        if (in[i] && (pass == 0 || (key[i] >> (shift + 8)) == (prefix >> (shift + 8)))) dig = (key[i] >> shift) & 255u;
         const unsigned peers = __match_any_sync(FULL, dig);
         if (dig < 256 && lane == __ffs((int)peers) - 1) atomicAdd(&h[dig], (uint32_t)__popc((int)peers));
     }
@@ -144,16 +158,14 @@ __global__ void __launch_bounds__(NT) select_count(const float *votes, int64_t c
     }
     __syncthreads();
     const uint32_t T = s_t;
-    const float *row = votes + (int64_t)l * cand;
-    const int64_t j0 = (int64_t)b * SCH;
+    uint32_t key[SRD];
+    bool in[SRD];
+    load_keys(votes + (int64_t)l * cand, cand, b, key, in);
     uint32_t gt = 0, eq = 0;
+#pragma unroll
     for (int i = 0; i < SRD; i++) {
-        const int64_t j = j0 + (int64_t)i * NT + tid;
-        if (j < cand) {
-            const uint32_t key = order_key(row[j]);
-            gt += key > T;
-            eq += key == T;
-        }
+        gt += in[i] && key[i] > T;
+        eq += in[i] && key[i] == T;
     }
     gt = block_sum_u32(gt, red);
     eq = block_sum_u32(eq, red);
@@ -183,20 +195,17 @@ __global__ void __launch_bounds__(NT) select_compact(const float *votes, int64_t
     eb = block_sum_u32(eb, red);
     if (b == 0) hist[(size_t)l * 256 + tid] = 0; // pass-0 histogram, for the next run (nobody reads it now)
 
-    const float *row = votes + (int64_t)l * cand;
+    uint32_t key[SRD];
+    bool in[SRD];
+    const int rounds = load_keys(votes + (int64_t)l * cand, cand, b, key, in);
     int32_t *o = out + (int64_t)l * count + sink_len;
     const int64_t j0 = (int64_t)b * SCH;
     const unsigned lt = (1u << lane) - 1u;
+#pragma unroll
     for (int i = 0; i < SRD; i++) {
-        const int64_t base = j0 + (int64_t)i * NT;
-        if (base >= cand) break; // the same for the whole block
-        const int64_t j = base + tid;
-        bool gt = false, eq = false;
-        if (j < cand) {
-            const uint32_t key = order_key(row[j]);
-            gt = key > T;
-            eq = key == T;
-        }
+        if (i >= rounds) break; // the same for the whole block
+        const int64_t j = j0 + (int64_t)i * NT + tid;
+        const bool gt = in[i] && key[i] > T, eq = in[i] && key[i] == T;
         const unsigned bg = __ballot_sync(FULL, gt), be = __ballot_sync(FULL, eq);
         if (lane == 0) {
             wg[warp] = (uint32_t)__popc((int)bg);
