@@ -1,0 +1,366 @@
+/* sift-gen-model: writes a random-weight GGUF model of a given shape (llama or qwen2 architecture),
+ * for cross-backend tests and speed runs at shapes no test model has (Llama-3.1-8B: --preset 8b).
+ * Weights are uniform with variance 1/fan-in, so activations stay of order one through the layers;
+ * the tokenizer is a SentencePiece vocabulary of byte tokens and filler pieces. Matrices are written
+ * in the chosen type (f32, f16, q8_0, q4_0, with ggml's block layouts); norms and biases in f32. */
+#include "sift.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *arch;
+    int layers, embd, ff, heads, kv_heads, head_dim, vocab, ctx;
+    float rope_base;
+    sift_dtype type;
+    uint64_t seed;
+} shape;
+
+static uint64_t rng;
+static uint32_t next_u32(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 32);
+}
+static float uniform_pm1(void) { return (float)(int32_t)next_u32() * (1.0f / 2147483648.0f); } /* [-1, 1) */
+
+/* ---- little-endian writers ------------------------------------------------------------------ */
+
+static FILE *out;
+static bool write_failed;
+static void put(const void *p, size_t n)
+{
+    if (fwrite(p, 1, n, out) != n) write_failed = true;
+}
+static void put_u32(uint32_t v) { put(&v, 4); } /* x86-64 and arm64 hosts are little-endian */
+static void put_u64(uint64_t v) { put(&v, 8); }
+static void put_str(const char *s)
+{
+    put_u64(strlen(s));
+    put(s, strlen(s));
+}
+
+enum { T_U32 = 4, T_I32 = 5, T_F32 = 6, T_STRING = 8, T_ARRAY = 9 };
+
+static void kv_u32(const char *key, uint32_t v)
+{
+    put_str(key);
+    put_u32(T_U32);
+    put_u32(v);
+}
+static void kv_f32(const char *key, float v)
+{
+    put_str(key);
+    put_u32(T_F32);
+    put(&v, 4);
+}
+static void kv_str(const char *key, const char *v)
+{
+    put_str(key);
+    put_u32(T_STRING);
+    put_str(v);
+}
+
+/* ---- the tensors ---------------------------------------------------------------------------- */
+
+typedef struct {
+    char name[64];
+    int64_t rows, cols; /* rows = 1 for vectors */
+    bool vector;
+    sift_dtype type;
+    float scale;        /* uniform in [-scale, scale); vectors: 1 + that */
+    uint64_t offset;
+} tensor;
+
+static int ggml_type(sift_dtype t)
+{
+    switch (t) {
+    case SIFT_F16: return 1;
+    case SIFT_Q4_0: return 2;
+    case SIFT_Q8_0: return 8;
+    default: return 0;
+    }
+}
+
+static uint64_t tensor_bytes(const tensor *t) { return (uint64_t)t->rows * sift_dtype_row_bytes(t->type, t->cols); }
+
+static void write_half(float x)
+{
+    uint16_t h;
+    sift_f32_to_f16(&h, &x, 1);
+    put(&h, 2);
+}
+
+/* One row of cols values in the tensor's type. */
+static void write_row(const tensor *t, float *buf)
+{
+    for (int64_t i = 0; i < t->cols; i++) buf[i] = (t->vector ? 1.0f : 0.0f) + t->scale * uniform_pm1();
+    if (t->type == SIFT_F32) {
+        put(buf, (size_t)t->cols * 4);
+    } else if (t->type == SIFT_F16) {
+        uint16_t h[256];
+        for (int64_t i = 0; i < t->cols; i += 256) {
+            const int64_t n = t->cols - i < 256 ? t->cols - i : 256;
+            sift_f32_to_f16(h, buf + i, (size_t)n);
+            put(h, (size_t)n * 2);
+        }
+    } else {
+        for (int64_t b = 0; b < t->cols; b += 32) {
+            const float *x = buf + b;
+            if (t->type == SIFT_Q8_0) { /* d = max|x| / 127, q = round(x / d) */
+                float amax = 0.0f;
+                for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
+                const float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+                int8_t q[32];
+                for (int i = 0; i < 32; i++) q[i] = (int8_t)roundf(x[i] * id);
+                write_half(d);
+                put(q, 32);
+            } else { /* Q4_0: d = (signed max-magnitude value) / -8, q = clamp(x / d + 8.5) */
+                float max = 0.0f;
+                for (int i = 0; i < 32; i++)
+                    if (fabsf(x[i]) > fabsf(max)) max = x[i];
+                const float d = max / -8.0f, id = d ? 1.0f / d : 0.0f;
+                uint8_t qs[16];
+                for (int i = 0; i < 16; i++) {
+                    int lo = (int)(x[i] * id + 8.5f), hi = (int)(x[i + 16] * id + 8.5f);
+                    lo = lo > 15 ? 15 : lo < 0 ? 0 : lo;
+                    hi = hi > 15 ? 15 : hi < 0 ? 0 : hi;
+                    qs[i] = (uint8_t)(lo | (hi << 4));
+                }
+                write_half(d);
+                put(qs, 16);
+            }
+        }
+    }
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: sift-gen-model -o OUT.gguf [--preset NAME] [options]\n"
+          "\n"
+          "Writes a llama- or qwen2-architecture GGUF with random weights.\n"
+          "\n"
+          "presets: tiny (default: 2 layers, 256 wide, 8/8 heads of 32), gqa (4:1, head 64),\n"
+          "         d128 (head 128), qwen2 (Q/K/V biases), 8b (Llama-3.1-8B's shapes: 32 layers,\n"
+          "         4096 wide, 14336 hidden, 32/8 heads of 128, vocabulary 128256)\n"
+          "options (override the preset):\n"
+          "  --arch llama|qwen2  --layers L  --embd E  --ff F  --heads Hq/Hkv  --head-dim D\n"
+          "  --vocab V  --ctx C  --type f32|f16|q8_0|q4_0 (matrices)  --seed S\n",
+          f);
+}
+
+static bool preset(const char *name, shape *s)
+{
+    const shape tiny = {"llama", 2, 256, 512, 8, 8, 32, 512, 4096, 10000.0f, SIFT_F32, 1};
+    *s = tiny;
+    if (!strcmp(name, "tiny")) return true;
+    if (!strcmp(name, "gqa")) {
+        s->heads = 8, s->kv_heads = 2, s->head_dim = 64, s->embd = 512;
+        return true;
+    }
+    if (!strcmp(name, "d128")) {
+        s->heads = 4, s->kv_heads = 2, s->head_dim = 128, s->embd = 512;
+        return true;
+    }
+    if (!strcmp(name, "qwen2")) {
+        s->arch = "qwen2", s->heads = 8, s->kv_heads = 2, s->head_dim = 64, s->embd = 512, s->rope_base = 1000000.0f;
+        return true;
+    }
+    if (!strcmp(name, "8b")) {
+        const shape b8 = {"llama", 32, 4096, 14336, 32, 8, 128, 128256, 131072, 500000.0f, SIFT_F16, 1};
+        *s = b8;
+        return true;
+    }
+    return false;
+}
+
+int main(int argc, char **argv)
+{
+    shape s;
+    preset("tiny", &s);
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!v) {
+            fprintf(stderr, "sift-gen-model: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "-o")) path = v;
+        else if (!strcmp(a, "--preset")) {
+            if (!preset(v, &s)) {
+                fprintf(stderr, "sift-gen-model: unknown preset '%s'\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--arch")) s.arch = !strcmp(v, "qwen2") ? "qwen2" : "llama";
+        else if (!strcmp(a, "--layers")) s.layers = atoi(v);
+        else if (!strcmp(a, "--embd")) s.embd = atoi(v);
+        else if (!strcmp(a, "--ff")) s.ff = atoi(v);
+        else if (!strcmp(a, "--heads")) {
+            if (sscanf(v, "%d/%d", &s.heads, &s.kv_heads) != 2) s.heads = 0;
+        } else if (!strcmp(a, "--head-dim")) s.head_dim = atoi(v);
+        else if (!strcmp(a, "--vocab")) s.vocab = atoi(v);
+        else if (!strcmp(a, "--ctx")) s.ctx = atoi(v);
+        else if (!strcmp(a, "--seed")) s.seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--type")) {
+            s.type = !strcmp(v, "f16") ? SIFT_F16 : !strcmp(v, "q8_0") ? SIFT_Q8_0 : !strcmp(v, "q4_0") ? SIFT_Q4_0 : SIFT_F32;
+            if (s.type == SIFT_F32 && strcmp(v, "f32")) {
+                fprintf(stderr, "sift-gen-model: unknown type '%s'\n", v);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "sift-gen-model: unknown option '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!path) {
+        usage(stderr);
+        return 2;
+    }
+    if (s.layers < 1 || s.heads < 1 || s.kv_heads < 1 || s.heads % s.kv_heads || s.head_dim < 8 || s.head_dim % 8 ||
+        s.vocab < 260 || s.embd < 32 || s.embd % 32 || s.ff < 32 || s.ff % 32 || s.ctx < 1 ||
+        (s.heads * s.head_dim) % 32) {
+        fprintf(stderr, "sift-gen-model: impossible shape (heads must divide, sizes multiples of 32, vocab >= 260)\n");
+        return 2;
+    }
+    rng = s.seed * 0x9e3779b97f4a7c15ull + 12345;
+
+    /* the tensor list */
+    const int per_layer = strcmp(s.arch, "qwen2") ? 9 : 12;
+    const int n_tensors = 3 + s.layers * per_layer;
+    tensor *ts = calloc((size_t)n_tensors, sizeof *ts);
+    float *buf = malloc((size_t)(s.ff > s.embd ? s.ff : s.embd) * 4 + (size_t)s.heads * s.head_dim * 4);
+    if (!ts || !buf) return 1;
+    int nt = 0;
+    const int64_t qd = (int64_t)s.heads * s.head_dim, kvd = (int64_t)s.kv_heads * s.head_dim;
+#define MAT(nm, r, c)                                                                                                  \
+    ts[nt] = (tensor){.rows = (r), .cols = (c), .type = s.type, .scale = sqrtf(3.0f / (float)(c))};                    \
+    snprintf(ts[nt++].name, 64, "%s", nm)
+#define VEC(nm, n, sc)                                                                                                 \
+    ts[nt] = (tensor){.rows = 1, .cols = (n), .vector = true, .type = SIFT_F32, .scale = (sc)};                        \
+    snprintf(ts[nt++].name, 64, "%s", nm)
+    MAT("token_embd.weight", s.vocab, s.embd);
+    ts[nt - 1].scale = 1.0f;
+    VEC("output_norm.weight", s.embd, 0.1f);
+    MAT("output.weight", s.vocab, s.embd);
+    for (int l = 0; l < s.layers; l++) {
+        char n[64];
+#define LNAME(suffix) (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), n)
+        VEC(LNAME("attn_norm.weight"), s.embd, 0.1f);
+        MAT(LNAME("attn_q.weight"), qd, s.embd);
+        MAT(LNAME("attn_k.weight"), kvd, s.embd);
+        MAT(LNAME("attn_v.weight"), kvd, s.embd);
+        MAT(LNAME("attn_output.weight"), s.embd, qd);
+        if (per_layer == 12) {
+            VEC(LNAME("attn_q.bias"), qd, 0.5f);
+            ts[nt - 1].vector = false, ts[nt - 1].rows = 1; /* a bias: values around 0, not 1 */
+            VEC(LNAME("attn_k.bias"), kvd, 0.5f);
+            ts[nt - 1].vector = false, ts[nt - 1].rows = 1;
+            VEC(LNAME("attn_v.bias"), kvd, 0.5f);
+            ts[nt - 1].vector = false, ts[nt - 1].rows = 1;
+        }
+        VEC(LNAME("ffn_norm.weight"), s.embd, 0.1f);
+        MAT(LNAME("ffn_gate.weight"), s.ff, s.embd);
+        MAT(LNAME("ffn_up.weight"), s.ff, s.embd);
+        MAT(LNAME("ffn_down.weight"), s.embd, s.ff);
+#undef LNAME
+    }
+    uint64_t offset = 0;
+    for (int i = 0; i < nt; i++) {
+        ts[i].offset = offset;
+        offset += (tensor_bytes(&ts[i]) + 31) / 32 * 32;
+    }
+
+    out = fopen(path, "wb");
+    if (!out) {
+        perror(path);
+        return 1;
+    }
+    const int n_kv = 18;
+    put("GGUF", 4);
+    put_u32(3);
+    put_u64((uint64_t)nt);
+    put_u64(n_kv);
+    char key[96];
+#define AK(suffix) (snprintf(key, sizeof key, "%s.%s", s.arch, suffix), key)
+    kv_str("general.architecture", s.arch);
+    kv_str("general.name", "sift random-weight model");
+    kv_u32(AK("context_length"), (uint32_t)s.ctx);
+    kv_u32(AK("embedding_length"), (uint32_t)s.embd);
+    kv_u32(AK("block_count"), (uint32_t)s.layers);
+    kv_u32(AK("feed_forward_length"), (uint32_t)s.ff);
+    kv_u32(AK("attention.head_count"), (uint32_t)s.heads);
+    kv_u32(AK("attention.head_count_kv"), (uint32_t)s.kv_heads);
+    kv_u32(AK("attention.key_length"), (uint32_t)s.head_dim);
+    kv_u32(AK("rope.dimension_count"), (uint32_t)s.head_dim);
+    kv_f32(AK("rope.freq_base"), s.rope_base);
+    kv_f32(AK("attention.layer_norm_rms_epsilon"), 1e-5f);
+#undef AK
+    kv_str("tokenizer.ggml.model", "llama");
+    /* vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then filler pieces */
+    put_str("tokenizer.ggml.tokens");
+    put_u32(T_ARRAY);
+    put_u32(T_STRING);
+    put_u64((uint64_t)s.vocab);
+    for (int i = 0; i < s.vocab; i++) {
+        char piece[32];
+        if (i < 3) snprintf(piece, sizeof piece, "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
+        else if (i < 259) snprintf(piece, sizeof piece, "<0x%02X>", i - 3);
+        else snprintf(piece, sizeof piece, "\xe2\x96\x81tok%d", i);
+        put_str(piece);
+    }
+    put_str("tokenizer.ggml.scores");
+    put_u32(T_ARRAY);
+    put_u32(T_F32);
+    put_u64((uint64_t)s.vocab);
+    for (int i = 0; i < s.vocab; i++) {
+        float score = i < 259 ? 0.0f : -(float)i;
+        put(&score, 4);
+    }
+    put_str("tokenizer.ggml.token_type");
+    put_u32(T_ARRAY);
+    put_u32(T_I32);
+    put_u64((uint64_t)s.vocab);
+    for (int i = 0; i < s.vocab; i++) put_u32(i == 0 ? 2u : i < 3 ? 3u : i < 259 ? 6u : 1u);
+    kv_u32("tokenizer.ggml.bos_token_id", 1);
+    kv_u32("tokenizer.ggml.eos_token_id", 2);
+
+    for (int i = 0; i < nt; i++) {
+        put_str(ts[i].name);
+        const bool is1d = ts[i].rows == 1 && (ts[i].vector || strstr(ts[i].name, ".bias"));
+        put_u32(is1d ? 1 : 2);
+        put_u64((uint64_t)ts[i].cols);
+        if (!is1d) put_u64((uint64_t)ts[i].rows);
+        put_u32((uint32_t)ggml_type(ts[i].type));
+        put_u64(ts[i].offset);
+    }
+    long pos = ftell(out);
+    static const char zeros[32] = {0};
+    if (pos % 32) put(zeros, (size_t)(32 - pos % 32));
+    uint64_t written = 0;
+    for (int i = 0; i < nt && !write_failed; i++) {
+        for (int64_t r = 0; r < ts[i].rows; r++) write_row(&ts[i], buf);
+        const uint64_t bytes = tensor_bytes(&ts[i]);
+        if (bytes % 32) put(zeros, (size_t)(32 - bytes % 32));
+        written += bytes;
+        if (offset > (1u << 30)) fprintf(stderr, "\rsift-gen-model: %.1f / %.1f GB", (double)written / 1e9, (double)offset / 1e9);
+    }
+    if (offset > (1u << 30)) fputc('\n', stderr);
+    if (fclose(out) != 0) write_failed = true;
+    free(ts);
+    free(buf);
+    if (write_failed) {
+        fprintf(stderr, "sift-gen-model: writing %s failed\n", path);
+        return 1;
+    }
+    fprintf(stderr, "sift-gen-model: %s: %s, %d layers, %d wide, %d/%d heads of %d, %s matrices, %.1f MB\n", path, s.arch,
+            s.layers, s.embd, s.heads, s.kv_heads, s.head_dim, sift_dtype_name(s.type), (double)offset / 1e6);
+    return 0;
+}
