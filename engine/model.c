@@ -242,6 +242,8 @@ struct sift_session {
     sift_tensor **kcache, **vcache;
     sift_tensor *act[A_COUNT];
     sift_tensor *ids, *xlast_norm, *logits;
+    sift_tensor **layer_out; /* keep_layer_outputs: each layer's output [chunk][n_embd] */
+    int64_t last_t;          /* tokens of the last step */
     /* views made for the step being built, freed after it runs */
     sift_tensor **views;
     int n_views, cap_views;
@@ -263,6 +265,8 @@ void sift_session_destroy(sift_session *s)
     }
     free(s->kcache);
     free(s->vcache);
+    for (uint32_t l = 0; s->layer_out && l < s->m->hp.n_layer; l++) sift_tensor_destroy(s->layer_out[l]);
+    free(s->layer_out);
     for (int i = 0; i < A_COUNT; i++) sift_tensor_destroy(s->act[i]);
     sift_tensor_destroy(s->ids);
     sift_tensor_destroy(s->xlast_norm);
@@ -308,6 +312,12 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
                                      [A_GATE] = f,     [A_UP] = f,      [A_ACT] = f,     [A_DOWN] = e};
     for (int i = 0; st == SIFT_OK && i < A_COUNT; i++)
         st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){t, widths[i]}, &s->act[i]);
+    if (st == SIFT_OK && c.keep_layer_outputs) {
+        s->layer_out = calloc(hp->n_layer, sizeof *s->layer_out);
+        if (!s->layer_out) st = sift_set_error(SIFT_E_NOMEM, "sift_session_create: out of memory");
+        for (uint32_t l = 0; st == SIFT_OK && l < hp->n_layer; l++)
+            st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){t, e}, &s->layer_out[l]);
+    }
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_I32, 1, (int64_t[]){t}, &s->ids);
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){1, e}, &s->xlast_norm);
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){1, hp->n_vocab}, &s->logits);
@@ -390,7 +400,7 @@ static sift_status build_step(sift_session *s, sift_graph *g, int64_t t, bool pr
     TRY(view_of(s, s->ids, SIFT_I32, 0, 1, (int64_t[]){t}, &ids));
 
     const sift_rope_params rope = {.n_rot = (int)hp->rope_dim, .base = hp->rope_freq_base, .mode = m->rope_mode};
-    sift_tensor *x = a[A_X0], *x_mid = a[A_X1];
+    sift_tensor *x = a[A_X0], *x_mid = a[A_X1]; /* the residual stream; x_mid after attention */
     TRY(sift_op_get_rows(g, m->tok_embd, ids, x));
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const layer_weights *w = &m->layers[l];
@@ -421,10 +431,14 @@ static sift_status build_step(sift_session *s, sift_graph *g, int64_t t, bool pr
         TRY(sift_op_matmul(g, a[A_XN], w->w_up, NULL, a[A_UP]));
         TRY(sift_op_swiglu(g, a[A_GATE], a[A_UP], a[A_ACT]));
         TRY(sift_op_matmul(g, a[A_ACT], w->w_down, NULL, a[A_DOWN]));
-        TRY(sift_op_add(g, x_mid, a[A_DOWN], x));
+        sift_tensor *x_out = x;
+        if (s->layer_out) TRY(view(s, s->layer_out[l], 0, 2, (int64_t[]){t, e}, &x_out));
+        TRY(sift_op_add(g, x_mid, a[A_DOWN], x_out));
+        x = x_out;
     }
     sift_tensor *xlast;
-    TRY(view(s, s->act[A_X0], (size_t)((t - 1) * e) * sizeof(float), 2, (int64_t[]){1, e}, &xlast));
+    TRY(view(s, s->layer_out ? s->layer_out[hp->n_layer - 1] : s->act[A_X0], (size_t)((t - 1) * e) * sizeof(float), 2,
+             (int64_t[]){1, e}, &xlast));
     TRY(sift_op_rmsnorm(g, xlast, m->output_norm, hp->rms_eps, s->xlast_norm));
     return sift_op_matmul(g, s->xlast_norm, m->output, NULL, s->logits);
 }
@@ -440,8 +454,21 @@ static sift_status run_step(sift_session *s, const int32_t *tokens, int64_t t, b
         st = sift_tensor_read(s->logits, 0, logits, (size_t)s->m->hp.n_vocab * sizeof *logits);
     sift_graph_destroy(g);
     drop_views(s);
-    if (st == SIFT_OK) s->pos += t;
+    if (st == SIFT_OK) {
+        s->pos += t;
+        s->last_t = t;
+    }
     return st;
+}
+
+sift_status sift_session_layer_output(const sift_session *s, int layer, float *out)
+{
+    if (!s || !out) return sift_set_error(SIFT_E_INVALID, "sift_session_layer_output: null argument");
+    if (!s->layer_out) return sift_set_error(SIFT_E_INVALID, "sift_session_layer_output: the session keeps no layer outputs");
+    if (layer < 0 || layer >= (int)s->m->hp.n_layer || s->last_t == 0)
+        return sift_set_error(SIFT_E_INVALID, "sift_session_layer_output: no layer %d output", layer);
+    const size_t e = s->m->hp.n_embd;
+    return sift_tensor_read(s->layer_out[layer], (size_t)(s->last_t - 1) * e * sizeof(float), out, e * sizeof(float));
 }
 
 sift_status sift_session_eval(sift_session *s, const int32_t *tokens, size_t n, float *logits)

@@ -275,6 +275,9 @@ typedef struct sift_session_config {
     sift_attn_mode attn;    /* decode attention: dense or score -> vote -> select -> gather */
     int64_t sink, window, budget; /* selection (SPEC §3), used when attn is SIFT_ATTN_SELECT */
     int64_t chunk;          /* prefill tokens per graph (0: 512) */
+    /* Keep every layer's output of the last eval for sift_session_layer_output (tests compare
+     * backends layer by layer); costs a [chunk][n_embd] f32 buffer per layer. */
+    int keep_layer_outputs;
     /* Called after each prefill chunk with the tokens done and the total (may be NULL). */
     void (*progress)(void *user, int64_t done, int64_t total);
     void *progress_user;
@@ -289,6 +292,9 @@ SIFT_API void sift_session_destroy(sift_session *s);
  * to logits[n_vocab] when logits is not NULL. SIFT_E_LIMIT when the cache would overflow. */
 SIFT_API sift_status sift_session_eval(sift_session *s, const int32_t *tokens, size_t n, float *logits);
 SIFT_API int64_t sift_session_pos(const sift_session *s);
+/* The output (residual stream) of layer `layer` for the last token of the last eval, into
+ * out[n_embd]. Needs keep_layer_outputs. */
+SIFT_API sift_status sift_session_layer_output(const sift_session *s, int layer, float *out);
 /* Bytes of KV cache the session holds on the device. */
 SIFT_API size_t sift_session_kv_bytes(const sift_session *s);
 
