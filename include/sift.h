@@ -292,6 +292,9 @@ SIFT_API void sift_session_destroy(sift_session *s);
  * to logits[n_vocab] when logits is not NULL. SIFT_E_LIMIT when the cache would overflow. */
 SIFT_API sift_status sift_session_eval(sift_session *s, const int32_t *tokens, size_t n, float *logits);
 SIFT_API int64_t sift_session_pos(const sift_session *s);
+/* For benchmarks of decode at long context without its prefill: advances the session by n tokens
+ * whose cached K/V rows are pseudo-random values (what the model then computes is meaningless). */
+SIFT_API sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uint64_t seed);
 /* The output (residual stream) of layer `layer` for the last token of the last eval, into
  * out[n_embd]. Needs keep_layer_outputs. */
 SIFT_API sift_status sift_session_layer_output(const sift_session *s, int layer, float *out);

@@ -17,6 +17,7 @@ static void usage(FILE *f)
           "  run          generate text from a GGUF model (llama, qwen2, mistral)\n"
           "  logits       write a model's per-step logits as JSON lines (for tests)\n"
           "  bench-attn   time one layer's decode attention, dense vs the selection pipeline, per stage\n"
+          "  bench-decode time a model's decode steps at long contexts, dense vs selected attention\n"
           "  devices      list the backends and the device each one would use\n"
           "  help         this text; 'sift <command> --help' for a command's options\n",
           f);
@@ -456,6 +457,125 @@ done:
     return s == SIFT_OK ? 0 : 1;
 }
 
+static int bench_decode(int argc, char **argv)
+{
+    const char *model_path = NULL, *backend = NULL, *ctx_list = "8192,32768,131072";
+    int64_t steps = 16, budget = 2048, sink = 128, window = 512;
+    bool json = false;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = val != NULL, takes = true;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: sift bench-decode -m MODEL.gguf [options]\n"
+                   "\n"
+                   "Decode speed at long contexts, dense vs selected attention. The KV cache is first filled\n"
+                   "with N pseudo-random tokens (no prefill: the text generated is meaningless; the work per\n"
+                   "step is that of a real step at context N); then STEPS decode steps are timed one by one\n"
+                   "(wall clock, the step's submission and read-back of the logits included). Prints the median\n"
+                   "step time and tokens/s.\n"
+                   "\n"
+                   "options:\n"
+                   "  -m, --model PATH   GGUF model\n"
+                   "  --ctx N[,N...]     contexts (default 8192,32768,131072)\n"
+                   "  --steps S          timed steps per context and mode (default 16, after 2 warm-ups)\n"
+                   "  --backend B        cpu, vulkan or cuda (default: cuda if present, else vulkan, else cpu)\n"
+                   "  --budget k --sink S --window W   selection (defaults 2048, 128, 512)\n"
+                   "  --json             one JSON object per line\n");
+            return 0;
+        } else if (!strcmp(a, "--json")) json = true, takes = false, ok = true;
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = val;
+        else if (!strcmp(a, "--backend")) backend = val;
+        else if (!strcmp(a, "--ctx")) ctx_list = val;
+        else if (!strcmp(a, "--steps")) ok = parse_i64(val, &steps) && steps >= 1 && steps <= 10000;
+        else if (!strcmp(a, "--budget")) ok = parse_i64(val, &budget);
+        else if (!strcmp(a, "--sink")) ok = parse_i64(val, &sink);
+        else if (!strcmp(a, "--window")) ok = parse_i64(val, &window);
+        else {
+            fprintf(stderr, "sift bench-decode: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "sift bench-decode: %s needs a valid value\n", a);
+            return 2;
+        }
+        if (takes) i++;
+    }
+    if (!model_path) {
+        fprintf(stderr, "sift bench-decode: no model given (-m MODEL.gguf)\n");
+        return 2;
+    }
+    sift_context *ctx = NULL;
+    sift_model *model = NULL;
+    sift_status s = open_backend(backend, &ctx);
+    if (s == SIFT_OK) {
+        if (!json) fprintf(stderr, "sift bench-decode: loading %s on %s...\n", model_path, sift_context_device_name(ctx));
+        s = sift_model_load(ctx, model_path, &model);
+    }
+    if (s != SIFT_OK) {
+        fprintf(stderr, "sift bench-decode: %s\n", sift_last_error());
+        sift_context_destroy(ctx);
+        return 1;
+    }
+    sift_model_info info;
+    sift_model_get_info(model, &info);
+    float *logits = malloc((size_t)info.n_vocab * sizeof *logits);
+    double *times = malloc((size_t)steps * sizeof *times);
+    if (!json)
+        printf("sift bench-decode  %s  on %s\n%s, %d layers, %d/%d heads of %d, weights %.2f GB; S=%lld W=%lld k=%lld; median of %lld steps\n\n"
+               "%10s %-7s %12s %10s %12s\n",
+               model_path, sift_context_device_name(ctx), info.arch, info.n_layers, info.n_heads, info.n_kv_heads,
+               info.head_dim, (double)info.weight_bytes / 1e9, (long long)sink, (long long)window, (long long)budget,
+               (long long)steps, "context", "attn", "ms/token", "tokens/s", "KV GB");
+    const char *p = ctx_list;
+    while (s == SIFT_OK && logits && times && *p) {
+        int64_t n_ctx = 0;
+        char *end;
+        n_ctx = strtoll(p, &end, 10);
+        if (end == p || n_ctx < 1) {
+            fprintf(stderr, "sift bench-decode: bad context list '%s'\n", ctx_list);
+            s = SIFT_E_INVALID;
+            break;
+        }
+        p = *end == ',' ? end + 1 : end;
+        for (int mode = 0; mode < 2 && s == SIFT_OK; mode++) {
+            sift_session_config cfg = sift_session_config_default();
+            cfg.n_ctx = n_ctx + steps + 4;
+            cfg.attn = mode ? SIFT_ATTN_SELECT : SIFT_ATTN_DENSE;
+            cfg.sink = sink, cfg.window = window, cfg.budget = budget;
+            sift_session *ss = NULL;
+            s = sift_session_create(model, &cfg, &ss);
+            if (s == SIFT_OK) s = sift_session_fill_synthetic(ss, n_ctx, 7);
+            int32_t tok = info.bos >= 0 ? info.bos : 0;
+            for (int64_t i = 0; s == SIFT_OK && i < steps + 2; i++) {
+                const double t0 = wall_s();
+                s = sift_session_eval(ss, &tok, 1, logits);
+                if (i >= 2) times[i - 2] = wall_s() - t0;
+                tok = (int32_t)((tok + 7919) % info.n_vocab);
+            }
+            if (s == SIFT_OK) {
+                const double med = median(times, (int)steps);
+                const double kv_gb = (double)sift_session_kv_bytes(ss) / 1e9;
+                if (json)
+                    printf("{\"model\": \"%s\", \"device\": \"%s\", \"ctx\": %lld, \"attn\": \"%s\", \"ms_per_token\": %.3f, "
+                           "\"tokens_per_s\": %.2f, \"kv_gb\": %.3f}\n",
+                           model_path, sift_context_device_name(ctx), (long long)n_ctx, mode ? "select" : "dense", med * 1e3,
+                           1.0 / med, kv_gb);
+                else
+                    printf("%10lld %-7s %12.3f %10.2f %12.2f\n", (long long)n_ctx, mode ? "select" : "dense", med * 1e3,
+                           1.0 / med, kv_gb);
+                fflush(stdout);
+            }
+            sift_session_destroy(ss);
+        }
+    }
+    if (s != SIFT_OK) fprintf(stderr, "sift bench-decode: %s\n", sift_last_error());
+    free(logits);
+    free(times);
+    sift_model_destroy(model);
+    sift_context_destroy(ctx);
+    return s == SIFT_OK ? 0 : 1;
+}
+
 static int devices(void)
 {
     for (int b = 0; b < SIFT_BACKEND_COUNT; b++) {
@@ -484,6 +604,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "bench-attn")) return bench_attn(argc - 2, argv + 2);
     if (!strcmp(cmd, "run")) return run_model(argc - 2, argv + 2, false);
+    if (!strcmp(cmd, "bench-decode")) return bench_decode(argc - 2, argv + 2);
     if (!strcmp(cmd, "logits")) return run_model(argc - 2, argv + 2, true);
     if (!strcmp(cmd, "devices")) return devices();
     fprintf(stderr, "sift: unknown command '%s'\n\n", cmd);
