@@ -311,11 +311,12 @@ static sift_status spm_encode(const sift_tokenizer *t, const char *text, size_t 
         free(buf);
         return s;
     }
-    /* Characters as llama2.c splits them: a byte and the continuation bytes after it, 4 at most. */
+    /* UTF-8 characters; a byte that is not part of a well-formed one is a symbol of its own (so
+     * that it falls back to its byte token and a stray continuation byte never swallows a "▁"). */
     size_t n_syms = 0;
     for (size_t i = 0; i < n;) {
-        size_t k = 1;
-        while (i + k < n && k < 4 && ((uint8_t)buf[i + k] & 0xc0) == 0x80) k++;
+        uint32_t cp;
+        const size_t k = utf8_decode((const uint8_t *)buf, n, i, &cp);
         m.syms[n_syms] = (symbol){i, k, (int64_t)n_syms - 1, (int64_t)n_syms + 1};
         n_syms++;
         i += k;
@@ -745,6 +746,7 @@ static void copy_strings(char *pool, size_t *used, const sift_gguf_str *src, tok
 
 static sift_status create(const sift_gguf *g, sift_tokenizer *t)
 {
+    char shown[80];
     sift_gguf_str model;
     sift_status s = sift_gguf_get_string(g, "tokenizer.ggml.model", &model);
     if (s != SIFT_OK) return s;
@@ -765,11 +767,11 @@ static sift_status create(const sift_gguf *g, sift_tokenizer *t)
         for (size_t i = 0; i < sizeof pres / sizeof pres[0]; i++)
             if (pre.len == strlen(pres[i].name) && memcmp(pre.ptr, pres[i].name, pre.len) == 0) t->pre = pres[i].pre;
         if (t->pre == SIFT_BPE_PRE_NONE)
-            return fail(g, SIFT_E_INVALID, "tokenizer.ggml.pre '%.*s' is not a pre-tokenizer sift knows (llama-bpe, "
-                        "llama3, llama-v3, qwen2)", (int)(pre.len < 60 ? pre.len : 60), pre.ptr);
+            return fail(g, SIFT_E_INVALID, "tokenizer.ggml.pre '%s' is not a pre-tokenizer sift knows (llama-bpe, "
+                        "llama3, llama-v3, qwen2)", sift_gguf_str_shown(pre, shown, sizeof shown));
     } else {
-        return fail(g, SIFT_E_INVALID, "tokenizer.ggml.model '%.*s' is not one sift reads (llama, gpt2)",
-                    (int)(model.len < 60 ? model.len : 60), model.ptr);
+        return fail(g, SIFT_E_INVALID, "tokenizer.ggml.model '%s' is not one sift reads (llama, gpt2)",
+                    sift_gguf_str_shown(model, shown, sizeof shown));
     }
 
     const sift_gguf_str *strs;

@@ -3,9 +3,11 @@
  * Two kinds, as tokenizer.ggml.model names them:
  *  - "llama": SentencePiece BPE as llama.cpp and llama2.c run it. Spaces become U+2581 ("▁"), a
  *    non-empty text gets one leading "▁" (tokenizer.ggml.add_space_prefix, default true), the text
- *    is split into UTF-8 characters, and the adjacent pair whose concatenation is the vocabulary
- *    piece of highest score is merged until no pair is a piece (ties: the leftmost). A character
- *    left without a piece becomes its bytes' <0xXX> tokens (byte fallback), else <unk>.
+ *    is split into UTF-8 characters (a byte outside well-formed UTF-8 alone), and the adjacent pair
+ *    whose concatenation is the vocabulary piece of highest score is merged until no pair is a
+ *    piece (ties: the leftmost). A character left without a piece becomes its bytes' <0xXX>
+ *    tokens (byte fallback), else <unk>. As in SentencePiece, a "▁" in the text itself decodes as
+ *    a space.
  *  - "gpt2": byte-level BPE. The text is split by the pre-tokenizer that tokenizer.ggml.pre names
  *    ("llama-bpe"/"llama3"/"llama-v3": Llama 3's split, numbers in groups of up to 3 digits;
  *    "qwen2": the same with single digits); each piece's bytes are mapped to GPT-2's printable
