@@ -37,9 +37,10 @@ struct sift_gguf {
     sift_strmap tensor_map; /* name -> index into tensors */
 };
 
-/* Names in messages are cut at this many bytes: a fuzzed name can be megabytes long. */
-#define NAME_SHOWN 80
-#define SHOW(s) (int)((s).len < NAME_SHOWN ? (s).len : NAME_SHOWN), (s).ptr
+/* A file's string as messages show it (printed with %s): see sift_gguf_str_shown. The buffer is
+ * a compound literal, alive until the end of the enclosing block, so past the fail() call. */
+#define SHOWN_BUF 100
+#define SHOW(s) sift_gguf_str_shown((s), (char[SHOWN_BUF]){0}, SHOWN_BUF)
 
 /* Records "<label>: <message>" and returns s. */
 #if defined(__GNUC__)
@@ -53,6 +54,29 @@ static sift_status fail(const sift_gguf *g, sift_status s, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return sift_set_error(s, "%s: %s", g->label, msg);
+}
+
+const char *sift_gguf_str_shown(sift_gguf_str s, char *buf, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    if (cap == 0) return "";
+    for (uint64_t i = 0; i < s.len; i++) {
+        const unsigned char c = (unsigned char)s.ptr[i];
+        const size_t need = (c < 0x20 || c >= 0x7f || c == '\\') ? 4 : 1;
+        if (n + need + 4 > cap) { /* room for "..." and the NUL */
+            memcpy(buf + n, "...", 3);
+            n += 3;
+            break;
+        }
+        if (need == 4) {
+            buf[n++] = '\\', buf[n++] = 'x', buf[n++] = hex[c >> 4], buf[n++] = hex[c & 15];
+        } else {
+            buf[n++] = (char)c;
+        }
+    }
+    buf[n] = 0;
+    return buf;
 }
 
 /* ---- little-endian reads (byte by byte: file data is unaligned, and the host may not be LE) --- */
@@ -186,7 +210,7 @@ static sift_status parse_kv(cursor *c, sift_gguf *g, uint64_t i)
     int32_t first = -1;
     int put = sift_strmap_put(&g->key_map, kv->key.ptr, (size_t)kv->key.len, (int32_t)i, &first);
     if (put == 0)
-        return fail(g, SIFT_E_INVALID, "metadata key '%.*s' appears twice (#%d and #%llu)", SHOW(kv->key), (int)first,
+        return fail(g, SIFT_E_INVALID, "metadata key '%s' appears twice (#%d and #%llu)", SHOW(kv->key), (int)first,
                     (unsigned long long)i);
     if (put < 0) return fail(g, SIFT_E_INVALID, "internal: metadata key map full");
 
@@ -194,7 +218,7 @@ static sift_status parse_kv(cursor *c, sift_gguf *g, uint64_t i)
     s = read_u32(c, &type, "metadata value type");
     if (s != SIFT_OK) return s;
     if (type >= SIFT_GGUF_VALUE_TYPE_COUNT)
-        return fail(g, SIFT_E_INVALID, "metadata '%.*s' has unknown value type %u", SHOW(kv->key), type);
+        return fail(g, SIFT_E_INVALID, "metadata '%s' has unknown value type %u", SHOW(kv->key), type);
     kv->type = (sift_gguf_value_type)type;
     kv->data = g->base + c->pos;
 
@@ -209,9 +233,9 @@ static sift_status parse_kv(cursor *c, sift_gguf *g, uint64_t i)
     s = read_u32(c, &elem, "array element type");
     if (s != SIFT_OK) return s;
     if (elem == SIFT_GGUF_ARRAY)
-        return fail(g, SIFT_E_INVALID, "metadata '%.*s' is an array of arrays, which sift does not read", SHOW(kv->key));
+        return fail(g, SIFT_E_INVALID, "metadata '%s' is an array of arrays, which sift does not read", SHOW(kv->key));
     if (elem >= SIFT_GGUF_VALUE_TYPE_COUNT)
-        return fail(g, SIFT_E_INVALID, "metadata array '%.*s' has unknown element type %u", SHOW(kv->key), elem);
+        return fail(g, SIFT_E_INVALID, "metadata array '%s' has unknown element type %u", SHOW(kv->key), elem);
     kv->elem_type = (sift_gguf_value_type)elem;
     s = read_u64(c, &kv->count, "array length");
     if (s != SIFT_OK) return s;
@@ -220,7 +244,7 @@ static sift_status parse_kv(cursor *c, sift_gguf *g, uint64_t i)
     const uint64_t min_elem = elem == SIFT_GGUF_STRING ? 8 : scalar_size(kv->elem_type);
     if (kv->count > left(c) / min_elem)
         return fail(g, SIFT_E_INVALID,
-                    "metadata array '%.*s' claims %llu elements of %s, more than the %llu bytes left in the file hold",
+                    "metadata array '%s' claims %llu elements of %s, more than the %llu bytes left in the file hold",
                     SHOW(kv->key), (unsigned long long)kv->count, sift_gguf_value_type_name(kv->elem_type),
                     (unsigned long long)left(c));
     if (elem != SIFT_GGUF_STRING) {
@@ -249,14 +273,14 @@ static sift_status parse_tensor_info(cursor *c, sift_gguf *g, uint64_t i)
     int32_t first = -1;
     int put = sift_strmap_put(&g->tensor_map, t->name.ptr, (size_t)t->name.len, (int32_t)i, &first);
     if (put == 0)
-        return fail(g, SIFT_E_INVALID, "tensor name '%.*s' appears twice (#%d and #%llu)", SHOW(t->name), (int)first,
+        return fail(g, SIFT_E_INVALID, "tensor name '%s' appears twice (#%d and #%llu)", SHOW(t->name), (int)first,
                     (unsigned long long)i);
     if (put < 0) return fail(g, SIFT_E_INVALID, "internal: tensor map full");
 
     s = read_u32(c, &t->n_dims, "tensor dimension count");
     if (s != SIFT_OK) return s;
     if (t->n_dims > SIFT_GGUF_MAX_DIMS)
-        return fail(g, SIFT_E_INVALID, "tensor '%.*s' has %u dimensions (at most %d)", SHOW(t->name), t->n_dims,
+        return fail(g, SIFT_E_INVALID, "tensor '%s' has %u dimensions (at most %d)", SHOW(t->name), t->n_dims,
                     SIFT_GGUF_MAX_DIMS);
     uint64_t n = 1;
     for (int d = 0; d < SIFT_GGUF_MAX_DIMS; d++) t->dims[d] = 1;
@@ -265,7 +289,7 @@ static sift_status parse_tensor_info(cursor *c, sift_gguf *g, uint64_t i)
         if (s != SIFT_OK) return s;
         /* ggml holds dimensions and element counts in int64. */
         if (t->dims[d] > (uint64_t)INT64_MAX || (t->dims[d] != 0 && n > (uint64_t)INT64_MAX / t->dims[d]))
-            return fail(g, SIFT_E_INVALID, "tensor '%.*s': element count overflows at dimension %u (%llu)", SHOW(t->name),
+            return fail(g, SIFT_E_INVALID, "tensor '%s': element count overflows at dimension %u (%llu)", SHOW(t->name),
                         d, (unsigned long long)t->dims[d]);
         n *= t->dims[d];
     }
@@ -276,11 +300,11 @@ static sift_status parse_tensor_info(cursor *c, sift_gguf *g, uint64_t i)
     if (s != SIFT_OK) return s;
     uint32_t block_elems, block_bytes;
     if (!sift_gguf_tensor_type_block(type, &block_elems, &block_bytes))
-        return fail(g, SIFT_E_DTYPE, "tensor '%.*s' has type %s (id %u), which sift does not read (it reads F32, F16, "
+        return fail(g, SIFT_E_DTYPE, "tensor '%s' has type %s (id %u), which sift does not read (it reads F32, F16, "
                     "BF16, Q8_0, Q4_0)", SHOW(t->name), sift_gguf_tensor_type_name(type), type);
     t->type = (sift_gguf_tensor_type)type;
     if (t->dims[0] % block_elems != 0)
-        return fail(g, SIFT_E_INVALID, "tensor '%.*s': rows of %llu elements are not whole %s blocks of %u", SHOW(t->name),
+        return fail(g, SIFT_E_INVALID, "tensor '%s': rows of %llu elements are not whole %s blocks of %u", SHOW(t->name),
                     (unsigned long long)t->dims[0], sift_gguf_tensor_type_name(type), block_elems);
     /* n <= INT64_MAX and block_bytes <= 34 * block_elems: the quotient times block_bytes fits u64. */
     t->nbytes = n / block_elems * block_bytes;
@@ -288,7 +312,7 @@ static sift_status parse_tensor_info(cursor *c, sift_gguf *g, uint64_t i)
     s = read_u64(c, &t->offset, "tensor offset");
     if (s != SIFT_OK) return s;
     if (t->offset % g->alignment != 0)
-        return fail(g, SIFT_E_INVALID, "tensor '%.*s': offset %llu is not a multiple of the alignment %u", SHOW(t->name),
+        return fail(g, SIFT_E_INVALID, "tensor '%s': offset %llu is not a multiple of the alignment %u", SHOW(t->name),
                     (unsigned long long)t->offset, g->alignment);
     return SIFT_OK;
 }
@@ -312,7 +336,7 @@ static sift_status place_tensors(sift_gguf *g)
         sift_gguf_tensor *t = &g->tensors[i];
         if (t->offset > data_size || t->nbytes > data_size - t->offset)
             return fail(g, SIFT_E_INVALID,
-                        "tensor '%.*s': %llu bytes at data offset %llu run past the end of the file (data section "
+                        "tensor '%s': %llu bytes at data offset %llu run past the end of the file (data section "
                         "of %llu bytes at file offset %llu)",
                         SHOW(t->name), (unsigned long long)t->nbytes, (unsigned long long)t->offset,
                         (unsigned long long)data_size, (unsigned long long)g->data_offset);
@@ -328,7 +352,7 @@ static sift_status place_tensors(sift_gguf *g)
     for (uint64_t i = 0; i < g->n_tensors && s == SIFT_OK; i++) {
         if (ex[i].nbytes == 0) continue; /* an empty tensor shares no bytes */
         if (ex[i].offset < end)
-            s = fail(g, SIFT_E_INVALID, "tensors '%.*s' and '%.*s' overlap in the data section", SHOW(g->tensors[last].name),
+            s = fail(g, SIFT_E_INVALID, "tensors '%s' and '%s' overlap in the data section", SHOW(g->tensors[last].name),
                      SHOW(g->tensors[ex[i].index].name));
         if (ex[i].offset + ex[i].nbytes > end) {
             end = ex[i].offset + ex[i].nbytes;
@@ -822,7 +846,7 @@ static sift_status read_rope_scaling(arch_keys *k, sift_gguf_hparams *hp)
             }
         }
         if (!known)
-            return fail(g, SIFT_E_INVALID, "%s = '%.*s' is not a rope scaling sift knows (none, linear, yarn, llama3)",
+            return fail(g, SIFT_E_INVALID, "%s = '%s' is not a rope scaling sift knows (none, linear, yarn, llama3)",
                         type_key, SHOW(t));
     } else if (sift_gguf_has(g, akey(k, "rope.scale_linear"))) {
         /* The key older converters wrote for linear scaling. */
@@ -867,7 +891,7 @@ sift_status sift_gguf_read_hparams(const sift_gguf *g, sift_gguf_hparams *hp)
         }
     }
     if (!known)
-        return fail(g, SIFT_E_INVALID, "architecture '%.*s' is not one sift runs (llama, qwen2, mistral)", SHOW(arch));
+        return fail(g, SIFT_E_INVALID, "architecture '%s' is not one sift runs (llama, qwen2, mistral)", SHOW(arch));
 
     arch_keys k = {g, hp->arch_name, {0}};
     if ((s = sift_gguf_get_u32(g, akey(&k, "embedding_length"), &hp->n_embd)) ||

@@ -33,6 +33,10 @@ typedef struct sift_gguf_str {
     uint64_t len;
 } sift_gguf_str;
 
+/* s made safe for a message, in printable ASCII: other bytes (control, DEL, non-ASCII) and
+ * backslashes as \xNN, cut with "..." to fit cap bytes (NUL included). Returns buf. */
+const char *sift_gguf_str_shown(sift_gguf_str s, char *buf, size_t cap);
+
 /* Metadata value types, numbered as in the file. */
 typedef enum sift_gguf_value_type {
     SIFT_GGUF_U8 = 0,

@@ -57,10 +57,12 @@ sift_status sift_dequant_row(const sift_gguf_tensor *t, uint64_t row, float *dst
     if (!t || !dst) return sift_set_error(SIFT_E_INVALID, "sift_dequant_row: null argument");
     const uint64_t row_elems = t->dims[0];
     const uint64_t n_rows = row_elems ? t->n_elements / row_elems : 0;
-    if (row >= n_rows)
-        return sift_set_error(SIFT_E_INVALID, "sift_dequant_row: row %llu of tensor '%.*s' with %llu rows",
-                              (unsigned long long)row, (int)(t->name.len < 80 ? t->name.len : 80), t->name.ptr,
+    if (row >= n_rows) {
+        char shown[100];
+        return sift_set_error(SIFT_E_INVALID, "sift_dequant_row: row %llu of tensor '%s' with %llu rows",
+                              (unsigned long long)row, sift_gguf_str_shown(t->name, shown, sizeof shown),
                               (unsigned long long)n_rows);
+    }
     uint32_t block_elems, block_bytes;
     if (!sift_gguf_tensor_type_block(t->type, &block_elems, &block_bytes))
         return sift_set_error(SIFT_E_DTYPE, "sift_dequant_row: tensor type %u", (unsigned)t->type);

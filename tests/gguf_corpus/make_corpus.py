@@ -210,13 +210,20 @@ def main():
             f.write(gguf(all_value_types(), [('t', [32], Q4_0_T, bytes(18))])[0])
         return
     lines = []
+    # Files the fuzzer found (fuzz_*.gguf) are kept with their lines; only the hand-made ones are rewritten.
+    expected_path = os.path.join(here, 'expected.txt')
+    if os.path.exists(expected_path):
+        with open(expected_path) as f:
+            found = [line for line in f if line.startswith('fuzz_')]
+    else:
+        found = []
     for name, data, fragment in broken():
         with open(os.path.join(here, name + '.gguf'), 'wb') as f:
             f.write(data)
         lines.append('%s.gguf\t%s\n' % (name, fragment))
     with open(os.path.join(here, 'expected.txt'), 'w') as f:
         f.write('# file<TAB>a fragment its error message must contain (written by make_corpus.py)\n')
-        f.writelines(lines)
+        f.writelines(lines + found)
 
 
 if __name__ == '__main__':
