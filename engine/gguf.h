@@ -12,8 +12,9 @@
  *
  * Errors: SIFT_E_INVALID for a file that is malformed or cannot be read (the message names the
  * field and the numbers), SIFT_E_DTYPE for a tensor type sift does not read, SIFT_E_NOMEM when the
- * host is out of memory. Accessors return SIFT_E_INVALID for a missing key and SIFT_E_DTYPE for a
- * key of another type. */
+ * host is out of memory. Accessors return SIFT_E_INVALID for a missing key or a value out of the
+ * result's range, SIFT_E_DTYPE for a key of another type, SIFT_E_SHAPE for an array of another
+ * length than asked. */
 #ifndef SIFT_GGUF_H
 #define SIFT_GGUF_H
 
