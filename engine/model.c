@@ -467,23 +467,24 @@ sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uint64_t see
     if (n < 0 || n > s->cfg.n_ctx - s->pos)
         return sift_set_error(SIFT_E_LIMIT, "sift_session_fill_synthetic: %lld tokens do not fit after %lld of %lld",
                               (long long)n, (long long)s->pos, (long long)s->cfg.n_ctx);
-    const int64_t hkv = s->m->hp.n_head_kv, d = s->m->hp.head_dim;
-    const size_t elt = sift_dtype_size(s->cfg.kv_type), slab_rows = 8192;
-    unsigned char *buf = malloc(slab_rows * (size_t)d * elt);
+    /* one slab of random rows, written over and over: the values do not matter, the upload does */
+    const int64_t hkv = s->m->hp.n_head_kv, d = s->m->hp.head_dim, slab_rows = 4096;
+    const size_t elt = sift_dtype_size(s->cfg.kv_type);
+    unsigned char *buf = malloc((size_t)(slab_rows * d) * elt);
     if (!buf) return sift_set_error(SIFT_E_NOMEM, "sift_session_fill_synthetic: out of memory");
     uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (int64_t i = 0; i < slab_rows * d; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const float v = (float)(int32_t)(x >> 32) * (1.0f / 2147483648.0f);
+        if (elt == 2) ((uint16_t *)buf)[i] = sift_float_to_half(v);
+        else ((float *)buf)[i] = v;
+    }
     sift_status st = SIFT_OK;
     for (uint32_t l = 0; st == SIFT_OK && l < s->m->hp.n_layer; l++)
         for (int kv = 0; kv < 2; kv++)
             for (int64_t h = 0; st == SIFT_OK && h < hkv; h++)
-                for (int64_t r = 0; st == SIFT_OK && r < n; r += (int64_t)slab_rows) {
-                    const int64_t rows = n - r < (int64_t)slab_rows ? n - r : (int64_t)slab_rows;
-                    for (int64_t i = 0; i < rows * d; i++) {
-                        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-                        const float v = (float)(int32_t)(x >> 32) * (1.0f / 2147483648.0f);
-                        if (elt == 2) ((uint16_t *)buf)[i] = sift_float_to_half(v);
-                        else ((float *)buf)[i] = v;
-                    }
+                for (int64_t r = 0; st == SIFT_OK && r < n; r += slab_rows) {
+                    const int64_t rows = n - r < slab_rows ? n - r : slab_rows;
                     sift_tensor *cache = kv ? s->vcache[l] : s->kcache[l];
                     const size_t off = (size_t)((h * s->cfg.n_ctx + s->pos + r) * d) * elt;
                     st = sift_tensor_write(cache, off, buf, (size_t)(rows * d) * elt);
@@ -491,6 +492,20 @@ sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uint64_t see
     free(buf);
     if (st == SIFT_OK) s->pos += n;
     return st;
+}
+
+sift_status sift_session_set_attention(sift_session *s, sift_attn_mode mode, int64_t sink, int64_t window, int64_t budget)
+{
+    if (!s) return sift_set_error(SIFT_E_INVALID, "sift_session_set_attention: session is NULL");
+    if (mode != SIFT_ATTN_DENSE && mode != SIFT_ATTN_SELECT)
+        return sift_set_error(SIFT_E_INVALID, "sift_session_set_attention: unknown mode %d", (int)mode);
+    if (sink < 0 || window < 0 || budget < 0)
+        return sift_set_error(SIFT_E_SHAPE, "sift_session_set_attention: sink, window and budget must not be negative");
+    s->cfg.attn = mode;
+    s->cfg.sink = sink;
+    s->cfg.window = window;
+    s->cfg.budget = budget;
+    return SIFT_OK;
 }
 
 sift_status sift_session_layer_output(const sift_session *s, int layer, float *out)

@@ -295,6 +295,9 @@ SIFT_API int64_t sift_session_pos(const sift_session *s);
 /* For benchmarks of decode at long context without its prefill: advances the session by n tokens
  * whose cached K/V rows are pseudo-random values (what the model then computes is meaningless). */
 SIFT_API sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uint64_t seed);
+/* Changes the decode attention of the following steps. */
+SIFT_API sift_status sift_session_set_attention(sift_session *s, sift_attn_mode mode, int64_t sink, int64_t window,
+                                                int64_t budget);
 /* The output (residual stream) of layer `layer` for the last token of the last eval, into
  * out[n_embd]. Needs keep_layer_outputs. */
 SIFT_API sift_status sift_session_layer_output(const sift_session *s, int layer, float *out);

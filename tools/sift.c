@@ -537,14 +537,13 @@ static int bench_decode(int argc, char **argv)
             break;
         }
         p = *end == ',' ? end + 1 : end;
+        sift_session_config cfg = sift_session_config_default();
+        cfg.n_ctx = n_ctx + 2 * (steps + 2) + 4;
+        sift_session *ss = NULL;
+        s = sift_session_create(model, &cfg, &ss);
+        if (s == SIFT_OK) s = sift_session_fill_synthetic(ss, n_ctx, 7);
         for (int mode = 0; mode < 2 && s == SIFT_OK; mode++) {
-            sift_session_config cfg = sift_session_config_default();
-            cfg.n_ctx = n_ctx + steps + 4;
-            cfg.attn = mode ? SIFT_ATTN_SELECT : SIFT_ATTN_DENSE;
-            cfg.sink = sink, cfg.window = window, cfg.budget = budget;
-            sift_session *ss = NULL;
-            s = sift_session_create(model, &cfg, &ss);
-            if (s == SIFT_OK) s = sift_session_fill_synthetic(ss, n_ctx, 7);
+            s = sift_session_set_attention(ss, mode ? SIFT_ATTN_SELECT : SIFT_ATTN_DENSE, sink, window, budget);
             int32_t tok = info.bos >= 0 ? info.bos : 0;
             for (int64_t i = 0; s == SIFT_OK && i < steps + 2; i++) {
                 const double t0 = wall_s();
@@ -565,8 +564,8 @@ static int bench_decode(int argc, char **argv)
                            1.0 / med, kv_gb);
                 fflush(stdout);
             }
-            sift_session_destroy(ss);
         }
+        sift_session_destroy(ss);
     }
     if (s != SIFT_OK) fprintf(stderr, "sift bench-decode: %s\n", sift_last_error());
     free(logits);
