@@ -461,7 +461,9 @@ static sift_status plan_node(plan *pl, const sift_node *n)
     case SIFT_OP_SELECT: return plan_select(pl, n);
     case SIFT_OP_GATHER_ATTEND:
     case SIFT_OP_DENSE_ATTEND: return plan_attend(pl, n);
-    default: return sift_set_error(SIFT_E_INVALID, "vulkan: unknown op %d", (int)n->op);
+    default:
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: the Vulkan backend does not implement op '%s' yet",
+                              sift_op_name(n->op));
     }
 }
 
