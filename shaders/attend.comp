@@ -111,7 +111,8 @@ void main()
         for (uint c = 0u; c < NCL; c++) mx = max(mx, sh_m[c]);
         const float w = exp(mr[hh] - mx);
         [[unroll]] for (uint i = 0u; i < PER; i++)
-            [[unroll]] for (uint e = 0u; e < EPV; e++) sh_o[cl * D + (lane + LANES * i) * EPV + e] = o[hh * DPL + i * EPV + e] * w;
+            if (lane + LANES * i < VEC)
+                [[unroll]] for (uint e = 0u; e < EPV; e++) sh_o[cl * D + (lane + LANES * i) * EPV + e] = o[hh * DPL + i * EPV + e] * w;
         barrier();
         if (hh < nh) {
             const uint64_t slot = uint64_t(h0 + hh) * pc.nsplit + split;

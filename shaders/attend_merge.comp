@@ -3,6 +3,7 @@
 // rule (SPEC §3.4): m = max m_s; l = sum l_s exp(m_s - m); o = sum o_s exp(m_s - m) / l, where o_s
 // is a split's unnormalised sum. No splits (an empty index list) gives zeros.
 // Grid (head h, block of 32 dimensions); 256 invocations = 32 dimensions x 8 groups of splits.
+// D is a multiple of 8 up to 128: invocations past D read dimension D - 1 and write nothing.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -23,7 +24,8 @@ shared float sh_l[8];
 void main()
 {
     const uint tid = gl_LocalInvocationIndex, h = gl_WorkGroupID.x;
-    const uint d = gl_WorkGroupID.y * 32u + (tid & 31u), grp = tid >> 5;
+    const uint d_out = gl_WorkGroupID.y * 32u + (tid & 31u), grp = tid >> 5;
+    const uint d = min(d_out, D - 1u);
     const uint64_t base = uint64_t(h) * pc.nsplit;
 
     float mx = -3.0e38;
@@ -54,7 +56,7 @@ void main()
     sh_acc[grp][tid & 31u] = acc;
     if ((tid & 31u) == 0u) sh_l[grp] = l;
     barrier();
-    if (grp == 0u && d < D) {
+    if (grp == 0u && d_out < D) {
         float a = 0.0, lt = 0.0;
         for (uint i = 0u; i < 8u; i++) { a += sh_acc[i][tid]; lt += sh_l[i]; }
         st_f32(pc.out_, uint64_t(h) * D + d, pc.nsplit == 0u ? 0.0 : a / lt);

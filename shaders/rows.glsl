@@ -1,10 +1,11 @@
 // K/V row machinery shared by score.comp and attend.comp (docs/kernels.md).
 //
-// A cluster of LANES consecutive invocations of one subgroup reads one K (or V) row: lane l loads the
-// 16-byte vectors l, l + LANES, ... of the row (coalesced), so it owns DPL fixed dimensions of every
-// row, and keeps the same dimensions of the GH queries of its pass in registers. Each cluster works on
-// ROWS rows at a time (all loads issued before any arithmetic); the GH * ROWS partial dot products are
-// summed across the cluster with xreduce().
+// A cluster of LANES consecutive invocations of one subgroup reads one K (or V) row of VEC 16-byte
+// vectors: lane l loads vectors l, l + LANES, ... (coalesced; vectors past the row's end are zeros),
+// so it owns DPL fixed dimensions of every row, and keeps the same dimensions of the GH queries of
+// its pass in registers. Each cluster works on ROWS rows at a time (all loads issued before any
+// arithmetic); the GH * ROWS partial dot products are summed across the cluster with xreduce().
+// D is any multiple of 8 up to 128, so a row is a whole number of vectors.
 
 layout(constant_id = 0) const uint WGS = 256;     // workgroup size (a multiple of the subgroup size)
 layout(constant_id = 1) const uint D = 128;       // head dimension
@@ -13,14 +14,14 @@ layout(constant_id = 3) const uint LANES = 16;    // invocations per row (a powe
 layout(constant_id = 4) const uint GH = 4;        // query heads per pass (<= G)
 layout(constant_id = 5) const uint ROWS = 4;      // rows per cluster per step
 layout(constant_id = 6) const uint VP = 16;       // GH * ROWS rounded up to a power of two
-layout(constant_id = 7) const bool ALIGNED = true; // K/V rows 16-byte aligned and never split by a chunk
+layout(constant_id = 7) const bool ALIGNED = true; // K/V storage offset 16-byte aligned (one vector load each)
 
 layout(local_size_x_id = 0) in;
 
 const uint EPV = F16 ? 8u : 4u;       // elements per 16-byte vector
 const uint ROWB = F16 ? D * 2u : D * 4u; // bytes per row
 const uint VEC = ROWB / 16u;          // vectors per row
-const uint PER = VEC / LANES;         // vectors per lane per row
+const uint PER = (VEC + LANES - 1u) / LANES; // vectors per lane per row (the last ones may lie past the row)
 const uint DPL = PER * EPV;           // dimensions per lane
 const uint NCL = WGS / LANES;         // clusters per workgroup
 const uint NV = GH * ROWS;            // partial sums per lane per step
@@ -42,8 +43,9 @@ void load_q(TRef q, uint h0, uint nh, uint lane)
     [[unroll]] for (uint hh = 0u; hh < GH; hh++) {
         uint h = h0 + min(hh, nh - 1u);
         [[unroll]] for (uint i = 0u; i < PER; i++) {
-            uint d0 = (lane + LANES * i) * EPV;
-            [[unroll]] for (uint e = 0u; e < EPV; e++) g_q[hh * DPL + i * EPV + e] = ld_f32(q, uint64_t(h) * D + d0 + e);
+            const uint u = lane + LANES * i;
+            [[unroll]] for (uint e = 0u; e < EPV; e++)
+                g_q[hh * DPL + i * EPV + e] = u < VEC ? ld_f32(q, uint64_t(h) * D + u * EPV + e) : 0.0;
         }
     }
 }
@@ -52,9 +54,10 @@ void load_q(TRef q, uint h0, uint nh, uint lane)
 void load_row(TRef k, TRef v, bool with_v, uint64_t row, uint lane, uint r)
 {
     [[unroll]] for (uint i = 0u; i < PER; i++) {
-        uint64_t off = row + uint64_t(lane + LANES * i) * 16ul;
-        g_k[r * PER + i] = ld_16(k, off, ALIGNED);
-        if (with_v) g_v[r * PER + i] = ld_16(v, off, ALIGNED);
+        const uint u = lane + LANES * i;
+        const uint64_t off = row + uint64_t(u) * 16ul;
+        g_k[r * PER + i] = (VEC % LANES == 0u || u < VEC) ? ld_16(k, off, ALIGNED) : uvec4(0u);
+        if (with_v) g_v[r * PER + i] = (VEC % LANES == 0u || u < VEC) ? ld_16(v, off, ALIGNED) : uvec4(0u);
     }
 }
 

@@ -267,6 +267,8 @@ typedef struct rowcfg {
 
 static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t group, bool attend, rowcfg *c)
 {
+    /* a row is vec 16-byte vectors (D a multiple of 8); lanes: the largest power of two <= vec, 16 and
+     * the subgroup size (lanes past the row's end idle when it does not divide vec) */
     const uint32_t vec = d * (f16 ? 2u : 4u) / 16u;
     uint32_t lanes = 1;
     while (lanes * 2 <= vec && lanes * 2 <= 16 && lanes * 2 <= be->subgroup) lanes *= 2;
@@ -322,7 +324,7 @@ static sift_status plan_score(plan *pl, const sift_node *n)
     TRY(vk_tensor_ref(k, &ps.k));
     TRY(vk_tensor_ref(n->dst, &ps.s));
     uint32_t spec[VK_NSPEC];
-    row_spec(&c, d, f16, vk_rows_aligned(k, (VkDeviceSize)d * (f16 ? 2 : 4)), false, spec);
+    row_spec(&c, d, f16, vk_rows_aligned(k), false, spec);
     const uint32_t gx = min_u32(min_u32(ps.tiles, max_u32(1, 2 * VK_TARGET_GROUPS / (hkv * c.passes))), pl->be->max_groups[0]);
     return dispatch(pl, VK_K_SCORE, spec, &ps, sizeof ps, gx, hkv, c.passes);
 }
@@ -362,16 +364,15 @@ static sift_status plan_attend(plan *pl, const sift_node *n)
     TRY(vk_tensor_ref(k, &pa.k));
     TRY(vk_tensor_ref(v, &pa.v));
     if (gather) TRY(vk_tensor_ref(idx, &pa.idx));
-    const VkDeviceSize rb = (VkDeviceSize)d * (f16 ? 2 : 4);
     uint32_t spec[VK_NSPEC];
-    row_spec(&c, d, f16, vk_rows_aligned(k, rb) && vk_rows_aligned(v, rb), !gather, spec);
+    row_spec(&c, d, f16, vk_rows_aligned(k) && vk_rows_aligned(v), !gather, spec);
     TRY(dispatch(pl, VK_K_ATTEND, spec, &pa, sizeof pa, nsplit, hkv, c.passes));
 
     push_attend_merge pm = {.ml = pa.ml, .po = pa.po, .nsplit = nsplit};
     TRY(vk_tensor_ref(n->dst, &pm.out));
     uint32_t mspec[VK_NSPEC] = {0};
     mspec[VK_SC_D] = d;
-    return dispatch(pl, VK_K_ATTEND_MERGE, mspec, &pm, sizeof pm, hq, d / 32, 1);
+    return dispatch(pl, VK_K_ATTEND_MERGE, mspec, &pm, sizeof pm, hq, ceil_div(d, 32), 1);
 }
 
 /* ---- vote ---- */

@@ -127,9 +127,8 @@ sift_status vk_tensor_read(void *be, const sift_tensor *t, size_t offset, void *
 /* The shader view of an op operand (views included). Fails for a view that reinterprets a widened
  * f16 tensor as another type. */
 sift_status vk_tensor_ref(const sift_tensor *t, vk_tref *out);
-/* True when every K/V row of t (rows of row_bytes bytes on the device) starts 16-byte aligned and
- * lies in one chunk. */
-bool vk_rows_aligned(const sift_tensor *t, VkDeviceSize row_bytes);
+/* True when t's first element is 16-byte aligned on the device (the kernels' vector loads). */
+bool vk_rows_aligned(const sift_tensor *t);
 /* True when t is stored as halves on the device. */
 bool vk_tensor_is_f16(const sift_tensor *t);
 

@@ -4,7 +4,7 @@
  * A tensor larger than one allocation (K of 1M tokens x 8 KV heads x D 128 in f32 is 4 GiB, over
  * NVIDIA's 4094 MiB limit) is a list of chunks of 2^chunk_shift bytes, each a VkBuffer with its own
  * memory; the shaders reach byte o at table[o >> shift] + (o & (2^shift - 1)) (shaders/common.glsl).
- * K/V rows (128..512 bytes, powers of two) never straddle a chunk.
+ * The kernels resolve every 16-byte vector on its own, so rows may straddle chunks.
  *
  * f16 on devices without storageBuffer16BitAccess: such tensors are kept as f32 on the device
  * ("widened") and converted on write and read; the kernels then run their f32 variant (a
@@ -399,12 +399,12 @@ sift_status vk_tensor_ref(const sift_tensor *t, vk_tref *out)
     return SIFT_OK;
 }
 
-bool vk_rows_aligned(const sift_tensor *t, VkDeviceSize row_bytes)
+bool vk_rows_aligned(const sift_tensor *t)
 {
+    /* rows are whole 16-byte vectors; each vector is resolved through the chunk table on its own
+     * and never straddles a chunk (2^shift >= 4096) once the storage offset is 16-byte aligned */
     const vk_tensor *vt = t->impl;
-    const VkDeviceSize base = storage_offset(t);
-    if (vt->unaligned) return false;
-    return vt->shift == 0 ? base % 16 == 0 : base % row_bytes == 0;
+    return !vt->unaligned && storage_offset(t) % 16 == 0;
 }
 
 bool vk_tensor_is_f16(const sift_tensor *t)
