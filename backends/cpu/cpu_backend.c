@@ -63,9 +63,11 @@ static void op_vote(const sift_node *n)
             const float *sh = s + h * m;
             float mx = -INFINITY;
             for (int64_t j = 0; j < m; j++) mx = fmaxf(mx, sh[j]);
-            float l = 0.0f;
-            for (int64_t j = 0; j < m; j++) l += expf(sh[j] - mx);
-            for (int64_t j = 0; j < m; j++) v[j] += expf(sh[j] - mx) / l;
+            /* the denominator in double: a million f32 additions in a row drift by ~1e-3 (measured at
+             * N = 1M against the GPUs' tree sums), the reference must not */
+            double l = 0.0;
+            for (int64_t j = 0; j < m; j++) l += (double)expf(sh[j] - mx);
+            for (int64_t j = 0; j < m; j++) v[j] += (float)((double)expf(sh[j] - mx) / l);
         }
     } else {
         const int64_t hkv = n->dst->shape[0], group = hq / hkv;
