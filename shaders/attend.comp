@@ -1,10 +1,13 @@
 #version 460
-// gather_attend / dense_attend, split-K part (docs/kernels.md, SPEC §3.4).
-// Grid (split s, KV head g, pass over the group's heads). Split s attends the pass's GH heads over
-// list entries [s * cs, min(n, (s + 1) * cs)) of the KV head's index list (dense: of [0, n)), keeping
-// a running max m, sum l and unnormalised o[D] per head in f32, and writes (m, l) and o per
-// (head, split) for attend_merge.comp. Dense is this kernel with the index list replaced by the
-// identity (DENSE).
+// gather_attend / dense_attend / causal_attend, split-K part (docs/kernels.md, SPEC §3.4).
+// Grid (split s, KV head g, pass over the KV head's queries). The queries of KV head g are its group's
+// heads of token 0, then of token 1, ... (T tokens for causal_attend, one otherwise), GH per pass.
+// Split s attends the pass's queries over entries [s * cs, (s + 1) * cs) of the KV head's index list
+// (dense and causal: of positions 0, 1, ...), the query of token t only over entries
+// < min(n, lim0 + t) (causal: lim0 = pos0 + 1; gather and dense: lim0 = n), keeping a running max m,
+// sum l and unnormalised o[D] per query in f32, and writes (m, l) and o per (query, split) for
+// attend_merge.comp. Dense and causal are this kernel with the index list replaced by the identity
+// (DENSE). A split past a query's range leaves (m, l) = (NEG, 0) and o = 0, which the merge ignores.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "rows.glsl"
@@ -12,19 +15,23 @@
 layout(constant_id = 8) const bool DENSE = false;
 
 layout(push_constant) uniform PC {
-    TRef q;          // f32 [Hq][D]
+    TRef q;          // f32 [T][Hq][D]
     TRef k;          // [Hkv][Ncap][D]
     TRef v;          // [Hkv][Ncap][D]
     TRef idx;        // i32 [lists][n] (unused when DENSE)
-    uint64_t ml;     // scratch: vec2 (m, l) per (head, split)
-    uint64_t po;     // scratch: float o[D] per (head, split)
-    uint n;          // list length (dense: N)
+    uint64_t ml;     // scratch: vec2 (m, l) per (query row, split)
+    uint64_t po;     // scratch: float o[D] per (query row, split)
+    uint n;          // list length (dense: N; causal: pos0 + T)
     uint ncap;       // K/V rows per KV head
     uint group;      // G
     uint nsplit;     // splits
     uint cs;         // list entries per split (a multiple of NCL * ROWS)
     uint lists;      // 1 (shared list) or Hkv
     float scale;
+    uint lim0;       // the query of token t sees entries < min(n, lim0 + t)
+    uint hq;         // Hq: q rows of token t start at t * hq
+    uint nq;         // queries per KV head: T * G
+    uint pass0;      // the first pass of this dispatch (grids beyond the device's z limit)
 } pc;
 
 const float NEG = -3.0e38; // "no row yet": exp(NEG - m) is 0 for any real m, and NEG - NEG is 0
@@ -37,27 +44,29 @@ void main()
 {
     const uint lane = cl_lane(), cl = cl_index(), tid = gl_LocalInvocationIndex;
     const uint split = gl_WorkGroupID.x, g = gl_WorkGroupID.y;
-    const uint h0 = g * pc.group + gl_WorkGroupID.z * GH;
-    const uint nh = min(GH, pc.group - gl_WorkGroupID.z * GH);
-    const uint t_begin = split * pc.cs, t_end = min(pc.n, t_begin + pc.cs);
+    const uint f0 = (pc.pass0 + gl_WorkGroupID.z) * GH;
+    const uint nh = min(GH, pc.nq - f0);
+    // each query's end (queries past nh repeat the last); tokens rise with the query index, so the
+    // last query's end is the pass's
+    uint qend[GH];
+    [[unroll]] for (uint hh = 0u; hh < GH; hh++) qend[hh] = min(pc.n, pc.lim0 + (f0 + min(hh, nh - 1u)) / pc.group);
+    const uint t_begin = split * pc.cs, t_end = min(qend[GH - 1u], t_begin + pc.cs);
+    [[unroll]] for (uint hh = 0u; hh < GH; hh++) qend[hh] = min(qend[hh], t_end);
     const uint64_t list_base = uint64_t(pc.lists == 1u ? 0u : g) * pc.n;
     const uint cbase = (gl_SubgroupInvocationID / LANES) * LANES;
 
-    load_q(pc.q, h0, nh, lane);
+    load_q(pc.q, g, f0, nh, pc.group, pc.hq, lane);
 
     float mr[GH], lr[GH], o[GH * DPL];
     [[unroll]] for (uint hh = 0u; hh < GH; hh++) { mr[hh] = NEG; lr[hh] = 0.0; }
     [[unroll]] for (uint e = 0u; e < GH * DPL; e++) o[e] = 0.0;
 
     // Uniform trip count for the whole workgroup (rows past t_end are masked).
-    const uint steps = (t_end - t_begin + NCL * ROWS - 1u) / (NCL * ROWS);
+    const uint steps = t_end > t_begin ? (t_end - t_begin + NCL * ROWS - 1u) / (NCL * ROWS) : 0u;
     for (uint st = 0u; st < steps; st++) {
         const uint t0 = t_begin + (st * NCL + cl) * ROWS;
-        bool valid[ROWS];
         [[unroll]] for (uint r = 0u; r < ROWS; r++) {
-            uint t = t0 + r;
-            valid[r] = t < t_end;
-            t = min(t, t_end - 1u);
+            uint t = min(t0 + r, t_end - 1u);
             uint pos = DENSE ? t : min(ld_u32(pc.idx, list_base + t), pc.ncap - 1u); // clamped: never out of bounds
             uint64_t row = kv_row(g, pos, pc.ncap, ROWB);
             load_row(pc.k, pc.v, true, row, lane, r);
@@ -71,12 +80,12 @@ void main()
         float p[NV], corr[GH];
         [[unroll]] for (uint hh = 0u; hh < GH; hh++) {
             float bm = NEG;
-            [[unroll]] for (uint r = 0u; r < ROWS; r++) if (valid[r]) bm = max(bm, sc[hh * ROWS + r]);
+            [[unroll]] for (uint r = 0u; r < ROWS; r++) if (t0 + r < qend[hh]) bm = max(bm, sc[hh * ROWS + r]);
             float mn = max(mr[hh], bm);
             corr[hh] = exp(mr[hh] - mn);
             float ls = 0.0;
             [[unroll]] for (uint r = 0u; r < ROWS; r++) {
-                p[hh * ROWS + r] = valid[r] ? exp(sc[hh * ROWS + r] - mn) : 0.0;
+                p[hh * ROWS + r] = t0 + r < qend[hh] ? exp(sc[hh * ROWS + r] - mn) : 0.0;
                 ls += p[hh * ROWS + r];
             }
             lr[hh] = lr[hh] * corr[hh] + ls;
@@ -111,11 +120,11 @@ void main()
         for (uint c = 0u; c < NCL; c++) mx = max(mx, sh_m[c]);
         const float w = exp(mr[hh] - mx);
         [[unroll]] for (uint i = 0u; i < PER; i++)
-            if (lane + LANES * i < VEC)
+            if (vec_ok(lane, i))
                 [[unroll]] for (uint e = 0u; e < EPV; e++) sh_o[cl * D + (lane + LANES * i) * EPV + e] = o[hh * DPL + i * EPV + e] * w;
         barrier();
         if (hh < nh) {
-            const uint64_t slot = uint64_t(h0 + hh) * pc.nsplit + split;
+            const uint64_t slot = uint64_t(q_row(g, f0 + hh, pc.group, pc.hq)) * pc.nsplit + split;
             for (uint d = tid; d < D; d += WGS) {
                 float acc = 0.0;
                 for (uint c = 0u; c < NCL; c++) acc += sh_o[c * D + d];

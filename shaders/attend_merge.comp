@@ -2,7 +2,8 @@
 // gather_attend / dense_attend, merge part: combines the splits of each head with the log-sum-exp
 // rule (SPEC §3.4): m = max m_s; l = sum l_s exp(m_s - m); o = sum o_s exp(m_s - m) / l, where o_s
 // is a split's unnormalised sum. No splits (an empty index list) gives zeros.
-// Grid (head h, block of 32 dimensions); 256 invocations = 32 dimensions x 8 groups of splits.
+// Grid (query row h, block of 32 dimensions); 256 invocations = 32 dimensions x 8 groups of splits.
+// A query row is a head of the decode ops, or head h of token t (row t * Hq + h) of causal_attend.
 // D is a multiple of 8 up to 128: invocations past D read dimension D - 1 and write nothing.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -11,10 +12,11 @@ layout(local_size_x = 256) in;
 layout(constant_id = 1) const uint D = 128;
 
 layout(push_constant) uniform PC {
-    TRef out_;       // f32 [Hq][D]
+    TRef out_;       // f32 [rows][D] (causal: [T][Hq][D])
     uint64_t ml;     // vec2 (m, l) per (head, split)
     uint64_t po;     // float o[D] per (head, split)
     uint nsplit;
+    uint row0;       // the first row of this dispatch
 } pc;
 
 shared float sh_red[256];
@@ -23,7 +25,7 @@ shared float sh_l[8];
 
 void main()
 {
-    const uint tid = gl_LocalInvocationIndex, h = gl_WorkGroupID.x;
+    const uint tid = gl_LocalInvocationIndex, h = pc.row0 + gl_WorkGroupID.x;
     const uint d_out = gl_WorkGroupID.y * 32u + (tid & 31u), grp = tid >> 5;
     const uint d = min(d_out, D - 1u);
     const uint64_t base = uint64_t(h) * pc.nsplit;

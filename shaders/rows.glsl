@@ -5,7 +5,11 @@
 // so it owns DPL fixed dimensions of every row, and keeps the same dimensions of the GH queries of
 // its pass in registers. Each cluster works on ROWS rows at a time (all loads issued before any
 // arithmetic); the GH * ROWS partial dot products are summed across the cluster with xreduce().
-// D is any multiple of 8 up to 128, so a row is a whole number of vectors.
+// D is any multiple of 8 up to 128, so a row is a whole number of vectors; when LANES does not divide
+// VEC, lanes whose slot lies past the row (vec_ok() false) load nothing and hold zeros.
+//
+// The queries of a pass are (token, head) pairs of one KV head's group (q_row()): the decode ops
+// have one token, causal_attend T of them.
 
 layout(constant_id = 0) const uint WGS = 256;     // workgroup size (a multiple of the subgroup size)
 layout(constant_id = 1) const uint D = 128;       // head dimension
@@ -14,7 +18,7 @@ layout(constant_id = 3) const uint LANES = 16;    // invocations per row (a powe
 layout(constant_id = 4) const uint GH = 4;        // query heads per pass (<= G)
 layout(constant_id = 5) const uint ROWS = 4;      // rows per cluster per step
 layout(constant_id = 6) const uint VP = 16;       // GH * ROWS rounded up to a power of two
-layout(constant_id = 7) const bool ALIGNED = true; // K/V storage offset 16-byte aligned (one vector load each)
+layout(constant_id = 7) const bool ALIGNED = true; // K/V rows 16-byte aligned and never split by a chunk
 
 layout(local_size_x_id = 0) in;
 
@@ -37,15 +41,24 @@ float g_vals[VP];          // partial dot products, then totals (xreduce)
 uint cl_lane() { return gl_SubgroupInvocationID % LANES; }
 uint cl_index() { return gl_SubgroupID * (gl_SubgroupSize / LANES) + gl_SubgroupInvocationID / LANES; }
 
-// Loads the lane's dimensions of query rows h0 .. h0 + GH - 1 (rows past nh repeat the last one).
-void load_q(TRef q, uint h0, uint nh, uint lane)
+// Whether vector slot i of the lane holds a vector of the row.
+bool vec_ok(uint lane, uint i) { return (VEC % LANES) == 0u || lane + LANES * i < VEC; }
+
+// The q row of query f of KV head g: the queries of a KV head are its group's heads of token 0, then
+// of token 1, ... (decode ops have one token); q rows of token t start at t * hq.
+uint q_row(uint g, uint f, uint group, uint hq) { return (f / group) * hq + g * group + f % group; }
+
+// Loads the lane's dimensions of queries f0 .. f0 + GH - 1 of KV head g (past nh repeat the last).
+void load_q(TRef q, uint g, uint f0, uint nh, uint group, uint hq, uint lane)
 {
     [[unroll]] for (uint hh = 0u; hh < GH; hh++) {
-        uint h = h0 + min(hh, nh - 1u);
+        uint h = q_row(g, f0 + min(hh, nh - 1u), group, hq);
         [[unroll]] for (uint i = 0u; i < PER; i++) {
-            const uint u = lane + LANES * i;
-            [[unroll]] for (uint e = 0u; e < EPV; e++)
-                g_q[hh * DPL + i * EPV + e] = u < VEC ? ld_f32(q, uint64_t(h) * D + u * EPV + e) : 0.0;
+            uint d0 = (lane + LANES * i) * EPV;
+            [[unroll]] for (uint e = 0u; e < EPV; e++) {
+                g_q[hh * DPL + i * EPV + e] = 0.0;
+                if (vec_ok(lane, i)) g_q[hh * DPL + i * EPV + e] = ld_f32(q, uint64_t(h) * D + d0 + e);
+            }
         }
     }
 }
@@ -54,10 +67,13 @@ void load_q(TRef q, uint h0, uint nh, uint lane)
 void load_row(TRef k, TRef v, bool with_v, uint64_t row, uint lane, uint r)
 {
     [[unroll]] for (uint i = 0u; i < PER; i++) {
-        const uint u = lane + LANES * i;
-        const uint64_t off = row + uint64_t(u) * 16ul;
-        g_k[r * PER + i] = (VEC % LANES == 0u || u < VEC) ? ld_16(k, off, ALIGNED) : uvec4(0u);
-        if (with_v) g_v[r * PER + i] = (VEC % LANES == 0u || u < VEC) ? ld_16(v, off, ALIGNED) : uvec4(0u);
+        uint64_t off = row + uint64_t(lane + LANES * i) * 16ul;
+        g_k[r * PER + i] = uvec4(0u);
+        if (with_v) g_v[r * PER + i] = uvec4(0u);
+        if (vec_ok(lane, i)) {
+            g_k[r * PER + i] = ld_16(k, off, ALIGNED);
+            if (with_v) g_v[r * PER + i] = ld_16(v, off, ALIGNED);
+        }
     }
 }
 

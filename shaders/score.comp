@@ -25,7 +25,7 @@ void main()
     const uint h0 = g * pc.group + gl_WorkGroupID.z * GH;
     const uint nh = min(GH, pc.group - gl_WorkGroupID.z * GH);
 
-    load_q(pc.q, h0, nh, lane);
+    load_q(pc.q, g, gl_WorkGroupID.z * GH, nh, pc.group, 0u, lane);
 
     for (uint tile = gl_WorkGroupID.x; tile < pc.tiles; tile += gl_NumWorkGroups.x) {
         const uint j0 = (tile * NCL + cl) * ROWS;

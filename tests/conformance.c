@@ -461,6 +461,27 @@ int main(void)
 
     handmade(bs, nb);
 
+    /* head dimensions other than the tuned 64 and 128 (any multiple of 8 up to 128): score and the
+     * attention ops, f16 and f32, MHA and GQA, short and longer contexts */
+    const int odd_dims[] = {8, 24, 40, 72, 96, 120};
+    for (int di = 0; di < 6; di++)
+        for (int ki = 0; ki < 2; ki++) {
+            const int64_t n = (di + ki) % 2 ? 255 : 4096;
+            const int hi = (di + ki) % 3 == 0 ? 0 : (di + ki) % 3 == 1 ? 2 : 3;
+            test_case c = {.hq = heads[hi][0], .hkv = heads[hi][1], .d = odd_dims[di], .kv = kvs[ki], .lists = 1};
+            c.sel = (sift_select_params){.n_ctx = n, .sink = 4, .window = 64, .budget = 16};
+            c.op = OP_SCORE;
+            run_on_all(bs, nb, &c);
+            c.op = OP_GATHER;
+            c.lists = ki ? c.hkv : 1;
+            run_on_all(bs, nb, &c);
+            c.lists = 1;
+            c.op = OP_DENSE;
+            run_on_all(bs, nb, &c);
+            c.op = OP_GRAPH;
+            run_on_all(bs, nb, &c);
+        }
+
     int combo = 0;
     for (size_t ni = 0; ni < sizeof ns_all / sizeof ns_all[0]; ni++) {
         const int64_t n = ns_all[ni];

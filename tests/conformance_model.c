@@ -219,19 +219,31 @@ int main(void)
         set_out(&c, SIFT_F32, 2, 7, 1001, 0);
         run_case(bs, nb, &c);
     }
-    for (int ti = 0; ti < 2; ti++) {
-        const sift_dtype kv = ti ? SIFT_F32 : SIFT_F16;
-        mcase c = {.op = M_KV_WRITE, .n_in = 1, .has = {1}, .bound = -1.0, .pos0 = 10};
-        snprintf(c.name, sizeof c.name, "kv_write [5][4][64] into %s cache [4][64][64] at 10", sift_dtype_name(kv));
-        c.in[0] = host_random(SIFT_F32, 3, (int64_t[]){5, 4, 64}, 1.0f);
-        c.out_init = host_random(kv, 3, (int64_t[]){4, 64, 64}, 1.0f);
-        set_out(&c, kv, 3, 4, 64, 64);
+    for (int ti = 0; ti < 4; ti++) {
+        /* 2, 3: D = 8, and values at the edges of f16 rounding (ties, subnormals, overflow, inf, NaN) */
+        const sift_dtype kv = ti % 2 ? SIFT_F32 : SIFT_F16;
+        const int64_t d = ti < 2 ? 64 : 8, t = ti < 2 ? 5 : 4, pos0 = ti < 2 ? 10 : 7;
+        mcase c = {.op = M_KV_WRITE, .n_in = 1, .has = {1}, .bound = -1.0, .pos0 = pos0};
+        snprintf(c.name, sizeof c.name, "kv_write [%lld][4][%lld] into %s cache [4][64][%lld] at %lld%s", (long long)t,
+                 (long long)d, sift_dtype_name(kv), (long long)d, (long long)pos0, ti < 2 ? "" : ", edge values");
+        c.in[0] = host_random(SIFT_F32, 3, (int64_t[]){t, 4, d}, 1.0f);
+        if (ti >= 2) {
+            const float edge[] = {0.0f, -0.0f, 1.0f + 0x1p-11f, 1.0f + 0x3p-11f, -(2.0f + 0x1p-10f), 0x1p-24f, 0x1p-25f,
+                                  0x1.8p-25f, 0x1p-26f, 0x1.8p-24f, 0x1.4p-23f, 6.1e-5f, -3.0e-5f, 65504.0f, 65519.0f,
+                                  65520.0f, -1e6f, INFINITY, -INFINITY, NAN, 1e-40f, 0x1.ffep-15f, 0x1.fffp-15f};
+            const size_t ne = sizeof edge / sizeof edge[0];
+            for (size_t i = 0; i < c.in[0].n; i++) c.in[0].f[i] = i < ne ? edge[i] : c.in[0].f[i] * (float)(1 << (i % 24)) * 0x1p-20f;
+        }
+        c.out_init = host_random(kv, 3, (int64_t[]){4, 64, d}, 1.0f);
+        set_out(&c, kv, 3, 4, 64, d);
         run_case(bs, nb, &c);
     }
     const int heads[][2] = {{8, 8}, {32, 8}, {8, 1}, {28, 4}};
-    for (int variant = 0; variant < 12; variant++) {
+    for (int variant = 0; variant < 16; variant++) { /* 12 .. 15: head dimensions 8, 24, 40, 96 */
         const int hq = heads[variant % 4][0], hkv = heads[variant % 4][1];
-        const int64_t d = variant % 3 == 2 ? 128 : 64, t = variant < 4 ? 1 : variant < 8 ? 7 : 70;
+        const int64_t odd_d[] = {8, 24, 40, 96};
+        const int64_t d = variant >= 12 ? odd_d[variant - 12] : variant % 3 == 2 ? 128 : 64;
+        const int64_t t = variant < 4 ? 1 : variant < 8 ? 7 : variant < 12 ? 70 : 5 + 11 * (variant - 12);
         const int64_t pos0 = variant % 2 ? 100 : 0, cap = pos0 + t + 3;
         const sift_dtype kv = variant % 5 == 1 ? SIFT_F32 : SIFT_F16;
         mcase c = {.op = M_CAUSAL, .n_in = 3, .has = {1, 1, 1}, .bound = kv == SIFT_F32 ? 1e-7 : 5e-4,

@@ -53,12 +53,13 @@ typedef struct {
     uint64_t ml, po;
     uint32_t n, ncap, group, nsplit, cs, lists;
     float scale;
+    uint32_t lim0, hq, nq, pass0;
 } push_attend;
 
 typedef struct {
     vk_tref out;
     uint64_t ml, po;
-    uint32_t nsplit;
+    uint32_t nsplit, row0;
 } push_attend_merge;
 
 typedef struct {
@@ -265,20 +266,29 @@ typedef struct rowcfg {
     uint32_t wgs, lanes, gh, passes, rows, vp, ncl;
 } rowcfg;
 
-static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t group, bool attend, rowcfg *c)
+/* queries: how many queries share each K/V row (G for the decode ops; T * G for causal_attend). */
+static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t queries, bool attend, rowcfg *c)
 {
-    /* a row is vec 16-byte vectors (D a multiple of 8); lanes: the largest power of two <= vec, 16 and
-     * the subgroup size (lanes past the row's end idle when it does not divide vec) */
+    /* a row is vec 16-byte vectors (D a multiple of 8); lanes: a power of two up to 16 and the subgroup
+     * size; when it does not divide vec, lanes past the row's end idle in the last slot: the most
+     * lanes that keep 3/4 of them busy (16 for D = 120 in f16, 4 for D = 72) */
     const uint32_t vec = d * (f16 ? 2u : 4u) / 16u;
     uint32_t lanes = 1;
-    while (lanes * 2 <= vec && lanes * 2 <= 16 && lanes * 2 <= be->subgroup) lanes *= 2;
+    for (uint32_t l = 2; l <= 16 && l <= be->subgroup && l <= vec; l *= 2) {
+        const uint32_t per = (vec + l - 1) / l;
+        if (4 * vec >= 3 * l * per) lanes = l;
+    }
     c->lanes = lanes;
-    c->passes = (group + 7) / 8;
-    c->gh = (group + c->passes - 1) / c->passes;
+    const uint32_t per = (vec + lanes - 1) / lanes, dpl = per * (f16 ? 8u : 4u);
+    /* queries per pass: at most 8, and at most 64 query values per lane in registers */
+    const uint32_t cap = min_u32(8, max_u32(1, 64 / dpl));
+    c->passes = (queries + cap - 1) / cap;
+    c->gh = (queries + c->passes - 1) / c->passes;
     if (attend)
         c->rows = c->gh >= 8 ? 1 : c->gh >= 4 ? 2 : 4;
     else
         c->rows = min_u32(8, max_u32(1, 16 / c->gh));
+    c->rows = min_u32(c->rows, max_u32(1, 16 / per)); /* K (and V) vectors held per lane */
     c->vp = 1;
     while (c->vp < c->gh * c->rows) c->vp *= 2;
     c->wgs = 256;
@@ -329,50 +339,73 @@ static sift_status plan_score(plan *pl, const sift_node *n)
     return dispatch(pl, VK_K_SCORE, spec, &ps, sizeof ps, gx, hkv, c.passes);
 }
 
+/* gather_attend, dense_attend and causal_attend: one split-K kernel (attend.comp) and its merge.
+ * Causal attention is dense attention for T * G queries per KV head, the query of token t over
+ * positions [0, pos0 + t]. */
 static sift_status plan_attend(plan *pl, const sift_node *n)
 {
-    const bool gather = n->op == SIFT_OP_GATHER_ATTEND;
+    const bool gather = n->op == SIFT_OP_GATHER_ATTEND, causal = n->op == SIFT_OP_CAUSAL_ATTEND;
     const sift_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *idx = gather ? n->src[3] : NULL;
-    const uint32_t hq = (uint32_t)q->shape[0], hkv = (uint32_t)k->shape[0], d = (uint32_t)q->shape[1];
-    const uint32_t len = gather ? (uint32_t)idx->shape[1] : (uint32_t)n->p.n_ctx;
+    const uint32_t tokens = causal ? (uint32_t)q->shape[0] : 1u;
+    const uint32_t hq = (uint32_t)q->shape[causal ? 1 : 0], d = (uint32_t)q->shape[causal ? 2 : 1];
+    const uint32_t hkv = (uint32_t)k->shape[0], group = hq / hkv;
+    const uint32_t len = gather ? (uint32_t)idx->shape[1]
+                         : causal ? (uint32_t)(n->p.pos0 + tokens)
+                                  : (uint32_t)n->p.n_ctx;
+    if (tokens == 0) return SIFT_OK;
     const bool f16 = vk_tensor_is_f16(k);
     if (vk_tensor_is_f16(v) != f16)
         return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s: k and v are stored differently on this device",
                               sift_op_name(n->op));
     rowcfg c;
-    row_config(pl->be, d, f16, hq / hkv, true, &c);
+    row_config(pl->be, d, f16, tokens * group, true, &c);
     const uint32_t per_step = c.ncl * c.rows, steps = ceil_div(len, per_step);
-    uint32_t nsplit = min_u32(steps, min_u32(max_u32(1, VK_TARGET_GROUPS / (hkv * c.passes)), pl->be->max_groups[0]));
+    uint32_t nsplit = min_u32(steps, min_u32(max_u32(1, VK_TARGET_GROUPS / max_u32(1, hkv * c.passes)),
+                                             pl->be->max_groups[0]));
     uint32_t cs = 0;
     if (nsplit > 0) {
         cs = ceil_div(steps, nsplit) * per_step;
         nsplit = ceil_div(len, cs);
     }
-    const VkDeviceSize ml = scratch_take(pl, (VkDeviceSize)hq * nsplit * 8);
-    const VkDeviceSize po = scratch_take(pl, (VkDeviceSize)hq * nsplit * d * 4);
+    const uint64_t qrows = (uint64_t)tokens * hq;
+    const VkDeviceSize ml = scratch_take(pl, (VkDeviceSize)qrows * nsplit * 8);
+    const VkDeviceSize po = scratch_take(pl, (VkDeviceSize)qrows * nsplit * d * 4);
 
     push_attend pa = {.ml = scratch_addr(pl, ml),
                       .po = scratch_addr(pl, po),
                       .n = len,
                       .ncap = (uint32_t)k->shape[1],
-                      .group = hq / hkv,
+                      .group = group,
                       .nsplit = nsplit,
                       .cs = cs,
                       .lists = gather ? (uint32_t)idx->shape[0] : 1,
-                      .scale = n->p.scale};
+                      .scale = n->p.scale,
+                      .lim0 = causal ? (uint32_t)n->p.pos0 + 1u : len,
+                      .hq = hq,
+                      .nq = tokens * group};
     TRY(vk_tensor_ref(q, &pa.q));
     TRY(vk_tensor_ref(k, &pa.k));
     TRY(vk_tensor_ref(v, &pa.v));
     if (gather) TRY(vk_tensor_ref(idx, &pa.idx));
     uint32_t spec[VK_NSPEC];
     row_spec(&c, d, f16, vk_rows_aligned(k) && vk_rows_aligned(v), !gather, spec);
-    TRY(dispatch(pl, VK_K_ATTEND, spec, &pa, sizeof pa, nsplit, hkv, c.passes));
+    /* passes beyond the device's grid z limit go in several dispatches */
+    for (uint32_t p0 = 0; p0 < c.passes; p0 += pl->be->max_groups[2]) {
+        pa.pass0 = p0;
+        TRY(dispatch(pl, VK_K_ATTEND, spec, &pa, sizeof pa, nsplit, hkv, min_u32(c.passes - p0, pl->be->max_groups[2])));
+    }
 
     push_attend_merge pm = {.ml = pa.ml, .po = pa.po, .nsplit = nsplit};
     TRY(vk_tensor_ref(n->dst, &pm.out));
     uint32_t mspec[VK_NSPEC] = {0};
     mspec[VK_SC_D] = d;
-    return dispatch(pl, VK_K_ATTEND_MERGE, mspec, &pm, sizeof pm, hq, ceil_div(d, 32), 1);
+    for (uint64_t r0 = 0; r0 < qrows; r0 += pl->be->max_groups[0]) {
+        pm.row0 = (uint32_t)r0;
+        const uint64_t left = qrows - r0;
+        TRY(dispatch(pl, VK_K_ATTEND_MERGE, mspec, &pm, sizeof pm,
+                     (uint32_t)(left < pl->be->max_groups[0] ? left : pl->be->max_groups[0]), ceil_div(d, 32), 1));
+    }
+    return SIFT_OK;
 }
 
 /* ---- vote ---- */
@@ -461,7 +494,8 @@ static sift_status plan_node(plan *pl, const sift_node *n)
     case SIFT_OP_VOTE: return plan_vote(pl, n);
     case SIFT_OP_SELECT: return plan_select(pl, n);
     case SIFT_OP_GATHER_ATTEND:
-    case SIFT_OP_DENSE_ATTEND: return plan_attend(pl, n);
+    case SIFT_OP_DENSE_ATTEND:
+    case SIFT_OP_CAUSAL_ATTEND: return plan_attend(pl, n);
     default:
         return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: the Vulkan backend does not implement op '%s' yet",
                               sift_op_name(n->op));
