@@ -22,6 +22,13 @@
 #include "backends/vulkan/vote_merge_spv.h"
 #include "backends/vulkan/vote_stats_spv.h"
 #include "backends/vulkan/vote_sum_spv.h"
+#include "backends/vulkan/eltwise_spv.h"
+#include "backends/vulkan/get_rows_spv.h"
+#include "backends/vulkan/kv_write_spv.h"
+#include "backends/vulkan/matmul_spv.h"
+#include "backends/vulkan/matvec_spv.h"
+#include "backends/vulkan/rmsnorm_spv.h"
+#include "backends/vulkan/rope_spv.h"
 
 static const struct {
     const uint32_t *code;
@@ -38,6 +45,13 @@ static const struct {
     [VK_K_SELECT_HIST] = {sift_spv_select_hist, sizeof sift_spv_select_hist, "select_hist"},
     [VK_K_SELECT_COUNT] = {sift_spv_select_count, sizeof sift_spv_select_count, "select_count"},
     [VK_K_SELECT_COMPACT] = {sift_spv_select_compact, sizeof sift_spv_select_compact, "select_compact"},
+    [VK_K_GET_ROWS] = {sift_spv_get_rows, sizeof sift_spv_get_rows, "get_rows"},
+    [VK_K_RMSNORM] = {sift_spv_rmsnorm, sizeof sift_spv_rmsnorm, "rmsnorm"},
+    [VK_K_MATVEC] = {sift_spv_matvec, sizeof sift_spv_matvec, "matvec"},
+    [VK_K_MATMUL] = {sift_spv_matmul, sizeof sift_spv_matmul, "matmul"},
+    [VK_K_ROPE] = {sift_spv_rope, sizeof sift_spv_rope, "rope"},
+    [VK_K_ELTWISE] = {sift_spv_eltwise, sizeof sift_spv_eltwise, "eltwise"},
+    [VK_K_KV_WRITE] = {sift_spv_kv_write, sizeof sift_spv_kv_write, "kv_write"},
 };
 
 /* ---- push constants: the C images of the shaders' push_constant blocks ---- */
@@ -174,7 +188,7 @@ static sift_status get_pipeline(vkb *be, vk_kernel kernel, const uint32_t spec[V
 
 /* ---- a graph's recording ---- */
 
-typedef enum { STEP_DISPATCH, STEP_FILL } step_kind;
+typedef enum { STEP_DISPATCH, STEP_FILL, STEP_UPDATE } step_kind;
 
 typedef struct vk_step {
     step_kind kind;
@@ -182,7 +196,9 @@ typedef struct vk_step {
     uint32_t groups[3];
     uint32_t push_size;
     unsigned char push[VK_PUSH_MAX];
-    VkDeviceSize fill_off, fill_size; /* STEP_FILL: zeroes this range of the scratch buffer */
+    VkDeviceSize fill_off, fill_size; /* STEP_FILL: zeroes this range of the scratch buffer;
+                                       * STEP_UPDATE: writes it from gc->blob at blob_off */
+    size_t blob_off;
 } vk_step;
 
 typedef struct vk_cache {
@@ -192,18 +208,20 @@ typedef struct vk_cache {
     int n_steps, cap_steps;
     int *node_first;           /* node i runs steps [node_first[i], node_first[i + 1]) */
     vk_buf scratch;
+    unsigned char *blob;       /* the data of STEP_UPDATE steps */
+    size_t blob_used, blob_cap;
     VkCommandBuffer cb[2];     /* plain, timed */
     bool recorded[2];
     VkQueryPool queries;
 } vk_cache;
 
 /* Planning runs twice: once to size the scratch (emit false), once to emit the steps. */
-typedef struct plan {
+struct plan {
     vkb *be;
     vk_cache *gc;
     bool emit;
     VkDeviceSize used;
-} plan;
+};
 
 static VkDeviceSize scratch_take(plan *pl, VkDeviceSize bytes)
 {
@@ -247,6 +265,38 @@ static sift_status fill_zero(plan *pl, VkDeviceSize off, VkDeviceSize size)
 {
     if (!pl->emit || size == 0) return SIFT_OK;
     vk_step st = {.kind = STEP_FILL, .fill_off = off, .fill_size = size};
+    return add_step(pl, &st);
+}
+
+/* ---- for vk_model.c ---- */
+
+vkb *vk_plan_backend(const plan *pl) { return pl->be; }
+VkDeviceSize vk_scratch_take(plan *pl, VkDeviceSize bytes) { return scratch_take(pl, bytes); }
+uint64_t vk_scratch_addr(const plan *pl, VkDeviceSize off) { return scratch_addr(pl, off); }
+
+sift_status vk_dispatch(plan *pl, vk_kernel kernel, const uint32_t spec[VK_NSPEC], const void *push, size_t push_size,
+                        uint32_t gx, uint32_t gy, uint32_t gz)
+{
+    return dispatch(pl, kernel, spec, push, push_size, gx, gy, gz);
+}
+
+sift_status vk_scratch_update(plan *pl, VkDeviceSize off, const void *data, size_t size)
+{
+    if (!pl->emit || size == 0) return SIFT_OK;
+    if (size % 4 != 0 || size > 65536 || off % 4 != 0)
+        return sift_set_error(SIFT_E_INVALID, "vulkan: a scratch update of %zu bytes at %llu", size, (unsigned long long)off);
+    vk_cache *gc = pl->gc;
+    if (gc->blob_used + size > gc->blob_cap) {
+        size_t cap = gc->blob_cap ? 2 * gc->blob_cap : 4096;
+        while (cap < gc->blob_used + size) cap *= 2;
+        unsigned char *p = realloc(gc->blob, cap);
+        if (!p) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
+        gc->blob = p;
+        gc->blob_cap = cap;
+    }
+    memcpy(gc->blob + gc->blob_used, data, size);
+    vk_step st = {.kind = STEP_UPDATE, .fill_off = off, .fill_size = size, .blob_off = gc->blob_used};
+    gc->blob_used += size;
     return add_step(pl, &st);
 }
 
@@ -496,9 +546,7 @@ static sift_status plan_node(plan *pl, const sift_node *n)
     case SIFT_OP_GATHER_ATTEND:
     case SIFT_OP_DENSE_ATTEND:
     case SIFT_OP_CAUSAL_ATTEND: return plan_attend(pl, n);
-    default:
-        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: the Vulkan backend does not implement op '%s' yet",
-                              sift_op_name(n->op));
+    default: return vk_plan_model_op(pl, n);
     }
 }
 
@@ -513,6 +561,7 @@ void vk_graph_release(void *p, sift_graph *g)
         if (gc->cb[i]) be->vk.vkFreeCommandBuffers(be->dev, be->pool, 1, &gc->cb[i]);
     if (gc->queries) be->vk.vkDestroyQueryPool(be->dev, gc->queries, NULL);
     vk_buf_destroy(be, &gc->scratch);
+    free(gc->blob);
     free(gc->steps);
     free(gc->node_first);
     free(gc);
@@ -573,6 +622,10 @@ static sift_status record(vkb *be, vk_cache *gc, bool timed)
     for (int i = 0; i < gc->n_nodes; i++) {
         for (int s = gc->node_first[i]; s < gc->node_first[i + 1]; s++) {
             const vk_step *st = &gc->steps[s];
+            if (st->kind == STEP_UPDATE) { /* fresh scratch: no barrier before; the next step's follows */
+                be->vk.vkCmdUpdateBuffer(cb, gc->scratch.buf, st->fill_off, st->fill_size, gc->blob + st->blob_off);
+                continue;
+            }
             vk_barrier(be, cb);
             if (st->kind == STEP_FILL) {
                 be->vk.vkCmdFillBuffer(cb, gc->scratch.buf, st->fill_off, st->fill_size, 0);

@@ -22,11 +22,20 @@ typedef enum vk_kernel {
     VK_K_SELECT_HIST,
     VK_K_SELECT_COUNT,
     VK_K_SELECT_COMPACT,
+    VK_K_GET_ROWS,
+    VK_K_RMSNORM,
+    VK_K_MATVEC,
+    VK_K_MATMUL,
+    VK_K_ROPE,
+    VK_K_ELTWISE,
+    VK_K_KV_WRITE,
     VK_K_COUNT
 } vk_kernel;
 
 /* Specialization constant ids (shaders/rows.glsl, attend.comp). */
 enum { VK_SC_WGS = 0, VK_SC_D, VK_SC_F16, VK_SC_LANES, VK_SC_GH, VK_SC_ROWS, VK_SC_VP, VK_SC_ALIGNED, VK_SC_DENSE, VK_NSPEC };
+/* ... and of the model kernels (shaders/weights.glsl, matvec.comp, matmul.comp, eltwise.comp, kv_write.comp) */
+enum { VK_SC_M_WGS = 0, VK_SC_M_WT, VK_SC_M_NT, VK_SC_M_R, VK_SC_M_WALIGN, VK_SC_M_XALIGN, VK_SC_M_U, VK_SC_M_MODE };
 
 #define VK_PUSH_MAX 128u
 
@@ -131,6 +140,23 @@ sift_status vk_tensor_ref(const sift_tensor *t, vk_tref *out);
 bool vk_rows_aligned(const sift_tensor *t);
 /* True when t is stored as halves on the device. */
 bool vk_tensor_is_f16(const sift_tensor *t);
+
+/* Planning a graph (vk_graph.c): the model ops' planner (vk_model.c) uses these. Planning runs twice,
+ * once to size the scratch buffer and once to emit the steps, so it must take the same scratch both
+ * times. */
+typedef struct plan plan;
+vkb *vk_plan_backend(const plan *pl);
+/* bytes of the graph's scratch buffer: an offset into it, and its device address (0 when sizing) */
+VkDeviceSize vk_scratch_take(plan *pl, VkDeviceSize bytes);
+uint64_t vk_scratch_addr(const plan *pl, VkDeviceSize off);
+/* one dispatch of a kernel with its specialization and push constants */
+sift_status vk_dispatch(plan *pl, vk_kernel kernel, const uint32_t spec[VK_NSPEC], const void *push, size_t push_size,
+                        uint32_t gx, uint32_t gy, uint32_t gz);
+/* writes size bytes (a multiple of 4, at most 65536) into the scratch buffer at off on every run
+ * before the next dispatch */
+sift_status vk_scratch_update(plan *pl, VkDeviceSize off, const void *data, size_t size);
+/* get_rows, rmsnorm, matmul, rope, swiglu, add, kv_write (vk_model.c) */
+sift_status vk_plan_model_op(plan *pl, const sift_node *n);
 
 sift_status vk_graph_compute(void *be, sift_graph *g, double *node_us);
 void vk_graph_release(void *be, sift_graph *g);

@@ -1,0 +1,294 @@
+/* The Vulkan backend's transformer ops (include/sift.h; the kernels in shaders/): get_rows, rmsnorm,
+ * matmul (matvec.comp for a few tokens, matmul.comp's tiles for more), rope, swiglu, add, kv_write.
+ * causal_attend is attention (vk_graph.c plan_attend). Every kernel reads tensors through
+ * common.glsl's addressing, so views and chunked tensors work everywhere. */
+#include "vk_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRY(x)                                                                                                         \
+    do {                                                                                                               \
+        sift_status s_ = (x);                                                                                          \
+        if (s_ != SIFT_OK) return s_;                                                                                  \
+    } while (0)
+
+static uint32_t ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+
+/* Tokens per dispatch of matvec.comp; more go to matmul.comp's tiles. */
+#define VK_MATVEC_MAX_T 8u
+
+/* ---- push constants: the C images of the shaders' push_constant blocks ---- */
+
+typedef struct {
+    vk_tref table, ids, out;
+    uint32_t v, e, t0;
+} push_get_rows;
+
+typedef struct {
+    vk_tref x, w, out;
+    uint32_t e;
+    float eps;
+    uint32_t t0;
+} push_rmsnorm;
+
+typedef struct {
+    vk_tref x, w, bias, out;
+    uint32_t k, n, t, has_bias, group0;
+} push_matvec;
+
+typedef struct {
+    vk_tref x, w, bias, out;
+    uint32_t k, n, t, has_bias;
+} push_matmul;
+
+typedef struct {
+    vk_tref x, out, factors;
+    uint64_t freq, n;
+    uint32_t hd, d, n_rot, pos0, neox, has_factors;
+} push_rope;
+
+typedef struct {
+    vk_tref a, b, out;
+    uint64_t n;
+} push_eltwise;
+
+typedef struct {
+    vk_tref src, cache;
+    uint64_t n;
+    uint32_t h, d, ncap, pos0;
+} push_kv_write;
+
+_Static_assert(sizeof(push_matvec) <= VK_PUSH_MAX && sizeof(push_matmul) <= VK_PUSH_MAX &&
+                   sizeof(push_rope) <= VK_PUSH_MAX && sizeof(push_kv_write) <= VK_PUSH_MAX,
+               "push constants exceed 128 bytes");
+
+/* ---- weights ---- */
+
+/* weights.glsl WT of a tensor as stored on the device (an f16 tensor widened to f32 reads as f32). */
+static uint32_t weight_type(const sift_tensor *t)
+{
+    switch (t->dtype) {
+    case SIFT_F16: return vk_tensor_is_f16(t) ? 1u : 0u;
+    case SIFT_BF16: return 2u;
+    case SIFT_Q8_0: return 3u;
+    case SIFT_Q4_0: return 4u;
+    default: return 0u;
+    }
+}
+
+static uint64_t stored_row_bytes(uint32_t wt, uint64_t k)
+{
+    switch (wt) {
+    case 0: return k * 4;
+    case 1:
+    case 2: return k * 2;
+    case 3: return k / 32 * 34;
+    default: return k / 32 * 18;
+    }
+}
+
+/* The weights.glsl constants of a weight tensor with rows of k values: WT and WALIGN. Block types
+ * need an even storage offset (their words are read 2-byte aligned). */
+static sift_status weight_spec(const sift_tensor *w, uint64_t k, const vk_tref *ref, const char *op, uint32_t spec[VK_NSPEC])
+{
+    const uint32_t wt = weight_type(w);
+    spec[VK_SC_M_WT] = wt;
+    if (wt >= 3) {
+        if ((ref->meta & 1u) != 0)
+            return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s: the %s tensor '%s' starts at an odd byte offset", op,
+                                  sift_dtype_name(w->dtype), w->name);
+        spec[VK_SC_M_WALIGN] = 1;
+    } else {
+        const uint64_t rb = stored_row_bytes(wt, k);
+        spec[VK_SC_M_WALIGN] = rb % 16 == 0 && vk_rows_aligned(w);
+    }
+    return SIFT_OK;
+}
+
+/* ---- dispatch shapes ---- */
+
+/* A flat grid of `groups` workgroups: x up to the device limit, the rest in y (shaders flatten
+ * with gl_NumWorkGroups.x). */
+static sift_status dispatch_flat(plan *pl, vk_kernel kernel, const uint32_t spec[VK_NSPEC], const void *push,
+                                 size_t size, uint64_t groups, const char *op)
+{
+    if (groups == 0) return SIFT_OK;
+    const vkb *be = vk_plan_backend(pl);
+    const uint32_t gx = (uint32_t)(groups < be->max_groups[0] ? groups : be->max_groups[0]);
+    const uint64_t gy = (groups + gx - 1) / gx;
+    if (gy > be->max_groups[1])
+        return sift_set_error(SIFT_E_LIMIT, "vulkan: %s over %llu workgroups exceeds the device's grid", op,
+                              (unsigned long long)groups);
+    return vk_dispatch(pl, kernel, spec, push, size, gx, (uint32_t)gy, 1);
+}
+
+/* ---- the ops ---- */
+
+static sift_status plan_get_rows(plan *pl, const sift_node *n)
+{
+    const sift_tensor *table = n->src[0], *ids = n->src[1];
+    const uint32_t t = (uint32_t)ids->shape[0], e = (uint32_t)table->shape[1];
+    if (t == 0 || e == 0) return SIFT_OK;
+    push_get_rows p = {.v = (uint32_t)table->shape[0], .e = e};
+    TRY(vk_tensor_ref(table, &p.table));
+    TRY(vk_tensor_ref(ids, &p.ids));
+    TRY(vk_tensor_ref(n->dst, &p.out));
+    uint32_t spec[VK_NSPEC] = {0};
+    TRY(weight_spec(table, e, &p.table, "get_rows", spec));
+    const vkb *be = vk_plan_backend(pl);
+    const uint32_t gx = ceil_div(ceil_div(e, 8), 64);
+    for (uint32_t t0 = 0; t0 < t; t0 += be->max_groups[1]) {
+        p.t0 = t0;
+        TRY(vk_dispatch(pl, VK_K_GET_ROWS, spec, &p, sizeof p, gx, min_u32(t - t0, be->max_groups[1]), 1));
+    }
+    return SIFT_OK;
+}
+
+static sift_status plan_rmsnorm(plan *pl, const sift_node *n)
+{
+    const sift_tensor *x = n->src[0];
+    const uint32_t t = (uint32_t)x->shape[0];
+    if (t == 0 || x->shape[1] == 0) return SIFT_OK;
+    push_rmsnorm p = {.e = (uint32_t)x->shape[1], .eps = n->p.eps};
+    TRY(vk_tensor_ref(x, &p.x));
+    TRY(vk_tensor_ref(n->src[1], &p.w));
+    TRY(vk_tensor_ref(n->dst, &p.out));
+    const uint32_t spec[VK_NSPEC] = {0};
+    const vkb *be = vk_plan_backend(pl);
+    for (uint32_t t0 = 0; t0 < t; t0 += be->max_groups[0]) {
+        p.t0 = t0;
+        TRY(vk_dispatch(pl, VK_K_RMSNORM, spec, &p, sizeof p, min_u32(t - t0, be->max_groups[0]), 1, 1));
+    }
+    return SIFT_OK;
+}
+
+/* out [T][N] = x [T][K] w [N][K]^T (+ bias). T <= VK_MATVEC_MAX_T: matvec.comp, R rows per workgroup,
+ * the workgroup's invocations over K (decode: the weights streamed once, at bandwidth); otherwise
+ * matmul.comp's 64 x 64 tiles (each weight read once per 64 tokens). */
+static sift_status plan_matmul(plan *pl, const sift_node *n)
+{
+    const sift_tensor *x = n->src[0], *w = n->src[1], *bias = n->n_src > 2 ? n->src[2] : NULL;
+    const uint32_t t = (uint32_t)x->shape[0], k = (uint32_t)x->shape[1], nout = (uint32_t)w->shape[0];
+    if (t == 0 || nout == 0) return SIFT_OK;
+    const vkb *be = vk_plan_backend(pl);
+    vk_tref xr, wr, br = {0}, outr;
+    TRY(vk_tensor_ref(x, &xr));
+    TRY(vk_tensor_ref(w, &wr));
+    if (bias) TRY(vk_tensor_ref(bias, &br));
+    TRY(vk_tensor_ref(n->dst, &outr));
+    uint32_t spec[VK_NSPEC] = {0};
+    TRY(weight_spec(w, k, &wr, "matmul", spec));
+    spec[VK_SC_M_XALIGN] = k % 4 == 0 && vk_rows_aligned(x);
+    const bool quant = spec[VK_SC_M_WT] >= 3;
+
+    if (t > VK_MATVEC_MAX_T) {
+        push_matmul p = {.x = xr, .w = wr, .bias = br, .out = outr, .k = k, .n = nout, .t = t, .has_bias = bias != NULL};
+        const uint32_t gx = ceil_div(nout, 64), gy = ceil_div(t, 64);
+        return vk_dispatch(pl, VK_K_MATMUL, spec, &p, sizeof p, gx, gy, 1);
+    }
+    /* rows per workgroup: more rows share each x load (most useful for the block types, whose units
+     * are small), but keep >= 1024 workgroups; R * NT <= 16 sums per invocation */
+    uint32_t r = quant ? 4 : 2;
+    while (r > 1 && r * t > 16) r /= 2;
+    while (r > 1 && ceil_div(nout, r) < 1024) r /= 2;
+    /* invocations per workgroup: about two units (16 values) each or more */
+    const uint32_t units = k / 8;
+    uint32_t wgs = units >= 1024 ? 256 : units >= 256 ? 128 : 64;
+    if (wgs < be->subgroup) wgs = be->subgroup;
+    spec[VK_SC_M_WGS] = wgs;
+    spec[VK_SC_M_NT] = t;
+    spec[VK_SC_M_R] = r;
+    spec[VK_SC_M_U] = 2;
+    push_matvec p = {.x = xr, .w = wr, .bias = br, .out = outr, .k = k, .n = nout, .t = t, .has_bias = bias != NULL};
+    const uint32_t groups = ceil_div(nout, r);
+    for (uint32_t g0 = 0; g0 < groups; g0 += be->max_groups[0]) {
+        p.group0 = g0;
+        TRY(vk_dispatch(pl, VK_K_MATVEC, spec, &p, sizeof p, min_u32(groups - g0, be->max_groups[0]), 1, 1));
+    }
+    return SIFT_OK;
+}
+
+static sift_status plan_rope(plan *pl, const sift_node *n)
+{
+    const sift_tensor *x = n->src[0], *factors = n->n_src > 1 ? n->src[1] : NULL;
+    const uint64_t count = (uint64_t)x->shape[0] * (uint64_t)x->shape[1] * (uint64_t)x->shape[2];
+    if (count == 0) return SIFT_OK;
+    const int n_rot = n->p.rope.n_rot, half = n_rot / 2;
+    /* the frequencies, computed as the CPU reference computes them */
+    float freq[64];
+    if (half > 64) return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: rope: n_rot = %d (at most 128)", n_rot);
+    for (int i = 0; i < half; i++) freq[i] = powf(n->p.rope.base, -2.0f * (float)i / (float)n_rot);
+    const VkDeviceSize off = vk_scratch_take(pl, (VkDeviceSize)half * 4);
+    TRY(vk_scratch_update(pl, off, freq, (size_t)half * 4));
+    push_rope p = {.freq = vk_scratch_addr(pl, off),
+                   .n = count,
+                   .hd = (uint32_t)(x->shape[1] * x->shape[2]),
+                   .d = (uint32_t)x->shape[2],
+                   .n_rot = (uint32_t)n_rot,
+                   .pos0 = (uint32_t)n->p.pos0,
+                   .neox = n->p.rope.mode == SIFT_ROPE_NEOX,
+                   .has_factors = factors != NULL};
+    TRY(vk_tensor_ref(x, &p.x));
+    TRY(vk_tensor_ref(n->dst, &p.out));
+    if (factors) TRY(vk_tensor_ref(factors, &p.factors));
+    const uint32_t spec[VK_NSPEC] = {0};
+    return dispatch_flat(pl, VK_K_ROPE, spec, &p, sizeof p, (count + 255) / 256, "rope");
+}
+
+static sift_status plan_eltwise(plan *pl, const sift_node *n)
+{
+    push_eltwise p = {.n = n->dst->nbytes / 4};
+    TRY(vk_tensor_ref(n->src[0], &p.a));
+    TRY(vk_tensor_ref(n->src[1], &p.b));
+    TRY(vk_tensor_ref(n->dst, &p.out));
+    uint32_t spec[VK_NSPEC] = {0};
+    spec[VK_SC_M_MODE] = n->op == SIFT_OP_SWIGLU;
+    return dispatch_flat(pl, VK_K_ELTWISE, spec, &p, sizeof p, (p.n + 255) / 256, sift_op_name(n->op));
+}
+
+static sift_status plan_kv_write(plan *pl, const sift_node *n)
+{
+    const sift_tensor *src = n->src[0], *cache = n->dst;
+    const uint64_t count = (uint64_t)src->shape[0] * (uint64_t)src->shape[1] * (uint64_t)src->shape[2];
+    if (count == 0) return SIFT_OK;
+    push_kv_write p = {.h = (uint32_t)src->shape[1],
+                       .d = (uint32_t)src->shape[2],
+                       .ncap = (uint32_t)cache->shape[1],
+                       .pos0 = (uint32_t)n->p.pos0};
+    TRY(vk_tensor_ref(src, &p.src));
+    TRY(vk_tensor_ref(cache, &p.cache));
+    uint32_t spec[VK_NSPEC] = {0};
+    uint32_t mode = cache->dtype == SIFT_F32 ? 0u : vk_tensor_is_f16(cache) ? 1u : 2u;
+    if (mode == 1) {
+        if ((p.cache.meta & 3u) != 0)
+            return sift_set_error(SIFT_E_UNSUPPORTED,
+                                  "vulkan: kv_write: the f16 cache '%s' starts 2 bytes past a 4-byte boundary "
+                                  "(the kernel writes pairs of halves as 32-bit words)",
+                                  cache->name);
+        p.d /= 2; /* pairs per row (D is a multiple of 8) */
+        p.n = count / 2;
+    } else {
+        p.n = count;
+    }
+    spec[VK_SC_M_MODE] = mode;
+    return dispatch_flat(pl, VK_K_KV_WRITE, spec, &p, sizeof p, (p.n + 255) / 256, "kv_write");
+}
+
+sift_status vk_plan_model_op(plan *pl, const sift_node *n)
+{
+    switch (n->op) {
+    case SIFT_OP_GET_ROWS: return plan_get_rows(pl, n);
+    case SIFT_OP_RMSNORM: return plan_rmsnorm(pl, n);
+    case SIFT_OP_MATMUL: return plan_matmul(pl, n);
+    case SIFT_OP_ROPE: return plan_rope(pl, n);
+    case SIFT_OP_SWIGLU:
+    case SIFT_OP_ADD: return plan_eltwise(pl, n);
+    case SIFT_OP_KV_WRITE: return plan_kv_write(pl, n);
+    default:
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: the Vulkan backend does not implement op '%s' yet",
+                              sift_op_name(n->op));
+    }
+}

@@ -1,0 +1,62 @@
+#version 460
+// kv_write: cache[h][pos0 + t] = src[t][h] (src f32 [T][Hkv][D], cache [Hkv][Ncap][D]). MODE 0: f32
+// cache, copied bit for bit; MODE 1: f16 cache, two values per 32-bit word (the cache's offset is a
+// multiple of 4 bytes and D is even), rounded to nearest even exactly as sift_float_to_half; MODE 2:
+// an f16 cache stored as f32 (devices without 16-bit storage): the same rounding, stored widened.
+// Invocation e of the flattened grid writes element e (MODE 1: elements 2e and 2e + 1).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(constant_id = 7) const uint MODE = 0;
+
+layout(local_size_x = 256) in;
+
+layout(push_constant) uniform PC {
+    TRef src;        // f32 [T][Hkv][D]
+    TRef cache;      // [Hkv][Ncap][D]
+    uint64_t n;      // elements to write (MODE 1: pairs)
+    uint H;          // Hkv
+    uint D;          // values per row (MODE 1: pairs per row)
+    uint ncap;
+    uint pos0;
+} pc;
+
+// backend.h sift_float_to_half, bit for bit.
+uint half_bits(float f)
+{
+    const uint x = floatBitsToUint(f);
+    const uint sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return sign | (ax > 0x7f800000u ? 0x7e00u : 0x7c00u);
+    if (ax >= 0x477ff000u) return sign | 0x7c00u;
+    if (ax < 0x38800000u) { // subnormal half: round(|f| * 2^24) to nearest even, in integers
+        const uint e = ax >> 23;
+        if (e < 102u) return sign; // below 2^-25: rounds to zero
+        const uint m = (ax & 0x7fffffu) | 0x800000u, sh = 126u - e; // |f| * 2^24 = m / 2^sh, sh in 14..24
+        uint q = m >> sh;
+        const uint rem = m & ((1u << sh) - 1u), halfway = 1u << (sh - 1u);
+        if (rem > halfway || (rem == halfway && (q & 1u) != 0u)) q++;
+        return sign | q;
+    }
+    uint h = (((ax >> 23) - 112u) << 10) | ((ax & 0x7fffffu) >> 13);
+    const uint rem = ax & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u) != 0u)) h++;
+    return sign | h;
+}
+
+void main()
+{
+    const uint64_t e = (uint64_t(gl_WorkGroupID.y) * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 256ul + gl_LocalInvocationIndex;
+    if (e >= pc.n) return;
+    const uint j = uint(e % pc.D);
+    const uint64_t r = e / pc.D; // source row t * H + h
+    const uint h = uint(r % pc.H), t = uint(r / pc.H);
+    const uint64_t dst = (uint64_t(h) * pc.ncap + pc.pos0 + t) * pc.D + j;
+    if (MODE == 1u) {
+        const float a = ld_f32(pc.src, 2ul * e), b = ld_f32(pc.src, 2ul * e + 1ul);
+        U32Ref(taddr(pc.cache, dst * 4ul)).v = half_bits(a) | (half_bits(b) << 16);
+    } else if (MODE == 2u) {
+        st_f32(pc.cache, dst, unpackHalf2x16(half_bits(ld_f32(pc.src, e))).x);
+    } else {
+        st_u32(pc.cache, dst, ld_u32(pc.src, e));
+    }
+}
