@@ -10,6 +10,8 @@
  *   SIFT_VULKAN_CHUNK_BYTES=<2^n>  split tensors into chunks of at most this many bytes (>= 4096;
  *                                  for testing the split-tensor path on small devices)
  *   SIFT_VULKAN_F16_AS_F32=1       store f16 tensors as f32, as on a device without 16-bit storage
+ *   SIFT_VULKAN_ALL_BARRIERS=1     a barrier before every step of a graph, not only where one node
+ *                                  depends on another (vk_graph.c node_barriers)
  */
 #include "vk_internal.h"
 

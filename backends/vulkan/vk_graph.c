@@ -207,6 +207,7 @@ typedef struct vk_cache {
     vk_step *steps;
     int n_steps, cap_steps;
     int *node_first;           /* node i runs steps [node_first[i], node_first[i + 1]) */
+    bool *node_barrier;        /* node i must wait for the nodes before it (see node_barriers) */
     vk_buf scratch;
     unsigned char *blob;       /* the data of STEP_UPDATE steps */
     size_t blob_used, blob_cap;
@@ -564,8 +565,53 @@ void vk_graph_release(void *p, sift_graph *g)
     free(gc->blob);
     free(gc->steps);
     free(gc->node_first);
+    free(gc->node_barrier);
     free(gc);
     g->backend_cache = NULL;
+}
+
+/* Which nodes need a barrier before their first step. Untimed recordings put one only where a node
+ * touches memory that a node since the last barrier wrote, or writes memory that one read or wrote
+ * (storage ranges, views included, compared conservatively); a node's own steps are always separated,
+ * and each node's scratch is its own. So the Q, K and V projections of a layer run together, as do
+ * gate and up, and the two RoPEs. SIFT_VULKAN_ALL_BARRIERS=1 puts a barrier before every step. (Neither
+ * lavapipe, which runs dispatches in order, nor synchronization validation, which does not see
+ * buffer-device-address accesses, can catch a missing barrier: the analysis must be right.) */
+typedef struct access {
+    const void *storage;
+    size_t begin, end;
+    bool write;
+} access;
+
+static bool overlaps(const access *a, const sift_tensor *t)
+{
+    return a->storage == t->impl && a->begin < t->offset + t->nbytes && t->offset < a->end;
+}
+
+static sift_status node_barriers(const sift_graph *g, bool *need)
+{
+    const char *env = getenv("SIFT_VULKAN_ALL_BARRIERS");
+    const bool all = env && *env && strcmp(env, "0") != 0;
+    access *pend = malloc(((size_t)g->n_nodes * (SIFT_NODE_MAX_SRC + 1) + 1) * sizeof *pend);
+    if (!pend) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
+    int np = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const sift_node *n = &g->nodes[i];
+        bool hazard = i == 0;
+        for (int a = 0; a < np && !hazard; a++) {
+            if (overlaps(&pend[a], n->dst)) hazard = true; /* write after read or write */
+            for (int j = 0; j < n->n_src && !hazard; j++)
+                if (n->src[j] && pend[a].write && overlaps(&pend[a], n->src[j])) hazard = true; /* read after write */
+        }
+        need[i] = hazard || all;
+        if (hazard) np = 0;
+        for (int j = 0; j < n->n_src; j++)
+            if (n->src[j])
+                pend[np++] = (access){n->src[j]->impl, n->src[j]->offset, n->src[j]->offset + n->src[j]->nbytes, false};
+        pend[np++] = (access){n->dst->impl, n->dst->offset, n->dst->offset + n->dst->nbytes, true};
+    }
+    free(pend);
+    return SIFT_OK;
 }
 
 static sift_status build(vkb *be, sift_graph *g, vk_cache *gc)
@@ -573,7 +619,9 @@ static sift_status build(vkb *be, sift_graph *g, vk_cache *gc)
     gc->version = g->version;
     gc->n_nodes = g->n_nodes;
     gc->node_first = calloc((size_t)g->n_nodes + 1, sizeof *gc->node_first);
-    if (!gc->node_first) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
+    gc->node_barrier = calloc((size_t)g->n_nodes + 1, sizeof *gc->node_barrier);
+    if (!gc->node_first || !gc->node_barrier) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
+    TRY(node_barriers(g, gc->node_barrier));
     plan pl = {.be = be, .gc = gc, .emit = false};
     for (int i = 0; i < g->n_nodes; i++) TRY(plan_node(&pl, &g->nodes[i]));
     TRY(vk_buf_create(be, pl.used, false, &gc->scratch, "the scratch buffer of a graph"));
@@ -614,19 +662,24 @@ static sift_status record(vkb *be, vk_cache *gc, bool timed)
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     VkResult r = be->vk.vkBeginCommandBuffer(cb, &bi);
     if (r != VK_SUCCESS) return vk_fail(r, "vkBeginCommandBuffer");
+    /* the scratch updates first: their data is fixed, and the first node's barrier covers them */
+    for (int s = 0; s < gc->n_steps; s++)
+        if (gc->steps[s].kind == STEP_UPDATE)
+            be->vk.vkCmdUpdateBuffer(cb, gc->scratch.buf, gc->steps[s].fill_off, gc->steps[s].fill_size,
+                                     gc->blob + gc->steps[s].blob_off);
     if (timed) {
         be->vk.vkCmdResetQueryPool(cb, gc->queries, 0, (uint32_t)gc->n_nodes + 1);
         be->vk.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, gc->queries, 0);
     }
     VkPipeline bound = VK_NULL_HANDLE;
     for (int i = 0; i < gc->n_nodes; i++) {
+        bool first = true;
         for (int s = gc->node_first[i]; s < gc->node_first[i + 1]; s++) {
             const vk_step *st = &gc->steps[s];
-            if (st->kind == STEP_UPDATE) { /* fresh scratch: no barrier before; the next step's follows */
-                be->vk.vkCmdUpdateBuffer(cb, gc->scratch.buf, st->fill_off, st->fill_size, gc->blob + st->blob_off);
-                continue;
-            }
-            vk_barrier(be, cb);
+            if (st->kind == STEP_UPDATE) continue; /* recorded above */
+            /* timed recordings keep every barrier, so that each node's time is its own */
+            if (timed || !first || gc->node_barrier[i]) vk_barrier(be, cb);
+            first = false;
             if (st->kind == STEP_FILL) {
                 be->vk.vkCmdFillBuffer(cb, gc->scratch.buf, st->fill_off, st->fill_size, 0);
                 continue;

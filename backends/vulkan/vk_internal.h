@@ -152,8 +152,8 @@ uint64_t vk_scratch_addr(const plan *pl, VkDeviceSize off);
 /* one dispatch of a kernel with its specialization and push constants */
 sift_status vk_dispatch(plan *pl, vk_kernel kernel, const uint32_t spec[VK_NSPEC], const void *push, size_t push_size,
                         uint32_t gx, uint32_t gy, uint32_t gz);
-/* writes size bytes (a multiple of 4, at most 65536) into the scratch buffer at off on every run
- * before the next dispatch */
+/* writes size bytes (a multiple of 4, at most 65536) into the scratch buffer at off at the start of
+ * every run (data fixed when the graph is planned) */
 sift_status vk_scratch_update(plan *pl, VkDeviceSize off, const void *data, size_t size);
 /* get_rows, rmsnorm, matmul, rope, swiglu, add, kv_write (vk_model.c) */
 sift_status vk_plan_model_op(plan *pl, const sift_node *n);
