@@ -18,6 +18,7 @@ static void usage(FILE *f)
           "  logits       write a model's per-step logits as JSON lines (for tests)\n"
           "  bench-attn   time one layer's decode attention, dense vs the selection pipeline, per stage\n"
           "  bench-decode time a model's decode steps at long contexts, dense vs selected attention\n"
+          "  bench-ops    time each transformer op alone (matmul per weight type, decode and prefill)\n"
           "  devices      list the backends and the device each one would use\n"
           "  help         this text; 'sift <command> --help' for a command's options\n",
           f);
@@ -575,6 +576,198 @@ static int bench_decode(int argc, char **argv)
     return s == SIFT_OK ? 0 : 1;
 }
 
+/* ---- bench-ops: each transformer op alone, at a model's shapes ---- */
+
+typedef struct {
+    const char *label;
+    sift_tensor *in[4];
+    sift_tensor *out;
+    double flops;
+} op_case;
+
+static void op_case_free(op_case *c)
+{
+    for (int i = 0; i < 4; i++) sift_tensor_destroy(c->in[i]);
+    sift_tensor_destroy(c->out);
+}
+
+static sift_status new_random(sift_context *ctx, sift_dtype t, int ndim, const int64_t *shape, uint64_t seed,
+                              sift_tensor **out)
+{
+    sift_status s = sift_tensor_create(ctx, t, ndim, shape, out);
+    if (s == SIFT_OK) s = fill_random(*out, seed);
+    /* block types: every scale an f16 of moderate size (fill_random's bits may be NaN) */
+    if (s == SIFT_OK && (t == SIFT_Q8_0 || t == SIFT_Q4_0)) {
+        const size_t bb = t == SIFT_Q8_0 ? 34 : 18, blocks = sift_tensor_nbytes(*out) / bb;
+        const uint16_t scale = 0x2000; /* 2^-7 */
+        for (size_t b = 0; b < blocks && s == SIFT_OK; b += 4096) {
+            unsigned char buf[4096 * 34];
+            const size_t n = blocks - b < 4096 ? blocks - b : 4096;
+            s = sift_tensor_read(*out, b * bb, buf, n * bb);
+            for (size_t i = 0; i < n; i++) memcpy(buf + i * bb, &scale, 2);
+            if (s == SIFT_OK) s = sift_tensor_write(*out, b * bb, buf, n * bb);
+        }
+    }
+    return s;
+}
+
+static int bench_ops(int argc, char **argv)
+{
+    const char *backend = NULL, *shape = "8b";
+    int64_t repeat = 20, prefill = 512;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = val != NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: sift bench-ops [options]\n"
+                   "\n"
+                   "Times each transformer op alone on random data with device timestamps, at the shapes of\n"
+                   "Llama-3.1-8B (--shape 8b: 4096 wide, 14336 hidden, vocabulary 128256, 32/8 heads of 128)\n"
+                   "or a small model (--shape small: 512 wide, 1536 hidden, vocabulary 4096, 8/2 heads of 64):\n"
+                   "the matmuls of a layer and the logits for every weight type, for one token (decode) and for\n"
+                   "a prefill chunk, and the other ops. Prints the median time, the effective bandwidth (the\n"
+                   "bytes the op must move at least, over its time) and, for prefill matmuls, GFLOP/s.\n"
+                   "\n"
+                   "options:\n"
+                   "  --backend B     cpu, vulkan or cuda (default: cuda if present, else vulkan, else cpu)\n"
+                   "  --shape S       8b or small (default 8b)\n"
+                   "  --prefill T     tokens of the prefill cases (default 512)\n"
+                   "  --repeat R      timed repeats (default 20, after 3 warm-ups)\n");
+            return 0;
+        } else if (!strcmp(a, "--backend")) backend = val;
+        else if (!strcmp(a, "--shape")) ok = val && (!strcmp(val, "8b") || !strcmp(val, "small")), shape = val;
+        else if (!strcmp(a, "--prefill")) ok = parse_i64(val, &prefill) && prefill >= 1 && prefill <= 65536;
+        else if (!strcmp(a, "--repeat")) ok = parse_i64(val, &repeat) && repeat >= 1 && repeat <= 100000;
+        else {
+            fprintf(stderr, "sift bench-ops: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "sift bench-ops: %s needs a valid value\n", a);
+            return 2;
+        }
+        i++;
+    }
+    const bool big = !strcmp(shape, "8b");
+    const int64_t e = big ? 4096 : 512, ff = big ? 14336 : 1536, vocab = big ? 128256 : 4096;
+    const int64_t hq = big ? 32 : 8, hkv = big ? 8 : 2, d = big ? 128 : 64;
+    sift_context *ctx = NULL;
+    sift_status s = open_backend(backend, &ctx);
+    if (s != SIFT_OK) {
+        fprintf(stderr, "sift bench-ops: %s\n", sift_last_error());
+        return 1;
+    }
+    printf("sift bench-ops  on %s\nshapes: %s (E %lld, FF %lld, vocab %lld, %lld/%lld heads of %lld); prefill %lld tokens; "
+           "median of %lld\n\n%-44s %10s %10s %10s\n",
+           sift_context_device_name(ctx), shape, (long long)e, (long long)ff, (long long)vocab, (long long)hq,
+           (long long)hkv, (long long)d, (long long)prefill, (long long)repeat, "op", "us", "GB/s", "GFLOP/s");
+    const sift_dtype wtypes[] = {SIFT_F16, SIFT_Q8_0, SIFT_Q4_0, SIFT_BF16, SIFT_F32};
+    /* (K, N) of the layer's matmuls and the logits */
+    const int64_t mm[][2] = {{e, e}, {e, e / 4}, {e, ff}, {ff, e}, {e, vocab}};
+    const char *mm_names[] = {"q/o", "k/v", "gate/up", "down", "logits"};
+    for (int phase = 0; phase < 2 && s == SIFT_OK; phase++) {
+        const int64_t t = phase ? prefill : 1;
+        for (int wi = 0; wi < 5 && s == SIFT_OK; wi++) {
+            if (phase && wi > 2) break; /* prefill: f16, q8_0, q4_0 */
+            for (int mi = 0; mi < 5 && s == SIFT_OK; mi++) {
+                const int64_t k = mm[mi][0], n = mm[mi][1];
+                if (wtypes[wi] == SIFT_F32 && mi == 4 && big) continue; /* 2 GB */
+                op_case c = {0};
+                char label[64];
+                snprintf(label, sizeof label, "matmul %-7s %-5s [%lld][%lld] x [%lld]^T", mm_names[mi],
+                         sift_dtype_name(wtypes[wi]), (long long)t, (long long)k, (long long)n);
+                sift_graph *g = NULL;
+                s = new_random(ctx, SIFT_F32, 2, (int64_t[]){t, k}, 1, &c.in[0]);
+                if (s == SIFT_OK) s = new_random(ctx, wtypes[wi], 2, (int64_t[]){n, k}, 2, &c.in[1]);
+                if (s == SIFT_OK) s = sift_tensor_create(ctx, SIFT_F32, 2, (int64_t[]){t, n}, &c.out);
+                if (s == SIFT_OK) s = sift_graph_create(ctx, &g);
+                if (s == SIFT_OK) s = sift_op_matmul(g, c.in[0], c.in[1], NULL, c.out);
+                bench_result r = {0};
+                if (s == SIFT_OK) s = time_graph(g, (int)repeat, &r);
+                if (s == SIFT_OK)
+                    printf("%-44s %10.1f %10.1f %10.0f\n", label, r.us[0], r.bytes[0] / (r.us[0] * 1e3),
+                           2.0 * (double)t * (double)k * (double)n / (r.us[0] * 1e3));
+                fflush(stdout);
+                sift_graph_destroy(g);
+                op_case_free(&c);
+            }
+        }
+    }
+    /* the other ops of a layer, decode and prefill */
+    for (int phase = 0; phase < 2 && s == SIFT_OK; phase++) {
+        const int64_t t = phase ? prefill : 1, cap = prefill + 16;
+        for (int op = 0; op < 7 && s == SIFT_OK; op++) {
+            op_case c = {0};
+            sift_graph *g = NULL;
+            char label[64];
+            s = sift_graph_create(ctx, &g);
+            switch (op) {
+            case 0:
+                snprintf(label, sizeof label, "get_rows q8_0 [%lld] of [%lld][%lld]", (long long)t, (long long)vocab, (long long)e);
+                if (s == SIFT_OK) s = new_random(ctx, SIFT_Q8_0, 2, (int64_t[]){vocab, e}, 3, &c.in[0]);
+                if (s == SIFT_OK) s = sift_tensor_create(ctx, SIFT_I32, 1, (int64_t[]){t}, &c.in[1]);
+                for (int64_t i = 0; s == SIFT_OK && i < t; i++) {
+                    const int32_t id = (int32_t)((i * 7919) % vocab);
+                    s = sift_tensor_write(c.in[1], (size_t)i * 4, &id, 4);
+                }
+                if (s == SIFT_OK) s = sift_tensor_create(ctx, SIFT_F32, 2, (int64_t[]){t, e}, &c.out);
+                if (s == SIFT_OK) s = sift_op_get_rows(g, c.in[0], c.in[1], c.out);
+                break;
+            case 1:
+                snprintf(label, sizeof label, "rmsnorm [%lld][%lld]", (long long)t, (long long)e);
+                if (s == SIFT_OK) s = new_random(ctx, SIFT_F32, 2, (int64_t[]){t, e}, 4, &c.in[0]);
+                if (s == SIFT_OK) s = new_random(ctx, SIFT_F32, 1, (int64_t[]){e}, 5, &c.in[1]);
+                if (s == SIFT_OK) s = sift_tensor_create(ctx, SIFT_F32, 2, (int64_t[]){t, e}, &c.out);
+                if (s == SIFT_OK) s = sift_op_rmsnorm(g, c.in[0], c.in[1], 1e-5f, c.out);
+                break;
+            case 2: {
+                snprintf(label, sizeof label, "rope [%lld][%lld][%lld]", (long long)t, (long long)hq, (long long)d);
+                const sift_rope_params rp = {.n_rot = (int)d, .base = 500000.0f, .mode = SIFT_ROPE_ADJACENT};
+                if (s == SIFT_OK) s = new_random(ctx, SIFT_F32, 3, (int64_t[]){t, hq, d}, 6, &c.in[0]);
+                if (s == SIFT_OK) s = sift_tensor_create(ctx, SIFT_F32, 3, (int64_t[]){t, hq, d}, &c.out);
+                if (s == SIFT_OK) s = sift_op_rope(g, c.in[0], 8, NULL, &rp, c.out);
+                break;
+            }
+            case 3:
+            case 4:
+                snprintf(label, sizeof label, "%s [%lld][%lld]", op == 3 ? "swiglu" : "add", (long long)t,
+                         (long long)(op == 3 ? ff : e));
+                if (s == SIFT_OK) s = new_random(ctx, SIFT_F32, 2, (int64_t[]){t, op == 3 ? ff : e}, 7, &c.in[0]);
+                if (s == SIFT_OK) s = new_random(ctx, SIFT_F32, 2, (int64_t[]){t, op == 3 ? ff : e}, 8, &c.in[1]);
+                if (s == SIFT_OK) s = sift_tensor_create(ctx, SIFT_F32, 2, (int64_t[]){t, op == 3 ? ff : e}, &c.out);
+                if (s == SIFT_OK)
+                    s = op == 3 ? sift_op_swiglu(g, c.in[0], c.in[1], c.out) : sift_op_add(g, c.in[0], c.in[1], c.out);
+                break;
+            case 5:
+                snprintf(label, sizeof label, "kv_write [%lld][%lld][%lld] f16", (long long)t, (long long)hkv, (long long)d);
+                if (s == SIFT_OK) s = new_random(ctx, SIFT_F32, 3, (int64_t[]){t, hkv, d}, 9, &c.in[0]);
+                if (s == SIFT_OK) s = sift_tensor_create(ctx, SIFT_F16, 3, (int64_t[]){hkv, cap, d}, &c.out);
+                if (s == SIFT_OK) s = sift_op_kv_write(g, c.in[0], 8, c.out);
+                break;
+            default:
+                snprintf(label, sizeof label, "causal_attend T=%lld at 0, %lld/%lld heads f16", (long long)t,
+                         (long long)hq, (long long)hkv);
+                if (s == SIFT_OK) s = new_random(ctx, SIFT_F32, 3, (int64_t[]){t, hq, d}, 10, &c.in[0]);
+                if (s == SIFT_OK) s = new_random(ctx, SIFT_F16, 3, (int64_t[]){hkv, cap, d}, 11, &c.in[1]);
+                if (s == SIFT_OK) s = new_random(ctx, SIFT_F16, 3, (int64_t[]){hkv, cap, d}, 12, &c.in[2]);
+                if (s == SIFT_OK) s = sift_tensor_create(ctx, SIFT_F32, 3, (int64_t[]){t, hq, d}, &c.out);
+                if (s == SIFT_OK)
+                    s = sift_op_causal_attend(g, c.in[0], c.in[1], c.in[2], 0, 1.0f / sqrtf((float)d), c.out);
+                break;
+            }
+            bench_result r = {0};
+            if (s == SIFT_OK) s = time_graph(g, (int)repeat, &r);
+            if (s == SIFT_OK) printf("%-44s %10.1f %10.1f\n", label, r.us[0], r.bytes[0] / (r.us[0] * 1e3));
+            fflush(stdout);
+            sift_graph_destroy(g);
+            op_case_free(&c);
+        }
+    }
+    if (s != SIFT_OK) fprintf(stderr, "sift bench-ops: %s\n", sift_last_error());
+    sift_context_destroy(ctx);
+    return s == SIFT_OK ? 0 : 1;
+}
+
 static int devices(void)
 {
     for (int b = 0; b < SIFT_BACKEND_COUNT; b++) {
@@ -604,6 +797,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "bench-attn")) return bench_attn(argc - 2, argv + 2);
     if (!strcmp(cmd, "run")) return run_model(argc - 2, argv + 2, false);
     if (!strcmp(cmd, "bench-decode")) return bench_decode(argc - 2, argv + 2);
+    if (!strcmp(cmd, "bench-ops")) return bench_ops(argc - 2, argv + 2);
     if (!strcmp(cmd, "logits")) return run_model(argc - 2, argv + 2, true);
     if (!strcmp(cmd, "devices")) return devices();
     fprintf(stderr, "sift: unknown command '%s'\n\n", cmd);
