@@ -2,21 +2,22 @@
 // matmul for many tokens (prefill): out[t][n] = dot(x[t], w[n]) (+ bias[n]), w in any weight type
 // (weights.glsl), activations and sums in f32.
 //
-// Grid (tiles of BN = 64 rows of w, tiles of BM = 64 tokens); 256 invocations. K goes in steps of
-// BK = 32 (one q8_0 / q4_0 block per row): each step stages x [64][32] and w [64][32] (dequantized,
-// value = q * d as in the CPU reference) in shared memory, k-major, and every invocation accumulates
-// a 4 x 4 block of outputs (4 tokens x 4 consecutive rows) over the step. The next step's tiles are
-// loaded from memory into registers while the current one is computed, so each weight is read once
-// per 64 tokens.
+// Grid (tiles of BN rows of w, tiles of BM = 64 tokens); 256 invocations. BN is 64, or 32 or 16 when
+// the grid would not fill the GPU otherwise (few tokens, few rows). K goes in steps of BK = 32 (one
+// q8_0 / q4_0 block per row): each step stages x [64][32] and w [BN][32] (dequantized, value = q * d
+// as in the CPU reference) in shared memory, k-major, and every invocation accumulates 4 tokens x
+// TN = BN / 16 consecutive rows over the step. The next step's tiles are loaded from memory into
+// registers while the current one is computed, so each weight is read once per 64 tokens.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "weights.glsl"
 
 layout(constant_id = 5) const bool XALIGN = true; // x rows 16-byte aligned (K % 4 == 0)
+layout(constant_id = 3) const uint BN = 64;       // rows per tile: 64, 32 or 16
 
 layout(local_size_x = 256) in;
 
-const uint BM = 64u, BN = 64u, BK = 32u, PAD = 4u;
+const uint BM = 64u, BK = 32u, PAD = 4u, TN = BN / 16u;
 
 layout(push_constant) uniform PC {
     TRef x;          // f32 [T][K]
@@ -36,19 +37,20 @@ void main()
 {
     const uint tid = gl_LocalInvocationIndex;
     const uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
-    // loading: invocation tid stages 8 values (one unit) of token row lm and of weight row ln
+    // loading: invocation tid stages 8 values (one unit) of token row lm and (tid < 4 * BN) of weight row ln
     const uint lm = tid / 4u, ln = tid / 4u, lu = tid % 4u;
+    const bool wload = ln < BN;
     const uint xrow = min(m0 + lm, pc.T - 1u);
     const bool xok = m0 + lm < pc.T;
     const uint64_t rb = (pc.w.meta & META_OFFSET_MASK) + uint64_t(min(n0 + ln, pc.N - 1u)) * w_row_bytes(pc.K);
-    // computing: a 4 x 4 block, tokens tm * 4 .. + 3 and rows tn * 4 .. + 3
+    // computing: tokens tm * 4 .. + 3 and rows tn * TN .. + TN - 1
     const uint tn = tid % 16u, tm = tid / 16u;
 
     const uint steps = (pc.K + BK - 1u) / BK;
     vec4 xl, xh;
     WUnit wu;
-    float acc[16];
-    [[unroll]] for (uint i = 0u; i < 16u; i++) acc[i] = 0.0;
+    float acc[4u * TN];
+    [[unroll]] for (uint i = 0u; i < 4u * TN; i++) acc[i] = 0.0;
 
     // registers <- step s
     #define LOAD_STEP(s)                                                                                         \
@@ -70,7 +72,7 @@ void main()
         }                                                                                                        \
         wu.a = uvec4(0u);                                                                                        \
         wu.b = uvec4(0u);                                                                                        \
-        if (k < pc.K) wu = w_load(pc.w, rb, k / 8u, pc.K);                                                       \
+        if (wload && k < pc.K) wu = w_load(pc.w, rb, k / 8u, pc.K);                                              \
     }
 
     LOAD_STEP(0u)
@@ -87,27 +89,36 @@ void main()
             [[unroll]] for (uint i = 0u; i < 4u; i++) {
                 sh_x[lu * 8u + i][lm / 4u][lm % 4u] = xl[i];
                 sh_x[lu * 8u + 4u + i][lm / 4u][lm % 4u] = xh[i];
-                sh_w[lu * 8u + i][ln / 4u][ln % 4u] = lo[i];
-                sh_w[lu * 8u + 4u + i][ln / 4u][ln % 4u] = hi[i];
             }
+            if (wload)
+                [[unroll]] for (uint i = 0u; i < 4u; i++) {
+                    sh_w[lu * 8u + i][ln / 4u][ln % 4u] = lo[i];
+                    sh_w[lu * 8u + 4u + i][ln / 4u][ln % 4u] = hi[i];
+                }
         }
         barrier();
         if (s + 1u < steps) LOAD_STEP(s + 1u)
         [[unroll]] for (uint k = 0u; k < BK; k++) {
-            const vec4 a = sh_x[k][tm], b = sh_w[k][tn];
+            const vec4 a = sh_x[k][tm];
+            vec4 b;
+            if (TN == 4u) {
+                b = sh_w[k][tn];
+            } else {
+                [[unroll]] for (uint j = 0u; j < TN; j++) b[j] = sh_w[k][(tn * TN + j) / 4u][(tn * TN + j) % 4u];
+            }
             [[unroll]] for (uint i = 0u; i < 4u; i++)
-                [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i * 4u + j] += a[i] * b[j];
+                [[unroll]] for (uint j = 0u; j < TN; j++) acc[i * TN + j] += a[i] * b[j];
         }
     }
 
-    [[unroll]] for (uint j = 0u; j < 4u; j++) {
-        const uint n = n0 + tn * 4u + j;
+    [[unroll]] for (uint j = 0u; j < TN; j++) {
+        const uint n = n0 + tn * TN + j;
         if (n >= pc.N) continue;
         float b = 0.0;
         if (pc.has_bias != 0u) b = ld_f32(pc.bias, n);
         [[unroll]] for (uint i = 0u; i < 4u; i++) {
             const uint t = m0 + tm * 4u + i;
-            if (t < pc.T) st_f32(pc.out_, uint64_t(t) * pc.N + n, acc[i * 4u + j] + b);
+            if (t < pc.T) st_f32(pc.out_, uint64_t(t) * pc.N + n, acc[i * TN + j] + b);
         }
     }
 }

@@ -180,10 +180,14 @@ int main(void)
         set_out(&c, SIFT_F32, 2, t, e, 0);
         run_case(bs, nb, &c);
     }
-    const int64_t mm_shapes[][3] = {{1, 64, 172}, {7, 256, 1000}, {1, 4096, 1024}, {33, 512, 300}, {2, 32, 1}};
-    for (int si = 0; si < 5; si++)
+    /* [T][K] x [N]: 5 .. 7 cover the tiles of prefill matmuls (64, 32 and 16 rows on Vulkan); K = 172
+     * and 20 (float types only) rows that are not whole vectors or blocks */
+    const int64_t mm_shapes[][3] = {{1, 64, 172}, {7, 256, 1000}, {1, 4096, 1024}, {33, 512, 300}, {2, 32, 1},
+                                    {130, 96, 20000}, {100, 256, 4096}, {70, 160, 300}, {70, 172, 300}, {3, 20, 9}};
+    for (int si = 0; si < 10; si++)
         for (int ti = 0; ti < 5; ti++) {
             const int64_t t = mm_shapes[si][0], k = mm_shapes[si][1], n = mm_shapes[si][2];
+            if (k % 32 != 0 && (wtypes[ti] == SIFT_Q8_0 || wtypes[ti] == SIFT_Q4_0)) continue;
             const bool bias = (si + ti) % 2 == 1;
             mcase c = {.op = M_MATMUL, .n_in = 3, .has = {1, 1, bias}, .bound = wtypes[ti] == SIFT_F32 ? 1e-7 : 5e-4};
             snprintf(c.name, sizeof c.name, "matmul   [%lld][%lld] x %s [%lld][%lld]%s", (long long)t, (long long)k,

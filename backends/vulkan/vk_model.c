@@ -19,6 +19,9 @@ static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
 /* Tokens per dispatch of matvec.comp; more go to matmul.comp's tiles. */
 #define VK_MATVEC_MAX_T 8u
+/* matmul.comp's tiles shrink (64, 32, 16 rows) while its grid would have fewer workgroups than this
+ * (two per SM of a large GPU). */
+#define VK_MATMUL_GROUPS 256u
 
 /* ---- push constants: the C images of the shaders' push_constant blocks ---- */
 
@@ -186,8 +189,11 @@ static sift_status plan_matmul(plan *pl, const sift_node *n)
 
     if (t > VK_MATVEC_MAX_T) {
         push_matmul p = {.x = xr, .w = wr, .bias = br, .out = outr, .k = k, .n = nout, .t = t, .has_bias = bias != NULL};
-        const uint32_t gx = ceil_div(nout, 64), gy = ceil_div(t, 64);
-        return vk_dispatch(pl, VK_K_MATMUL, spec, &p, sizeof p, gx, gy, 1);
+        /* tiles of 64 rows, or 32 or 16 while the grid would have fewer than VK_MATMUL_GROUPS workgroups */
+        uint32_t bn = 64;
+        while (bn > 16 && (uint64_t)ceil_div(nout, bn) * ceil_div(t, 64) < VK_MATMUL_GROUPS) bn /= 2;
+        spec[VK_SC_M_R] = bn;
+        return vk_dispatch(pl, VK_K_MATMUL, spec, &p, sizeof p, ceil_div(nout, bn), ceil_div(t, 64), 1);
     }
     /* rows per workgroup: more rows share each x load (most useful for the block types, whose units
      * are small), but keep >= 1024 workgroups; R * NT <= 16 sums per invocation */
