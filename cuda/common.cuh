@@ -91,8 +91,13 @@ __device__ __forceinline__ void load_pv(const float *p, float (&x)[4])
 // ---- cp.async (sm_80+) ----------------------------------------------------------------------
 // Copies 16 bytes global -> shared asynchronously; with valid == false writes 16 zero bytes and
 // reads nothing (src must still be a mapped address; callers pass a row of the tensor).
+// cp_async16_n copies the first n (0..16) bytes of the chunk and zero-fills the rest (reads no
+// byte past gmem + n); cp_async16_l1 is cp_async16 through L1 (.ca: for data many blocks of a
+// multiprocessor read, such as the activations of a matrix-vector product).
 #ifdef SIFT_CUDA_EMU
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) { sift_emu::cp_async16(smem, gmem, valid); }
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) { sift_emu::cp_async16(smem, gmem, valid ? 16 : 0); }
+__device__ __forceinline__ void cp_async16_n(void *smem, const void *gmem, int n) { sift_emu::cp_async16(smem, gmem, n); }
+__device__ __forceinline__ void cp_async16_l1(void *smem, const void *gmem) { sift_emu::cp_async16(smem, gmem, 16); }
 __device__ __forceinline__ void cp_async_commit() { sift_emu::cp_async_commit(); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { sift_emu::cp_async_wait(N); }
 #else
@@ -101,6 +106,16 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool va
     const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
     const int n = valid ? 16 : 0;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async16_n(void *smem, const void *gmem, int n)
+{
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async16_l1(void *smem, const void *gmem)
+{
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }

@@ -26,6 +26,8 @@
 #ifndef __launch_bounds__
 #define __launch_bounds__(...)
 #endif
+#undef __grid_constant__
+#define __grid_constant__
 
 namespace sift_emu {
 
@@ -40,7 +42,8 @@ void syncthreads();
 uint64_t warp_exchange(uint64_t mine, int src_lane); // every lane of the warp calls; returns src's value
 uint32_t warp_ballot(bool p);
 uint32_t warp_match_any(uint64_t v);
-void cp_async16(void *dst, const void *src, bool valid);
+void cp_async16(void *dst, const void *src, int n); // n bytes of src, zeros after
+bool readable(const void *p, size_t n);             // inside one cudaMalloc'd block
 void cp_async_commit();
 void cp_async_wait(int n);
 cudaError_t launch_impl(const void *fn, dim3 grid, dim3 block, size_t smem, cudaStream_t st,
@@ -75,6 +78,7 @@ template <typename T> T from_bits(uint64_t b)
 #define gridDim (sift_emu::cur().gdim)
 
 inline void __syncthreads() { sift_emu::syncthreads(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { (void)sift_emu::warp_ballot(true); } // a barrier of the whole warp
 template <typename T> inline T __shfl_xor_sync(unsigned, T v, int o)
 {
     const int lane = (int)(sift_emu::linear_tid() & 31);
@@ -96,6 +100,24 @@ template <typename T> inline unsigned __match_any_sync(unsigned, T v) { return s
 inline int __popc(int x) { return __builtin_popcount((unsigned)x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 inline unsigned __float_as_uint(float f) { return sift_emu::to_bits(f) & 0xffffffffu; }
+inline float __uint_as_float(unsigned u) { return sift_emu::from_bits<float>((uint64_t)u); }
+inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned sh)
+{
+    const uint64_t v = ((uint64_t)hi << 32) | lo;
+    return (unsigned)(v >> (sh > 32 ? 32 : sh));
+}
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s)
+{
+    const uint64_t v = ((uint64_t)y << 32) | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; i++) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+    return r;
+}
+// IEEE single operations without contraction (the host compiler does not contract across calls)
+inline float __fmul_rn(float a, float b) { volatile float r = a * b; return r; }
+inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
+inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
+inline float __fdiv_rn(float a, float b) { volatile float r = a / b; return r; }
 inline float __int_as_float(int i) { return sift_emu::from_bits<float>((uint64_t)(uint32_t)i); }
 template <typename T> inline T __ldg(const T *p) { return *p; }
 inline unsigned atomicAdd(unsigned *p, unsigned v)

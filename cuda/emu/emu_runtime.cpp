@@ -19,7 +19,7 @@ struct Pending {
     int group;
     void *dst;
     const void *src;
-    bool valid;
+    int n; // bytes read from src; the rest of the 16 are zero
 };
 
 struct Thread {
@@ -91,8 +91,8 @@ void warp_barrier()
 
 void complete(Pending &p)
 {
-    if (p.valid) memcpy(p.dst, p.src, 16);
-    else memset(p.dst, 0, 16);
+    if (p.n) memcpy(p.dst, p.src, (size_t)p.n);
+    memset(static_cast<char *>(p.dst) + p.n, 0, (size_t)(16 - p.n));
 }
 
 } // namespace
@@ -152,13 +152,15 @@ uint32_t warp_match_any(uint64_t v)
     return m;
 }
 
-void cp_async16(void *dst, const void *src, bool valid)
+void cp_async16(void *dst, const void *src, int n)
 {
     const unsigned char *d = static_cast<unsigned char *>(dst);
     if (d < dynamic_smem() || d + 16 > dynamic_smem() + smem_size) die("cp.async outside the dynamic shared memory");
-    if ((uintptr_t)dst % 16 || (valid && (uintptr_t)src % 16)) die("cp.async of a misaligned 16-byte chunk");
+    if (n < 0 || n > 16) die("cp.async of a source size outside 0..16");
+    if ((uintptr_t)dst % 16 || (n && (uintptr_t)src % 16)) die("cp.async of a misaligned 16-byte chunk");
+    if (n && !readable(src, (size_t)n)) die("cp.async reads outside every allocation");
     Thread &t = threads[(size_t)current];
-    Pending p{t.committed, dst, src, valid};
+    Pending p{t.committed, dst, src, n};
     if (late_cpasync) t.pend.push_back(p);
     else complete(p);
 }
@@ -310,6 +312,17 @@ struct Alloc {
 };
 std::map<void *, Alloc> allocs;
 } // namespace
+
+// [p, p + n) lies inside one cudaMalloc'd block (the exact size asked for, not the rounding).
+bool sift_emu::readable(const void *p, size_t n)
+{
+    const char *c = static_cast<const char *>(p);
+    auto it = allocs.upper_bound(const_cast<char *>(c));
+    if (it == allocs.begin()) return false;
+    --it;
+    const char *b = static_cast<const char *>(it->first);
+    return c >= b && c + n <= b + it->second.size;
+}
 
 extern "C" {
 
