@@ -13,7 +13,13 @@
 // p * V with o spread over the block as (up to 4 heads) x (4 elements of D) x (row subset) per
 // thread. At the end the row subsets are summed and (o, m, l) of the split is written; a merge
 // kernel combines the splits with the log-sum-exp rule. Dense attention is the same kernel with
-// the identity index list.
+// the identity index list; causal attention (prefill) too, with T queries per head, query t over
+// positions [0, pos0 + t]: grid x covers (token, split), a block's range is cut at its token's end.
+//
+// Head dimensions: the kernels are built for D = 64 and 128; any other multiple of 8 (up to 128)
+// runs the next one up with each row zero-padded in shared memory (q, K and V alike: the padding
+// adds nothing to a dot product and its outputs are not written). Global memory is read only for
+// the real D elements.
 #include "common.cuh"
 
 namespace sift_cuda {
@@ -43,16 +49,24 @@ template <typename T, int D, int GC> constexpr size_t attend_smem(int stages)
            (size_t)stages * C::TR * sizeof(int);
 }
 
-// q rows hbase .. hbase+GC-1 (those < hcount) in the QK lane layout; absent heads are 0.
-// Scalar loads: q may be a view at any 4-byte offset.
+// q rows hbase .. hbase+GC-1 (those < hcount) in the QK lane layout; absent heads and the padding
+// past the real row length d are 0. Staged through `buf` (GC * D floats of shared memory that
+// nothing else uses yet): coalesced scalar loads (q may be a view at any 4-byte offset), then each
+// lane's elements at fixed offsets. Every thread of the block calls it.
 template <typename T, int D, int GC>
-__device__ __forceinline__ void load_q(const float *q, int hbase, int hcount, int r, float (&qr)[GC][8])
+__device__ __forceinline__ void load_q(const float *q, int d, int hbase, int hcount, int r, float (&qr)[GC][8],
+                                       float *buf)
 {
+    for (int e = (int)threadIdx.x; e < GC * D; e += NT) {
+        const int h = e / D, c = e % D;
+        buf[e] = h < hcount && c < d ? __ldg(q + (int64_t)(hbase + h) * d + c) : 0.0f;
+    }
+    __syncthreads();
 #pragma unroll
     for (int h = 0; h < GC; h++)
 #pragma unroll
-        for (int i = 0; i < 8; i++)
-            qr[h][i] = h < hcount ? __ldg(q + (int64_t)(hbase + h) * D + qk_elem<T, D>(r, i)) : 0.0f;
+        for (int i = 0; i < 8; i++) qr[h][i] = buf[h * D + qk_elem<T, D>(r, i)];
+    __syncthreads(); // buf is reused
 }
 
 // The positions behind the rows this thread copies in one tile: entries tb .. tb+TR-1 of the
@@ -74,8 +88,10 @@ __device__ __forceinline__ void load_positions(int32_t (&pos)[Tile<T, D>::CPT], 
 
 // Enqueues the copies of one tile of K (and V) rows of KV head g into ks (vs), the rows at the
 // positions from load_positions. Rows past the end or with a position outside [0, ncap) are
-// zero-filled and flagged 0 in spos (if given). Each thread copies CPT chunks of 16 bytes;
-// consecutive threads, consecutive chunks of a row.
+// zero-filled and flagged 0 in spos (if given). Chunks past the real row length (kv.d elements, a
+// whole number of chunks) of a row padded to D are never written: zero_padding zeroed them in K
+// once, and in V they only reach outputs that are not written. Each thread copies CPT chunks of
+// 16 bytes; consecutive threads, consecutive chunks of a row (the same column in every tile).
 template <typename T, int D, bool WITH_V>
 __device__ __forceinline__ void issue_tile(unsigned char *ks, unsigned char *vs, int *spos, const T *kb, const T *vb,
                                            const sift_cuda_kv &kv, int g, const int32_t (&pos)[Tile<T, D>::CPT],
@@ -83,9 +99,12 @@ __device__ __forceinline__ void issue_tile(unsigned char *ks, unsigned char *vs,
 {
     using C = Tile<T, D>;
     constexpr int E = 16 / (int)sizeof(T);
+    static_assert(NT % C::CPR == 0, "a thread copies the same column of every row it copies");
+    const int col = (int)threadIdx.x % C::CPR;
+    if (col * E >= kv.d) return; // padding: not copied
 #pragma unroll
     for (int i = 0; i < C::CPT; i++) {
-        const int c = (int)threadIdx.x + i * NT, row = c / C::CPR, col = c % C::CPR;
+        const int c = (int)threadIdx.x + i * NT, row = c / C::CPR;
         const bool ok = pos[i] >= 0 && (int64_t)pos[i] < kv.ncap;
         const int64_t p = ok ? pos[i] : 0;
         const T *kr = kv_row(kb, kv.stride0, kv.stride1, g, p) + col * E;
@@ -99,6 +118,23 @@ __device__ __forceinline__ void issue_tile(unsigned char *ks, unsigned char *vs,
             else copy16_elements(vd, vr, ok);
         }
         if (spos && col == 0) spos[row] = ok ? 1 : 0;
+    }
+}
+
+// Zeroes the padding columns (elements d .. D-1) of every row of the K tiles of all stages, once
+// before the pipeline starts: issue_tile never writes them, so they stay 0 (and q is 0 there too).
+template <typename T, int D>
+__device__ __forceinline__ void zero_padding(unsigned char *smem, int stages, size_t stage_stride, int d)
+{
+    using C = Tile<T, D>;
+    constexpr int E = 16 / (int)sizeof(T);
+    const int c0 = d / E; // first padding chunk of a row
+    if (c0 >= C::CPR) return;
+    const int per_row = C::CPR - c0, total = stages * C::TR * per_row;
+    for (int i = (int)threadIdx.x; i < total; i += NT) {
+        const int s = i / (C::TR * per_row), r = i % (C::TR * per_row);
+        *reinterpret_cast<uint4 *>(smem + (size_t)s * stage_stride + (r / per_row) * C::RB + (c0 + r % per_row) * 16) =
+            make_uint4(0u, 0u, 0u, 0u);
     }
 }
 
@@ -158,7 +194,8 @@ __global__ void __launch_bounds__(NT, 2) score_kernel(const sift_cuda_score a, c
     const bool aligned = a.aligned != 0;
 
     float qr[GC][8];
-    load_q<T, D, GC>(a.q, hbase, hcount, lane % C::LPR, qr);
+    load_q<T, D, GC>(a.q, a.kv.d, hbase, hcount, lane % C::LPR, qr, reinterpret_cast<float *>(smem));
+    zero_padding<T, D>(smem, stages, TILE_BYTES, a.kv.d);
 
     int32_t pos[C::CPT];
     for (int s = 0; s < stages - 1; s++) {
@@ -207,14 +244,20 @@ __global__ void __launch_bounds__(NT, 2) attend_kernel(const sift_cuda_attend a,
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = (int)blockIdx.y, G = a.hq / a.kv.hkv;
     const int hbase = g * G + (int)blockIdx.z * GC, hcount = min(GC, G - (int)blockIdx.z * GC);
-    const int64_t beg = (int64_t)blockIdx.x * a.split_len, end = min(a.n, beg + a.split_len);
-    const int ntiles = (int)((end - beg + C::TR - 1) / C::TR);
+    // blockIdx.x = token * splits + split; one token except for causal attention, whose token t
+    // attends to positions [0, pos0 + t]
+    const int tok = (int)blockIdx.x / a.splits;
+    const int64_t n_tok = a.causal ? min(a.n, a.pos0 + tok + 1) : a.n;
+    const int64_t beg = (int64_t)((int)blockIdx.x - tok * a.splits) * a.split_len, end = min(n_tok, beg + a.split_len);
+    const int ntiles = end > beg ? (int)((end - beg + C::TR - 1) / C::TR) : 0;
     const T *kb = static_cast<const T *>(a.kv.k), *vb = static_cast<const T *>(a.kv.v);
     const int32_t *idx = a.idx ? a.idx + (a.idx_lists == 1 ? (int64_t)0 : (int64_t)g * a.n) : nullptr;
     const bool aligned = a.aligned != 0;
 
     float qr[GC][8];
-    load_q<T, D, GC>(a.q, hbase, hcount, lane % C::LPR, qr);
+    load_q<T, D, GC>(a.q + (int64_t)tok * a.hq * a.kv.d, a.kv.d, hbase, hcount, lane % C::LPR, qr,
+                     reinterpret_cast<float *>(smem));
+    zero_padding<T, D>(smem, stages, 2 * TILE_BYTES, a.kv.d);
     // PV: thread owns heads hp0 .. hp0+HP-1 and elements lv*4 .. lv*4+3 of rows sub + i*NSP.
     constexpr int HP = GC < 4 ? GC : 4;         // heads per thread
     constexpr int HG = GC / HP;                 // head groups (the block is split between them)
@@ -329,17 +372,21 @@ __global__ void __launch_bounds__(NT, 2) attend_kernel(const sift_cuda_attend a,
 #pragma unroll
         for (int j = 0; j < 4; j++) RED[(sub * GC + hp0 + h) * D + lv * 4 + j] = o[h][j];
     __syncthreads();
+    // partials of query row (token, head), [split][tokens * hq]
+    const int d = a.kv.d, tk = (int)blockIdx.x / a.splits;
+    const int64_t prow = ((int64_t)((int)blockIdx.x - tk * a.splits) * a.tokens + tk) * a.hq + hbase;
     for (int e = tid; e < GC * D; e += NT) {
-        const int h = e / D, d = e % D;
+        const int h = e / D, c = e % D;
         float sum = 0.0f;
 #pragma unroll 4
-        for (int s = 0; s < NSP; s++) sum += RED[(s * GC + h) * D + d];
-        if (h < hcount) part_o[((int64_t)blockIdx.x * a.hq + hbase + h) * D + d] = sum;
+        for (int s = 0; s < NSP; s++) sum += RED[(s * GC + h) * D + c];
+        if (h < hcount && c < d) part_o[(prow + h) * d + c] = sum;
     }
-    if (warp < hcount && lane == 0) part_ml[(int64_t)blockIdx.x * a.hq + hbase + warp] = make_float2(m_run, l_run);
+    if (warp < hcount && lane == 0) part_ml[prow + warp] = make_float2(m_run, l_run);
 }
 
 // out[h] = sum_s o_s * exp(m_s - M) / sum_s l_s * exp(m_s - M), M = max_s m_s; 0 if nothing was valid.
+// One block per query row h (a head; for causal attention, a (token, head) pair), hq rows.
 __global__ void __launch_bounds__(128) attend_merge(const float *part_o, const float2 *part_ml, int splits, int hq,
                                                     int d, float *out)
 {
@@ -397,10 +444,11 @@ template <typename T, int D> KernelInfo pick_gc(bool attend, int gc)
     }
 }
 
+// D <= 64 runs the 64 kernels, 64 < D <= 128 the 128 ones (rows zero-padded to the kernel's D).
 static KernelInfo kernel_info(bool attend, int f16, int d, int gc)
 {
-    if (f16) return d == 64 ? pick_gc<__half, 64>(attend, gc) : pick_gc<__half, 128>(attend, gc);
-    return d == 64 ? pick_gc<float, 64>(attend, gc) : pick_gc<float, 128>(attend, gc);
+    if (f16) return d <= 64 ? pick_gc<__half, 64>(attend, gc) : pick_gc<__half, 128>(attend, gc);
+    return d <= 64 ? pick_gc<float, 64>(attend, gc) : pick_gc<float, 128>(attend, gc);
 }
 
 // Heads per block for a group of G query heads: 1, 2, 4 or 8 (G > 8 is split into chunks of 8).
@@ -506,11 +554,12 @@ extern "C" cudaError_t sift_cuda_attend_plan(const sift_cuda_device *dev, sift_c
     a->splits = 0;
     a->split_len = 0;
     a->scratch_bytes = 0;
-    if (a->n <= 0) return cudaSuccess;
+    if (a->n <= 0 || a->tokens <= 0) return cudaSuccess;
     const KernelInfo k = kernel_info(true, a->kv.f16, a->kv.d, gc);
-    cudaError_t e = plan_splits(dev, k, a->kv.hkv * a->chunks, a->n, &a->splits, &a->split_len);
+    cudaError_t e = plan_splits(dev, k, a->kv.hkv * a->chunks * a->tokens, a->n, &a->splits, &a->split_len);
     if (e != cudaSuccess) return e;
-    const size_t rows = (size_t)a->splits * (size_t)a->hq;
+    if ((int64_t)a->splits * a->tokens > INT32_MAX) return cudaErrorInvalidConfiguration;
+    const size_t rows = (size_t)a->splits * (size_t)a->tokens * (size_t)a->hq;
     a->scratch_bytes = rows * (size_t)a->kv.d * sizeof(float) + rows * sizeof(float2);
     return cudaSuccess;
 }
@@ -519,14 +568,16 @@ extern "C" cudaError_t sift_cuda_attend_launch(const sift_cuda_device *dev, cons
                                                cudaStream_t st)
 {
     const int d = a->kv.d;
+    const int rows = a->tokens * a->hq; // query rows (the backend keeps T * Hq below 2^30)
+    if (rows <= 0) return cudaSuccess;
     if (a->n <= 0 || a->splits <= 0) // an empty list attends to nothing: zeros
-        return cudaMemsetAsync(a->out, 0, (size_t)a->hq * (size_t)d * sizeof(float), st);
+        return cudaMemsetAsync(a->out, 0, (size_t)rows * (size_t)d * sizeof(float), st);
     const KernelInfo k = kernel_info(true, a->kv.f16, d, heads_per_block(a->hq / a->kv.hkv));
-    const size_t rows = (size_t)a->splits * (size_t)a->hq;
+    const size_t parts = (size_t)a->splits * (size_t)rows;
     float *part_o = static_cast<float *>(scratch);
-    float2 *part_ml = reinterpret_cast<float2 *>(part_o + rows * (size_t)d);
-    const dim3 grid((unsigned)a->splits, (unsigned)a->kv.hkv, (unsigned)a->chunks);
+    float2 *part_ml = reinterpret_cast<float2 *>(part_o + parts * (size_t)d);
+    const dim3 grid((unsigned)a->splits * (unsigned)a->tokens, (unsigned)a->kv.hkv, (unsigned)a->chunks);
     cudaError_t e = launch(k.attend, grid, dim3(NT), smem_for(k, dev->stages), st, *a, dev->stages, part_o, part_ml);
     if (e != cudaSuccess) return e;
-    return launch(attend_merge, dim3((unsigned)a->hq), dim3(128), 0, st, part_o, part_ml, a->splits, a->hq, d, a->out);
+    return launch(attend_merge, dim3((unsigned)rows), dim3(128), 0, st, part_o, part_ml, a->splits, rows, d, a->out);
 }

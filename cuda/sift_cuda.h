@@ -88,16 +88,19 @@ cudaError_t sift_cuda_select_plan(const sift_cuda_device *dev, sift_cuda_select 
 cudaError_t sift_cuda_select_reset(const sift_cuda_select *a, void *scratch, cudaStream_t st);
 cudaError_t sift_cuda_select_launch(const sift_cuda_select *a, void *scratch, cudaStream_t st);
 
-/* ---- gather_attend / dense_attend ----------------------------------------------------------- */
+/* ---- gather_attend / dense_attend / causal_attend -------------------------------------------- */
 typedef struct sift_cuda_attend {
-    const float *q;          /* [hq][d] */
+    const float *q;          /* [tokens][hq][d] */
     sift_cuda_kv kv;
     const int32_t *idx;      /* [lists][n], or NULL for dense: positions [0, n) */
     int idx_lists;           /* 1 (shared) or hkv */
-    int64_t n;               /* list length (dense: n_ctx) */
+    int64_t n;               /* list length (dense: n_ctx; causal: pos0 + tokens) */
     int hq;
+    int tokens;              /* queries per head: 1, or T for causal attention (may be 0) */
+    int causal;              /* token t attends to positions [0, pos0 + t] only */
+    int64_t pos0;
     float scale;
-    float *out;              /* [hq][d] */
+    float *out;              /* [tokens][hq][d] */
     /* plan */
     int chunks, splits;
     int64_t split_len;

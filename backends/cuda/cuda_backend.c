@@ -209,17 +209,24 @@ static sift_status plan_node(const cuda_backend *b, const sift_node *n, int i, c
         break;
     }
     case SIFT_OP_GATHER_ATTEND:
-    case SIFT_OP_DENSE_ATTEND: {
+    case SIFT_OP_DENSE_ATTEND:
+    case SIFT_OP_CAUSAL_ATTEND: {
         sift_cuda_attend *a = &pl->u.attend;
-        const bool gather = n->op == SIFT_OP_GATHER_ATTEND;
+        const bool gather = n->op == SIFT_OP_GATHER_ATTEND, causal = n->op == SIFT_OP_CAUSAL_ATTEND;
         a->q = data(n->src[0]);
         a->kv = kv_of(n->src[1], n->src[2]);
         a->idx = gather ? data(n->src[3]) : NULL;
         a->idx_lists = gather ? (int)n->src[3]->shape[0] : 1;
-        a->n = gather ? n->src[3]->shape[1] : n->p.n_ctx;
-        a->hq = (int)n->src[0]->shape[0];
+        a->tokens = causal ? (int)n->src[0]->shape[0] : 1;
+        a->hq = (int)n->src[0]->shape[causal ? 1 : 0];
+        a->causal = causal;
+        a->pos0 = causal ? n->p.pos0 : 0;
+        a->n = gather ? n->src[3]->shape[1] : causal ? n->p.pos0 + n->src[0]->shape[0] : n->p.n_ctx;
         a->scale = n->p.scale;
         a->out = data(n->dst);
+        if (causal && n->src[0]->shape[0] * n->src[0]->shape[1] > INT32_MAX / 2)
+            return sift_set_error(SIFT_E_LIMIT, "cuda: node %d: causal_attend of %lld tokens x %lld heads is too large", i,
+                                  (long long)n->src[0]->shape[0], (long long)n->src[0]->shape[1]);
         e = sift_cuda_attend_plan(&b->dev, a);
         need = a->scratch_bytes;
         break;
@@ -296,7 +303,8 @@ static sift_status launch_node(cuda_backend *b, cuda_cache *c, const sift_graph 
     case SIFT_OP_VOTE: e = sift_cuda_vote_launch(&pl->u.vote, scratch, b->stream); break;
     case SIFT_OP_SELECT: e = sift_cuda_select_launch(&pl->u.select, scratch, b->stream); break;
     case SIFT_OP_GATHER_ATTEND:
-    case SIFT_OP_DENSE_ATTEND: e = sift_cuda_attend_launch(&b->dev, &pl->u.attend, scratch, b->stream); break;
+    case SIFT_OP_DENSE_ATTEND:
+    case SIFT_OP_CAUSAL_ATTEND: e = sift_cuda_attend_launch(&b->dev, &pl->u.attend, scratch, b->stream); break;
     default:
         return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: op '%s' is not implemented by the CUDA backend", i,
                               sift_op_name(n->op));
