@@ -111,6 +111,89 @@ cudaError_t sift_cuda_attend_plan(const sift_cuda_device *dev, sift_cuda_attend 
 cudaError_t sift_cuda_attend_launch(const sift_cuda_device *dev, const sift_cuda_attend *a, void *scratch,
                                     cudaStream_t st);
 
+/* ---- transformer ops ------------------------------------------------------------------------ */
+
+/* Weight element types (ggml block layouts for the quantized ones, see engine/quant.h). */
+enum { SIFT_CUDA_W_F32 = 0, SIFT_CUDA_W_F16, SIFT_CUDA_W_BF16, SIFT_CUDA_W_Q8_0, SIFT_CUDA_W_Q4_0 };
+
+/* get_rows: out[t] = row ids[t] of table [rows][e] as f32 (zeros for an id outside [0, rows)). */
+typedef struct sift_cuda_get_rows {
+    const void *table;
+    int wtype;
+    int64_t rows, e;
+    size_t row_bytes;
+    const int32_t *ids;      /* [t] */
+    int64_t t;
+    float *out;              /* [t][e] */
+} sift_cuda_get_rows;
+cudaError_t sift_cuda_get_rows_launch(const sift_cuda_get_rows *a, cudaStream_t st);
+
+/* rmsnorm: out[t] = x[t] * (1 / sqrt(mean(x[t]^2) + eps)) * w. */
+typedef struct sift_cuda_rmsnorm {
+    const float *x, *w;
+    float *out;
+    int64_t rows, e;
+    float eps;
+} sift_cuda_rmsnorm;
+cudaError_t sift_cuda_rmsnorm_launch(const sift_cuda_rmsnorm *a, cudaStream_t st);
+
+/* matmul: out[t][j] = dot(x[t], w[j]) (+ bias[j]); x f32 [t][k], w [n][k] of wtype. */
+typedef struct sift_cuda_matmul {
+    const float *x;
+    const void *w;
+    const float *bias;       /* NULL: none */
+    float *out;
+    int64_t t, k, n;
+    int wtype;
+    size_t row_bytes;        /* bytes of one row of w */
+    /* plan */
+    int path;                /* SIFT_CUDA_MM_*: nothing to do, matrix-vector (T = 1), tiled */
+    int rows_per_block;      /* matrix-vector: rows of w per block (8, 4, 2 or 1) */
+    int mv_u;                /* matrix-vector: weight groups per lane and pipeline stage */
+    size_t smem;             /* matrix-vector: dynamic shared memory per block */
+} sift_cuda_matmul;
+enum { SIFT_CUDA_MM_NONE = 0, SIFT_CUDA_MM_VEC, SIFT_CUDA_MM_TILED };
+/* Raises the matrix-vector kernels' dynamic shared memory limit (once, after sift_cuda_init). */
+cudaError_t sift_cuda_matmul_init(const sift_cuda_device *dev);
+cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, sift_cuda_matmul *a);
+cudaError_t sift_cuda_matmul_launch(const sift_cuda_matmul *a, cudaStream_t st);
+
+/* rope of x [t][h][d] into out; pair i of the first n_rot elements turns by
+ * theta = (pos0 + t) * freq[i] / factors[i]. freq[i] = base^(-2i / n_rot) comes from the host (the
+ * CPU reference's powf, so both backends turn by the same angles). */
+#define SIFT_CUDA_ROPE_MAX_PAIRS 64
+typedef struct sift_cuda_rope {
+    const float *x;
+    const float *factors;    /* [n_rot / 2] or NULL */
+    float *out;
+    int64_t t;
+    int h, d, n_rot, neox;
+    int64_t pos0;
+    float freq[SIFT_CUDA_ROPE_MAX_PAIRS];
+} sift_cuda_rope;
+cudaError_t sift_cuda_rope_launch(const sift_cuda_rope *a, cudaStream_t st);
+
+/* add: out = a + b; swiglu: out = a / (1 + exp(-a)) * b; n elements. */
+typedef struct sift_cuda_eltwise {
+    const float *a, *b;
+    float *out;
+    int64_t n;
+    int swiglu;
+} sift_cuda_eltwise;
+cudaError_t sift_cuda_eltwise_launch(const sift_cuda_eltwise *a, cudaStream_t st);
+
+/* kv_write: cache[h][pos0 + t] = src[t][h] (src f32 [t][h][d]; cache f16, rounded to nearest
+ * even as sift_float_to_half rounds, or f32). */
+typedef struct sift_cuda_kv_write {
+    const float *src;
+    void *cache;
+    int f16;
+    int64_t t;
+    int h, d;
+    int64_t stride0, stride1, pos0; /* cache strides in elements */
+} sift_cuda_kv_write;
+cudaError_t sift_cuda_kv_write_launch(const sift_cuda_kv_write *a, cudaStream_t st);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,7 @@
 #include "cuda/sift_cuda.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,12 @@ typedef struct cuda_plan {
         sift_cuda_vote vote;
         sift_cuda_select select;
         sift_cuda_attend attend;
+        sift_cuda_get_rows get_rows;
+        sift_cuda_rmsnorm rmsnorm;
+        sift_cuda_matmul matmul;
+        sift_cuda_rope rope;
+        sift_cuda_eltwise eltwise;
+        sift_cuda_kv_write kv_write;
     } u;
     size_t scratch_off;
 } cuda_plan;
@@ -163,6 +170,17 @@ static sift_cuda_kv kv_of(const sift_tensor *k, const sift_tensor *v)
     return kv;
 }
 
+static int weight_type(sift_dtype t)
+{
+    switch (t) {
+    case SIFT_F16: return SIFT_CUDA_W_F16;
+    case SIFT_BF16: return SIFT_CUDA_W_BF16;
+    case SIFT_Q8_0: return SIFT_CUDA_W_Q8_0;
+    case SIFT_Q4_0: return SIFT_CUDA_W_Q4_0;
+    default: return SIFT_CUDA_W_F32;
+    }
+}
+
 static sift_status plan_node(const cuda_backend *b, const sift_node *n, int i, cuda_plan *pl, size_t *scratch)
 {
     cudaError_t e = cudaSuccess;
@@ -229,6 +247,96 @@ static sift_status plan_node(const cuda_backend *b, const sift_node *n, int i, c
                                   (long long)n->src[0]->shape[0], (long long)n->src[0]->shape[1]);
         e = sift_cuda_attend_plan(&b->dev, a);
         need = a->scratch_bytes;
+        break;
+    }
+    case SIFT_OP_GET_ROWS: {
+        sift_cuda_get_rows *a = &pl->u.get_rows;
+        const sift_tensor *table = n->src[0];
+        a->table = data(table);
+        a->wtype = weight_type(table->dtype);
+        a->rows = table->shape[0];
+        a->e = table->shape[1];
+        a->row_bytes = sift_dtype_row_bytes(table->dtype, table->shape[1]);
+        a->ids = data(n->src[1]);
+        a->t = n->src[1]->shape[0];
+        a->out = data(n->dst);
+        if (a->t > 65535)
+            return sift_set_error(SIFT_E_LIMIT, "cuda: node %d: get_rows of %lld ids (at most 65535 per node)", i,
+                                  (long long)a->t);
+        break;
+    }
+    case SIFT_OP_RMSNORM: {
+        sift_cuda_rmsnorm *a = &pl->u.rmsnorm;
+        a->x = data(n->src[0]);
+        a->w = data(n->src[1]);
+        a->out = data(n->dst);
+        a->rows = n->src[0]->shape[0];
+        a->e = n->src[0]->shape[1];
+        a->eps = n->p.eps;
+        if (a->rows > INT32_MAX)
+            return sift_set_error(SIFT_E_LIMIT, "cuda: node %d: rmsnorm of %lld rows", i, (long long)a->rows);
+        break;
+    }
+    case SIFT_OP_MATMUL: {
+        sift_cuda_matmul *a = &pl->u.matmul;
+        const sift_tensor *w = n->src[1];
+        a->x = data(n->src[0]);
+        a->w = data(w);
+        a->bias = n->n_src > 2 && n->src[2] ? data(n->src[2]) : NULL;
+        a->out = data(n->dst);
+        a->t = n->src[0]->shape[0];
+        a->k = n->src[0]->shape[1];
+        a->n = w->shape[0];
+        a->wtype = weight_type(w->dtype);
+        a->row_bytes = sift_dtype_row_bytes(w->dtype, w->shape[1]);
+        e = sift_cuda_matmul_plan(&b->dev, a);
+        if (e == cudaErrorInvalidConfiguration)
+            return sift_set_error(SIFT_E_LIMIT, "cuda: node %d: matmul [%lld][%lld] x [%lld][%lld] exceeds the launch limits",
+                                  i, (long long)a->t, (long long)a->k, (long long)a->n, (long long)a->k);
+        break;
+    }
+    case SIFT_OP_ROPE: {
+        sift_cuda_rope *a = &pl->u.rope;
+        const sift_tensor *x = n->src[0];
+        a->x = data(x);
+        a->factors = n->n_src > 1 && n->src[1] ? data(n->src[1]) : NULL;
+        a->out = data(n->dst);
+        a->t = x->shape[0];
+        a->h = (int)x->shape[1];
+        a->d = (int)x->shape[2];
+        a->n_rot = n->p.rope.n_rot;
+        a->neox = n->p.rope.mode == SIFT_ROPE_NEOX;
+        a->pos0 = n->p.pos0;
+        if (a->n_rot / 2 > SIFT_CUDA_ROPE_MAX_PAIRS)
+            return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: rope with n_rot = %d (the CUDA kernel takes n_rot "
+                                                      "up to %d)",
+                                  i, a->n_rot, 2 * SIFT_CUDA_ROPE_MAX_PAIRS);
+        /* the CPU reference's expression, so that both backends turn by the same angles */
+        for (int j = 0; j < a->n_rot / 2; j++) a->freq[j] = powf(n->p.rope.base, -2.0f * (float)j / (float)a->n_rot);
+        break;
+    }
+    case SIFT_OP_SWIGLU:
+    case SIFT_OP_ADD: {
+        sift_cuda_eltwise *a = &pl->u.eltwise;
+        a->a = data(n->src[0]);
+        a->b = data(n->src[1]);
+        a->out = data(n->dst);
+        a->n = (int64_t)(n->dst->nbytes / sizeof(float));
+        a->swiglu = n->op == SIFT_OP_SWIGLU;
+        break;
+    }
+    case SIFT_OP_KV_WRITE: {
+        sift_cuda_kv_write *a = &pl->u.kv_write;
+        const sift_tensor *src = n->src[0], *cache = n->dst;
+        a->src = data(src);
+        a->cache = data(cache);
+        a->f16 = cache->dtype == SIFT_F16;
+        a->t = src->shape[0];
+        a->h = (int)src->shape[1];
+        a->d = (int)src->shape[2];
+        a->stride0 = cache->stride[0];
+        a->stride1 = cache->stride[1];
+        a->pos0 = n->p.pos0;
         break;
     }
     default:
@@ -305,6 +413,13 @@ static sift_status launch_node(cuda_backend *b, cuda_cache *c, const sift_graph 
     case SIFT_OP_GATHER_ATTEND:
     case SIFT_OP_DENSE_ATTEND:
     case SIFT_OP_CAUSAL_ATTEND: e = sift_cuda_attend_launch(&b->dev, &pl->u.attend, scratch, b->stream); break;
+    case SIFT_OP_GET_ROWS: e = sift_cuda_get_rows_launch(&pl->u.get_rows, b->stream); break;
+    case SIFT_OP_RMSNORM: e = sift_cuda_rmsnorm_launch(&pl->u.rmsnorm, b->stream); break;
+    case SIFT_OP_MATMUL: e = sift_cuda_matmul_launch(&pl->u.matmul, b->stream); break;
+    case SIFT_OP_ROPE: e = sift_cuda_rope_launch(&pl->u.rope, b->stream); break;
+    case SIFT_OP_SWIGLU:
+    case SIFT_OP_ADD: e = sift_cuda_eltwise_launch(&pl->u.eltwise, b->stream); break;
+    case SIFT_OP_KV_WRITE: e = sift_cuda_kv_write_launch(&pl->u.kv_write, b->stream); break;
     default:
         return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: op '%s' is not implemented by the CUDA backend", i,
                               sift_op_name(n->op));
@@ -506,6 +621,7 @@ sift_status sift_backend_cuda_open(void **be, const sift_backend_vtable **vt, ch
         return fail(e, "cudaStreamCreateWithFlags");
     }
     e = sift_cuda_init(device, &b->dev);
+    if (e == cudaSuccess) e = sift_cuda_matmul_init(&b->dev);
     if (e != cudaSuccess) {
         cuda_destroy(b);
         if (e == cudaErrorNotSupported)

@@ -1,0 +1,430 @@
+// matmul: out[t][j] = dot(x[t], w[j]) (+ bias[j]), x f32 [T][K], w [N][K] in f32, f16, bf16, q8_0 or
+// q4_0 (weights.cuh), f32 activations and f32 accumulation throughout (no int8 activations, no
+// tensor cores: every backend must agree with the CPU reference to NMSE 1e-6 per layer).
+//
+// Two kernels:
+//
+// mv_kernel<W>, T = 1 (decode): a matrix-vector product that streams the weights once, at memory
+// bandwidth. A block of 8 warps owns R consecutive rows (R = 8, 4, 2 or 1, fewer where N is small,
+// so that the grid has several blocks per multiprocessor); the warps split K, each running its
+// own 3-stage cp.async pipeline through its slice of shared memory (no block barrier until the
+// final sum). A stage holds, for each of the R rows, a span of U * 32 / R weight groups as raw
+// bytes (16-byte copies of whole aligned chunks, whatever the block layout's alignment), and the
+// matching x values (through L1: every block of the multiprocessor reads the same x), padded by 4
+// floats every 32 so that the lanes' 16-byte reads of different groups fall in different banks.
+// Lane l decodes group (l / R) + i * 32 / R of row l % R: the R lanes of a group read its x
+// values at the same addresses (one broadcast), so x is read from shared memory once per R rows.
+// Groups: f32 4 values (16 bytes), f16 and bf16 8 values (16 bytes), q8_0 and q4_0 one block of 32
+// (34 and 18 bytes at even addresses: read as 32-bit words and realigned with funnel shifts; the
+// int8 and nibble values become floats through the 2^23 bit trick, exactly). Each lane keeps one
+// f32 sum (q blocks: sum of q * x, times the scale); the sums are reduced over the lanes of a row
+// by shuffles and over the warps in shared memory, in a fixed order.
+//
+// gemm_kernel, T > 1 (prefill) and every case mv_kernel does not take (unaligned rows or x): a
+// 64 x 64 output tile per block (64 tokens x 64 rows of w), K in steps of 32 through double-buffered
+// shared memory, 4 x 4 outputs per thread with f32 FMAs. Weights are dequantized to f32 as the
+// tile is stored, so each weight is read once per 64 tokens; consecutive blocks take consecutive
+// token tiles of the same rows, which then come from L2.
+#include "common.cuh"
+#include "weights.cuh"
+
+namespace sift_cuda {
+
+// ---- matrix-vector ------------------------------------------------------------------------------
+
+constexpr int MV_WARPS = NT / 32;
+constexpr int MV_STAGES = 3;
+constexpr int MV_STAGE_BUDGET = 3584; // bytes of weights + x per warp and stage (about 2 KiB of weights)
+
+__host__ __device__ constexpr int fmt_group(int w) // values per group
+{
+    return w == SIFT_CUDA_W_F32 ? 4 : (w == SIFT_CUDA_W_F16 || w == SIFT_CUDA_W_BF16) ? 8 : 32;
+}
+__host__ __device__ constexpr int fmt_group_bytes(int w)
+{
+    return w == SIFT_CUDA_W_Q8_0 ? 34 : w == SIFT_CUDA_W_Q4_0 ? 18 : 16;
+}
+
+// The shared-memory layout of one warp's stage: R rows of rs bytes (the row's span of sg groups,
+// up to 15 bytes of misalignment before it and 4 bytes of over-read after it), then x.
+struct MvLayout {
+    int sg;          // groups per row per stage: u * 32 / R
+    int nch;         // 16-byte chunks copied per row (at most)
+    int rs;          // row stride, bytes
+    int xf;          // floats of x (padded)
+    int stage_bytes; // R * rs + 4 * xf
+};
+
+__host__ __device__ inline MvLayout mv_layout(int wtype, int R, int u)
+{
+    MvLayout L;
+    const int gb = fmt_group_bytes(wtype), g = fmt_group(wtype);
+    L.sg = u * 32 / R;
+    const int span = L.sg * gb;
+    const bool quant = wtype == SIFT_CUDA_W_Q8_0 || wtype == SIFT_CUDA_W_Q4_0;
+    // f32/f16/bf16 spans start 16-byte aligned; q spans anywhere in their first chunk, and the
+    // word reads of their last group pass its end by up to 2 bytes
+    L.nch = quant ? (span + 15 + 15) / 16 : span / 16;
+    int m = quant ? (L.nch * 16 + 4 + 15) / 16 : L.nch;
+    // f32/f16/bf16: rows m * 16 bytes apart with m = 8 / R (mod 8), so that the 16-byte reads of a
+    // quarter warp, (8 / R groups) x (R rows), fall in 8 different bank quads; q: m odd, which
+    // spreads the 32-bit reads of the R rows over the banks
+    if (quant) m |= 1;
+    else
+        while (m % 8 != (8 / R) % 8) m++;
+    L.rs = m * 16;
+    const int xe = L.sg * g;
+    L.xf = xe + 4 * ((xe + 31) / 32);
+    L.stage_bytes = R * L.rs + 4 * L.xf;
+    return L;
+}
+
+// x element e of a stage (e counted from the stage's first value) in the padded layout
+__device__ __forceinline__ int mv_xpos(int e) { return e + 4 * (e >> 5); }
+
+// acc += dot of one group with its x values (x 16-byte aligned in shared memory; w at its byte
+// address in shared memory: 16-byte aligned for f32/f16/bf16, even for q8_0/q4_0).
+template <int W> __device__ __forceinline__ float mv_dot(const unsigned char *w, const float *x, float acc);
+
+template <> __device__ __forceinline__ float mv_dot<SIFT_CUDA_W_F32>(const unsigned char *w, const float *x, float acc)
+{
+    const float4 a = *reinterpret_cast<const float4 *>(w), b = *reinterpret_cast<const float4 *>(x);
+    acc = fmaf(a.x, b.x, acc);
+    acc = fmaf(a.y, b.y, acc);
+    acc = fmaf(a.z, b.z, acc);
+    return fmaf(a.w, b.w, acc);
+}
+
+__device__ __forceinline__ float dot8_words(const uint4 &u, const float *x, float acc, bool bf16)
+{
+    const float4 x0 = *reinterpret_cast<const float4 *>(x), x1 = *reinterpret_cast<const float4 *>(x + 4);
+    const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+    const unsigned wd[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float lo, hi;
+        if (bf16) {
+            lo = __uint_as_float(wd[i] << 16);
+            hi = __uint_as_float(wd[i] & 0xffff0000u);
+        } else {
+            __half2 h;
+            memcpy(static_cast<void *>(&h), &wd[i], 4);
+            const float2 f = __half22float2(h);
+            lo = f.x, hi = f.y;
+        }
+        acc = fmaf(lo, xs[2 * i], acc);
+        acc = fmaf(hi, xs[2 * i + 1], acc);
+    }
+    return acc;
+}
+template <> __device__ __forceinline__ float mv_dot<SIFT_CUDA_W_F16>(const unsigned char *w, const float *x, float acc)
+{
+    return dot8_words(*reinterpret_cast<const uint4 *>(w), x, acc, false);
+}
+template <> __device__ __forceinline__ float mv_dot<SIFT_CUDA_W_BF16>(const unsigned char *w, const float *x, float acc)
+{
+    return dot8_words(*reinterpret_cast<const uint4 *>(w), x, acc, true);
+}
+
+// nw 32-bit words from the word holding byte address w; sh = 8 * (w & 3) (0 or 16: w is even).
+template <int NW> __device__ __forceinline__ unsigned load_words(const unsigned char *w, unsigned (&v)[NW])
+{
+    const uintptr_t a = reinterpret_cast<uintptr_t>(w);
+    const unsigned *p = reinterpret_cast<const unsigned *>(a & ~(uintptr_t)3);
+#pragma unroll
+    for (int i = 0; i < NW; i++) v[i] = p[i];
+    return (unsigned)(a & 3) * 8;
+}
+
+template <> __device__ __forceinline__ float mv_dot<SIFT_CUDA_W_Q8_0>(const unsigned char *w, const float *x, float acc)
+{
+    unsigned v[9];
+    const unsigned sh = load_words<9>(w, v);
+    const float d = half_bits_to_float(__funnelshift_rc(v[0], v[1], sh) & 0xffffu);
+    float s = 0.0f;
+#pragma unroll
+    for (int m = 0; m < 8; m++) {
+        const unsigned q = __funnelshift_rc(v[m], v[m + 1], sh + 16) ^ 0x80808080u; // bytes + 128
+        const float4 xv = *reinterpret_cast<const float4 *>(x + 4 * m);
+        s = fmaf(byte_as_float(q, 0, 128.0f), xv.x, s);
+        s = fmaf(byte_as_float(q, 1, 128.0f), xv.y, s);
+        s = fmaf(byte_as_float(q, 2, 128.0f), xv.z, s);
+        s = fmaf(byte_as_float(q, 3, 128.0f), xv.w, s);
+    }
+    return fmaf(d, s, acc);
+}
+
+template <> __device__ __forceinline__ float mv_dot<SIFT_CUDA_W_Q4_0>(const unsigned char *w, const float *x, float acc)
+{
+    unsigned v[5];
+    const unsigned sh = load_words<5>(w, v);
+    const float d = half_bits_to_float(__funnelshift_rc(v[0], v[1], sh) & 0xffffu);
+    float s = 0.0f;
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+        const unsigned q = __funnelshift_rc(v[m], v[m + 1], sh + 16); // bytes 4m .. 4m+3
+        const unsigned lo = q & 0x0f0f0f0fu, hi = (q >> 4) & 0x0f0f0f0fu;
+        const float4 xl = *reinterpret_cast<const float4 *>(x + 4 * m);      // elements 4m ..
+        const float4 xh = *reinterpret_cast<const float4 *>(x + 16 + 4 * m); // elements 16 + 4m ..
+        s = fmaf(byte_as_float(lo, 0, 8.0f), xl.x, s);
+        s = fmaf(byte_as_float(lo, 1, 8.0f), xl.y, s);
+        s = fmaf(byte_as_float(lo, 2, 8.0f), xl.z, s);
+        s = fmaf(byte_as_float(lo, 3, 8.0f), xl.w, s);
+        s = fmaf(byte_as_float(hi, 0, 8.0f), xh.x, s);
+        s = fmaf(byte_as_float(hi, 1, 8.0f), xh.y, s);
+        s = fmaf(byte_as_float(hi, 2, 8.0f), xh.z, s);
+        s = fmaf(byte_as_float(hi, 3, 8.0f), xh.w, s);
+    }
+    return fmaf(d, s, acc);
+}
+
+template <int W> __global__ void __launch_bounds__(NT) mv_kernel(const sift_cuda_matmul a)
+{
+    constexpr int G = fmt_group(W), GB = fmt_group_bytes(W);
+    SIFT_DYNAMIC_SMEM(smem);
+    __shared__ float red[MV_WARPS][8];
+
+    const int R = a.rows_per_block, U = a.mv_u;
+    const MvLayout L = mv_layout(W, R, U);
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    const int r = lane & (R - 1), gl = lane / R, gstep = 32 / R;
+    const int64_t n0 = (int64_t)blockIdx.x * R;
+    const int nrows = (int)min((int64_t)R, a.n - n0);
+    const int64_t ng = a.k / G;                                       // groups per row
+    const int64_t gw0 = ng * warp / MV_WARPS, gw1 = ng * (warp + 1) / MV_WARPS;
+    const int nst = (int)((gw1 - gw0 + L.sg - 1) / L.sg);
+    unsigned char *wbuf = smem + (size_t)warp * MV_STAGES * L.stage_bytes;
+    const unsigned char *wb = static_cast<const unsigned char *>(a.w);
+    const uintptr_t wend = reinterpret_cast<uintptr_t>(wb) + (size_t)a.n * a.row_bytes;
+
+    // Enqueues stage i (groups gw0 + i * sg ..) into its buffer: R rows of raw bytes, then x.
+    auto issue = [&](int i) {
+        unsigned char *buf = wbuf + (size_t)(i % MV_STAGES) * L.stage_bytes;
+        const int64_t g0 = gw0 + (int64_t)i * L.sg, g1 = min(gw1, g0 + L.sg);
+        for (int j = lane; j < nrows * L.nch; j += 32) {
+            const int rr = j / L.nch, c = j % L.nch;
+            const uintptr_t row = reinterpret_cast<uintptr_t>(wb) + (size_t)(n0 + rr) * a.row_bytes;
+            const uintptr_t s0 = row + (uintptr_t)g0 * GB, s1 = row + (uintptr_t)g1 * GB;
+            const uintptr_t src = (s0 & ~(uintptr_t)15) + 16 * (uintptr_t)c;
+            if (src < s1) {
+                const int n = wend - src < 16 ? (int)(wend - src) : 16;
+                cp_async16_n(buf + rr * L.rs + 16 * c, reinterpret_cast<const void *>(src), n);
+            }
+        }
+        float *xs = reinterpret_cast<float *>(buf + R * L.rs);
+        const int nx = (int)(g1 - g0) * G / 4;
+        for (int j = lane; j < nx; j += 32) cp_async16_l1(xs + 4 * j + 4 * (j >> 3), a.x + g0 * G + 4 * j);
+    };
+
+#pragma unroll
+    for (int s = 0; s < MV_STAGES - 1; s++) {
+        if (s < nst) issue(s);
+        cp_async_commit();
+    }
+    // the misalignment of this lane's row span within its first chunk is the same in every stage
+    // when the stage length in bytes is a multiple of 16; it is not for q blocks, so recompute
+    const uintptr_t myrow = reinterpret_cast<uintptr_t>(wb) + (size_t)(n0 + min(r, nrows - 1)) * a.row_bytes;
+    float acc = 0.0f;
+    for (int i = 0; i < nst; i++) {
+        cp_async_wait<MV_STAGES - 2>();
+        __syncwarp(); // stage i landed for every lane; every lane is done with stage i - 1
+        if (i + MV_STAGES - 1 < nst) issue(i + MV_STAGES - 1);
+        cp_async_commit();
+        const unsigned char *buf = wbuf + (size_t)(i % MV_STAGES) * L.stage_bytes;
+        const int64_t g0 = gw0 + (int64_t)i * L.sg;
+        const int gn = (int)(min(gw1, g0 + L.sg) - g0);
+        if (r < nrows) {
+            const int mis = (int)((myrow + (uintptr_t)g0 * GB) & 15);
+            const unsigned char *wrow = buf + r * L.rs + mis;
+            const float *xs = reinterpret_cast<const float *>(buf + R * L.rs);
+            for (int u = 0; u < U; u++) {
+                const int gi = u * gstep + gl;
+                if (gi < gn) acc = mv_dot<W>(wrow + gi * GB, xs + mv_xpos(gi * G), acc);
+            }
+        }
+    }
+    cp_async_wait<0>();
+
+    for (int o = 16; o >= R; o >>= 1) acc += __shfl_xor_sync(FULL, acc, o);
+    if (lane < R) red[warp][lane] = acc;
+    __syncthreads();
+    if ((int)threadIdx.x < nrows) {
+        float s = 0.0f;
+#pragma unroll
+        for (int w = 0; w < MV_WARPS; w++) s += red[w][threadIdx.x];
+        const int64_t n = n0 + (int64_t)threadIdx.x;
+        a.out[n] = a.bias ? s + a.bias[n] : s;
+    }
+}
+
+// ---- tiled --------------------------------------------------------------------------------------
+
+constexpr int GT = 64, GN = 64, GK = 32, GPAD = 4;
+
+__global__ void __launch_bounds__(NT) gemm_kernel(const sift_cuda_matmul a, const int wvec, const int xvec)
+{
+    __shared__ __align__(16) float Xs[2][GK][GT + GPAD];
+    __shared__ __align__(16) float Ws[2][GK][GN + GPAD];
+    const int tid = (int)threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const int64_t t0 = (int64_t)blockIdx.x * GT, n0 = (int64_t)blockIdx.y * GN;
+    // loader: row (and token) lr of the tile, values 8 * lp .. 8 * lp + 7 of the K step
+    const int lr = tid / 4, lp = tid % 4;
+    const bool wrow_ok = n0 + lr < a.n, xrow_ok = t0 + lr < a.t;
+    const unsigned char *wrow = static_cast<const unsigned char *>(a.w) + (wrow_ok ? (size_t)(n0 + lr) * a.row_bytes : 0);
+    const float *xrow = a.x + (xrow_ok ? (t0 + lr) * a.k : 0);
+    const int nk = (int)((a.k + GK - 1) / GK);
+
+    float wv[8], xv[8];
+    auto load = [&](int kt) {
+        const int64_t k0 = (int64_t)kt * GK + 8 * lp;
+        if (wrow_ok) {
+            weight_load8(wrow, a.wtype, k0, a.k, wvec != 0, wv);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) wv[i] = 0.0f;
+        }
+        if (xrow_ok && xvec && k0 + 8 <= a.k) {
+            const float4 p = __ldg(reinterpret_cast<const float4 *>(xrow + k0));
+            const float4 q = __ldg(reinterpret_cast<const float4 *>(xrow + k0 + 4));
+            xv[0] = p.x, xv[1] = p.y, xv[2] = p.z, xv[3] = p.w, xv[4] = q.x, xv[5] = q.y, xv[6] = q.z, xv[7] = q.w;
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) xv[i] = xrow_ok && k0 + i < a.k ? __ldg(xrow + k0 + i) : 0.0f;
+        }
+    };
+    auto store = [&](int b) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            Ws[b][8 * lp + i][lr] = wv[i];
+            Xs[b][8 * lp + i][lr] = xv[i];
+        }
+    };
+
+    float acc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+
+    load(0);
+    store(0);
+    __syncthreads();
+    for (int kt = 0; kt < nk; kt++) {
+        const int b = kt & 1;
+        if (kt + 1 < nk) load(kt + 1);
+#pragma unroll 8
+        for (int kk = 0; kk < GK; kk++) {
+            const float4 xa = *reinterpret_cast<const float4 *>(&Xs[b][kk][ty * 4]);
+            const float4 wa = *reinterpret_cast<const float4 *>(&Ws[b][kk][tx * 4]);
+            const float xr[4] = {xa.x, xa.y, xa.z, xa.w}, wr[4] = {wa.x, wa.y, wa.z, wa.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) acc[i][j] = fmaf(xr[i], wr[j], acc[i][j]);
+        }
+        if (kt + 1 < nk) store(b ^ 1); // the other buffer: everyone finished reading it last step
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int64_t t = t0 + ty * 4 + i;
+        if (t >= a.t) continue;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int64_t n = n0 + tx * 4 + j;
+            if (n < a.n) a.out[t * a.n + n] = a.bias ? acc[i][j] + a.bias[n] : acc[i][j];
+        }
+    }
+}
+
+// ---- host -----------------------------------------------------------------------------------------
+
+using MvKernel = void (*)(sift_cuda_matmul);
+
+static MvKernel mv_kernel_for(int wtype)
+{
+    switch (wtype) {
+    case SIFT_CUDA_W_F32: return &mv_kernel<SIFT_CUDA_W_F32>;
+    case SIFT_CUDA_W_F16: return &mv_kernel<SIFT_CUDA_W_F16>;
+    case SIFT_CUDA_W_BF16: return &mv_kernel<SIFT_CUDA_W_BF16>;
+    case SIFT_CUDA_W_Q8_0: return &mv_kernel<SIFT_CUDA_W_Q8_0>;
+    default: return &mv_kernel<SIFT_CUDA_W_Q4_0>;
+    }
+}
+
+static size_t mv_smem(int wtype, int R, int u)
+{
+    return (size_t)MV_WARPS * MV_STAGES * (size_t)mv_layout(wtype, R, u).stage_bytes;
+}
+
+} // namespace sift_cuda
+
+using namespace sift_cuda;
+
+extern "C" cudaError_t sift_cuda_matmul_init(const sift_cuda_device *dev)
+{
+    for (int w = SIFT_CUDA_W_F32; w <= SIFT_CUDA_W_Q4_0; w++) {
+        const void *fn = reinterpret_cast<const void *>(mv_kernel_for(w));
+        cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dev->smem_optin);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, sift_cuda_matmul *a)
+{
+    a->path = SIFT_CUDA_MM_NONE;
+    a->rows_per_block = 0;
+    a->mv_u = 0;
+    a->smem = 0;
+    if (a->t <= 0 || a->n <= 0) return cudaSuccess;
+    const int w = a->wtype;
+    const bool quant = w == SIFT_CUDA_W_Q8_0 || w == SIFT_CUDA_W_Q4_0;
+    const uintptr_t wp = reinterpret_cast<uintptr_t>(a->w), xp = reinterpret_cast<uintptr_t>(a->x);
+    // matrix-vector: one token, x 16-byte aligned, whole groups; f32/f16/bf16 rows 16-byte aligned
+    // (q rows are even, which the funnel shifts need)
+    const bool vec = a->t == 1 && a->k > 0 && xp % 16 == 0 && a->k % fmt_group(w) == 0 &&
+                     (quant ? wp % 2 == 0 : wp % 16 == 0 && a->row_bytes % 16 == 0);
+    if (!vec) {
+        if ((a->t + GT - 1) / GT > 2147483647 || (a->n + GN - 1) / GN > 65535) return cudaErrorInvalidConfiguration;
+        a->path = SIFT_CUDA_MM_TILED;
+        return cudaSuccess;
+    }
+    // R: 8 rows per block unless that leaves fewer than 3 blocks per multiprocessor; q4_0 keeps 8
+    // (its x values outweigh its weights: they must be shared by many rows), q8_0 at least 4.
+    const int rmin = w == SIFT_CUDA_W_Q4_0 ? 8 : w == SIFT_CUDA_W_Q8_0 ? 4 : 1;
+    int R = 8;
+    while (R > rmin && (a->n + R - 1) / R < 3 * (int64_t)dev->sm_count) R /= 2;
+    // U: groups per lane and stage, as many as the stage budget allows
+    const int per_u = 32 * fmt_group_bytes(w) + 32 * fmt_group(w) * 9 / (2 * R); // bytes per unit of U
+    int u = MV_STAGE_BUDGET / per_u;
+    if (u < 1) u = 1;
+    if (u > 8) u = 8;
+    size_t smem = mv_smem(w, R, u);
+    while (u > 1 && smem > dev->smem_optin) smem = mv_smem(w, R, --u);
+    if (smem > dev->smem_optin || (a->n + R - 1) / R > 2147483647) return cudaErrorInvalidConfiguration;
+    a->path = SIFT_CUDA_MM_VEC;
+    a->rows_per_block = R;
+    a->mv_u = u;
+    a->smem = smem;
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_matmul *a, cudaStream_t st)
+{
+    switch (a->path) {
+    case SIFT_CUDA_MM_VEC: {
+        const unsigned blocks = (unsigned)((a->n + a->rows_per_block - 1) / a->rows_per_block);
+        return launch(mv_kernel_for(a->wtype), dim3(blocks), dim3(NT), a->smem, st, *a);
+    }
+    case SIFT_CUDA_MM_TILED: {
+        const bool wvec = reinterpret_cast<uintptr_t>(a->w) % 16 == 0 && a->row_bytes % 16 == 0;
+        const bool xvec = reinterpret_cast<uintptr_t>(a->x) % 16 == 0 && a->k % 4 == 0;
+        const dim3 grid((unsigned)((a->t + GT - 1) / GT), (unsigned)((a->n + GN - 1) / GN));
+        return launch(gemm_kernel, grid, dim3(NT), 0, st, *a, (int)wvec, (int)xvec);
+    }
+    default: return cudaSuccess;
+    }
+}

@@ -1,0 +1,200 @@
+// The transformer ops around attention and matmul (include/sift.h; the CPU reference is
+// backends/cpu/cpu_model_ops.c): get_rows, rmsnorm, rope, add, swiglu, kv_write. All are memory
+// bound and small next to the matmuls (a decode step moves a few KiB through each), so each is one
+// plain kernel with coalesced accesses; the point is one launch per op and the reference's
+// arithmetic (IEEE division and square root, accurate sin/cos/exp, no fast math).
+#include "common.cuh"
+#include "weights.cuh"
+
+namespace sift_cuda {
+
+// ---- get_rows: one block per (token, slice of NT * 8 elements) ---------------------------------
+
+constexpr int GR_PER_THREAD = 8;
+
+__global__ void __launch_bounds__(NT) get_rows_kernel(const sift_cuda_get_rows a)
+{
+    const int64_t t = blockIdx.y;
+    const int64_t e0 = (int64_t)blockIdx.x * NT * GR_PER_THREAD;
+    const int32_t id = __ldg(a.ids + t);
+    const bool ok = id >= 0 && (int64_t)id < a.rows;
+    const unsigned char *row = static_cast<const unsigned char *>(a.table) + (ok ? (size_t)id * a.row_bytes : 0);
+    float *out = a.out + t * a.e;
+#pragma unroll
+    for (int i = 0; i < GR_PER_THREAD; i++) {
+        const int64_t k = e0 + i * NT + (int64_t)threadIdx.x;
+        if (k < a.e) out[k] = ok ? weight_at(row, a.wtype, k) : 0.0f;
+    }
+}
+
+// ---- rmsnorm: one block per row -----------------------------------------------------------------
+
+__device__ __forceinline__ float block_sum(float x)
+{
+    __shared__ float part[NT / 32];
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    x = warp_sum(x);
+    if (lane == 0) part[warp] = x;
+    __syncthreads();
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < NT / 32; w++) s += part[w];
+    return s; // every thread
+}
+
+__global__ void __launch_bounds__(NT) rmsnorm_kernel(const sift_cuda_rmsnorm a)
+{
+    const float *x = a.x + (int64_t)blockIdx.x * a.e;
+    float *out = a.out + (int64_t)blockIdx.x * a.e;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < a.e; i += NT) {
+        const float v = x[i];
+        ss = fmaf(v, v, ss);
+    }
+    ss = block_sum(ss);
+    const float inv = 1.0f / sqrtf(ss / (float)a.e + a.eps);
+    for (int64_t i = threadIdx.x; i < a.e; i += NT) out[i] = __fmul_rn(__fmul_rn(x[i], inv), __ldg(a.w + i));
+}
+
+// ---- rope: one thread per pair of elements ------------------------------------------------------
+
+// sin and cos of a float angle as sinpi/cospi of theta / pi in double, rounded to float: within an
+// ulp or so of the correctly rounded values (the CPU reference's sinf/cosf) for every angle a
+// position up to 2^31 can give, and without the Payne-Hanek reduction of sinf/cosf for large
+// arguments, which needs local memory.
+__device__ __forceinline__ void rope_sincos(float theta, float &s, float &c)
+{
+    const double u = (double)theta / 3.141592653589793;
+    double sd, cd;
+#ifdef SIFT_CUDA_EMU
+    const long double pi = 3.14159265358979323846264338327950288L;
+    sd = (double)sinl((long double)u * pi);
+    cd = (double)cosl((long double)u * pi);
+#else
+    sincospi(u, &sd, &cd);
+#endif
+    s = (float)sd;
+    c = (float)cd;
+}
+
+// Pair j < n_rot/2 of a row is rotated (adjacent: elements 2j, 2j+1; neox: j, j + n_rot/2); pairs
+// j >= n_rot/2 are elements 2j, 2j+1 (the last one alone when D is odd) of the part that passes
+// through.
+
+__global__ void __launch_bounds__(NT) rope_kernel(const __grid_constant__ sift_cuda_rope a)
+{
+    const int half = (a.d + 1) / 2, rh = a.n_rot / 2;
+    const int64_t total = a.t * a.h * half;
+    const int64_t p = (int64_t)blockIdx.x * NT + threadIdx.x;
+    if (p >= total) return;
+    const int j = (int)(p % half);
+    const int64_t row = p / half, t = row / a.h;
+    const float *xi = a.x + row * a.d;
+    float *o = a.out + row * a.d;
+    if (j >= rh) {
+        o[2 * j] = xi[2 * j];
+        if (2 * j + 1 < a.d) o[2 * j + 1] = xi[2 * j + 1];
+        return;
+    }
+    const float pos = (float)(a.pos0 + t);
+    float theta = __fmul_rn(pos, a.freq[j]);
+    if (a.factors) theta = __fdiv_rn(theta, __ldg(a.factors + j));
+    float c, s;
+    rope_sincos(theta, s, c);
+    const int ia = a.neox ? j : 2 * j, ib = a.neox ? j + rh : 2 * j + 1;
+    const float xa = xi[ia], xb = xi[ib];
+    o[ia] = __fsub_rn(__fmul_rn(xa, c), __fmul_rn(xb, s));
+    o[ib] = __fadd_rn(__fmul_rn(xa, s), __fmul_rn(xb, c));
+}
+
+// ---- add, swiglu ----------------------------------------------------------------------------------
+
+__global__ void __launch_bounds__(NT) eltwise_kernel(const sift_cuda_eltwise a)
+{
+    const int64_t stride = (int64_t)gridDim.x * NT;
+    for (int64_t i = (int64_t)blockIdx.x * NT + threadIdx.x; i < a.n; i += stride) {
+        const float x = a.a[i], y = a.b[i];
+        a.out[i] = a.swiglu ? __fmul_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), y) : __fadd_rn(x, y);
+    }
+}
+
+// ---- kv_write ------------------------------------------------------------------------------------
+
+// sift_float_to_half (engine/core.c), bit for bit: round to nearest even, NaN -> sign | 0x7e00.
+__device__ __forceinline__ uint16_t float_to_half_bits(float f)
+{
+    const uint32_t x = __float_as_uint(f);
+    const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return (uint16_t)(sign | (ax > 0x7f800000u ? 0x7e00u : 0x7c00u));
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+    if (ax < 0x38800000u) { // subnormal half: value / 2^-24 rounded to nearest even (exact scaling)
+        const float m = rintf(__uint_as_float(ax) * 16777216.0f);
+        return (uint16_t)(sign | (uint32_t)m);
+    }
+    const uint32_t exp = (ax >> 23) - 127 + 15, man = ax & 0x7fffffu;
+    uint32_t h = (exp << 10) | (man >> 13);
+    const uint32_t rem = man & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
+    return (uint16_t)(sign | h);
+}
+
+__global__ void __launch_bounds__(NT) kv_write_kernel(const sift_cuda_kv_write a)
+{
+    const int64_t total = a.t * a.h * a.d;
+    const int64_t i = (int64_t)blockIdx.x * NT + threadIdx.x;
+    if (i >= total) return;
+    const int c = (int)(i % a.d);
+    const int64_t row = i / a.d, t = row / a.h;
+    const int h = (int)(row % a.h);
+    const int64_t off = (int64_t)h * a.stride0 + (a.pos0 + t) * a.stride1 + c;
+    const float v = a.src[i];
+    if (a.f16) static_cast<uint16_t *>(a.cache)[off] = float_to_half_bits(v);
+    else static_cast<float *>(a.cache)[off] = v;
+}
+
+static unsigned blocks_for(int64_t n, int64_t per_block)
+{
+    const int64_t b = (n + per_block - 1) / per_block;
+    return (unsigned)(b < 1 ? 1 : b);
+}
+
+} // namespace sift_cuda
+
+using namespace sift_cuda;
+
+extern "C" cudaError_t sift_cuda_get_rows_launch(const sift_cuda_get_rows *a, cudaStream_t st)
+{
+    if (a->t <= 0 || a->e <= 0) return cudaSuccess;
+    if (a->t > 65535) return cudaErrorInvalidConfiguration; // the engine's chunks are far shorter
+    const dim3 grid(blocks_for(a->e, (int64_t)NT * GR_PER_THREAD), (unsigned)a->t);
+    return launch(get_rows_kernel, grid, dim3(NT), 0, st, *a);
+}
+
+extern "C" cudaError_t sift_cuda_rmsnorm_launch(const sift_cuda_rmsnorm *a, cudaStream_t st)
+{
+    if (a->rows <= 0 || a->e <= 0) return cudaSuccess;
+    return launch(rmsnorm_kernel, dim3((unsigned)a->rows), dim3(NT), 0, st, *a);
+}
+
+extern "C" cudaError_t sift_cuda_rope_launch(const sift_cuda_rope *a, cudaStream_t st)
+{
+    const int64_t total = a->t * a->h * ((a->d + 1) / 2);
+    if (total <= 0) return cudaSuccess;
+    if (a->n_rot / 2 > SIFT_CUDA_ROPE_MAX_PAIRS) return cudaErrorInvalidValue;
+    return launch(rope_kernel, dim3(blocks_for(total, NT)), dim3(NT), 0, st, *a);
+}
+
+extern "C" cudaError_t sift_cuda_eltwise_launch(const sift_cuda_eltwise *a, cudaStream_t st)
+{
+    if (a->n <= 0) return cudaSuccess;
+    int64_t blocks = (a->n + NT - 1) / NT;
+    if (blocks > 65536) blocks = 65536; // grid-stride beyond
+    return launch(eltwise_kernel, dim3((unsigned)blocks), dim3(NT), 0, st, *a);
+}
+
+extern "C" cudaError_t sift_cuda_kv_write_launch(const sift_cuda_kv_write *a, cudaStream_t st)
+{
+    const int64_t total = a->t * a->h * a->d;
+    if (total <= 0) return cudaSuccess;
+    return launch(kv_write_kernel, dim3(blocks_for(total, NT)), dim3(NT), 0, st, *a);
+}

@@ -1,0 +1,107 @@
+// Weight formats on the device: the one place (besides engine/quant.c on the host) that knows the
+// layouts. Q8_0: 32 values in 34 bytes, an f16 scale d then 32 int8 q, value = q * d. Q4_0: 32
+// values in 18 bytes, d then 16 bytes; byte j holds element j in its low nibble and element j + 16
+// in its high nibble, value = (nibble - 8) * d. F16, BF16: 2 bytes per value. Blocks start at even
+// addresses (sift_tensor_view keeps views of block types 2-byte aligned), f32 rows at multiples of 4.
+#pragma once
+
+#include "common.cuh"
+
+namespace sift_cuda {
+
+__device__ __forceinline__ float half_bits_to_float(unsigned h)
+{
+    return __half2float(__ushort_as_half((unsigned short)h));
+}
+__device__ __forceinline__ float bf16_bits_to_float(unsigned h) { return __uint_as_float(h << 16); }
+
+// Exact int8 / nibble to float without the slow integer-to-float conversion: 2^23 + u as a float
+// bit pattern, minus 2^23 + offset (exact: every value is an integer below 2^24).
+__device__ __forceinline__ float byte_as_float(unsigned w, int i, float bias) // byte i of w, minus bias
+{
+    return __uint_as_float(__byte_perm(w, 0x4b000000u, 0x7440u | (unsigned)i)) - (8388608.0f + bias);
+}
+
+// Element k of a row (any type), scalar loads.
+__device__ __forceinline__ float weight_at(const unsigned char *row, int wtype, int64_t k)
+{
+    switch (wtype) {
+    case SIFT_CUDA_W_F32: return __ldg(reinterpret_cast<const float *>(row) + k);
+    case SIFT_CUDA_W_F16: return half_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(row) + k));
+    case SIFT_CUDA_W_BF16: return bf16_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(row) + k));
+    case SIFT_CUDA_W_Q8_0: {
+        const unsigned char *b = row + (k >> 5) * 34;
+        const float d = half_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(b)));
+        return (float)(signed char)__ldg(b + 2 + (k & 31)) * d;
+    }
+    default: { // Q4_0
+        const unsigned char *b = row + (k >> 5) * 18;
+        const float d = half_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(b)));
+        const int j = (int)(k & 31);
+        const unsigned q = __ldg(b + 2 + (j & 15));
+        return (float)((int)(j < 16 ? q & 15u : q >> 4) - 8) * d;
+    }
+    }
+}
+
+// Elements k0 .. k0+7 of a row (k0 a multiple of 8) into v; those at or past k (the row length)
+// are 0. vec: the row start is 16-byte aligned and the row a whole number of 16-byte chunks (f32,
+// f16, bf16 then use 16-byte loads). Quantized rows have k a multiple of 32.
+__device__ __forceinline__ void weight_load8(const unsigned char *row, int wtype, int64_t k0, int64_t k, bool vec,
+                                             float (&v)[8])
+{
+    if (k0 >= k) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = 0.0f;
+        return;
+    }
+    if (wtype == SIFT_CUDA_W_Q8_0 || wtype == SIFT_CUDA_W_Q4_0) {
+        const bool q8 = wtype == SIFT_CUDA_W_Q8_0;
+        const unsigned char *b = row + (k0 >> 5) * (q8 ? 34 : 18);
+        const float d = half_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(b)));
+        const int j = (int)(k0 & 31);
+        const unsigned short *qs = reinterpret_cast<const unsigned short *>(b + 2);
+        if (q8) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const unsigned w = __ldg(qs + j / 2 + i);
+                v[2 * i] = (float)(signed char)(w & 0xffu) * d;
+                v[2 * i + 1] = (float)(signed char)(w >> 8) * d;
+            }
+        } else {
+            const int sh = j < 16 ? 0 : 4;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const unsigned w = __ldg(qs + (j & 15) / 2 + i);
+                v[2 * i] = (float)((int)((w >> sh) & 15u) - 8) * d;
+                v[2 * i + 1] = (float)((int)((w >> (8 + sh)) & 15u) - 8) * d;
+            }
+        }
+        return;
+    }
+    if (vec && k0 + 8 <= k) {
+        if (wtype == SIFT_CUDA_W_F32) {
+            const float4 a = __ldg(reinterpret_cast<const float4 *>(row) + k0 / 4);
+            const float4 b = __ldg(reinterpret_cast<const float4 *>(row) + k0 / 4 + 1);
+            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+        } else {
+            const uint4 u = __ldg(reinterpret_cast<const uint4 *>(row) + k0 / 8);
+            const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                if (wtype == SIFT_CUDA_W_F16) {
+                    v[2 * i] = half_bits_to_float(w[i] & 0xffffu);
+                    v[2 * i + 1] = half_bits_to_float(w[i] >> 16);
+                } else {
+                    v[2 * i] = bf16_bits_to_float(w[i] & 0xffffu);
+                    v[2 * i + 1] = bf16_bits_to_float(w[i] >> 16);
+                }
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = k0 + i < k ? weight_at(row, wtype, k0 + i) : 0.0f;
+}
+
+} // namespace sift_cuda
