@@ -357,6 +357,29 @@ static size_t mv_smem(int wtype, int R, int u)
     return (size_t)MV_WARPS * MV_STAGES * (size_t)mv_layout(wtype, R, u).stage_bytes;
 }
 
+// The fewest rows per block: q4_0 keeps 8 (its x values outweigh its weights: they must be shared
+// by many rows), q8_0 at least 4, the others down to 1.
+static int mv_rmin(int wtype) { return wtype == SIFT_CUDA_W_Q4_0 ? 8 : wtype == SIFT_CUDA_W_Q8_0 ? 4 : 1; }
+
+// U for R rows per block: as many groups per lane and stage as the stage budget allows (1 .. 8).
+static int mv_groups_per_lane(int wtype, int R)
+{
+    const int per_u = 32 * fmt_group_bytes(wtype) + 32 * fmt_group(wtype) * 9 / (2 * R); // bytes per unit of U
+    const int u = MV_STAGE_BUDGET / per_u;
+    return u < 1 ? 1 : u > 8 ? 8 : u;
+}
+
+// The most dynamic shared memory any plan gives a matrix-vector kernel of this weight type.
+static size_t mv_smem_max(int wtype)
+{
+    size_t m = 0;
+    for (int R = mv_rmin(wtype); R <= 8; R *= 2) {
+        const size_t s = mv_smem(wtype, R, mv_groups_per_lane(wtype, R));
+        m = s > m ? s : m;
+    }
+    return m;
+}
+
 } // namespace sift_cuda
 
 using namespace sift_cuda;
@@ -365,7 +388,11 @@ extern "C" cudaError_t sift_cuda_matmul_init(const sift_cuda_device *dev)
 {
     for (int w = SIFT_CUDA_W_F32; w <= SIFT_CUDA_W_Q4_0; w++) {
         const void *fn = reinterpret_cast<const void *>(mv_kernel_for(w));
-        cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dev->smem_optin);
+        // the plans' largest (about 95 KiB; with the static reduction array, within every sm_80+
+        // device's limit: 163 KiB on A100, 99 KiB on sm_86/89, 227 KiB on H100/H200)
+        const size_t need = mv_smem_max(w);
+        if (need + 1024 > dev->smem_optin) return cudaErrorNotSupported;
+        cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)need);
         if (e == cudaSuccess)
             e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
         if (e != cudaSuccess) return e;
@@ -392,19 +419,14 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, sift_c
         a->path = SIFT_CUDA_MM_TILED;
         return cudaSuccess;
     }
-    // R: 8 rows per block unless that leaves fewer than 3 blocks per multiprocessor; q4_0 keeps 8
-    // (its x values outweigh its weights: they must be shared by many rows), q8_0 at least 4.
-    const int rmin = w == SIFT_CUDA_W_Q4_0 ? 8 : w == SIFT_CUDA_W_Q8_0 ? 4 : 1;
+    // R: 8 rows per block unless that leaves fewer than 3 blocks per multiprocessor
+    const int rmin = mv_rmin(w);
     int R = 8;
     while (R > rmin && (a->n + R - 1) / R < 3 * (int64_t)dev->sm_count) R /= 2;
     // U: groups per lane and stage, as many as the stage budget allows
-    const int per_u = 32 * fmt_group_bytes(w) + 32 * fmt_group(w) * 9 / (2 * R); // bytes per unit of U
-    int u = MV_STAGE_BUDGET / per_u;
-    if (u < 1) u = 1;
-    if (u > 8) u = 8;
-    size_t smem = mv_smem(w, R, u);
-    while (u > 1 && smem > dev->smem_optin) smem = mv_smem(w, R, --u);
-    if (smem > dev->smem_optin || (a->n + R - 1) / R > 2147483647) return cudaErrorInvalidConfiguration;
+    const int u = mv_groups_per_lane(w, R);
+    const size_t smem = mv_smem(w, R, u); // <= mv_smem_max(w), the limit sift_cuda_matmul_init set
+    if ((a->n + R - 1) / R > 2147483647) return cudaErrorInvalidConfiguration;
     a->path = SIFT_CUDA_MM_VEC;
     a->rows_per_block = R;
     a->mv_u = u;

@@ -630,7 +630,7 @@ sift_status sift_backend_cuda_open(void **be, const sift_backend_vtable **vt, ch
         cuda_destroy(b);
         if (e == cudaErrorNotSupported)
             return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: device %d (%s) has too little shared memory per block for "
-                                                      "the attention kernels",
+                                                      "the attention and matmul kernels",
                                   device, prop.name);
         return fail(e, "sift_cuda_init (kernel attributes)");
     }
