@@ -5,7 +5,11 @@
 # races between pipeline stages and warp-collective misuse where no GPU is at hand; speed means
 # nothing here.
 #
-#   cuda/emu/run-tests.sh [conformance|badinput|extra|all]     (default: all)
+#   cuda/emu/run-tests.sh [conformance|badinput|extra|model|models|all]     (default: all)
+#
+# model: the transformer ops (tests/conformance_model.c, cuda/emu/extra_model.c); models: whole
+# models across backends layer by layer (tests/model_backends.c on ../shared's stories260K and
+# small generated ones; slow, not part of all).
 #
 # Environment: SIFT_CONFORMANCE_MAX_N (default 255 here), SIFT_EMU_SEED (thread order),
 # SIFT_EMU_CPASYNC=late|early, SIFT_EMU_SMS (multiprocessors, default 4), SIFT_EMU_SMEM_PER_SM
@@ -34,7 +38,8 @@ util=()
 if [ -f "$root/tests/testutil.c" ]; then
   cc "${cflags[@]}" -c "$root/tests/testutil.c" -o "$out/obj/testutil.o"; util=("$out/obj/testutil.o")
 fi
-for t in "$root/tests/conformance.c" "$root/tests/conformance_model.c" "$root/tests/badinput.c" "$root/cuda/emu/extra.c"; do
+for t in "$root/tests/conformance.c" "$root/tests/conformance_model.c" "$root/tests/badinput.c" "$root/cuda/emu/extra.c" \
+         "$root/cuda/emu/extra_model.c" "$root/tests/model_backends.c" "$root/tests/model_test.c" "$root/tools/gen_model.c"; do
   [ -f "$t" ] || continue
   n=$(basename "${t%.c}")
   extra=()
@@ -55,5 +60,22 @@ fi
 if [ "$what" = all ] || [ "$what" = conformance ]; then
   SIFT_EXPECT_BACKENDS=cpu,cuda "$out/conformance" > "$out/conformance.txt" 2>&1 || rc=1
   grep -E "^backend|FAIL|summary" "$out/conformance.txt" | head -60
+fi
+if [ "$what" = all ] || [ "$what" = model ]; then
+  SIFT_EXPECT_BACKENDS=cpu,cuda "$out/conformance_model" > "$out/conformance_model.txt" 2>&1 || rc=1
+  grep -E "^backend|FAIL|summary" "$out/conformance_model.txt" | head -60
+  "$out/extra_model" > "$out/extra_model.txt" 2>&1 || rc=1
+  grep -E "FAIL|extra-model:" "$out/extra_model.txt"
+fi
+if [ "$what" = models ]; then
+  models=("$root/../shared/models/stories260K.gguf")
+  for m in "tiny f32" "tiny q4_0" "gqa q8_0" "d128 f16" "qwen2 q4_0" "qwen2 f32"; do
+    set -- $m
+    "$out/gen_model" -o "$out/$1-$2.gguf" --preset "$1" --type "$2" > /dev/null && models+=("$out/$1-$2.gguf")
+  done
+  "$out/model_backends" "${models[@]}" > "$out/model_backends.txt" 2>&1 || rc=1
+  grep -E "cuda|FAIL|summary" "$out/model_backends.txt"
+  "$out/model_test" "$root/../shared" > "$out/model_test.txt" 2>&1 || rc=1
+  grep -E "^cuda|FAIL|summary|skip" "$out/model_test.txt" | head -40
 fi
 exit $rc
