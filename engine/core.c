@@ -175,6 +175,18 @@ static sift_status shape_bytes(sift_dtype dtype, int ndim, const int64_t *shape,
     return SIFT_OK;
 }
 
+/* Shape and row-major strides (in elements) of a dense tensor. */
+static void set_contiguous(sift_tensor *t, int ndim, const int64_t *shape)
+{
+    for (int i = 0; i < SIFT_MAX_DIMS; i++) t->shape[i] = t->stride[i] = 0;
+    int64_t st = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        t->shape[i] = shape[i];
+        t->stride[i] = st;
+        st *= shape[i] ? shape[i] : 1;
+    }
+}
+
 sift_status sift_tensor_create(sift_context *ctx, sift_dtype dtype, int ndim, const int64_t *shape, sift_tensor **out)
 {
     if (!out) return sift_set_error(SIFT_E_INVALID, "sift_tensor_create: out is NULL");
@@ -188,14 +200,8 @@ sift_status sift_tensor_create(sift_context *ctx, sift_dtype dtype, int ndim, co
     if (!t) return sift_set_error(SIFT_E_NOMEM, "sift_tensor_create: out of memory");
     t->ctx = ctx;
     t->dtype = dtype;
-    t->ndim = ndim;
     t->nbytes = nbytes;
-    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
-    int64_t st = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
-        t->stride[i] = st;
-        st *= shape[i] ? shape[i] : 1;
-    }
+    set_contiguous(t, ndim, shape);
     s = ctx->vt->tensor_alloc(ctx->be, t);
     if (s != SIFT_OK) {
         free(t);
@@ -228,19 +234,12 @@ sift_status sift_tensor_view(sift_tensor *parent, sift_dtype dtype, int ndim, co
     if (!t) return sift_set_error(SIFT_E_NOMEM, "sift_tensor_view: out of memory");
     *t = *root;
     t->dtype = dtype;
-    t->ndim = ndim;
     t->nbytes = nbytes;
     t->offset = start;
     t->parent = root;
     t->owner = NULL;
     t->name[0] = 0;
-    for (int i = 0; i < SIFT_MAX_DIMS; i++) t->shape[i] = t->stride[i] = 0;
-    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
-    int64_t st = 1;
-    for (int i = ndim - 1; i >= 0; i--) {
-        t->stride[i] = st;
-        st *= shape[i] ? shape[i] : 1;
-    }
+    set_contiguous(t, ndim, shape);
     *out = t;
     return SIFT_OK;
 }

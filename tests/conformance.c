@@ -543,14 +543,9 @@ int main(void)
         }
     }
 
-    int64_t validation = 0;
-    for (int bi = 0; bi < nb; bi++) validation += sift_context_validation_messages(bs[bi].ctx);
-    if (validation) n_failures++;
-    printf("\nsummary: %d checks, %d failures; backends:", n_checks, n_failures);
-    for (int bi = 0; bi < nb; bi++) printf(" %s", sift_backend_kind_name(bs[bi].kind));
-    printf("; max N %lld; validation messages: %lld\n", (long long)max_n, (long long)validation);
-    for (int bi = 0; bi < nb; bi++) sift_context_destroy(bs[bi].ctx);
     host_free(&kv_cache[0]);
     host_free(&kv_cache[1]);
-    return n_failures ? 1 : 0;
+    char extra[48];
+    snprintf(extra, sizeof extra, "; max N %lld", (long long)max_n);
+    return finish_backends(bs, nb, extra);
 }

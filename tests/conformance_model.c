@@ -256,12 +256,5 @@ int main(void)
         run_case(bs, nb, &c);
     }
 
-    int64_t validation = 0;
-    for (int bi = 0; bi < nb; bi++) validation += sift_context_validation_messages(bs[bi].ctx);
-    if (validation) n_failures++;
-    printf("\nsummary: %d checks, %d failures; backends:", n_checks, n_failures);
-    for (int bi = 0; bi < nb; bi++) printf(" %s", sift_backend_kind_name(bs[bi].kind));
-    printf("; validation messages: %lld\n", (long long)validation);
-    for (int bi = 0; bi < nb; bi++) sift_context_destroy(bs[bi].ctx);
-    return n_failures ? 1 : 0;
+    return finish_backends(bs, nb, "");
 }

@@ -211,3 +211,17 @@ int open_backends(backend *bs, bool *real_gpu)
     }
     return nb;
 }
+
+/* Prints the summary line (validation messages count as a failure), closes the backends and
+ * returns the exit status. */
+int finish_backends(backend *bs, int nb, const char *extra)
+{
+    int64_t validation = 0;
+    for (int bi = 0; bi < nb; bi++) validation += sift_context_validation_messages(bs[bi].ctx);
+    if (validation) n_failures++;
+    printf("\nsummary: %d checks, %d failures; backends:", n_checks, n_failures);
+    for (int bi = 0; bi < nb; bi++) printf(" %s", sift_backend_kind_name(bs[bi].kind));
+    printf("%s; validation messages: %lld\n", extra, (long long)validation);
+    for (int bi = 0; bi < nb; bi++) sift_context_destroy(bs[bi].ctx);
+    return n_failures ? 1 : 0;
+}

@@ -70,5 +70,6 @@ bool all_finite(const float *a, size_t n);
 double nmse(const float *ref, const float *got, size_t n);
 void compare_floats(const char *cname, const char *bname, const float *ref, const float *got, size_t n, double bound);
 int open_backends(backend *bs, bool *real_gpu);
+int finish_backends(backend *bs, int nb, const char *extra);
 
 #endif
