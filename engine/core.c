@@ -179,6 +179,7 @@ static sift_status shape_bytes(sift_dtype dtype, int ndim, const int64_t *shape,
 static void set_contiguous(sift_tensor *t, int ndim, const int64_t *shape)
 {
     for (int i = 0; i < SIFT_MAX_DIMS; i++) t->shape[i] = t->stride[i] = 0;
+    t->ndim = ndim;
     int64_t st = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         t->shape[i] = shape[i];
