@@ -12,10 +12,14 @@
  *   SIFT_VULKAN_F16_AS_F32=1       store f16 tensors as f32, as on a device without 16-bit storage
  *   SIFT_VULKAN_ALL_BARRIERS=1     a barrier before every step of a graph, not only where one node
  *                                  depends on another (vk_graph.c node_barriers)
+ *   SIFT_VULKAN_TUNE=k=v,...       kernel shapes for tuning runs: score_rows, score_wgs, attn_rows,
+ *                                  attn_wgs (rows per cluster step 1..8; workgroup sizes 64..1024,
+ *                                  powers of two), groups (target workgroups of the streaming kernels)
  */
 #include "vk_internal.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +101,46 @@ static bool has_instance_ext(const char *layer, const char *name)
         for (uint32_t i = 0; i < n && !found; i++) found = strcmp(p[i].extensionName, name) == 0;
     free(p);
     return found;
+}
+
+/* SIFT_VULKAN_TUNE: "key=value,..."; unknown keys and bad values are errors, not silently ignored. */
+static sift_status parse_tune(const char *env, vk_tune *t)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+        uint32_t lo, hi;
+        bool pow2;
+    } keys[] = {
+        {"score_rows", offsetof(vk_tune, score_rows), 1, 8, false},
+        {"score_wgs", offsetof(vk_tune, score_wgs), 64, 1024, true},
+        {"attn_rows", offsetof(vk_tune, attn_rows), 1, 8, false},
+        {"attn_wgs", offsetof(vk_tune, attn_wgs), 64, 1024, true},
+        {"groups", offsetof(vk_tune, groups), 1, 1u << 20, false},
+    };
+    memset(t, 0, sizeof *t);
+    if (!env) return SIFT_OK;
+    const char *p = env;
+    while (*p) {
+        const char *eq = strchr(p, '='), *end = strchr(p, ',');
+        if (!end) end = p + strlen(p);
+        if (!eq || eq > end)
+            return sift_set_error(SIFT_E_INVALID, "vulkan: SIFT_VULKAN_TUNE='%s': expected key=value pairs", env);
+        size_t klen = (size_t)(eq - p), i;
+        for (i = 0; i < sizeof keys / sizeof keys[0]; i++)
+            if (strlen(keys[i].key) == klen && strncmp(keys[i].key, p, klen) == 0) break;
+        char *vend = NULL;
+        unsigned long v = strtoul(eq + 1, &vend, 10);
+        if (i == sizeof keys / sizeof keys[0] || vend != end || v < keys[i].lo || v > keys[i].hi ||
+            (keys[i].pow2 && (v & (v - 1)) != 0))
+            return sift_set_error(SIFT_E_INVALID,
+                                  "vulkan: SIFT_VULKAN_TUNE='%s': bad entry '%.*s' (keys: score_rows, attn_rows 1..8; "
+                                  "score_wgs, attn_wgs powers of two 64..1024; groups)",
+                                  env, (int)(end - p), p);
+        *(uint32_t *)((char *)t + keys[i].off) = (uint32_t)v;
+        p = *end ? end + 1 : end;
+    }
+    return SIFT_OK;
 }
 
 /* ---- teardown (also the error path of open: every handle may be null) ---- */
@@ -222,8 +266,9 @@ sift_status sift_backend_vulkan_open(void **out, const sift_backend_vtable **vt,
     vkb *be = calloc(1, sizeof *be);
     if (!be) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of memory");
     atomic_init(&be->validation_count, 0);
-    sift_status s = SIFT_OK;
+    sift_status s = parse_tune(getenv("SIFT_VULKAN_TUNE"), &be->tune);
     VkResult r;
+    if (s != SIFT_OK) goto fail;
 
     /* instance */
     const bool validation = env_flag("SIFT_VULKAN_VALIDATION");

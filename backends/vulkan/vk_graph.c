@@ -335,14 +335,19 @@ static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t queries, bo
     const uint32_t cap = min_u32(8, max_u32(1, 64 / dpl));
     c->passes = (queries + cap - 1) / cap;
     c->gh = (queries + c->passes - 1) / c->passes;
+    const vk_tune *t = &be->tune;
     if (attend)
-        c->rows = c->gh >= 8 ? 1 : c->gh >= 4 ? 2 : 4;
+        c->rows = t->attn_rows ? t->attn_rows : c->gh >= 8 ? 1 : c->gh >= 4 ? 2 : 4;
     else
-        c->rows = min_u32(8, max_u32(1, 16 / c->gh));
+        c->rows = t->score_rows ? t->score_rows : min_u32(8, max_u32(1, 16 / c->gh));
     c->rows = min_u32(c->rows, max_u32(1, 16 / per)); /* K (and V) vectors held per lane */
     c->vp = 1;
     while (c->vp < c->gh * c->rows) c->vp *= 2;
-    c->wgs = 256;
+    /* attend.comp holds about twice score.comp's registers (queries and outputs): smaller groups keep
+     * more of them resident per multiprocessor */
+    c->wgs = attend ? (t->attn_wgs ? t->attn_wgs : 128) : (t->score_wgs ? t->score_wgs : 256);
+    if (c->wgs < be->subgroup) c->wgs = be->subgroup;
+    if (c->wgs < lanes) c->wgs = lanes;
     /* attend.comp's shared memory: NCL * D floats + 2 * NCL floats */
     while (attend && c->wgs > be->subgroup && c->wgs > lanes &&
            (uint64_t)(c->wgs / lanes) * (d + 2) * 4 > be->max_shared)
@@ -364,7 +369,7 @@ static void row_spec(const rowcfg *c, uint32_t d, bool f16, bool aligned, bool d
 }
 
 /* Target number of workgroups for the streaming kernels: a few waves on a large GPU. */
-#define VK_TARGET_GROUPS 4096u
+static uint32_t target_groups(const vkb *be) { return be->tune.groups ? be->tune.groups : 4096u; }
 
 static sift_status plan_score(plan *pl, const sift_node *n)
 {
@@ -386,7 +391,7 @@ static sift_status plan_score(plan *pl, const sift_node *n)
     TRY(vk_tensor_ref(n->dst, &ps.s));
     uint32_t spec[VK_NSPEC];
     row_spec(&c, d, f16, vk_rows_aligned(k), false, spec);
-    const uint32_t gx = min_u32(min_u32(ps.tiles, max_u32(1, 2 * VK_TARGET_GROUPS / (hkv * c.passes))), pl->be->max_groups[0]);
+    const uint32_t gx = min_u32(min_u32(ps.tiles, max_u32(1, 2 * target_groups(pl->be) / (hkv * c.passes))), pl->be->max_groups[0]);
     return dispatch(pl, VK_K_SCORE, spec, &ps, sizeof ps, gx, hkv, c.passes);
 }
 
@@ -411,7 +416,7 @@ static sift_status plan_attend(plan *pl, const sift_node *n)
     rowcfg c;
     row_config(pl->be, d, f16, tokens * group, true, &c);
     const uint32_t per_step = c.ncl * c.rows, steps = ceil_div(len, per_step);
-    uint32_t nsplit = min_u32(steps, min_u32(max_u32(1, VK_TARGET_GROUPS / max_u32(1, hkv * c.passes)),
+    uint32_t nsplit = min_u32(steps, min_u32(max_u32(1, target_groups(pl->be) / max_u32(1, hkv * c.passes)),
                                              pl->be->max_groups[0]));
     uint32_t cs = 0;
     if (nsplit > 0) {

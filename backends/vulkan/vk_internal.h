@@ -75,6 +75,13 @@ typedef struct vk_tref {
     uint64_t meta; /* shift << 56 | byte offset of the first element in the storage */
 } vk_tref;
 
+/* Kernel shape choices; 0 = automatic. Set from SIFT_VULKAN_TUNE="key=value,..." (vk_device.c). */
+typedef struct vk_tune {
+    uint32_t score_rows, score_wgs; /* rows per cluster step, workgroup size of score.comp */
+    uint32_t attn_rows, attn_wgs;   /* the same for attend.comp */
+    uint32_t groups;                /* target workgroups of the streaming kernels (splits, tiles) */
+} vk_tune;
+
 typedef struct vkb {
     VkInstance instance;
     VkDebugUtilsMessengerEXT messenger;
@@ -99,6 +106,7 @@ typedef struct vkb {
     uint32_t max_groups[3];
     uint32_t ts_bits;               /* timestampValidBits of the queue family (0: no timestamps) */
     float ts_period;                /* ns per tick */
+    vk_tune tune;
 
     VkCommandPool pool;
     VkCommandBuffer xfer_cb;
