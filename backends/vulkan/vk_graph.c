@@ -343,9 +343,10 @@ static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t queries, bo
     c->rows = min_u32(c->rows, max_u32(1, 16 / per)); /* K (and V) vectors held per lane */
     c->vp = 1;
     while (c->vp < c->gh * c->rows) c->vp *= 2;
-    /* attend.comp holds about twice score.comp's registers (queries and outputs): smaller groups keep
-     * more of them resident per multiprocessor */
-    c->wgs = attend ? (t->attn_wgs ? t->attn_wgs : 128) : (t->score_wgs ? t->score_wgs : 256);
+    /* 256 invocations: the shape measured on the H200 (docs/benchmarks.md). attend.comp holds about
+     * twice score.comp's registers, so smaller attention groups (SIFT_VULKAN_TUNE=attn_wgs=128) may
+     * keep more resident per multiprocessor: a candidate for the next tuning run, unmeasured yet */
+    c->wgs = attend ? (t->attn_wgs ? t->attn_wgs : 256) : (t->score_wgs ? t->score_wgs : 256);
     if (c->wgs < be->subgroup) c->wgs = be->subgroup;
     if (c->wgs < lanes) c->wgs = lanes;
     /* attend.comp's shared memory: NCL * D floats + 2 * NCL floats */
