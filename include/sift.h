@@ -155,7 +155,8 @@ SIFT_API int64_t sift_select_count(const sift_select_params *p);
 SIFT_API sift_status sift_op_select(sift_graph *g, const sift_tensor *votes,
                                     const sift_select_params *p, sift_tensor *indices);
 /* out f32 [Hq][D]: exact attention of each head over its KV head's index list. indices i32 [L][n]
- * with L = 1 (shared by all heads) or L = Hkv; every index must be < Ncap. n = 0 gives zeros. */
+ * with L = 1 (shared by all heads) or L = Hkv; every index must be in [0, Ncap): no backend reads
+ * outside the cache for one that is not, but its result is unspecified. n = 0 gives zeros. */
 SIFT_API sift_status sift_op_gather_attend(sift_graph *g, const sift_tensor *q, const sift_tensor *k,
                                            const sift_tensor *v, const sift_tensor *indices,
                                            float scale, sift_tensor *out);

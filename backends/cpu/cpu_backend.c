@@ -140,6 +140,7 @@ sift_status cpu_attend_group(const float *q, float *o, int64_t group, const sift
     }
     for (int64_t t = 0; t < len; t++) {
         const int64_t pos = idx ? idx[t] : t;
+        if (pos < 0 || pos >= k->shape[1]) continue; /* an index outside the cache is never read */
         kv_row(k, g, pos, krow);
         kv_row(v, g, pos, vrow);
         for (int64_t h = 0; h < group; h++) {
