@@ -26,6 +26,10 @@ typedef enum sift_op {
     SIFT_OP_ADD,
     SIFT_OP_KV_WRITE,
     SIFT_OP_CAUSAL_ATTEND,
+    SIFT_OP_SEL_CACHE_CHECK,
+    SIFT_OP_FILL_RANGE,
+    SIFT_OP_MEAN_ROWS,
+    SIFT_OP_CAUSAL_SPARSE, /* causal_attend_sparse: q, k, v, indices */
     SIFT_OP_COUNT
 } sift_op;
 
@@ -42,6 +46,11 @@ struct sift_tensor {
     void *impl;                 /* the backend's storage (a view shares its parent's) */
     size_t offset;              /* bytes from the start of impl's storage: non-zero only for views */
     struct sift_tensor *parent; /* the tensor owning the storage, for views; NULL otherwise */
+    /* Paged views (sift_tensor_paged_view): the page table i32 [n_pages] and P, else NULL and 0.
+     * shape[1] is the logical row count n_pages * P; parent->shape[1] the pool's physical rows;
+     * strides are the pool's. Logical row j is physical row pages[j / P] * P + j % P. */
+    const struct sift_tensor *pages;
+    int64_t page_size;
 };
 
 /* Every parameter an op can take; each op reads the fields its comment in sift.h names. */
@@ -53,7 +62,11 @@ typedef struct sift_node_params {
     sift_vote_mode vote;        /* vote */
     float eps;                  /* rmsnorm */
     int64_t pos0;               /* rope, kv_write, causal_attend: position of row 0 */
-    sift_rope_params rope;      /* rope */
+    sift_rope_params rope;      /* rope; gather_attend when rope_keys */
+    bool rope_keys;             /* gather_attend: rotate the key at list rank i to position i (SPEC §6) */
+    float theta;                /* sel_cache_check */
+    int full;                   /* sel_cache_check */
+    int64_t col0, start;        /* fill_range */
 } sift_node_params;
 
 #define SIFT_NODE_MAX_SRC 4
@@ -64,6 +77,10 @@ typedef struct sift_node {
     const sift_tensor *src[SIFT_NODE_MAX_SRC];
     sift_tensor *dst;
     sift_node_params p;
+    /* Predicate (sift_graph_skip_if): when skip is not NULL and f32 element skip_elem of it is
+     * non-zero at run time, the node does nothing. Backends count skip as an input. */
+    const sift_tensor *skip;
+    int64_t skip_elem;
 } sift_node;
 
 struct sift_graph {
@@ -74,6 +91,8 @@ struct sift_graph {
     int n_owned, cap_owned;
     unsigned version;           /* bumped on every change, so backends can cache recordings */
     void *backend_cache;        /* a backend's recording of this graph (freed through the vtable) */
+    const sift_tensor *skip;    /* the predicate given to nodes appended now (sift_graph_skip_if) */
+    int64_t skip_elem;
 };
 
 typedef struct sift_backend_vtable {
@@ -124,6 +143,17 @@ static inline uint32_t sift_order_key(uint32_t bits)
 {
     if ((bits & 0x7fffffffu) == 0) bits = 0;
     return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+/* The physical row of logical row j of a K/V tensor (paged or not) given its page table's data,
+ * or -1 where the page table names no page of the pool: the one definition of paging, which
+ * every backend's address function follows. */
+static inline int64_t sift_kv_phys_row(const sift_tensor *t, const int32_t *pages, int64_t j)
+{
+    if (!t->pages) return j;
+    const int64_t page = pages[j / t->page_size], pool_pages = t->parent->shape[1] / t->page_size;
+    if (page < 0 || page >= pool_pages) return -1;
+    return page * t->page_size + j % t->page_size;
 }
 
 /* IEEE half -> float, exact, without branches (inline: the CPU reference converts every K/V

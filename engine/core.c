@@ -218,6 +218,7 @@ sift_status sift_tensor_view(sift_tensor *parent, sift_dtype dtype, int ndim, co
     if (!out) return sift_set_error(SIFT_E_INVALID, "sift_tensor_view: out is NULL");
     *out = NULL;
     if (!parent) return sift_set_error(SIFT_E_INVALID, "sift_tensor_view: parent is NULL");
+    if (parent->pages) return sift_set_error(SIFT_E_INVALID, "sift_tensor_view: '%s' is a paged view", parent->name);
     if ((int)dtype < 0 || dtype >= SIFT_DTYPE_COUNT) return sift_set_error(SIFT_E_DTYPE, "sift_tensor_view: unknown dtype %d", (int)dtype);
     size_t nbytes = 0;
     sift_status s = shape_bytes(dtype, ndim, shape, &nbytes);
@@ -241,6 +242,36 @@ sift_status sift_tensor_view(sift_tensor *parent, sift_dtype dtype, int ndim, co
     t->owner = NULL;
     t->name[0] = 0;
     set_contiguous(t, ndim, shape);
+    *out = t;
+    return SIFT_OK;
+}
+
+sift_status sift_tensor_paged_view(sift_tensor *pool, const sift_tensor *pages, int64_t page_size, sift_tensor **out)
+{
+    if (!out) return sift_set_error(SIFT_E_INVALID, "sift_tensor_paged_view: out is NULL");
+    *out = NULL;
+    if (!pool || !pages) return sift_set_error(SIFT_E_INVALID, "sift_tensor_paged_view: null argument");
+    if (pool->parent || pool->ndim != 3 || (pool->dtype != SIFT_F16 && pool->dtype != SIFT_F32))
+        return sift_set_error(SIFT_E_SHAPE, "sift_tensor_paged_view: the pool must be a [Hkv][R][D] f16/f32 tensor, not a view");
+    if (pages->ctx != pool->ctx) return sift_set_error(SIFT_E_INVALID, "sift_tensor_paged_view: pages belong to another context");
+    if (pages->dtype != SIFT_I32 || pages->ndim != 1 || pages->pages)
+        return sift_set_error(SIFT_E_DTYPE, "sift_tensor_paged_view: the page table must be an i32 vector");
+    if (page_size < 1 || (page_size & (page_size - 1)) != 0 || page_size > (1 << 20) || pool->shape[1] % page_size != 0)
+        return sift_set_error(SIFT_E_SHAPE, "sift_tensor_paged_view: page size %lld is not a power of two dividing the pool's %lld rows",
+                              (long long)page_size, (long long)pool->shape[1]);
+    if (pages->shape[0] > INT32_MAX / page_size)
+        return sift_set_error(SIFT_E_SHAPE, "sift_tensor_paged_view: %lld pages of %lld rows exceed 2^31 positions",
+                              (long long)pages->shape[0], (long long)page_size);
+    sift_tensor *t = calloc(1, sizeof *t);
+    if (!t) return sift_set_error(SIFT_E_NOMEM, "sift_tensor_paged_view: out of memory");
+    *t = *pool;
+    t->parent = pool;
+    t->owner = NULL;
+    t->offset = 0;
+    t->shape[1] = pages->shape[0] * page_size; /* logical rows; strides stay the pool's */
+    t->pages = pages;
+    t->page_size = page_size;
+    snprintf(t->name, sizeof t->name, "%.40s/paged", pool->name);
     *out = t;
     return SIFT_OK;
 }
@@ -271,6 +302,7 @@ size_t sift_tensor_nbytes(const sift_tensor *t) { return t ? t->nbytes : 0; }
 static sift_status check_range(const sift_tensor *t, size_t offset, const void *p, size_t bytes, const char *what)
 {
     if (!t) return sift_set_error(SIFT_E_INVALID, "%s: tensor is NULL", what);
+    if (t->pages) return sift_set_error(SIFT_E_INVALID, "%s: '%s' is a paged view: access its pool", what, t->name);
     if (!p && bytes) return sift_set_error(SIFT_E_INVALID, "%s: buffer is NULL", what);
     if (offset > t->nbytes || bytes > t->nbytes - offset)
         return sift_set_error(SIFT_E_INVALID, "%s: range [%zu, +%zu) outside tensor '%s' of %zu bytes", what, offset,

@@ -9,7 +9,8 @@ const char *sift_op_name(sift_op op)
 {
     static const char *const names[SIFT_OP_COUNT] = {"score",   "vote",   "select", "gather_attend", "dense_attend",
                                                      "get_rows", "rmsnorm", "matmul", "rope",          "swiglu",
-                                                     "add",     "kv_write", "causal_attend"};
+                                                     "add",     "kv_write", "causal_attend", "sel_cache_check", "fill_range",
+                                                     "mean_rows", "causal_attend_sparse"};
     return (op >= 0 && op < SIFT_OP_COUNT) ? names[op] : "unknown";
 }
 
@@ -76,6 +77,14 @@ sift_status sift_graph_push_node(sift_graph *g, const sift_node *n)
         if (n->src[i]->owner && n->src[i]->owner != g)
             return sift_set_error(SIFT_E_GRAPH, "%s: input '%s' is an intermediate of another graph", sift_op_name(n->op),
                                   n->src[i]->name);
+    sift_node node = *n;
+    if (g->skip) {
+        if (n->op != SIFT_OP_SCORE && n->op != SIFT_OP_VOTE && n->op != SIFT_OP_SELECT)
+            return sift_set_error(SIFT_E_UNSUPPORTED, "%s: only score, vote and select take a predicate (sift_graph_skip_if)",
+                                  sift_op_name(n->op));
+        node.skip = g->skip;
+        node.skip_elem = g->skip_elem;
+    }
     if (n->dst->owner && n->dst->owner != g)
         return sift_set_error(SIFT_E_GRAPH, "%s: output '%s' is an intermediate of another graph", sift_op_name(n->op),
                               n->dst->name);
@@ -86,8 +95,24 @@ sift_status sift_graph_push_node(sift_graph *g, const sift_node *n)
         g->nodes = p;
         g->cap_nodes = cap;
     }
-    g->nodes[g->n_nodes++] = *n;
+    g->nodes[g->n_nodes++] = node;
     graph_changed(g);
+    return SIFT_OK;
+}
+
+sift_status sift_graph_skip_if(sift_graph *g, const sift_tensor *flag, int64_t element)
+{
+    if (!g) return sift_set_error(SIFT_E_INVALID, "sift_graph_skip_if: graph is NULL");
+    if (flag) {
+        TRY(sift_need_tensor(g, flag, "skip_if", "flag"));
+        TRY(sift_need_dtype(flag, SIFT_F32, "skip_if", "flag"));
+        if (flag->pages) return sift_set_error(SIFT_E_INVALID, "skip_if: the flag is a paged view");
+        if (element < 0 || (size_t)element >= flag->nbytes / sizeof(float))
+            return sift_set_error(SIFT_E_SHAPE, "skip_if: element %lld outside '%s' of %zu values", (long long)element,
+                                  flag->name, flag->nbytes / sizeof(float));
+    }
+    g->skip = flag;
+    g->skip_elem = flag ? element : 0;
     return SIFT_OK;
 }
 
@@ -102,8 +127,17 @@ static sift_status check_connected(const sift_graph *g)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         const sift_node *n = &g->nodes[i];
+        /* the node's inputs, the page tables of its paged inputs and output, and its predicate */
+        const sift_tensor *reads[2 * SIFT_NODE_MAX_SRC + 2];
+        int n_reads = 0;
         for (int s = 0; s < n->n_src; s++) {
-            const sift_tensor *t = n->src[s], *root = storage(t);
+            reads[n_reads++] = n->src[s];
+            if (n->src[s]->pages) reads[n_reads++] = n->src[s]->pages;
+        }
+        if (n->dst->pages) reads[n_reads++] = n->dst->pages;
+        if (n->skip) reads[n_reads++] = n->skip;
+        for (int s = 0; s < n_reads; s++) {
+            const sift_tensor *t = reads[s], *root = storage(t);
             if (t->nbytes == 0) continue; /* empty tensors hold nothing to read */
             if ((t->has_data || root->has_data) && t->owner == NULL) continue;
             bool produced = false;
@@ -186,6 +220,15 @@ double sift_graph_node_bytes(const sift_graph *g, int node)
         double row = (double)k->shape[2] * (double)sift_dtype_size(k->dtype);
         return 2.0 * in0 + 2.0 * (double)k->shape[0] * (double)(n->p.pos0 + n->src[0]->shape[0]) * row;
     }
+    case SIFT_OP_CAUSAL_SPARSE: {
+        const sift_tensor *k = n->src[1], *idx = n->src[3];
+        double row = (double)k->shape[2] * (double)sift_dtype_size(k->dtype);
+        double rows = (double)k->shape[0] * ((double)idx->shape[1] + (double)n->src[0]->shape[0]);
+        return 2.0 * in0 + (double)idx->nbytes + 2.0 * rows * row;
+    }
+    case SIFT_OP_SEL_CACHE_CHECK: return in0 + 2.0 * out;
+    case SIFT_OP_FILL_RANGE: return (double)n->dst->shape[0] * (double)(n->dst->shape[1] - n->p.col0) * 4.0;
+    case SIFT_OP_MEAN_ROWS: return in0 + out;
     default: return 0.0;
     }
 }

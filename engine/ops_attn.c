@@ -124,3 +124,108 @@ sift_status sift_op_dense_attend(sift_graph *g, const sift_tensor *q, const sift
     return sift_graph_push_node(g, &n);
 }
 
+
+/* ---- saving work between steps (SPEC §4, §6, §7) ------------------------------------------- */
+
+sift_status sift_op_sel_cache_check(sift_graph *g, const sift_tensor *q, float theta, int full, sift_tensor *state)
+{
+    const char *op = "sel_cache_check";
+    TRY(sift_need_tensor(g, q, op, "q"));
+    TRY(sift_need_tensor(g, state, op, "state"));
+    TRY(sift_need_dtype(q, SIFT_F32, op, "q"));
+    TRY(sift_need_dtype(state, SIFT_F32, op, "state"));
+    TRY(sift_need_rank(q, 2, op, "q"));
+    TRY(sift_need_rank(state, 1, op, "state"));
+    const int64_t qn = q->shape[0] * q->shape[1];
+    if (qn < 1 || state->shape[0] != qn + SIFT_SEL_CACHE_EXTRA)
+        return sift_set_error(SIFT_E_SHAPE, "sel_cache_check: state has %lld values, expected Hq * D + %d = %lld",
+                              (long long)state->shape[0], SIFT_SEL_CACHE_EXTRA, (long long)(qn + SIFT_SEL_CACHE_EXTRA));
+    if (!(theta >= -1.0f && theta <= 1.0f) )
+        return sift_set_error(SIFT_E_INVALID, "sel_cache_check: threshold %g outside [-1, 1]", (double)theta);
+    if (!state->has_data && !(state->parent && state->parent->has_data))
+        return sift_set_error(SIFT_E_GRAPH, "sel_cache_check: state '%s' was never written (write zeros to start)",
+                              state->name);
+    sift_node n = {.op = SIFT_OP_SEL_CACHE_CHECK, .n_src = 1, .src = {q}, .dst = state};
+    n.p.theta = theta;
+    n.p.full = full != 0;
+    return sift_graph_push_node(g, &n);
+}
+
+sift_status sift_op_fill_range(sift_graph *g, int64_t col0, int64_t start, sift_tensor *indices)
+{
+    const char *op = "fill_range";
+    TRY(sift_need_tensor(g, indices, op, "indices"));
+    TRY(sift_need_dtype(indices, SIFT_I32, op, "indices"));
+    TRY(sift_need_rank(indices, 2, op, "indices"));
+    if (col0 < 0 || col0 > indices->shape[1] || start < 0 || start + (indices->shape[1] - col0) > (int64_t)INT32_MAX + 1)
+        return sift_set_error(SIFT_E_SHAPE, "fill_range: columns from %lld of %lld, positions from %lld", (long long)col0,
+                              (long long)indices->shape[1], (long long)start);
+    sift_node n = {.op = SIFT_OP_FILL_RANGE, .n_src = 0, .dst = indices};
+    n.p.col0 = col0;
+    n.p.start = start;
+    return sift_graph_push_node(g, &n);
+}
+
+sift_status sift_op_gather_attend_rope(sift_graph *g, const sift_tensor *q, const sift_tensor *k, const sift_tensor *v,
+                                       const sift_tensor *indices, float scale, const sift_rope_params *p, sift_tensor *out)
+{
+    if (!p) return sift_set_error(SIFT_E_INVALID, "gather_attend_rope: rope params are NULL");
+    if (!q) return sift_set_error(SIFT_E_INVALID, "gather_attend_rope: q is NULL");
+    if (p->n_rot < 2 || p->n_rot % 2 != 0 || p->n_rot > q->shape[q->ndim - 1] || !(p->base > 1.0f) ||
+        (p->mode != SIFT_ROPE_ADJACENT && p->mode != SIFT_ROPE_NEOX))
+        return sift_set_error(SIFT_E_INVALID, "gather_attend_rope: rope of %d dimensions, base %g, mode %d", p->n_rot,
+                              (double)p->base, (int)p->mode);
+    const int before = g ? g->n_nodes : 0;
+    TRY(sift_op_gather_attend(g, q, k, v, indices, scale, out));
+    if (g->n_nodes != before + 1) return sift_set_error(SIFT_E_GRAPH, "gather_attend_rope: node not added");
+    sift_node *n = &g->nodes[g->n_nodes - 1];
+    n->p.rope = *p;
+    n->p.rope_keys = true;
+    return SIFT_OK;
+}
+
+sift_status sift_op_causal_attend_sparse(sift_graph *g, const sift_tensor *q, const sift_tensor *k, const sift_tensor *v,
+                                         const sift_tensor *indices, int64_t pos0, float scale, sift_tensor *out)
+{
+    const char *op = "causal_attend_sparse";
+    TRY(sift_need_tensor(g, q, op, "q"));
+    TRY(sift_need_dtype(q, SIFT_F32, op, "q"));
+    TRY(sift_need_rank(q, 3, op, "q"));
+    TRY(sift_need_tensor(g, k, op, "k"));
+    TRY(sift_need_rank(k, 3, op, "k"));
+    /* the checks of one query row, then T rows */
+    const sift_tensor q1 = {.ctx = q->ctx, .dtype = SIFT_F32, .ndim = 2, .shape = {q->shape[1], q->shape[2]}, .has_data = true};
+    TRY(sift_check_qkv(g, &q1, k, v, op));
+    TRY(sift_check_scale(scale, op));
+    TRY(sift_need_tensor(g, indices, op, "indices"));
+    TRY(sift_need_dtype(indices, SIFT_I32, op, "indices"));
+    TRY(sift_need_rank(indices, 2, op, "indices"));
+    if (indices->shape[0] != 1 && indices->shape[0] != k->shape[0])
+        return sift_set_error(SIFT_E_SHAPE, "%s: %lld index lists, expected 1 or Hkv = %lld", op,
+                              (long long)indices->shape[0], (long long)k->shape[0]);
+    const int64_t t = q->shape[0];
+    if (pos0 < 0 || t < 1 || pos0 + t > k->shape[1] || indices->shape[1] > pos0)
+        return sift_set_error(SIFT_E_SHAPE, "%s: %lld queries at %lld with %lld listed positions in a cache of %lld", op,
+                              (long long)t, (long long)pos0, (long long)indices->shape[1], (long long)k->shape[1]);
+    TRY(sift_need_tensor(g, out, op, "out"));
+    TRY(sift_need_dtype(out, SIFT_F32, op, "out"));
+    TRY(sift_need_rank(out, 3, op, "out"));
+    for (int i = 0; i < 3; i++)
+        if (out->shape[i] != q->shape[i]) return sift_set_error(SIFT_E_SHAPE, "%s: out differs from q in shape", op);
+    sift_node n = {.op = SIFT_OP_CAUSAL_SPARSE, .n_src = 4, .src = {q, k, v, indices}, .dst = out};
+    n.p.pos0 = pos0;
+    n.p.scale = scale;
+    return sift_graph_push_node(g, &n);
+}
+
+sift_status sift_op_mean_rows(sift_graph *g, const sift_tensor *x, sift_tensor *out)
+{
+    const char *op = "mean_rows";
+    TRY(sift_need_tensor(g, x, op, "x"));
+    TRY(sift_need_dtype(x, SIFT_F32, op, "x"));
+    TRY(sift_need_rank(x, 2, op, "x"));
+    if (x->shape[0] < 1) return sift_set_error(SIFT_E_SHAPE, "mean_rows: x has no rows");
+    TRY(sift_check_out(g, out, SIFT_F32, 1, x->shape[1], op, "out"));
+    sift_node n = {.op = SIFT_OP_MEAN_ROWS, .n_src = 1, .src = {x}, .dst = out};
+    return sift_graph_push_node(g, &n);
+}

@@ -95,6 +95,15 @@ SIFT_API sift_status sift_tensor_create(sift_context *ctx, sift_dtype dtype, int
  * size), with its own dtype and shape. Destroy views before their parent. */
 SIFT_API sift_status sift_tensor_view(sift_tensor *parent, sift_dtype dtype, int ndim, const int64_t *shape,
                                       size_t byte_offset, sift_tensor **out);
+/* A paged view of a KV pool (SPEC §3: pages of P tokens and a page table per sequence).
+ * pool [Hkv][R][D] f16/f32 holds R physical rows per KV head; pages i32 [n_pages] maps logical page
+ * p to physical page pages[p]; P = page_size, a power of two dividing R. The view has the shape
+ * [Hkv][n_pages * P][D]: logical row j lives in physical row pages[j / P] * P + j % P. Every op that
+ * takes k or v (and kv_write's cache) accepts a paged view; the page table is read at run time, so
+ * the host may rewrite it between computes. A page number outside [0, R / P) marks rows that are
+ * never read or written (their result is unspecified). Destroy the view before pool and pages. */
+SIFT_API sift_status sift_tensor_paged_view(sift_tensor *pool, const sift_tensor *pages, int64_t page_size,
+                                            sift_tensor **out);
 SIFT_API void sift_tensor_destroy(sift_tensor *t);
 SIFT_API sift_status sift_tensor_set_name(sift_tensor *t, const char *name);
 SIFT_API const char *sift_tensor_name(const sift_tensor *t);
@@ -205,6 +214,47 @@ SIFT_API sift_status sift_op_kv_write(sift_graph *g, const sift_tensor *src, int
  * cache positions [0, pos0 + t]; out f32 [T][Hq][D]. */
 SIFT_API sift_status sift_op_causal_attend(sift_graph *g, const sift_tensor *q, const sift_tensor *k,
                                            const sift_tensor *v, int64_t pos0, float scale, sift_tensor *out);
+
+/* ---- saving work between steps (SPEC §4, §6, §7) ------------------------------------------- */
+
+/* Nodes appended after this call, until it is called again with flag NULL, do nothing at run time
+ * when element `element` of the f32 tensor flag is non-zero (their outputs keep what they held).
+ * Only score, vote and select take a predicate. The Selection Cache skips its stages this way. */
+SIFT_API sift_status sift_graph_skip_if(sift_graph *g, const sift_tensor *flag, int64_t element);
+
+/* Elements of a Selection Cache state after the reference query q_ref [Hq * D]. */
+enum {
+    SIFT_SEL_CACHE_REUSE = 0, /* 1 when this step reuses the cached index set, else 0 */
+    SIFT_SEL_CACHE_HITS,      /* steps that reused */
+    SIFT_SEL_CACHE_STEPS,     /* steps counted (full selections only) */
+    SIFT_SEL_CACHE_VALID,     /* 1 when q_ref belongs to a full selection that may be reused */
+    SIFT_SEL_CACHE_EXTRA
+};
+/* The Selection Cache decision of one layer (SPEC §4). state f32 [Hq * D + SIFT_SEL_CACHE_EXTRA]
+ * (write zeros to start) holds q_ref and the counters above; q f32 [Hq][D] is this step's query.
+ * full != 0 when this step's selection is a real top-k (N > S + W + k). Then the step reuses iff
+ * VALID and theta < 1 and cos(q, q_ref) >= theta (cos = 0 when a norm is 0); HITS counts reuses
+ * and STEPS counts full steps. Without reuse, q_ref = q and VALID = full. theta >= 1 never reuses;
+ * theta = -1 always reuses after the first full step. */
+SIFT_API sift_status sift_op_sel_cache_check(sift_graph *g, const sift_tensor *q, float theta, int full,
+                                             sift_tensor *state);
+/* indices i32 [L][n]: indices[l][col0 + i] = start + i for i in [0, n - col0) (the local window
+ * of a reused index set; positions may not exceed INT32_MAX). */
+SIFT_API sift_status sift_op_fill_range(sift_graph *g, int64_t col0, int64_t start, sift_tensor *indices);
+/* gather_attend for length extrapolation (SPEC §6): k holds keys before RoPE; the key at list
+ * rank i (0-based) is rotated to position i before its dot product (p as for sift_op_rope, no
+ * frequency factors). The caller rotates q to position n (the list length). */
+SIFT_API sift_status sift_op_gather_attend_rope(sift_graph *g, const sift_tensor *q, const sift_tensor *k,
+                                                const sift_tensor *v, const sift_tensor *indices, float scale,
+                                                const sift_rope_params *p, sift_tensor *out);
+/* out f32 [1][E] = the mean of the T rows of x f32 [T][E] (sparse prefill's chunk query). */
+SIFT_API sift_status sift_op_mean_rows(sift_graph *g, const sift_tensor *x, sift_tensor *out);
+/* Sparse prefill attention (SPEC §7): T queries q f32 [T][Hq][D] at positions pos0 .. pos0+T-1;
+ * query t attends the positions of its KV head's list in indices i32 [L][n] (L = 1 or Hkv, every
+ * entry < pos0) and then [pos0, pos0 + t]. out f32 [T][Hq][D]. */
+SIFT_API sift_status sift_op_causal_attend_sparse(sift_graph *g, const sift_tensor *q, const sift_tensor *k,
+                                                  const sift_tensor *v, const sift_tensor *indices, int64_t pos0,
+                                                  float scale, sift_tensor *out);
 
 /* Runs every node in order (on GPU backends: recorded once into one submission). */
 SIFT_API sift_status sift_graph_compute(sift_graph *g);

@@ -8,17 +8,31 @@
 #include <string.h>
 #include <time.h>
 
-/* Reads row `pos` of KV head `g` as f32: the one place that knows where a K/V row lives. */
-static void kv_row(const sift_tensor *t, int64_t g, int64_t pos, float *dst)
+/* The element offset of logical row `pos` of KV head `g` (paged or not), or -1 where the row is
+ * absent: the one place that knows where a K/V row lives. */
+int64_t cpu_kv_offset(const sift_tensor *t, int64_t g, int64_t pos)
+{
+    if (pos < 0 || pos >= t->shape[1]) return -1;
+    const int64_t row = sift_kv_phys_row(t, t->pages ? cpu_data(t->pages) : NULL, pos);
+    return row < 0 ? -1 : g * t->stride[0] + row * t->stride[1];
+}
+
+/* Reads row `pos` of KV head `g` as f32; false (and zeros) where the row is absent. */
+static bool kv_row(const sift_tensor *t, int64_t g, int64_t pos, float *dst)
 {
     const int64_t d = t->shape[2];
-    const int64_t off = g * t->stride[0] + pos * t->stride[1];
+    const int64_t off = cpu_kv_offset(t, g, pos);
+    if (off < 0) {
+        memset(dst, 0, (size_t)d * sizeof(float));
+        return false;
+    }
     if (t->dtype == SIFT_F32) {
         memcpy(dst, (const float *)cpu_data(t) + off, (size_t)d * sizeof(float));
     } else {
         const uint16_t *h = (const uint16_t *)cpu_data(t) + off;
         for (int64_t i = 0; i < d; i++) dst[i] = sift_half_to_float(h[i]);
     }
+    return true;
 }
 
 /* f32 dot product with eight running sums: the same arithmetic as one sum, in an order the
@@ -127,7 +141,7 @@ static sift_status op_select(const sift_node *n)
 /* o[h] = sum_t softmax_t(scale * q[h].K[g][t]) * V[g][t] for the group's heads, in one pass with a
  * running max per head (online softmax). Each K/V row is read once for the whole group. */
 sift_status cpu_attend_group(const float *q, float *o, int64_t group, const sift_tensor *k, const sift_tensor *v,
-                             int64_t g, const int32_t *idx, int64_t len, float scale)
+                             int64_t g, const cpu_positions *at, int64_t len, float scale, const sift_rope_params *rope)
 {
     const int64_t d = k->shape[2];
     float *mx = malloc(2 * (size_t)group * sizeof *mx), *l = mx + group;
@@ -139,10 +153,10 @@ sift_status cpu_attend_group(const float *q, float *o, int64_t group, const sift
         for (int64_t i = 0; i < d; i++) o[h * d + i] = 0.0f;
     }
     for (int64_t t = 0; t < len; t++) {
-        const int64_t pos = idx ? idx[t] : t;
-        if (pos < 0 || pos >= k->shape[1]) continue; /* an index outside the cache is never read */
-        kv_row(k, g, pos, krow);
+        const int64_t pos = cpu_position(at, t);
+        if (!kv_row(k, g, pos, krow)) continue; /* a position outside the cache is never read */
         kv_row(v, g, pos, vrow);
+        if (rope) cpu_rope_row(krow, (float)t, NULL, rope); /* SPEC §6: the key at list rank t sits at position t */
         for (int64_t h = 0; h < group; h++) {
             const float s = scale * cpu_dot(q + h * d, krow, d);
             const float m_new = fmaxf(mx[h], s);
@@ -166,24 +180,73 @@ static sift_status op_attend(const sift_node *n)
 {
     const sift_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
     const int64_t hkv = k->shape[0], d = k->shape[2];
-    const bool causal = n->op == SIFT_OP_CAUSAL_ATTEND;
+    const bool causal = n->op == SIFT_OP_CAUSAL_ATTEND || n->op == SIFT_OP_CAUSAL_SPARSE;
     const int64_t tokens = causal ? q->shape[0] : 1, hq = causal ? q->shape[1] : q->shape[0], group = hq / hkv;
-    const sift_tensor *idx = n->op == SIFT_OP_GATHER_ATTEND ? n->src[3] : NULL;
+    const sift_tensor *idx = n->op == SIFT_OP_GATHER_ATTEND || n->op == SIFT_OP_CAUSAL_SPARSE ? n->src[3] : NULL;
     sift_status s = SIFT_OK;
     for (int64_t t = 0; t < tokens; t++) {
         for (int64_t g = 0; g < hkv && s == SIFT_OK; g++) {
             const float *qg = (const float *)cpu_data(q) + (t * hq + g * group) * d;
             float *og = (float *)cpu_data(n->dst) + (t * hq + g * group) * d;
+            /* gather: the list; dense: [0, N); causal: [0, pos0 + t]; sparse: the list, then [pos0, pos0 + t] */
+            cpu_positions at = {.list = NULL, .list_len = 0, .range_start = 0};
+            int64_t len = n->op == SIFT_OP_DENSE_ATTEND ? n->p.n_ctx : n->p.pos0 + t + 1;
             if (idx) {
-                const int64_t len = idx->shape[1], list = idx->shape[0] == 1 ? 0 : g;
-                s = cpu_attend_group(qg, og, group, k, v, g, (const int32_t *)cpu_data(idx) + list * len, len, n->p.scale);
-            } else {
-                const int64_t len = causal ? n->p.pos0 + t + 1 : n->p.n_ctx;
-                s = cpu_attend_group(qg, og, group, k, v, g, NULL, len, n->p.scale);
+                const int64_t list = idx->shape[0] == 1 ? 0 : g;
+                at.list = (const int32_t *)cpu_data(idx) + list * idx->shape[1];
+                at.list_len = idx->shape[1];
+                at.range_start = n->p.pos0;
+                len = idx->shape[1] + (n->op == SIFT_OP_CAUSAL_SPARSE ? t + 1 : 0);
             }
+            s = cpu_attend_group(qg, og, group, k, v, g, &at, len, n->p.scale, n->p.rope_keys ? &n->p.rope : NULL);
         }
     }
     return s;
+}
+
+/* SPEC §4: reuse the last index set while the query stays close to the one that chose it. */
+static void op_sel_cache_check(const sift_node *n)
+{
+    const float *q = cpu_data(n->src[0]);
+    float *st = cpu_data(n->dst);
+    const int64_t qn = n->src[0]->shape[0] * n->src[0]->shape[1];
+    float *extra = st + qn;
+    double dot = 0.0, nq = 0.0, nr = 0.0;
+    for (int64_t i = 0; i < qn; i++) {
+        dot += (double)q[i] * st[i];
+        nq += (double)q[i] * q[i];
+        nr += (double)st[i] * st[i];
+    }
+    const double cosine = nq > 0.0 && nr > 0.0 ? dot / sqrt(nq * nr) : 0.0;
+    const bool reuse = n->p.full && extra[SIFT_SEL_CACHE_VALID] != 0.0f && n->p.theta < 1.0f && cosine >= n->p.theta;
+    extra[SIFT_SEL_CACHE_REUSE] = reuse ? 1.0f : 0.0f;
+    if (n->p.full) extra[SIFT_SEL_CACHE_STEPS] += 1.0f;
+    if (reuse) {
+        extra[SIFT_SEL_CACHE_HITS] += 1.0f;
+    } else {
+        memcpy(st, q, (size_t)qn * sizeof *q);
+        extra[SIFT_SEL_CACHE_VALID] = n->p.full ? 1.0f : 0.0f;
+    }
+}
+
+static void op_fill_range(const sift_node *n)
+{
+    const int64_t lists = n->dst->shape[0], len = n->dst->shape[1];
+    int32_t *idx = cpu_data(n->dst);
+    for (int64_t l = 0; l < lists; l++)
+        for (int64_t i = n->p.col0; i < len; i++) idx[l * len + i] = (int32_t)(n->p.start + (i - n->p.col0));
+}
+
+static void op_mean_rows(const sift_node *n)
+{
+    const int64_t rows = n->src[0]->shape[0], e = n->src[0]->shape[1];
+    const float *x = cpu_data(n->src[0]);
+    float *out = cpu_data(n->dst);
+    for (int64_t i = 0; i < e; i++) {
+        float sum = 0.0f;
+        for (int64_t t = 0; t < rows; t++) sum += x[t * e + i];
+        out[i] = sum / (float)rows;
+    }
 }
 
 /* ---- the backend ---------------------------------------------------------------------------- */
@@ -233,13 +296,21 @@ static sift_status cpu_graph_compute(void *be, sift_graph *g, double *node_us)
         const sift_node *n = &g->nodes[i];
         const double t0 = now_us();
         sift_status s = SIFT_OK;
+        if (n->skip && ((const float *)cpu_data(n->skip))[n->skip_elem] != 0.0f) {
+            if (node_us) node_us[i] = 0.0;
+            continue;
+        }
         switch (n->op) {
         case SIFT_OP_SCORE: op_score(n); break;
         case SIFT_OP_VOTE: op_vote(n); break;
         case SIFT_OP_SELECT: s = op_select(n); break;
         case SIFT_OP_GATHER_ATTEND:
         case SIFT_OP_DENSE_ATTEND:
-        case SIFT_OP_CAUSAL_ATTEND: s = op_attend(n); break;
+        case SIFT_OP_CAUSAL_ATTEND:
+        case SIFT_OP_CAUSAL_SPARSE: s = op_attend(n); break;
+        case SIFT_OP_SEL_CACHE_CHECK: op_sel_cache_check(n); break;
+        case SIFT_OP_FILL_RANGE: op_fill_range(n); break;
+        case SIFT_OP_MEAN_ROWS: op_mean_rows(n); break;
         case SIFT_OP_GET_ROWS: s = cpu_get_rows(n); break;
         case SIFT_OP_RMSNORM: s = cpu_rmsnorm(n); break;
         case SIFT_OP_MATMUL: s = cpu_matmul(n); break;

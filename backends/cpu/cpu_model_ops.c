@@ -59,31 +59,30 @@ sift_status cpu_matmul(const sift_node *n)
 }
 
 /* Pair i of the first n_rot dims is rotated by theta = pos * base^(-2i/n_rot) / factor[i]. */
+void cpu_rope_row(float *x, float pos, const float *factors, const sift_rope_params *p)
+{
+    const int half = p->n_rot / 2;
+    for (int i = 0; i < half; i++) {
+        const float freq = powf(p->base, -2.0f * (float)i / (float)p->n_rot);
+        const float theta = pos * freq / (factors ? factors[i] : 1.0f);
+        const float c = cosf(theta), s = sinf(theta);
+        const int a = p->mode == SIFT_ROPE_ADJACENT ? 2 * i : i;
+        const int b = p->mode == SIFT_ROPE_ADJACENT ? 2 * i + 1 : i + half;
+        const float xa = x[a], xb = x[b];
+        x[a] = xa * c - xb * s;
+        x[b] = xa * s + xb * c;
+    }
+}
+
 sift_status cpu_rope(const sift_node *n)
 {
     const sift_tensor *x = n->src[0];
     const float *factors = n->n_src > 1 ? cpu_data(n->src[1]) : NULL;
     const int64_t rows = x->shape[0], heads = x->shape[1], d = x->shape[2];
-    const int half = n->p.rope.n_rot / 2;
-    const float *in = cpu_data(x);
     float *out = cpu_data(n->dst);
-    memcpy(out, in, (size_t)(rows * heads * d) * sizeof(float));
-    for (int64_t t = 0; t < rows; t++) {
-        const float pos = (float)(n->p.pos0 + t);
-        for (int i = 0; i < half; i++) {
-            const float freq = powf(n->p.rope.base, -2.0f * (float)i / (float)n->p.rope.n_rot);
-            const float theta = pos * freq / (factors ? factors[i] : 1.0f);
-            const float c = cosf(theta), s = sinf(theta);
-            const int a = n->p.rope.mode == SIFT_ROPE_ADJACENT ? 2 * i : i;
-            const int b = n->p.rope.mode == SIFT_ROPE_ADJACENT ? 2 * i + 1 : i + half;
-            for (int64_t h = 0; h < heads; h++) {
-                const float *xi = in + (t * heads + h) * d;
-                float *o = out + (t * heads + h) * d;
-                o[a] = xi[a] * c - xi[b] * s;
-                o[b] = xi[a] * s + xi[b] * c;
-            }
-        }
-    }
+    memcpy(out, cpu_data(x), (size_t)(rows * heads * d) * sizeof(float));
+    for (int64_t t = 0; t < rows; t++)
+        for (int64_t h = 0; h < heads; h++) cpu_rope_row(out + (t * heads + h) * d, (float)(n->p.pos0 + t), factors, &n->p.rope);
     return SIFT_OK;
 }
 
@@ -104,7 +103,8 @@ sift_status cpu_kv_write(const sift_node *n)
     for (int64_t t = 0; t < rows; t++)
         for (int64_t h = 0; h < heads; h++) {
             const float *s = (const float *)cpu_data(src) + (t * heads + h) * d;
-            const int64_t off = h * cache->stride[0] + (n->p.pos0 + t) * cache->stride[1];
+            const int64_t off = cpu_kv_offset(cache, h, n->p.pos0 + t);
+            if (off < 0) continue; /* a row without a page is never written */
             if (cache->dtype == SIFT_F32)
                 memcpy((float *)cpu_data(cache) + off, s, (size_t)d * sizeof(float));
             else
