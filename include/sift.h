@@ -318,6 +318,34 @@ SIFT_API sift_status sift_model_tokenize(const sift_model *m, const char *text, 
 /* The bytes one token adds to running text (control tokens: none). */
 SIFT_API sift_status sift_model_token_piece(const sift_model *m, int32_t id, char *buf, size_t cap, size_t *len);
 
+/* Decode selection policies (SPEC §3, §8), each attending at most S + k + W tokens:
+ *   DENSE        every token;
+ *   TOKENSELECT  exact scores, head soft vote, top-k, shared by the layer (on the device);
+ *   STREAMING    sink S and the last W + k tokens (on the device);
+ *   H2O          per KV head, a heavy-hitter set of k tokens updated by accumulated attention;
+ *                a token evicted never returns;
+ *   SNAPKV       per KV head, k tokens chosen once at the end of prefill from the last 32 prompt
+ *                queries' attention (max-pooled over 7 positions);
+ *   QUEST        per KV head, pages of 16 tokens scored by sum_i max(q_i kmax_i, q_i kmin_i) with
+ *                min/max metadata kept beside the cache; the best pages until k tokens;
+ *   ORACLE       per KV head, the true top-k of the attention (max over the group's heads).
+ * H2O, SNAPKV, QUEST and ORACLE are comparison baselines computed on the host from a mirror of
+ * the cache (each decode step then runs one graph per layer); their attention runs on the device. */
+typedef enum sift_policy {
+    SIFT_POLICY_DENSE = 0,
+    SIFT_POLICY_TOKENSELECT,
+    SIFT_POLICY_STREAMING,
+    SIFT_POLICY_H2O,
+    SIFT_POLICY_SNAPKV,
+    SIFT_POLICY_QUEST,
+    SIFT_POLICY_ORACLE,
+    SIFT_POLICY_COUNT
+} sift_policy;
+
+/* "dense", "tokenselect", "streaming", "h2o", "snapkv", "quest", "oracle". */
+SIFT_API const char *sift_policy_name(sift_policy p);
+SIFT_API sift_status sift_policy_parse(const char *name, sift_policy *out);
+
 typedef struct sift_session sift_session;
 
 typedef struct sift_session_config {
