@@ -70,11 +70,31 @@ static int64_t mul3(int64_t a, int64_t b, int64_t c)
     return ab * c;
 }
 
+/* f32 dot product in eight lanes, the CPU reference's order (cpu_dot): scores equal its bit for bit. */
 static float dot_f32(const float *a, const float *b, int64_t d)
 {
-    float s = 0.0f;
-    for (int64_t i = 0; i < d; i++) s += a[i] * b[i];
-    return s;
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= d; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
+    for (; i < d; i++) acc[0] += a[i] * b[i];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/* Softmax weights w[i] = exp(s[i] - max s) for i < n, in double; returns their sum (the softmax
+ * is w[i] / sum). */
+static double softmax_weights(const float *s, int64_t n, double *w)
+{
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        if (s[i] > mx) mx = s[i];
+    }
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        w[i] = exp((double)s[i] - mx);
+        sum += w[i];
+    }
+    return sum;
 }
 
 /* A double's position in a total order: larger key = larger value; -0 equals +0. */
@@ -251,6 +271,7 @@ struct sift_policy_state {
     float *scores;  /* [G][cap] */
     double *vals;   /* [cap] */
     double *pooled; /* [cap] */
+    double *w;      /* [cap] softmax weights */
     ranked *rank;   /* [cap] */
     uint8_t *mark;  /* [cap]: chosen candidates of the list being built */
 };
@@ -275,6 +296,7 @@ void sift_policy_state_destroy(sift_policy_state *st)
     free(st->scores);
     free(st->vals);
     free(st->pooled);
+    free(st->w);
     free(st->rank);
     free(st->mark);
     free(st);
@@ -309,9 +331,10 @@ sift_status sift_policy_state_create(sift_policy p, int n_layers, int hq, int hk
     st->scores = alloc_zeroed(mul3(st->group, cap, 1), sizeof(float));
     st->vals = alloc_zeroed(cap, sizeof(double));
     st->pooled = alloc_zeroed(cap, sizeof(double));
+    st->w = alloc_zeroed(cap, sizeof(double));
     st->rank = alloc_zeroed(cap, sizeof(ranked));
     st->mark = alloc_zeroed(cap, sizeof(uint8_t));
-    ok = ok && st->scores && st->vals && st->pooled && st->rank && st->mark;
+    ok = ok && st->scores && st->vals && st->pooled && st->w && st->rank && st->mark;
     if (p == SIFT_POLICY_SNAPKV || p == SIFT_POLICY_H2O) {
         st->obs_q = alloc_zeroed(mul3(n_layers, SIFT_POLICY_OBS, mul3(hq, d, 1)), sizeof(float));
         st->obs_pos = alloc_zeroed(mul3(n_layers, SIFT_POLICY_OBS, 1), sizeof(int64_t));
@@ -422,14 +445,9 @@ static void observed_attention(sift_policy_state *st, int layer, int64_t first, 
         const int64_t len = pos[t] + 1;
         for (int hh = 0; hh < st->group; hh++) {
             const float *qh = obs_query(st, layer, t) + (int64_t)(g * st->group + hh) * d;
-            float mx = -INFINITY;
-            for (int64_t j = 0; j < len; j++) {
-                s[j] = scale * dot_f32(qh, m->k + ((int64_t)g * m->cap + j) * d, d);
-                if (s[j] > mx) mx = s[j];
-            }
-            double sum = 0.0;
-            for (int64_t j = 0; j < len; j++) sum += exp((double)s[j] - mx);
-            for (int64_t j = 0; j < len; j++) a[j] += exp((double)s[j] - mx) / sum;
+            for (int64_t j = 0; j < len; j++) s[j] = scale * dot_f32(qh, m->k + ((int64_t)g * m->cap + j) * d, d);
+            const double sum = softmax_weights(s, len, st->w);
+            for (int64_t j = 0; j < len; j++) a[j] += st->w[j] / sum;
         }
     }
 }
@@ -514,15 +532,9 @@ static void choose_oracle(sift_policy_state *st, const float *q, const sift_kv_m
             group_scores(st, q, m, g, r->n, scale);
             for (int64_t j = r->cb; j < r->ce; j++) st->vals[j] = 0.0;
             for (int hh = 0; hh < st->group; hh++) {
-                const float *s = st->scores + hh * st->cap;
-                float mx = -INFINITY;
-                for (int64_t j = 0; j < r->n; j++) {
-                    if (s[j] > mx) mx = s[j];
-                }
-                double sum = 0.0;
-                for (int64_t j = 0; j < r->n; j++) sum += exp((double)s[j] - mx);
+                const double sum = softmax_weights(st->scores + hh * st->cap, r->n, st->w);
                 for (int64_t j = r->cb; j < r->ce; j++) {
-                    const double p = exp((double)s[j] - mx) / sum;
+                    const double p = st->w[j] / sum;
                     if (p > st->vals[j]) st->vals[j] = p;
                 }
             }
@@ -538,7 +550,10 @@ static void choose_oracle(sift_policy_state *st, const float *q, const sift_kv_m
 static float page_bound(const float *q, const float *kmin, const float *kmax, int64_t d)
 {
     float s = 0.0f;
-    for (int64_t i = 0; i < d; i++) s += fmaxf(q[i] * kmax[i], q[i] * kmin[i]);
+    for (int64_t i = 0; i < d; i++) {
+        const float hi = q[i] * kmax[i], lo = q[i] * kmin[i];
+        s += hi > lo ? hi : lo;
+    }
     return s;
 }
 
@@ -665,14 +680,9 @@ static void h2o_accumulate(sift_policy_state *st, const float *q, const sift_kv_
     float *s = st->scores;
     for (int hh = 0; hh < st->group; hh++) {
         const float *qh = q + (int64_t)(g * st->group + hh) * d;
-        float mx = -INFINITY;
-        for (int64_t i = 0; i < count; i++) {
-            s[i] = scale * dot_f32(qh, m->k + ((int64_t)g * m->cap + list[i]) * d, d);
-            if (s[i] > mx) mx = s[i];
-        }
-        double sum = 0.0;
-        for (int64_t i = 0; i < count; i++) sum += exp((double)s[i] - mx);
-        for (int64_t i = 0; i < count; i++) acc[list[i]] += exp((double)s[i] - mx) / sum;
+        for (int64_t i = 0; i < count; i++) s[i] = scale * dot_f32(qh, m->k + ((int64_t)g * m->cap + list[i]) * d, d);
+        const double sum = softmax_weights(s, count, st->w);
+        for (int64_t i = 0; i < count; i++) acc[list[i]] += st->w[i] / sum;
     }
 }
 
@@ -804,17 +814,20 @@ sift_status sift_policy_choose(sift_policy_state *st, int layer, const float *q,
  * positions) and o_dense; the softmax over the list gives o_sel; the error is
  * |o_sel - o_dense| / |o_dense| (Euclidean; |o_sel - o_dense| itself where o_dense is zero).
  * Listed positions outside [0, n) are ignored. Without v in the mirror only the recall is added;
- * should the two accumulators of D doubles not be allocatable, nothing is added and the failure is
- * recorded for sift_last_error. */
+ * should the scratch (n floats and 2 D doubles) not be allocatable, nothing is added and the
+ * failure is recorded for sift_last_error. */
 void sift_attention_quality(const float *q, int hq, const sift_kv_mirror *m, const int32_t *lists, int64_t n_lists,
                             int64_t count, float scale, double *recall_sum, double *err_sum)
 {
     if (!q || !m || !m->k || !lists || !recall_sum || !err_sum || hq < 1 || count < 0) return;
     if (m->n_kv_heads < 1 || hq % m->n_kv_heads != 0 || (n_lists != 1 && n_lists != m->n_kv_heads)) return;
     const int64_t n = m->n, d = m->head_dim, group = hq / m->n_kv_heads;
+    float *s = alloc_zeroed(n, sizeof(float));
     double *o_dense = alloc_zeroed(2 * d, sizeof(double));
-    if (!o_dense) {
-        sift_set_error(SIFT_E_NOMEM, "sift_attention_quality: out of memory");
+    if (!s || !o_dense) {
+        free(s);
+        free(o_dense);
+        sift_set_error(SIFT_E_NOMEM, "sift_attention_quality: out of memory for %lld scores", (long long)n);
         return;
     }
     double *o_sel = o_dense + d;
@@ -825,44 +838,38 @@ void sift_attention_quality(const float *q, int hq, const sift_kv_mirror *m, con
         const float *vg = m->v ? m->v + g * m->cap * d : NULL;
         const int32_t *list = lists + (n_lists == 1 ? 0 : g) * count;
 
-        /* dense */
+        /* dense: scores, their max, the softmax's sum and o_dense (unnormalised) */
         float mx = -INFINITY;
         for (int64_t j = 0; j < n; j++) {
-            const float s = scale * dot_f32(qh, kg + j * d, d);
-            if (s > mx) mx = s;
+            s[j] = scale * dot_f32(qh, kg + j * d, d);
+            if (s[j] > mx) mx = s[j];
         }
         double sum = 0.0;
         for (int64_t i = 0; i < d; i++) o_dense[i] = 0.0;
         for (int64_t j = 0; j < n; j++) {
-            const double w = exp((double)(scale * dot_f32(qh, kg + j * d, d)) - mx);
+            const double w = exp((double)s[j] - mx);
             sum += w;
             if (vg) {
                 for (int64_t i = 0; i < d; i++) o_dense[i] += w * vg[j * d + i];
             }
         }
+        /* the list: its dense mass, and its own softmax's max, sum and o_sel */
         double recall = 0.0;
-        for (int64_t t = 0; t < count; t++) {
-            const int64_t j = list[t];
-            if (j < 0 || j >= n) continue;
-            recall += exp((double)(scale * dot_f32(qh, kg + j * d, d)) - mx) / sum;
-        }
-        *recall_sum += recall;
-        if (!vg) continue;
-
-        /* selected */
         float mx_sel = -INFINITY;
         for (int64_t t = 0; t < count; t++) {
             const int64_t j = list[t];
             if (j < 0 || j >= n) continue;
-            const float s = scale * dot_f32(qh, kg + j * d, d);
-            if (s > mx_sel) mx_sel = s;
+            recall += exp((double)s[j] - mx) / sum;
+            if (s[j] > mx_sel) mx_sel = s[j];
         }
+        *recall_sum += recall;
+        if (!vg) continue;
         double sum_sel = 0.0;
         for (int64_t i = 0; i < d; i++) o_sel[i] = 0.0;
         for (int64_t t = 0; t < count; t++) {
             const int64_t j = list[t];
             if (j < 0 || j >= n) continue;
-            const double w = exp((double)(scale * dot_f32(qh, kg + j * d, d)) - mx_sel);
+            const double w = exp((double)s[j] - mx_sel);
             sum_sel += w;
             for (int64_t i = 0; i < d; i++) o_sel[i] += w * vg[j * d + i];
         }
@@ -875,5 +882,6 @@ void sift_attention_quality(const float *q, int hq, const sift_kv_mirror *m, con
         }
         *err_sum += dense2 > 0.0 ? sqrt(diff2 / dense2) : sqrt(diff2);
     }
+    free(s);
     free(o_dense);
 }

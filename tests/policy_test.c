@@ -568,7 +568,7 @@ static void brute_force(sift_policy p, const float *q, int hq, const sift_kv_mir
                         lo = x < lo ? x : lo;
                         hi = x > hi ? x : hi;
                     }
-                    b += fmaxf(qh[i] * hi, qh[i] * lo);
+                    b += qh[i] * hi > qh[i] * lo ? qh[i] * hi : qh[i] * lo;
                 }
                 if (hh == 0 || b > best) best = b;
             }
