@@ -853,17 +853,21 @@ sift_status sift_session_decode_batch(sift_session *s, int n, const int *seqs, c
     if (s->cfg.extrapolate && n > 1) /* the attention queries of extrapolation live in one scratch row per step */
         return sift_set_error(SIFT_E_UNSUPPORTED, "%s: length extrapolation decodes one sequence at a time", fn);
     TRY(check_tokens(s, tokens, (size_t)n, fn));
-    segment sg[n];
-    for (int i = 0; i < n; i++) {
-        if (seqs[i] < 0 || seqs[i] >= s->cfg.n_seq) return sift_set_error(SIFT_E_INVALID, "%s: no sequence %d", fn, seqs[i]);
-        for (int j = 0; j < i; j++)
-            if (seqs[j] == seqs[i]) return sift_set_error(SIFT_E_INVALID, "%s: sequence %d listed twice", fn, seqs[i]);
-        if (s->seqs[seqs[i]].pos >= s->cfg.n_ctx)
-            return sift_set_error(SIFT_E_LIMIT, "%s: sequence %d is full (%lld tokens)", fn, seqs[i], (long long)s->cfg.n_ctx);
-        sg[i] = (segment){.seq = seqs[i], .row0 = i, .t = 1, .pos0 = s->seqs[seqs[i]].pos};
+    segment *sg = calloc((size_t)n, sizeof *sg);
+    if (!sg) return sift_set_error(SIFT_E_NOMEM, "%s: out of memory", fn);
+    sift_status e = SIFT_OK;
+    for (int i = 0; i < n && e == SIFT_OK; i++) {
+        if (seqs[i] < 0 || seqs[i] >= s->cfg.n_seq) e = sift_set_error(SIFT_E_INVALID, "%s: no sequence %d", fn, seqs[i]);
+        for (int j = 0; j < i && e == SIFT_OK; j++)
+            if (seqs[j] == seqs[i]) e = sift_set_error(SIFT_E_INVALID, "%s: sequence %d listed twice", fn, seqs[i]);
+        if (e == SIFT_OK && s->seqs[seqs[i]].pos >= s->cfg.n_ctx)
+            e = sift_set_error(SIFT_E_LIMIT, "%s: sequence %d is full (%lld tokens)", fn, seqs[i], (long long)s->cfg.n_ctx);
+        if (e == SIFT_OK) sg[i] = (segment){.seq = seqs[i], .row0 = i, .t = 1, .pos0 = s->seqs[seqs[i]].pos};
     }
     step st = {.seg = sg, .n_seg = n, .rows = n, .prefill = false};
-    return run_step(s, &st, tokens, logits);
+    if (e == SIFT_OK) e = run_step(s, &st, tokens, logits);
+    free(sg);
+    return e;
 }
 
 int64_t sift_session_pos(const sift_session *s) { return s ? s->seqs[0].pos : 0; }
