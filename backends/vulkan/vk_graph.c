@@ -719,14 +719,15 @@ void vk_graph_release(void *p, sift_graph *g)
 /* Which nodes need a barrier before their first step. Untimed recordings put one only where a node
  * touches memory that a node since the last barrier wrote, or writes memory that one read or wrote
  * (storage ranges, views included, compared conservatively; a paged view is its whole pool); a
- * node's own steps are always separated, and each node's scratch is its own. A node reads its
+ * node's own steps are always separated, and each node's scratch is its own. So the Q, K and V
+ * projections of a layer run together, as do gate and up, and the two RoPEs. A node reads its
  * inputs, the page tables of its paged inputs and output, and its predicate (sift_graph_skip_if),
  * so a predicated node waits for the sel_cache_check that sets its flag; it writes its output, so
  * two writers of one tensor (select, then fill_range into the same indices) are ordered too. A
- * barrier due before a node without steps is carried to the next step recorded. So the Q, K and V projections of a layer run together, as do
- * gate and up, and the two RoPEs. SIFT_VULKAN_ALL_BARRIERS=1 puts a barrier before every step. (Neither
- * lavapipe, which runs dispatches in order, nor synchronization validation, which does not see
- * buffer-device-address accesses, can catch a missing barrier: the analysis must be right.) */
+ * barrier due before a node without steps is carried to the next step recorded (record()).
+ * SIFT_VULKAN_ALL_BARRIERS=1 puts a barrier before every step. (Neither lavapipe, which runs
+ * dispatches in order, nor synchronization validation, which does not see buffer-device-address
+ * accesses, can catch a missing barrier: the analysis must be right.) */
 typedef struct access {
     const void *storage;
     size_t begin, end;
