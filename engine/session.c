@@ -441,10 +441,12 @@ static sift_status emit_device_select(sift_session *s, sift_graph *g, segment *s
         TRY(rows3(s, s->act[A_QS], sg->row0, 1, hq, d, &qs3));
         TRY(row_heads(s, s->act[A_QS], sg->row0, hq, d, &qs2));
         if (!streaming) TRY(sift_op_rope(g, q3, sel.window, NULL, &rope, qs3));
-        /* and the attention query at position |I|, after the selected keys at 0 .. |I| - 1 */
+        /* and the attention query at the position of its own key: the list's last rank. The
+         * selected earlier tokens take 0 .. |I| - 1 and the new token |I| (SPEC §6), so with every
+         * token selected this is exactly normal RoPE */
         sift_tensor *qr3;
         TRY(rows3(s, s->act[A_QR], sg->row0, 1, hq, d, &qr3));
-        TRY(sift_op_rope(g, q3, count, NULL, &rope, qr3));
+        TRY(sift_op_rope(g, q3, count - 1, NULL, &rope, qr3));
     }
     if (cache && full) {
         if (!sl->sel_idx) TRY(sift_tensor_create(m->ctx, SIFT_I32, 2, (int64_t[]){1, count}, &sl->sel_idx));

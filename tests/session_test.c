@@ -8,7 +8,8 @@
  *     the window moving on;
  *   - sparse prefill with a budget that keeps everything equals dense prefill; with a small budget
  *     its logits stay finite and close (reported);
- *   - length extrapolation runs past the cache's rotary range with finite logits;
+ *   - length extrapolation keeping every token equals dense (keys rotated by rank = by position),
+ *     and runs past the cache's rotary range with finite logits;
  *   - every policy decodes with finite logits on every backend.
  * Each backend's logits are compared with the CPU's (NMSE <= 1e-3: f16 cache, other arithmetic).
  * Usage: sift-session-test MODEL.gguf... (a missing model file is skipped with a message). */
@@ -206,9 +207,16 @@ static void prefill_and_extrapolation(const model_run *t, float *outs)
     check(nmse(a, b, NV) < 1.0, t->name, t->bname, "sparse prefill S4 W16 k24: logits near dense (NMSE)", nmse(a, b, NV));
     memcpy(outs + OUT_SPARSE * NV, b, NV * sizeof(float));
 
-    sift_session_config x = base_config(640);
+    /* every token selected: positions by rank are the positions, so extrapolation = dense */
+    sift_session_config d32 = base_config(640), x = base_config(640);
+    d32.kv_type = x.kv_type = SIFT_F32;
     x.policy = SIFT_POLICY_TOKENSELECT;
     x.extrapolate = 1;
+    x.budget = 640;
+    RUN_OK(run(t, &d32, 0, 200, 3, a, NULL), "dense, f32 cache");
+    RUN_OK(run(t, &x, 0, 200, 3, b, NULL), "extrapolation keeping every token");
+    check(nmse(a, b, NV) <= 1e-6, t->name, t->bname, "extrapolation keeping every token = dense (f32 cache)", nmse(a, b, NV));
+    x.budget = 24;
     RUN_OK(run(t, &x, 0, 600, 4, b, NULL), "extrapolation, 604 tokens");
     check(nmse(b, b, NV) == 0.0, t->name, t->bname, "extrapolation over 604 tokens: finite logits", 0.0);
     x.policy = SIFT_POLICY_STREAMING;

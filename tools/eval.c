@@ -26,7 +26,7 @@ typedef struct {
     int n_policies;
     int64_t budgets[16];
     int n_budgets;
-    int64_t sink, window, prefix, max_tokens, samples;
+    int64_t sink, window, prefix, max_tokens, samples, skip;
     float sel_cache;
     bool json;
 } eval_options;
@@ -54,6 +54,7 @@ static void usage(FILE *f)
           "  --prefix N           text: tokens prefilled before scoring starts (default 256)\n"
           "  --max-tokens N       text: use at most N tokens of the file (default 4096)\n"
           "  --samples N          retrieval: at most N samples of each length (default: all)\n"
+          "  --skip N             retrieval: leave out the first N samples of each length (to split a run)\n"
           "  --sel-cache T|off    TokenSelect's Selection Cache threshold (default off: selection alone)\n"
           "  --backend B          cpu, vulkan or cuda (default: cuda if present, else vulkan, else cpu)\n"
           "  --json               one JSON object per result line\n",
@@ -396,12 +397,13 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
         }
     const int rows = o->n_policies * o->n_budgets;
     int64_t *correct = calloc((size_t)(rows * n_len), sizeof *correct), *answers = calloc((size_t)(rows * n_len), sizeof *answers);
-    int used[16] = {0};
+    int used[16] = {0}, seen_of[16] = {0};
     sift_status st = correct && answers ? SIFT_OK : SIFT_E_NOMEM;
     if (!o->json) fprintf(stderr, "sift eval: %d samples from %s on %s\n", n_smp, o->retrieval_path, sift_context_device_name(ctx));
     for (int i = 0; i < n_smp && st == SIFT_OK; i++) {
         int li = 0;
         while (lengths[li] != smp[i].n) li++;
+        if (seen_of[li]++ < o->skip) continue;
         if (o->samples > 0 && used[li] >= o->samples) continue;
         used[li]++;
         /* prefill up to a little before the first answer: the query's own tokens run under the policy */
@@ -499,6 +501,7 @@ int cli_eval(int argc, char **argv)
         else if (!strcmp(a, "--prefix")) ok = cli_parse_i64(val, &o.prefix) && o.prefix >= 1;
         else if (!strcmp(a, "--max-tokens")) ok = cli_parse_i64(val, &o.max_tokens) && o.max_tokens >= 2;
         else if (!strcmp(a, "--samples")) ok = cli_parse_i64(val, &o.samples) && o.samples >= 0;
+        else if (!strcmp(a, "--skip")) ok = cli_parse_i64(val, &o.skip) && o.skip >= 0;
         else if (!strcmp(a, "--sel-cache")) ok = cli_parse_sel_cache(val, &o.sel_cache);
         else {
             fprintf(stderr, "sift eval: unknown option '%s' (see --help)\n", a);

@@ -47,7 +47,10 @@ static void usage_bench(FILE *f)
           "  --kv f16|f32    K/V element type (default f16)\n"
           "  --vote sum|max  head soft vote (TokenSelect) or per-KV-head max (default sum)\n"
           "  --repeat R      timed repeats (default 20, after 3 warm-ups)\n"
-          "  --json          print one JSON object instead of the table\n",
+          "  --json          print one JSON object instead of the table\n"
+          "\n"
+          "With the soft vote and more candidates than k, a third graph times a Selection Cache hit: the\n"
+          "cosine check, score/vote/select skipped on the device, the window moved, gather_attend.\n",
           f);
 }
 
@@ -211,9 +214,10 @@ static int bench_attn(int argc, char **argv)
         fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
         return 1;
     }
-    sift_tensor *q = NULL, *k = NULL, *v = NULL, *out = NULL;
-    sift_graph *dense = NULL, *sel = NULL;
-    bench_result rd = {.graph = "dense"}, rs = {.graph = "select"};
+    sift_tensor *q = NULL, *k = NULL, *v = NULL, *out = NULL, *state = NULL, *idx = NULL;
+    sift_graph *dense = NULL, *sel = NULL, *cached = NULL;
+    float *host = NULL;
+    bench_result rd = {.graph = "dense"}, rs = {.graph = "select"}, rc = {.graph = "cached"};
     const double kv_bytes = 2.0 * (double)hkv * (double)n_ctx * (double)dim * (double)sift_dtype_size(kv);
     if (!json)
         fprintf(stderr, "sift bench-attn: %s; preparing %.1f MB of K/V...\n", sift_context_device_name(ctx), kv_bytes / 1e6);
@@ -231,6 +235,48 @@ static int bench_attn(int argc, char **argv)
     if ((s = sift_decode_attn_graph(ctx, &cfg, q, k, v, out, &sel, NULL)) != SIFT_OK) goto done;
     if ((s = time_graph(dense, (int)repeat, &rd)) != SIFT_OK) goto done;
     if ((s = time_graph(sel, (int)repeat, &rs)) != SIFT_OK) goto done;
+    /* the step of a Selection Cache hit: the check, the skipped stages, the window, the gather */
+    if (vote == SIFT_VOTE_SOFTMAX_SUM && sift_select_candidates(&cfg.sel) > budget) {
+        const int64_t qn = hq * dim, sn = qn + SIFT_SEL_CACHE_EXTRA, count = sift_select_count(&cfg.sel);
+        host = calloc((size_t)sn, sizeof *host);
+        if (!host) {
+            s = SIFT_E_NOMEM;
+            goto done;
+        }
+        /* q_ref = q and VALID: every run reuses; the index set is the selection's own */
+        if ((s = sift_tensor_read(q, 0, host, (size_t)qn * sizeof *host)) != SIFT_OK) goto done;
+        host[qn + SIFT_SEL_CACHE_VALID] = 1.0f;
+        sift_tensor *votes = NULL, *scores = NULL;
+        if ((s = sift_tensor_create(ctx, SIFT_F32, 1, &sn, &state)) != SIFT_OK ||
+            (s = sift_tensor_write(state, 0, host, (size_t)sn * sizeof *host)) != SIFT_OK ||
+            (s = sift_tensor_create(ctx, SIFT_I32, 2, (int64_t[]){1, count}, &idx)) != SIFT_OK ||
+            (s = sift_graph_create(ctx, &cached)) != SIFT_OK)
+            goto done;
+        const int64_t cand = sift_select_candidates(&cfg.sel);
+        const float scale = 1.0f / sqrtf((float)dim);
+        if ((s = sift_graph_new_tensor(cached, SIFT_F32, 2, (int64_t[]){hq, cand}, "scores", &scores)) != SIFT_OK ||
+            (s = sift_graph_new_tensor(cached, SIFT_F32, 2, (int64_t[]){1, cand}, "votes", &votes)) != SIFT_OK ||
+            (s = sift_op_score(cached, q, k, sink, sink + cand, scale, scores)) != SIFT_OK ||
+            (s = sift_op_vote(cached, SIFT_VOTE_SOFTMAX_SUM, scores, votes)) != SIFT_OK ||
+            (s = sift_op_select(cached, votes, &cfg.sel, idx)) != SIFT_OK || (s = sift_graph_compute(cached)) != SIFT_OK)
+            goto done;
+        sift_graph_destroy(cached);
+        cached = NULL;
+        if ((s = sift_graph_create(ctx, &cached)) != SIFT_OK ||
+            (s = sift_graph_new_tensor(cached, SIFT_F32, 2, (int64_t[]){hq, cand}, "scores", &scores)) != SIFT_OK ||
+            (s = sift_graph_new_tensor(cached, SIFT_F32, 2, (int64_t[]){1, cand}, "votes", &votes)) != SIFT_OK ||
+            (s = sift_op_sel_cache_check(cached, q, -1.0f, 1, state)) != SIFT_OK ||
+            (s = sift_graph_skip_if(cached, state, qn + SIFT_SEL_CACHE_REUSE)) != SIFT_OK ||
+            (s = sift_op_score(cached, q, k, sink, sink + cand, scale, scores)) != SIFT_OK ||
+            (s = sift_op_vote(cached, SIFT_VOTE_SOFTMAX_SUM, scores, votes)) != SIFT_OK ||
+            (s = sift_op_select(cached, votes, &cfg.sel, idx)) != SIFT_OK ||
+            (s = sift_graph_skip_if(cached, NULL, 0)) != SIFT_OK ||
+            (s = sift_op_fill_range(cached, sink + budget, n_ctx - window, idx)) != SIFT_OK ||
+            (s = sift_op_gather_attend(cached, q, k, v, idx, scale, out)) != SIFT_OK || (s = time_graph(cached, (int)repeat, &rc)) != SIFT_OK)
+            goto done;
+    }
+    const int n_graphs = cached ? 3 : 2;
+    const bench_result *rr[3] = {&rd, &rs, &rc};
 
     if (json) {
         printf("{\"backend\": \"%s\", \"device\": \"%s\", \"ctx\": %lld, \"budget\": %lld, \"sink\": %lld, "
@@ -239,15 +285,16 @@ static int bench_attn(int argc, char **argv)
                sift_backend_kind_name(sift_context_backend(ctx)), sift_context_device_name(ctx), (long long)n_ctx,
                (long long)budget, (long long)sink, (long long)window, (long long)hq, (long long)hkv, (long long)dim,
                sift_dtype_name(kv), vote == SIFT_VOTE_SOFTMAX_SUM ? "sum" : "max", (long long)repeat);
-        const bench_result *rr[2] = {&rd, &rs};
-        for (int r = 0; r < 2; r++) {
+        for (int r = 0; r < n_graphs; r++) {
             printf("%s{\"graph\": \"%s\", \"total_us\": %.3f, \"stages\": [", r ? ", " : "", rr[r]->graph, rr[r]->total_us);
             for (int i = 0; i < rr[r]->n_nodes; i++)
                 printf("%s{\"op\": \"%s\", \"us\": %.3f, \"bytes\": %.0f, \"gbps\": %.1f}", i ? ", " : "", rr[r]->names[i],
                        rr[r]->us[i], rr[r]->bytes[i], rr[r]->bytes[i] / (rr[r]->us[i] * 1e3));
             printf("]}");
         }
-        printf("], \"select_over_dense\": %.4f}\n", rs.total_us / rd.total_us);
+        printf("], \"select_over_dense\": %.4f", rs.total_us / rd.total_us);
+        if (cached) printf(", \"cached_over_dense\": %.4f", rc.total_us / rd.total_us);
+        printf("}\n");
     } else {
         printf("sift bench-attn  backend %s: %s\n", sift_backend_kind_name(sift_context_backend(ctx)),
                sift_context_device_name(ctx));
@@ -255,19 +302,23 @@ static int bench_attn(int argc, char **argv)
                (long long)n_ctx, (long long)hq, (long long)hkv, (long long)dim, sift_dtype_name(kv), (long long)sink,
                (long long)window, (long long)budget, vote == SIFT_VOTE_SOFTMAX_SUM ? "sum" : "max", (long long)repeat);
         printf("%-8s %-15s %12s %10s %12s\n", "graph", "stage", "us", "GB/s", "MB moved");
-        const bench_result *rr[2] = {&rd, &rs};
-        for (int r = 0; r < 2; r++) {
+        for (int r = 0; r < n_graphs; r++) {
             for (int i = 0; i < rr[r]->n_nodes; i++)
                 printf("%-8s %-15s %12.1f %10.1f %12.2f\n", rr[r]->graph, rr[r]->names[i], rr[r]->us[i],
                        rr[r]->bytes[i] / (rr[r]->us[i] * 1e3), rr[r]->bytes[i] / 1e6);
             printf("%-8s %-15s %12.1f\n", rr[r]->graph, "total", rr[r]->total_us);
         }
         printf("\nselect / dense: %.3f\n", rs.total_us / rd.total_us);
+        if (cached) printf("cached / dense: %.3f  (a Selection Cache hit: check, skipped stages, window, gather)\n", rc.total_us / rd.total_us);
     }
 done:
     if (s != SIFT_OK) fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
     sift_graph_destroy(dense);
     sift_graph_destroy(sel);
+    sift_graph_destroy(cached);
+    sift_tensor_destroy(state);
+    sift_tensor_destroy(idx);
+    free(host);
     sift_tensor_destroy(q);
     sift_tensor_destroy(k);
     sift_tensor_destroy(v);
