@@ -1,5 +1,6 @@
 #version 460
-// gather_attend / dense_attend / causal_attend, split-K part (docs/kernels.md, SPEC §3.4).
+// gather_attend / dense_attend / causal_attend / causal_attend_sparse, split-K part (docs/kernels.md,
+// SPEC §3.4).
 // Grid (split s, KV head g, pass over the KV head's queries). The queries of KV head g are its group's
 // heads of token 0, then of token 1, ... (T tokens for causal_attend, one otherwise), GH per pass.
 // Split s attends the pass's queries over entries [s * cs, (s + 1) * cs) of the KV head's index list
@@ -8,21 +9,37 @@
 // sum l and unnormalised o[D] per query in f32, and writes (m, l) and o per (query, split) for
 // attend_merge.comp. Dense and causal are this kernel with the index list replaced by the identity
 // (DENSE). A split past a query's range leaves (m, l) = (NEG, 0) and o = 0, which the merge ignores.
+// Entry t is at position idx[t] for t < nlist, then start + (t - nlist) (causal_attend_sparse: the
+// list, then [pos0, pos0 + T); gather: nlist = n). K and V may be paged (common.glsl kv_row, their
+// KVRefs in a parameter block): an absent row (or a position outside the cache) is never read and
+// takes no part in the softmax. ROPE: the key of entry t is rotated to position t (SPEC §6,
+// rows.glsl partial_dots_rope).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "trig.glsl"
 #include "rows.glsl"
 
 layout(constant_id = 8) const bool DENSE = false;
 
+// Per node, fixed when the graph is planned (written into the graph's scratch by the command buffer).
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer AttendParams {
+    KVRef k;         // [Hkv][Ncap][D]
+    KVRef v;         // [Hkv][Ncap][D]
+    uint same;       // v's rows lie where k's do (same rows, layout and page table): one lookup per row
+    uint n_rot;      // ROPE: rotated dimensions
+    uint pad0, pad1;
+    float freq[64];  // ROPE: powf(base, -2i / n_rot), computed as the CPU computes it
+};
+
 layout(push_constant) uniform PC {
     TRef q;          // f32 [T][Hq][D]
-    TRef k;          // [Hkv][Ncap][D]
-    TRef v;          // [Hkv][Ncap][D]
-    TRef idx;        // i32 [lists][n] (unused when DENSE)
+    TRef idx;        // i32 [lists][nlist] (unused when DENSE)
+    uint64_t prm;    // AttendParams
     uint64_t ml;     // scratch: vec2 (m, l) per (query row, split)
     uint64_t po;     // scratch: float o[D] per (query row, split)
-    uint n;          // list length (dense: N; causal: pos0 + T)
-    uint ncap;       // K/V rows per KV head
+    uint n;          // entries (dense: N; causal: pos0 + T; gather: the list's; sparse: the list's + T)
+    uint nlist;      // entries taken from the index list
+    uint start;      // the position of entry nlist (sparse: pos0)
     uint group;      // G
     uint nsplit;     // splits
     uint cs;         // list entries per split (a multiple of NCL * ROWS)
@@ -52,10 +69,13 @@ void main()
     [[unroll]] for (uint hh = 0u; hh < GH; hh++) qend[hh] = min(pc.n, pc.lim0 + (f0 + min(hh, nh - 1u)) / pc.group);
     const uint t_begin = split * pc.cs, t_end = min(qend[GH - 1u], t_begin + pc.cs);
     [[unroll]] for (uint hh = 0u; hh < GH; hh++) qend[hh] = min(qend[hh], t_end);
-    const uint64_t list_base = uint64_t(pc.lists == 1u ? 0u : g) * pc.n;
+    const uint64_t list_base = uint64_t(pc.lists == 1u ? 0u : g) * pc.nlist;
     const uint cbase = (gl_SubgroupInvocationID / LANES) * LANES;
+    const KVRef kk = AttendParams(pc.prm).k, vv = AttendParams(pc.prm).v;
+    const bool same = AttendParams(pc.prm).same != 0u;
 
     load_q(pc.q, g, f0, nh, pc.group, pc.hq, lane);
+    if (ROPE != 0u) load_q_rope(pc.q, g, f0, nh, pc.group, pc.hq, lane, AttendParams(pc.prm).n_rot, pc.prm + 112ul);
 
     float mr[GH], lr[GH], o[GH * DPL];
     [[unroll]] for (uint hh = 0u; hh < GH; hh++) { mr[hh] = NEG; lr[hh] = 0.0; }
@@ -65,13 +85,19 @@ void main()
     const uint steps = t_end > t_begin ? (t_end - t_begin + NCL * ROWS - 1u) / (NCL * ROWS) : 0u;
     for (uint st = 0u; st < steps; st++) {
         const uint t0 = t_begin + (st * NCL + cl) * ROWS;
+        uint okm = 0u; // the step's rows that are present
         [[unroll]] for (uint r = 0u; r < ROWS; r++) {
             uint t = min(t0 + r, t_end - 1u);
-            uint pos = DENSE ? t : min(ld_u32(pc.idx, list_base + t), pc.ncap - 1u); // clamped: never out of bounds
-            uint64_t row = kv_row(g, pos, pc.ncap, ROWB);
-            load_row(pc.k, pc.v, true, row, lane, r);
+            uint pos = DENSE ? t : t < pc.nlist ? ld_u32(pc.idx, list_base + t) : pc.start + (t - pc.nlist);
+            uint64_t koff, voff;
+            bool ok = kv_row(kk, g, pos, ROWB, koff);
+            voff = koff;
+            if (!same) ok = kv_row(vv, g, pos, ROWB, voff) && ok;
+            okm |= ok ? 1u << r : 0u;
+            if (ROPE != 0u) g_pos[r] = float(t);
+            load_row(kk.t, vv.t, true, koff, voff, ok, lane, r);
         }
-        partial_dots();
+        if (ROPE != 0u) partial_dots_rope(); else partial_dots();
         xreduce(lane);
         float sc[NV];
         [[unroll]] for (uint x = 0u; x < NV; x++) sc[x] = pc.scale * subgroupShuffle(g_vals[owner_slot(x)], cbase + owner_lane(x));
@@ -80,12 +106,12 @@ void main()
         float p[NV], corr[GH];
         [[unroll]] for (uint hh = 0u; hh < GH; hh++) {
             float bm = NEG;
-            [[unroll]] for (uint r = 0u; r < ROWS; r++) if (t0 + r < qend[hh]) bm = max(bm, sc[hh * ROWS + r]);
+            [[unroll]] for (uint r = 0u; r < ROWS; r++) if (t0 + r < qend[hh] && (okm & (1u << r)) != 0u) bm = max(bm, sc[hh * ROWS + r]);
             float mn = max(mr[hh], bm);
             corr[hh] = exp(mr[hh] - mn);
             float ls = 0.0;
             [[unroll]] for (uint r = 0u; r < ROWS; r++) {
-                p[hh * ROWS + r] = t0 + r < qend[hh] ? exp(sc[hh * ROWS + r] - mn) : 0.0;
+                p[hh * ROWS + r] = t0 + r < qend[hh] && (okm & (1u << r)) != 0u ? exp(sc[hh * ROWS + r] - mn) : 0.0;
                 ls += p[hh * ROWS + r];
             }
             lr[hh] = lr[hh] * corr[hh] + ls;

@@ -1,7 +1,8 @@
 #version 460
 // gather_attend / dense_attend, merge part: combines the splits of each head with the log-sum-exp
 // rule (SPEC §3.4): m = max m_s; l = sum l_s exp(m_s - m); o = sum o_s exp(m_s - m) / l, where o_s
-// is a split's unnormalised sum. No splits (an empty index list) gives zeros.
+// is a split's unnormalised sum. No splits (an empty index list), or no row present in any (every
+// entry absent from a paged cache), gives zeros.
 // Grid (query row h, block of 32 dimensions); 256 invocations = 32 dimensions x 8 groups of splits.
 // A query row is a head of the decode ops, or head h of token t (row t * Hq + h) of causal_attend.
 // D is a multiple of 8 up to 128: invocations past D read dimension D - 1 and write nothing.
@@ -61,6 +62,6 @@ void main()
     if (grp == 0u && d_out < D) {
         float a = 0.0, lt = 0.0;
         for (uint i = 0u; i < 8u; i++) { a += sh_acc[i][tid]; lt += sh_l[i]; }
-        st_f32(pc.out_, uint64_t(h) * D + d, pc.nsplit == 0u ? 0.0 : a / lt);
+        st_f32(pc.out_, uint64_t(h) * D + d, pc.nsplit == 0u || lt == 0.0 ? 0.0 : a / lt);
     }
 }

@@ -62,12 +62,42 @@ uvec4 ld_16(TRef t, uint64_t off, bool aligned)
     return uvec4((w0 >> 16) | (w1 << 16), (w1 >> 16) | (w2 << 16), (w2 >> 16) | (w3 << 16), (w3 >> 16) | (w4 << 16));
 }
 
-// Byte offset of row `pos` of KV head `g` in a K/V tensor [Hkv][Ncap][D]: the one place that knows
-// where a K/V row lives (paging and batching change this function only).
-uint64_t kv_row(uint g, uint pos, uint ncap, uint row_bytes)
+// A K/V tensor [Hkv][rows][D], paged or not (backend.h sift_kv_phys_row, vk_memory.c vk_kv_ref).
+//   t:      the storage of the rows (a paged view: its pool [Hkv][prow][D]);
+//   pages:  the page table i32 [n_pages] of a paged view (addr 0: not paged);
+//   rows:   logical rows per KV head (positions >= rows are absent);
+//   prow:   physical rows per KV head (the stride between KV heads, in rows);
+//   pshift: log2 of the page size P; npages: the pool's pages, prow >> pshift.
+struct KVRef {
+    TRef t;
+    TRef pages;
+    uint rows;
+    uint prow;
+    uint pshift;
+    uint npages;
+};
+
+// The byte offset (from kv.t's first element) of logical row `pos` of KV head `g`, rows of
+// row_bytes bytes; false where the row is absent: outside the tensor, or on a page the table maps
+// outside the pool (a negative i32 reads as a huge uint). The one place that knows where a K/V row
+// lives: paging (and batching) change this function only. The page table is read here, at run time.
+bool kv_row(KVRef kv, uint g, uint pos, uint row_bytes, out uint64_t off)
 {
-    return (uint64_t(g) * uint64_t(ncap) + uint64_t(pos)) * uint64_t(row_bytes);
+    off = 0ul;
+    if (pos >= kv.rows) return false;
+    uint row = pos;
+    if (kv.pages.addr != 0ul) {
+        const uint page = ld_u32(kv.pages, uint64_t(pos >> kv.pshift));
+        if (page >= kv.npages) return false;
+        row = (page << kv.pshift) | (pos & ((1u << kv.pshift) - 1u));
+    }
+    off = (uint64_t(g) * kv.prow + row) * uint64_t(row_bytes);
+    return true;
 }
+
+// Predicated nodes (sift_graph_skip_if): flag is the device address of the f32 predicate (0: none);
+// every dispatch of a predicated node returns at once, uniformly, when it is non-zero.
+bool skipped(uint64_t flag) { return flag != 0ul && F32Ref(flag).v != 0.0; }
 
 // backend.h sift_order_key: larger float, larger key; -0 equals +0.
 uint order_key(uint bits)

@@ -3,7 +3,8 @@
 // cache, copied bit for bit; MODE 1: f16 cache, two values per 32-bit word (the cache's offset is a
 // multiple of 4 bytes and D is even), rounded to nearest even exactly as sift_float_to_half; MODE 2:
 // an f16 cache stored as f32 (devices without 16-bit storage): the same rounding, stored widened.
-// Invocation e of the flattened grid writes element e (MODE 1: elements 2e and 2e + 1).
+// Invocation e of the flattened grid writes element e (MODE 1: elements 2e and 2e + 1). The cache may
+// be paged (common.glsl kv_row): a row whose page is absent is not written.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
@@ -13,11 +14,10 @@ layout(local_size_x = 256) in;
 
 layout(push_constant) uniform PC {
     TRef src;        // f32 [T][Hkv][D]
-    TRef cache;      // [Hkv][Ncap][D]
+    KVRef cache;     // [Hkv][Ncap][D]
     uint64_t n;      // elements to write (MODE 1: pairs)
     uint H;          // Hkv
-    uint D;          // values per row (MODE 1: pairs per row)
-    uint ncap;
+    uint D;          // values per row (MODE 1: pairs per row); a row is 4 * D bytes in every mode
     uint pos0;
 } pc;
 
@@ -50,13 +50,15 @@ void main()
     const uint j = uint(e % pc.D);
     const uint64_t r = e / pc.D; // source row t * H + h
     const uint h = uint(r % pc.H), t = uint(r / pc.H);
-    const uint64_t dst = (uint64_t(h) * pc.ncap + pc.pos0 + t) * pc.D + j;
+    uint64_t row;
+    if (!kv_row(pc.cache, h, pc.pos0 + t, pc.D * 4u, row)) return;
+    const uint64_t dst = row + uint64_t(j) * 4ul; // bytes
     if (MODE == 1u) {
         const float a = ld_f32(pc.src, 2ul * e), b = ld_f32(pc.src, 2ul * e + 1ul);
-        U32Ref(taddr(pc.cache, dst * 4ul)).v = half_bits(a) | (half_bits(b) << 16);
+        U32Ref(taddr(pc.cache.t, dst)).v = half_bits(a) | (half_bits(b) << 16);
     } else if (MODE == 2u) {
-        st_f32(pc.cache, dst, unpackHalf2x16(half_bits(ld_f32(pc.src, e))).x);
+        F32Ref(taddr(pc.cache.t, dst)).v = unpackHalf2x16(half_bits(ld_f32(pc.src, e))).x;
     } else {
-        st_u32(pc.cache, dst, ld_u32(pc.src, e));
+        U32Ref(taddr(pc.cache.t, dst)).v = ld_u32(pc.src, e);
     }
 }

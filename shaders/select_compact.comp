@@ -9,6 +9,7 @@
 
 void main()
 {
+    if (skipped(pc.skip)) return;
     const uint rk = rank_(), l = gl_WorkGroupID.y, blk = gl_WorkGroupID.x;
     const uint64_t out0 = uint64_t(l) * pc.count;
     if (blk == 0u) {

@@ -7,6 +7,7 @@
 
 void main()
 {
+    if (skipped(pc.skip)) return;
     const uint rk = rank_(), l = gl_WorkGroupID.y, blk = gl_WorkGroupID.x;
     uint t, rem;
     derive(l, 4u, t, rem);

@@ -9,6 +9,7 @@
  */
 #include "vk_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,9 @@
 #include "backends/vulkan/matvec_spv.h"
 #include "backends/vulkan/rmsnorm_spv.h"
 #include "backends/vulkan/rope_spv.h"
+#include "backends/vulkan/fill_range_spv.h"
+#include "backends/vulkan/mean_rows_spv.h"
+#include "backends/vulkan/sel_cache_spv.h"
 
 static const struct {
     const uint32_t *code;
@@ -52,23 +56,35 @@ static const struct {
     [VK_K_ROPE] = {sift_spv_rope, sizeof sift_spv_rope, "rope"},
     [VK_K_ELTWISE] = {sift_spv_eltwise, sizeof sift_spv_eltwise, "eltwise"},
     [VK_K_KV_WRITE] = {sift_spv_kv_write, sizeof sift_spv_kv_write, "kv_write"},
+    [VK_K_SEL_CACHE] = {sift_spv_sel_cache, sizeof sift_spv_sel_cache, "sel_cache"},
+    [VK_K_FILL_RANGE] = {sift_spv_fill_range, sizeof sift_spv_fill_range, "fill_range"},
+    [VK_K_MEAN_ROWS] = {sift_spv_mean_rows, sizeof sift_spv_mean_rows, "mean_rows"},
 };
 
 /* ---- push constants: the C images of the shaders' push_constant blocks ---- */
 
 typedef struct {
-    vk_tref q, k, s;
-    uint32_t begin, m, ncap, group, tiles;
+    vk_tref q, s;
+    vk_kvref k;
+    uint64_t skip;
+    uint32_t begin, m, group, tiles;
     float scale;
 } push_score;
 
 typedef struct {
-    vk_tref q, k, v, idx;
-    uint64_t ml, po;
-    uint32_t n, ncap, group, nsplit, cs, lists;
+    vk_tref q, idx;
+    uint64_t prm, ml, po;
+    uint32_t n, nlist, start, group, nsplit, cs, lists;
     float scale;
     uint32_t lim0, hq, nq, pass0;
 } push_attend;
+
+/* attend.comp AttendParams: per node, written into the scratch by the command buffer */
+typedef struct {
+    vk_kvref k, v;
+    uint32_t same, n_rot, pad0, pad1;
+    float freq[64];
+} attend_params;
 
 typedef struct {
     vk_tref out;
@@ -78,36 +94,56 @@ typedef struct {
 
 typedef struct {
     vk_tref s;
-    uint64_t part;
+    uint64_t part, skip;
     uint32_t m, items, nblocks;
 } push_vote_stats;
 
 typedef struct {
-    uint64_t part, stats;
+    uint64_t part, stats, skip;
     uint32_t nblocks;
 } push_vote_merge;
 
 typedef struct {
     vk_tref s, v;
-    uint64_t stats;
+    uint64_t stats, skip;
     uint32_t m, hq, tiles;
 } push_vote_sum;
 
 typedef struct {
     vk_tref s, u;
+    uint64_t skip;
     uint32_t m, group, tiles;
 } push_vote_max;
 
 typedef struct {
     vk_tref votes, out;
-    uint64_t hist, counts;
+    uint64_t hist, counts, skip;
     uint32_t cand, chosen, items, nblocks, sink, first, win_begin, win_count, count, pass, mode;
 } push_select;
+
+typedef struct {
+    vk_tref q, st;
+    uint32_t qn;
+    float theta;
+    uint32_t full;
+} push_sel_cache;
+
+typedef struct {
+    vk_tref out;
+    uint32_t n, col0, width, start, l0;
+} push_fill_range;
+
+typedef struct {
+    vk_tref x, out;
+    uint32_t rows, e;
+} push_mean_rows;
 
 _Static_assert(sizeof(push_score) <= VK_PUSH_MAX && sizeof(push_attend) <= VK_PUSH_MAX &&
                    sizeof(push_select) <= VK_PUSH_MAX && sizeof(push_vote_sum) <= VK_PUSH_MAX,
                "push constants exceed 128 bytes");
 _Static_assert(sizeof(vk_tref) == 16, "vk_tref must match common.glsl TRef");
+_Static_assert(sizeof(vk_kvref) == 48, "vk_kvref must match common.glsl KVRef");
+_Static_assert(sizeof(attend_params) == 368, "attend_params must match attend.comp AttendParams");
 
 /* ---- pipelines ---- */
 
@@ -317,8 +353,9 @@ typedef struct rowcfg {
     uint32_t wgs, lanes, gh, passes, rows, vp, ncl;
 } rowcfg;
 
-/* queries: how many queries share each K/V row (G for the decode ops; T * G for causal_attend). */
-static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t queries, bool attend, rowcfg *c)
+/* queries: how many queries share each K/V row (G for the decode ops; T * G for causal_attend).
+ * rope: attend.comp rotating keys (rows.glsl partial_dots_rope) holds a second set of query values. */
+static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t queries, bool attend, bool rope, rowcfg *c)
 {
     /* a row is vec 16-byte vectors (D a multiple of 8); lanes: a power of two up to 16 and the subgroup
      * size; when it does not divide vec, lanes past the row's end idle in the last slot: the most
@@ -331,8 +368,9 @@ static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t queries, bo
     }
     c->lanes = lanes;
     const uint32_t per = (vec + lanes - 1) / lanes, dpl = per * (f16 ? 8u : 4u);
-    /* queries per pass: at most 8, and at most 64 query values per lane in registers */
-    const uint32_t cap = min_u32(8, max_u32(1, 64 / dpl));
+    /* queries per pass: at most 8, and at most 64 query values per lane in registers (32 when keys are
+     * rotated: the partners' values, g_qp, double them) */
+    const uint32_t cap = min_u32(8, max_u32(1, (rope ? 32 : 64) / dpl));
     c->passes = (queries + cap - 1) / cap;
     c->gh = (queries + c->passes - 1) / c->passes;
     const vk_tune *t = &be->tune;
@@ -356,8 +394,9 @@ static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t queries, bo
     c->ncl = c->wgs / lanes;
 }
 
-static void row_spec(const rowcfg *c, uint32_t d, bool f16, bool aligned, bool dense, uint32_t spec[VK_NSPEC])
+static void row_spec(const rowcfg *c, uint32_t d, bool f16, bool aligned, bool dense, uint32_t rope, uint32_t spec[VK_NSPEC])
 {
+    spec[VK_SC_ROPE] = rope;
     spec[VK_SC_WGS] = c->wgs;
     spec[VK_SC_D] = d;
     spec[VK_SC_F16] = f16;
@@ -372,6 +411,19 @@ static void row_spec(const rowcfg *c, uint32_t d, bool f16, bool aligned, bool d
 /* Target number of workgroups for the streaming kernels: a few waves on a large GPU. */
 static uint32_t target_groups(const vkb *be) { return be->tune.groups ? be->tune.groups : 4096u; }
 
+/* The device address of a predicated node's flag (sift_graph_skip_if), 0 for none: every dispatch of
+ * score, vote and select reads it first and returns when it is non-zero (common.glsl skipped). */
+static sift_status skip_flag(const sift_node *n, uint64_t *out)
+{
+    *out = 0;
+    if (!n->skip) return SIFT_OK;
+    const sift_tensor *f = n->skip, *d = n->dst;
+    if (f->impl == d->impl && f->offset < d->offset + d->nbytes && d->offset < f->offset + f->nbytes)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s writes '%s', the tensor of its own predicate",
+                              sift_op_name(n->op), d->name);
+    return vk_tensor_addr(f, (uint64_t)n->skip_elem * 4u, out);
+}
+
 static sift_status plan_score(plan *pl, const sift_node *n)
 {
     const sift_tensor *q = n->src[0], *k = n->src[1];
@@ -380,33 +432,39 @@ static sift_status plan_score(plan *pl, const sift_node *n)
     if (m == 0) return SIFT_OK;
     const bool f16 = vk_tensor_is_f16(k);
     rowcfg c;
-    row_config(pl->be, d, f16, hq / hkv, false, &c);
+    row_config(pl->be, d, f16, hq / hkv, false, false, &c);
     push_score ps = {.begin = (uint32_t)n->p.begin,
                      .m = m,
-                     .ncap = (uint32_t)k->shape[1],
                      .group = hq / hkv,
                      .tiles = ceil_div(m, (uint64_t)c.ncl * c.rows),
                      .scale = n->p.scale};
     TRY(vk_tensor_ref(q, &ps.q));
-    TRY(vk_tensor_ref(k, &ps.k));
+    TRY(vk_kv_ref(k, &ps.k));
     TRY(vk_tensor_ref(n->dst, &ps.s));
+    TRY(skip_flag(n, &ps.skip));
     uint32_t spec[VK_NSPEC];
-    row_spec(&c, d, f16, vk_rows_aligned(k), false, spec);
+    row_spec(&c, d, f16, vk_rows_aligned(k), false, 0, spec);
     const uint32_t gx = min_u32(min_u32(ps.tiles, max_u32(1, 2 * target_groups(pl->be) / (hkv * c.passes))), pl->be->max_groups[0]);
     return dispatch(pl, VK_K_SCORE, spec, &ps, sizeof ps, gx, hkv, c.passes);
 }
 
-/* gather_attend, dense_attend and causal_attend: one split-K kernel (attend.comp) and its merge.
- * Causal attention is dense attention for T * G queries per KV head, the query of token t over
- * positions [0, pos0 + t]. */
+/* gather_attend (with rotated keys or not), dense_attend, causal_attend and causal_attend_sparse: one
+ * split-K kernel (attend.comp) and its merge. Causal attention is dense attention for T * G queries
+ * per KV head, the query of token t over positions [0, pos0 + t]; sparse causal attention walks the
+ * list, then positions pos0, pos0 + 1, ..., the query of token t over the list and [pos0, pos0 + t].
+ * K and V (paged or not) travel in a parameter block in the scratch (their KVRefs exceed the push
+ * constants), written by the command buffer at the start of every run. */
 static sift_status plan_attend(plan *pl, const sift_node *n)
 {
-    const bool gather = n->op == SIFT_OP_GATHER_ATTEND, causal = n->op == SIFT_OP_CAUSAL_ATTEND;
-    const sift_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *idx = gather ? n->src[3] : NULL;
+    const bool gather = n->op == SIFT_OP_GATHER_ATTEND, sparse = n->op == SIFT_OP_CAUSAL_SPARSE;
+    const bool causal = n->op == SIFT_OP_CAUSAL_ATTEND || sparse;
+    const sift_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *idx = gather || sparse ? n->src[3] : NULL;
     const uint32_t tokens = causal ? (uint32_t)q->shape[0] : 1u;
     const uint32_t hq = (uint32_t)q->shape[causal ? 1 : 0], d = (uint32_t)q->shape[causal ? 2 : 1];
     const uint32_t hkv = (uint32_t)k->shape[0], group = hq / hkv;
-    const uint32_t len = gather ? (uint32_t)idx->shape[1]
+    const uint32_t nlist = idx ? (uint32_t)idx->shape[1] : 0u;
+    const uint32_t len = gather ? nlist
+                         : sparse ? nlist + tokens
                          : causal ? (uint32_t)(n->p.pos0 + tokens)
                                   : (uint32_t)n->p.n_ctx;
     if (tokens == 0) return SIFT_OK;
@@ -414,8 +472,11 @@ static sift_status plan_attend(plan *pl, const sift_node *n)
     if (vk_tensor_is_f16(v) != f16)
         return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s: k and v are stored differently on this device",
                               sift_op_name(n->op));
+    const bool rope = gather && n->p.rope_keys;
+    if (rope && (n->p.rope.n_rot < 2 || (uint32_t)n->p.rope.n_rot > d || n->p.rope.n_rot % 2 != 0))
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: gather_attend_rope: n_rot = %d with D = %u", n->p.rope.n_rot, d);
     rowcfg c;
-    row_config(pl->be, d, f16, tokens * group, true, &c);
+    row_config(pl->be, d, f16, tokens * group, true, rope, &c);
     const uint32_t per_step = c.ncl * c.rows, steps = ceil_div(len, per_step);
     uint32_t nsplit = min_u32(steps, min_u32(max_u32(1, target_groups(pl->be) / max_u32(1, hkv * c.passes)),
                                              pl->be->max_groups[0]));
@@ -427,25 +488,41 @@ static sift_status plan_attend(plan *pl, const sift_node *n)
     const uint64_t qrows = (uint64_t)tokens * hq;
     const VkDeviceSize ml = scratch_take(pl, (VkDeviceSize)qrows * nsplit * 8);
     const VkDeviceSize po = scratch_take(pl, (VkDeviceSize)qrows * nsplit * d * 4);
+    const VkDeviceSize prm = scratch_take(pl, sizeof(attend_params));
 
-    push_attend pa = {.ml = scratch_addr(pl, ml),
+    attend_params ap;
+    memset(&ap, 0, sizeof ap);
+    TRY(vk_kv_ref(k, &ap.k));
+    TRY(vk_kv_ref(v, &ap.v));
+    /* one lookup per row when v's rows lie where k's do (the same rows, pool layout and page table) */
+    ap.same = ap.k.rows == ap.v.rows && ap.k.prow == ap.v.prow && ap.k.pshift == ap.v.pshift &&
+              ap.k.npages == ap.v.npages && ap.k.pages.addr == ap.v.pages.addr && ap.k.pages.meta == ap.v.pages.meta;
+    if (rope) {
+        ap.n_rot = (uint32_t)n->p.rope.n_rot;
+        for (int i = 0; i < n->p.rope.n_rot / 2; i++)
+            ap.freq[i] = powf(n->p.rope.base, -2.0f * (float)i / (float)n->p.rope.n_rot); /* as cpu_rope_row */
+    }
+    TRY(vk_scratch_update(pl, prm, &ap, sizeof ap));
+
+    push_attend pa = {.prm = scratch_addr(pl, prm),
+                      .ml = scratch_addr(pl, ml),
                       .po = scratch_addr(pl, po),
                       .n = len,
-                      .ncap = (uint32_t)k->shape[1],
+                      .nlist = nlist,
+                      .start = sparse ? (uint32_t)n->p.pos0 : 0u,
                       .group = group,
                       .nsplit = nsplit,
                       .cs = cs,
-                      .lists = gather ? (uint32_t)idx->shape[0] : 1,
+                      .lists = idx ? (uint32_t)idx->shape[0] : 1,
                       .scale = n->p.scale,
-                      .lim0 = causal ? (uint32_t)n->p.pos0 + 1u : len,
+                      .lim0 = sparse ? nlist + 1u : causal ? (uint32_t)n->p.pos0 + 1u : len,
                       .hq = hq,
                       .nq = tokens * group};
     TRY(vk_tensor_ref(q, &pa.q));
-    TRY(vk_tensor_ref(k, &pa.k));
-    TRY(vk_tensor_ref(v, &pa.v));
-    if (gather) TRY(vk_tensor_ref(idx, &pa.idx));
+    if (idx) TRY(vk_tensor_ref(idx, &pa.idx));
     uint32_t spec[VK_NSPEC];
-    row_spec(&c, d, f16, vk_rows_aligned(k) && vk_rows_aligned(v), !gather, spec);
+    row_spec(&c, d, f16, vk_rows_aligned(k) && vk_rows_aligned(v), !idx,
+             rope ? (n->p.rope.mode == SIFT_ROPE_NEOX ? 2u : 1u) : 0u, spec);
     /* passes beyond the device's grid z limit go in several dispatches */
     for (uint32_t p0 = 0; p0 < c.passes; p0 += pl->be->max_groups[2]) {
         pa.pass0 = p0;
@@ -474,9 +551,11 @@ static sift_status plan_vote(plan *pl, const sift_node *n)
     if (m == 0) return SIFT_OK;
     const uint32_t tiles = ceil_div(m, 256), gx = min_u32(tiles, pl->be->max_groups[0]);
     const uint32_t none[VK_NSPEC] = {0};
+    uint64_t skip;
+    TRY(skip_flag(n, &skip));
     if (n->p.vote == SIFT_VOTE_KVHEAD_MAX) {
         const uint32_t hkv = (uint32_t)n->dst->shape[0];
-        push_vote_max pv = {.m = m, .group = hq / hkv, .tiles = tiles};
+        push_vote_max pv = {.skip = skip, .m = m, .group = hq / hkv, .tiles = tiles};
         TRY(vk_tensor_ref(sc, &pv.s));
         TRY(vk_tensor_ref(n->dst, &pv.u));
         return dispatch(pl, VK_K_VOTE_MAX, none, &pv, sizeof pv, gx, hkv, 1);
@@ -487,12 +566,12 @@ static sift_status plan_vote(plan *pl, const sift_node *n)
     const VkDeviceSize part = scratch_take(pl, (VkDeviceSize)hq * nblocks * 8);
     const VkDeviceSize stats = scratch_take(pl, (VkDeviceSize)hq * 8);
 
-    push_vote_stats p1 = {.part = scratch_addr(pl, part), .m = m, .items = items, .nblocks = nblocks};
+    push_vote_stats p1 = {.part = scratch_addr(pl, part), .skip = skip, .m = m, .items = items, .nblocks = nblocks};
     TRY(vk_tensor_ref(sc, &p1.s));
     TRY(dispatch(pl, VK_K_VOTE_STATS, none, &p1, sizeof p1, nblocks, hq, 1));
-    push_vote_merge p2 = {.part = p1.part, .stats = scratch_addr(pl, stats), .nblocks = nblocks};
+    push_vote_merge p2 = {.part = p1.part, .stats = scratch_addr(pl, stats), .skip = skip, .nblocks = nblocks};
     TRY(dispatch(pl, VK_K_VOTE_MERGE, none, &p2, sizeof p2, hq, 1, 1));
-    push_vote_sum p3 = {.stats = p2.stats, .m = m, .hq = hq, .tiles = tiles};
+    push_vote_sum p3 = {.stats = p2.stats, .skip = skip, .m = m, .hq = hq, .tiles = tiles};
     TRY(vk_tensor_ref(sc, &p3.s));
     TRY(vk_tensor_ref(n->dst, &p3.v));
     return dispatch(pl, VK_K_VOTE_SUM, none, &p3, sizeof p3, gx, 1, 1);
@@ -531,6 +610,7 @@ static sift_status plan_select(plan *pl, const sift_node *n)
                       .count = count,
                       .mode = mode};
     if (cand > 0) TRY(vk_tensor_ref(n->src[0], &ps.votes));
+    TRY(skip_flag(n, &ps.skip));
     TRY(vk_tensor_ref(n->dst, &ps.out));
     const uint32_t none[VK_NSPEC] = {0};
     if (mode == 0) {
@@ -544,15 +624,75 @@ static sift_status plan_select(plan *pl, const sift_node *n)
     return dispatch(pl, VK_K_SELECT_COMPACT, none, &ps, sizeof ps, mode == 2 ? 1 : nblocks, lists, 1);
 }
 
+/* ---- saving work between steps (SPEC §4, §7) ---- */
+
+static sift_status plan_sel_cache(plan *pl, const sift_node *n)
+{
+    const sift_tensor *q = n->src[0];
+    const uint64_t qn = (uint64_t)q->shape[0] * (uint64_t)q->shape[1];
+    if (qn > UINT32_MAX - SIFT_SEL_CACHE_EXTRA)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: sel_cache_check over %llu query values", (unsigned long long)qn);
+    push_sel_cache p = {.qn = (uint32_t)qn, .theta = n->p.theta, .full = n->p.full != 0};
+    TRY(vk_tensor_ref(q, &p.q));
+    TRY(vk_tensor_ref(n->dst, &p.st));
+    const uint32_t none[VK_NSPEC] = {0};
+    return dispatch(pl, VK_K_SEL_CACHE, none, &p, sizeof p, 1, 1, 1);
+}
+
+static sift_status plan_fill_range(plan *pl, const sift_node *n)
+{
+    const int64_t lists = n->dst->shape[0], len = n->dst->shape[1];
+    if (lists == 0 || len - n->p.col0 <= 0) return SIFT_OK;
+    push_fill_range p = {.n = (uint32_t)len,
+                         .col0 = (uint32_t)n->p.col0,
+                         .width = (uint32_t)(len - n->p.col0),
+                         .start = (uint32_t)n->p.start};
+    TRY(vk_tensor_ref(n->dst, &p.out));
+    const uint32_t none[VK_NSPEC] = {0};
+    const uint32_t gx = min_u32(ceil_div(p.width, 256), min_u32(1024, pl->be->max_groups[0]));
+    for (int64_t l0 = 0; l0 < lists; l0 += pl->be->max_groups[1]) {
+        p.l0 = (uint32_t)l0;
+        const int64_t left = lists - l0;
+        TRY(dispatch(pl, VK_K_FILL_RANGE, none, &p, sizeof p, gx,
+                     (uint32_t)(left < pl->be->max_groups[1] ? left : pl->be->max_groups[1]), 1));
+    }
+    return SIFT_OK;
+}
+
+static sift_status plan_mean_rows(plan *pl, const sift_node *n)
+{
+    const sift_tensor *x = n->src[0];
+    const uint64_t e = (uint64_t)x->shape[1];
+    if (e == 0) return SIFT_OK;
+    if (e > UINT32_MAX - 256 || (uint64_t)x->shape[0] > UINT32_MAX)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: mean_rows of %lld x %llu values", (long long)x->shape[0],
+                              (unsigned long long)e);
+    push_mean_rows p = {.rows = (uint32_t)x->shape[0], .e = (uint32_t)e};
+    TRY(vk_tensor_ref(x, &p.x));
+    TRY(vk_tensor_ref(n->dst, &p.out));
+    const uint32_t none[VK_NSPEC] = {0};
+    const uint64_t groups = (e + 255) / 256;
+    const uint32_t gx = (uint32_t)(groups < pl->be->max_groups[0] ? groups : pl->be->max_groups[0]);
+    const uint64_t gy = (groups + gx - 1) / gx;
+    if (gy > pl->be->max_groups[1]) return sift_set_error(SIFT_E_LIMIT, "vulkan: mean_rows over %llu columns", (unsigned long long)e);
+    return dispatch(pl, VK_K_MEAN_ROWS, none, &p, sizeof p, gx, (uint32_t)gy, 1);
+}
+
 static sift_status plan_node(plan *pl, const sift_node *n)
 {
+    if (n->skip && n->op != SIFT_OP_SCORE && n->op != SIFT_OP_VOTE && n->op != SIFT_OP_SELECT)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s does not take a predicate", sift_op_name(n->op));
     switch (n->op) {
     case SIFT_OP_SCORE: return plan_score(pl, n);
     case SIFT_OP_VOTE: return plan_vote(pl, n);
     case SIFT_OP_SELECT: return plan_select(pl, n);
     case SIFT_OP_GATHER_ATTEND:
     case SIFT_OP_DENSE_ATTEND:
-    case SIFT_OP_CAUSAL_ATTEND: return plan_attend(pl, n);
+    case SIFT_OP_CAUSAL_ATTEND:
+    case SIFT_OP_CAUSAL_SPARSE: return plan_attend(pl, n);
+    case SIFT_OP_SEL_CACHE_CHECK: return plan_sel_cache(pl, n);
+    case SIFT_OP_FILL_RANGE: return plan_fill_range(pl, n);
+    case SIFT_OP_MEAN_ROWS: return plan_mean_rows(pl, n);
     default: return vk_plan_model_op(pl, n);
     }
 }
@@ -578,11 +718,16 @@ void vk_graph_release(void *p, sift_graph *g)
 
 /* Which nodes need a barrier before their first step. Untimed recordings put one only where a node
  * touches memory that a node since the last barrier wrote, or writes memory that one read or wrote
- * (storage ranges, views included, compared conservatively); a node's own steps are always separated,
- * and each node's scratch is its own. So the Q, K and V projections of a layer run together, as do
- * gate and up, and the two RoPEs. SIFT_VULKAN_ALL_BARRIERS=1 puts a barrier before every step. (Neither
- * lavapipe, which runs dispatches in order, nor synchronization validation, which does not see
- * buffer-device-address accesses, can catch a missing barrier: the analysis must be right.) */
+ * (storage ranges, views included, compared conservatively; a paged view is its whole pool); a
+ * node's own steps are always separated, and each node's scratch is its own. So the Q, K and V
+ * projections of a layer run together, as do gate and up, and the two RoPEs. A node reads its
+ * inputs, the page tables of its paged inputs and output, and its predicate (sift_graph_skip_if),
+ * so a predicated node waits for the sel_cache_check that sets its flag; it writes its output, so
+ * two writers of one tensor (select, then fill_range into the same indices) are ordered too. A
+ * barrier due before a node without steps is carried to the next step recorded (record()).
+ * SIFT_VULKAN_ALL_BARRIERS=1 puts a barrier before every step. (Neither lavapipe, which runs
+ * dispatches in order, nor synchronization validation, which does not see buffer-device-address
+ * accesses, can catch a missing barrier: the analysis must be right.) */
 typedef struct access {
     const void *storage;
     size_t begin, end;
@@ -598,22 +743,31 @@ static sift_status node_barriers(const sift_graph *g, bool *need)
 {
     const char *env = getenv("SIFT_VULKAN_ALL_BARRIERS");
     const bool all = env && *env && strcmp(env, "0") != 0;
-    access *pend = malloc(((size_t)g->n_nodes * (SIFT_NODE_MAX_SRC + 1) + 1) * sizeof *pend);
+    enum { MAX_READS = 2 * SIFT_NODE_MAX_SRC + 2 };
+    access *pend = malloc(((size_t)g->n_nodes * (MAX_READS + 1) + 1) * sizeof *pend);
     if (!pend) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
     int np = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const sift_node *n = &g->nodes[i];
+        const sift_tensor *reads[MAX_READS];
+        int nr = 0;
+        for (int j = 0; j < n->n_src; j++)
+            if (n->src[j]) {
+                reads[nr++] = n->src[j];
+                if (n->src[j]->pages) reads[nr++] = n->src[j]->pages;
+            }
+        if (n->dst->pages) reads[nr++] = n->dst->pages;
+        if (n->skip) reads[nr++] = n->skip;
         bool hazard = i == 0;
         for (int a = 0; a < np && !hazard; a++) {
             if (overlaps(&pend[a], n->dst)) hazard = true; /* write after read or write */
-            for (int j = 0; j < n->n_src && !hazard; j++)
-                if (n->src[j] && pend[a].write && overlaps(&pend[a], n->src[j])) hazard = true; /* read after write */
+            for (int j = 0; j < nr && !hazard; j++)
+                if (pend[a].write && overlaps(&pend[a], reads[j])) hazard = true; /* read after write */
         }
         need[i] = hazard || all;
         if (hazard) np = 0;
-        for (int j = 0; j < n->n_src; j++)
-            if (n->src[j])
-                pend[np++] = (access){n->src[j]->impl, n->src[j]->offset, n->src[j]->offset + n->src[j]->nbytes, false};
+        for (int j = 0; j < nr; j++)
+            pend[np++] = (access){reads[j]->impl, reads[j]->offset, reads[j]->offset + reads[j]->nbytes, false};
         pend[np++] = (access){n->dst->impl, n->dst->offset, n->dst->offset + n->dst->nbytes, true};
     }
     free(pend);
@@ -678,14 +832,17 @@ static sift_status record(vkb *be, vk_cache *gc, bool timed)
         be->vk.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, gc->queries, 0);
     }
     VkPipeline bound = VK_NULL_HANDLE;
+    bool due = false; /* a barrier owed by a node without steps goes before the next step */
     for (int i = 0; i < gc->n_nodes; i++) {
         bool first = true;
+        due = due || gc->node_barrier[i];
         for (int s = gc->node_first[i]; s < gc->node_first[i + 1]; s++) {
             const vk_step *st = &gc->steps[s];
             if (st->kind == STEP_UPDATE) continue; /* recorded above */
             /* timed recordings keep every barrier, so that each node's time is its own */
-            if (timed || !first || gc->node_barrier[i]) vk_barrier(be, cb);
+            if (timed || !first || due) vk_barrier(be, cb);
             first = false;
+            due = false;
             if (st->kind == STEP_FILL) {
                 be->vk.vkCmdFillBuffer(cb, gc->scratch.buf, st->fill_off, st->fill_size, 0);
                 continue;

@@ -29,11 +29,14 @@ typedef enum vk_kernel {
     VK_K_ROPE,
     VK_K_ELTWISE,
     VK_K_KV_WRITE,
+    VK_K_SEL_CACHE,
+    VK_K_FILL_RANGE,
+    VK_K_MEAN_ROWS,
     VK_K_COUNT
 } vk_kernel;
 
 /* Specialization constant ids (shaders/rows.glsl, attend.comp). */
-enum { VK_SC_WGS = 0, VK_SC_D, VK_SC_F16, VK_SC_LANES, VK_SC_GH, VK_SC_ROWS, VK_SC_VP, VK_SC_ALIGNED, VK_SC_DENSE, VK_NSPEC };
+enum { VK_SC_WGS = 0, VK_SC_D, VK_SC_F16, VK_SC_LANES, VK_SC_GH, VK_SC_ROWS, VK_SC_VP, VK_SC_ALIGNED, VK_SC_DENSE, VK_SC_ROPE, VK_NSPEC };
 /* ... and of the model kernels (shaders/weights.glsl, matvec.comp, matmul.comp, eltwise.comp, kv_write.comp) */
 enum { VK_SC_M_WGS = 0, VK_SC_M_WT, VK_SC_M_NT, VK_SC_M_R, VK_SC_M_WALIGN, VK_SC_M_XALIGN, VK_SC_M_U, VK_SC_M_MODE };
 
@@ -74,6 +77,16 @@ typedef struct vk_tref {
     uint64_t addr;
     uint64_t meta; /* shift << 56 | byte offset of the first element in the storage */
 } vk_tref;
+
+/* What the shaders get for a K/V tensor, paged or not (common.glsl KVRef and kv_row). */
+typedef struct vk_kvref {
+    vk_tref t;       /* the rows' storage (a paged view: its pool) */
+    vk_tref pages;   /* the page table i32 [n_pages]; addr 0 when not paged */
+    uint32_t rows;   /* logical rows per KV head */
+    uint32_t prow;   /* physical rows per KV head */
+    uint32_t pshift; /* log2 of the page size */
+    uint32_t npages; /* pages of the pool: prow >> pshift */
+} vk_kvref;
 
 /* Kernel shape choices; 0 = automatic. Set from SIFT_VULKAN_TUNE="key=value,..." (vk_device.c). */
 typedef struct vk_tune {
@@ -144,6 +157,12 @@ sift_status vk_tensor_read(void *be, const sift_tensor *t, size_t offset, void *
 /* The shader view of an op operand (views included). Fails for a view that reinterprets a widened
  * f16 tensor as another type. */
 sift_status vk_tensor_ref(const sift_tensor *t, vk_tref *out);
+/* The shader view of a K/V tensor [Hkv][rows][D] (a paged view included): the one host-side place
+ * that passes paging (page table address, page shift, pool rows) to the kernels. */
+sift_status vk_kv_ref(const sift_tensor *t, vk_kvref *out);
+/* The device address of byte `byte` of t (from its first element), resolved through its chunks: for
+ * a scalar the kernels read directly (a predicate flag). The 4 bytes there lie in one chunk. */
+sift_status vk_tensor_addr(const sift_tensor *t, uint64_t byte, uint64_t *out);
 /* True when t's first element is 16-byte aligned on the device (the kernels' vector loads). */
 bool vk_rows_aligned(const sift_tensor *t);
 /* True when t is stored as halves on the device. */

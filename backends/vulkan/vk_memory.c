@@ -399,6 +399,38 @@ sift_status vk_tensor_ref(const sift_tensor *t, vk_tref *out)
     return SIFT_OK;
 }
 
+sift_status vk_kv_ref(const sift_tensor *t, vk_kvref *out)
+{
+    memset(out, 0, sizeof *out);
+    sift_status s = vk_tensor_ref(t, &out->t);
+    if (s != SIFT_OK) return s;
+    const int64_t prow = t->stride[1] > 0 ? t->stride[0] / t->stride[1] : 0;
+    if (t->shape[1] > UINT32_MAX || prow > UINT32_MAX)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: K/V tensor '%s' has more than 2^32 rows per KV head", t->name);
+    out->rows = (uint32_t)t->shape[1];
+    out->prow = (uint32_t)prow;
+    if (t->pages) {
+        s = vk_tensor_ref(t->pages, &out->pages);
+        if (s != SIFT_OK) return s;
+        while (((int64_t)1 << out->pshift) < t->page_size) out->pshift++;
+        out->npages = (uint32_t)(prow >> out->pshift);
+    }
+    return SIFT_OK;
+}
+
+sift_status vk_tensor_addr(const sift_tensor *t, uint64_t byte, uint64_t *out)
+{
+    const vk_tensor *vt = t->impl;
+    if (!vt) return sift_set_error(SIFT_E_INVALID, "vulkan: tensor '%s' has no storage", t->name);
+    if (vt->widened)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: '%s' lies in an f16 tensor stored as f32", t->name);
+    const uint64_t o = storage_offset(t) + byte;
+    const uint64_t c = vt->shift ? o >> vt->shift : 0;
+    if (c >= (uint64_t)vt->n_chunks) return sift_set_error(SIFT_E_INVALID, "vulkan: byte %llu outside '%s'", (unsigned long long)byte, t->name);
+    *out = vt->chunks[c].addr + (vt->shift ? o & (vt->chunk_bytes - 1) : o);
+    return SIFT_OK;
+}
+
 bool vk_rows_aligned(const sift_tensor *t)
 {
     /* rows are whole 16-byte vectors; each vector is resolved through the chunk table on its own

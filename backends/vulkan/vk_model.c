@@ -59,9 +59,10 @@ typedef struct {
 } push_eltwise;
 
 typedef struct {
-    vk_tref src, cache;
+    vk_tref src;
+    vk_kvref cache;
     uint64_t n;
-    uint32_t h, d, ncap, pos0;
+    uint32_t h, d, pos0;
 } push_kv_write;
 
 _Static_assert(sizeof(push_matvec) <= VK_PUSH_MAX && sizeof(push_matmul) <= VK_PUSH_MAX &&
@@ -260,16 +261,13 @@ static sift_status plan_kv_write(plan *pl, const sift_node *n)
     const sift_tensor *src = n->src[0], *cache = n->dst;
     const uint64_t count = (uint64_t)src->shape[0] * (uint64_t)src->shape[1] * (uint64_t)src->shape[2];
     if (count == 0) return SIFT_OK;
-    push_kv_write p = {.h = (uint32_t)src->shape[1],
-                       .d = (uint32_t)src->shape[2],
-                       .ncap = (uint32_t)cache->shape[1],
-                       .pos0 = (uint32_t)n->p.pos0};
+    push_kv_write p = {.h = (uint32_t)src->shape[1], .d = (uint32_t)src->shape[2], .pos0 = (uint32_t)n->p.pos0};
     TRY(vk_tensor_ref(src, &p.src));
-    TRY(vk_tensor_ref(cache, &p.cache));
+    TRY(vk_kv_ref(cache, &p.cache)); /* paged or not: shaders/common.glsl kv_row */
     uint32_t spec[VK_NSPEC] = {0};
     uint32_t mode = cache->dtype == SIFT_F32 ? 0u : vk_tensor_is_f16(cache) ? 1u : 2u;
     if (mode == 1) {
-        if ((p.cache.meta & 3u) != 0)
+        if ((p.cache.t.meta & 3u) != 0)
             return sift_set_error(SIFT_E_UNSUPPORTED,
                                   "vulkan: kv_write: the f16 cache '%s' starts 2 bytes past a 4-byte boundary "
                                   "(the kernel writes pairs of halves as 32-bit words)",
