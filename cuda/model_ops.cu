@@ -161,8 +161,19 @@ __global__ void __launch_bounds__(NT) kv_write_kernel(const sift_cuda_kv_write a
 // The Selection Cache decision (SPEC §4; backends/cpu/cpu_backend.c: op_sel_cache_check): cos(q,
 // q_ref) from sums in double (each product of two floats is exact in double; only the order of the
 // additions differs from the reference), the rule applied by thread 0, then q copied into q_ref on
-// a miss once every thread has read q_ref.
+// a miss once every thread has read q_ref. One block has to keep many loads in flight to read 2 x
+// 64 KiB quickly: each thread issues SC_U loads (16-byte ones where q and q_ref allow) before it
+// uses any.
 constexpr int SC_NT = 512;
+constexpr int SC_U = 8;
+
+__device__ __forceinline__ void sc_acc(float x, float y, double &dot, double &nq, double &nr)
+{
+    const double a = (double)x, b = (double)y;
+    dot += a * b;
+    nq += a * a;
+    nr += b * b;
+}
 
 __device__ __forceinline__ double warp_sum_d(double x)
 {
@@ -178,11 +189,37 @@ __global__ void __launch_bounds__(SC_NT) sel_cache_kernel(const sift_cuda_sel_ca
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
     float *ref = a.state;
     double dot = 0.0, nq = 0.0, nr = 0.0;
-    for (int64_t i = tid; i < a.qn; i += SC_NT) {
-        const double x = (double)a.q[i], y = (double)ref[i];
-        dot += x * y;
-        nq += x * x;
-        nr += y * y;
+    if (a.vec) { // q and q_ref 16-byte aligned, qn a multiple of 4
+        const float4 *q4 = reinterpret_cast<const float4 *>(a.q), *r4 = reinterpret_cast<const float4 *>(ref);
+        const int64_t n4 = a.qn / 4;
+        for (int64_t base = tid; base < n4; base += (int64_t)SC_NT * SC_U) {
+            float4 x[SC_U], y[SC_U];
+#pragma unroll
+            for (int u = 0; u < SC_U; u++) {
+                const int64_t i = base + (int64_t)u * SC_NT;
+                x[u] = i < n4 ? q4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                y[u] = i < n4 ? r4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int u = 0; u < SC_U; u++) {
+                sc_acc(x[u].x, y[u].x, dot, nq, nr);
+                sc_acc(x[u].y, y[u].y, dot, nq, nr);
+                sc_acc(x[u].z, y[u].z, dot, nq, nr);
+                sc_acc(x[u].w, y[u].w, dot, nq, nr);
+            }
+        }
+    } else {
+        for (int64_t base = tid; base < a.qn; base += (int64_t)SC_NT * SC_U) {
+            float x[SC_U], y[SC_U];
+#pragma unroll
+            for (int u = 0; u < SC_U; u++) {
+                const int64_t i = base + (int64_t)u * SC_NT;
+                x[u] = i < a.qn ? a.q[i] : 0.0f;
+                y[u] = i < a.qn ? ref[i] : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < SC_U; u++) sc_acc(x[u], y[u], dot, nq, nr);
+        }
     }
     dot = warp_sum_d(dot);
     nq = warp_sum_d(nq);

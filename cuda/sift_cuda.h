@@ -239,6 +239,7 @@ typedef struct sift_cuda_sel_cache {
     int64_t qn;
     float theta;
     int full;
+    int vec;                 /* q and state 16-byte aligned and qn a multiple of 4: vector loads */
 } sift_cuda_sel_cache;
 cudaError_t sift_cuda_sel_cache_launch(const sift_cuda_sel_cache *a, cudaStream_t st);
 

@@ -527,6 +527,7 @@ static sift_status plan_node(cuda_backend *b, const sift_node *n, int i, cuda_pl
         a->qn = n->src[0]->shape[0] * n->src[0]->shape[1];
         a->theta = n->p.theta;
         a->full = n->p.full != 0;
+        a->vec = ((uintptr_t)a->q % 16) == 0 && ((uintptr_t)a->state % 16) == 0 && a->qn % 4 == 0;
         break;
     }
     case SIFT_OP_FILL_RANGE: {

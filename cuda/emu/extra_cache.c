@@ -485,6 +485,8 @@ int main(void)
     selcheck_case(cpu, cuda, 32, 128, 0.5f);
     selcheck_case(cpu, cuda, 1, 8, 1.0f);
     selcheck_case(cpu, cuda, 3, 40, -1.0f);
+    selcheck_case(cpu, cuda, 3, 13, 0.7f);    /* Hq * D not a multiple of 4: scalar loads */
+    selcheck_case(cpu, cuda, 40, 512, 0.9f);  /* more than one round of loads per thread */
     /* paged K/V: page sizes, absent pages, both dtypes, D 64 / 128 / 40 / 96, GQA 1..8 */
     paged_case(cpu, cuda, 8, 2, 64, SIFT_F16, 16, 12, 15, SHARED_TABLE, 5);
     paged_case(cpu, cuda, 4, 4, 128, SIFT_F32, 4, 30, 32, SHARED_TABLE, 0);
