@@ -181,7 +181,7 @@ double sift_graph_node_bytes(const sift_graph *g, int node)
 {
     if (!g || node < 0 || node >= g->n_nodes) return 0.0;
     const sift_node *n = &g->nodes[node];
-    double in0 = (double)n->src[0]->nbytes, out = (double)n->dst->nbytes;
+    double in0 = n->n_src ? (double)n->src[0]->nbytes : 0.0, out = (double)n->dst->nbytes;
     switch (n->op) {
     case SIFT_OP_SCORE: {
         const sift_tensor *k = n->src[1];

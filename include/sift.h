@@ -318,42 +318,112 @@ SIFT_API sift_status sift_model_tokenize(const sift_model *m, const char *text, 
 /* The bytes one token adds to running text (control tokens: none). */
 SIFT_API sift_status sift_model_token_piece(const sift_model *m, int32_t id, char *buf, size_t cap, size_t *len);
 
+/* Decode selection policies (SPEC §3, §8), each attending at most S + k + W tokens:
+ *   DENSE        every token;
+ *   TOKENSELECT  exact scores, head soft vote, top-k, shared by the layer (on the device);
+ *   STREAMING    sink S and the last W + k tokens (on the device);
+ *   H2O          per KV head, a heavy-hitter set of k tokens updated by accumulated attention;
+ *                a token evicted never returns;
+ *   SNAPKV       per KV head, k tokens chosen once at the end of prefill from the last 32 prompt
+ *                queries' attention (max-pooled over 7 positions);
+ *   QUEST        per KV head, pages of 16 tokens scored by sum_i max(q_i kmax_i, q_i kmin_i) with
+ *                min/max metadata kept beside the cache; the best pages until k tokens;
+ *   ORACLE       per KV head, the true top-k of the attention (max over the group's heads).
+ * H2O, SNAPKV, QUEST and ORACLE are comparison baselines computed on the host from a mirror of
+ * the cache (each decode step then runs one graph per layer); their attention runs on the device. */
+typedef enum sift_policy {
+    SIFT_POLICY_DENSE = 0,
+    SIFT_POLICY_TOKENSELECT,
+    SIFT_POLICY_STREAMING,
+    SIFT_POLICY_H2O,
+    SIFT_POLICY_SNAPKV,
+    SIFT_POLICY_QUEST,
+    SIFT_POLICY_ORACLE,
+    SIFT_POLICY_COUNT
+} sift_policy;
+
+/* "dense", "tokenselect", "streaming", "h2o", "snapkv", "quest", "oracle". */
+SIFT_API const char *sift_policy_name(sift_policy p);
+SIFT_API sift_status sift_policy_parse(const char *name, sift_policy *out);
+
 typedef struct sift_session sift_session;
 
+/* Selection Cache threshold meaning "off" (sift_session_config.sel_cache). */
+#define SIFT_SEL_CACHE_OFF 2.0f
+
 typedef struct sift_session_config {
-    int64_t n_ctx;          /* KV cache capacity in tokens (0: the model's training context) */
+    int64_t n_ctx;          /* tokens per sequence (0: the model's training context) */
     sift_dtype kv_type;     /* SIFT_F16 or SIFT_F32 */
-    sift_attn_mode attn;    /* decode attention: dense or score -> vote -> select -> gather */
-    int64_t sink, window, budget; /* selection (SPEC §3), used when attn is SIFT_ATTN_SELECT */
-    int64_t chunk;          /* prefill tokens per graph (0: 512) */
+    sift_policy policy;     /* decode attention (SPEC §3, §8) */
+    int64_t sink, window, budget; /* S, W, k of the selection policies */
+    int64_t chunk;          /* prefill tokens per graph (0: 512); also the most sequences in one batch */
     /* Keep every layer's output of the last eval for sift_session_layer_output (tests compare
      * backends layer by layer); costs a [chunk][n_embd] f32 buffer per layer. */
     int keep_layer_outputs;
     /* Called after each prefill chunk with the tokens done and the total (may be NULL). */
     void (*progress)(void *user, int64_t done, int64_t total);
     void *progress_user;
+    int n_seq;              /* sequences sharing the KV pool (0: 1) */
+    int64_t page_size;      /* tokens per KV page, a power of two (0: 256) */
+    int64_t pool_tokens;    /* KV pool capacity over all sequences (0: n_seq * n_ctx, rounded up to pages) */
+    /* Selection Cache threshold theta (SPEC §4) of the TOKENSELECT policy: a decode step reuses a
+     * layer's index set while cos(q, q_ref) >= theta. SIFT_SEL_CACHE_OFF (or any value > 1) turns
+     * it off; 1 runs the check but never reuses. */
+    float sel_cache;
+    /* Length extrapolation (SPEC §6, TOKENSELECT or STREAMING): keys cached before RoPE, positions
+     * assigned over the selected set. Prefill then runs token by token. */
+    int extrapolate;
+    /* Sparse prefill (SPEC §7, TOKENSELECT): each chunk attends sink, window and the top-k chosen
+     * by the chunk's mean query instead of every earlier token. */
+    int sparse_prefill;
+    /* Evaluation: keep a host mirror of the cache and the last 32 prompt queries of each layer, so
+     * that any policy can run after sift_session_rewind, and measure each decode step's attention
+     * quality (sift_session_attention_quality). Costs host memory and a graph per layer. */
+    int eval_mode;
 } sift_session_config;
 
-/* Defaults: n_ctx 0, f16 cache, dense, S 128, W 512, k 2048, chunk 512. */
+/* Defaults: n_ctx 0, f16 cache, DENSE, S 128, W 512, k 2048, chunk 512, one sequence, pages of
+ * 256 tokens, Selection Cache theta 0.9, no extrapolation, dense prefill. */
 SIFT_API sift_session_config sift_session_config_default(void);
 SIFT_API sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, sift_session **out);
 SIFT_API void sift_session_destroy(sift_session *s);
-/* Feeds n tokens at the current position. n > 1 is prefill (chunked, causal attention over the
- * cache); n = 1 is a decode step with the configured attention. Writes the logits of the last token
- * to logits[n_vocab] when logits is not NULL. SIFT_E_LIMIT when the cache would overflow. */
+/* Feeds n tokens to sequence 0 at its current position. n > 1 is prefill (chunked, causal
+ * attention over the cache); n = 1 is a decode step with the configured policy. Writes the logits
+ * of the last token to logits[n_vocab] when logits is not NULL. SIFT_E_LIMIT when the sequence or
+ * the KV pool would overflow. */
 SIFT_API sift_status sift_session_eval(sift_session *s, const int32_t *tokens, size_t n, float *logits);
+/* The same for sequence seq (0 .. n_seq - 1). */
+SIFT_API sift_status sift_session_eval_seq(sift_session *s, int seq, const int32_t *tokens, size_t n, float *logits);
+/* One decode step of n sequences at once (distinct seqs[i], each with at least one token): token
+ * tokens[i] for sequence seqs[i]; logits[n][n_vocab] when not NULL. Weights are read once for all. */
+SIFT_API sift_status sift_session_decode_batch(sift_session *s, int n, const int *seqs, const int32_t *tokens,
+                                               float *logits);
+/* Position (tokens cached) of sequence 0, or of sequence seq. */
 SIFT_API int64_t sift_session_pos(const sift_session *s);
-/* For benchmarks of decode at long context without its prefill: advances the session by n tokens
+SIFT_API int64_t sift_session_seq_pos(const sift_session *s, int seq);
+/* Drops the tokens of sequence seq from position pos on (pos <= its position); their pages return
+ * to the pool. Policy state is rebuilt from what remains. */
+SIFT_API sift_status sift_session_rewind(sift_session *s, int seq, int64_t pos);
+/* For benchmarks of decode at long context without its prefill: advances sequence 0 by n tokens
  * whose cached K/V rows are pseudo-random values (what the model then computes is meaningless). */
 SIFT_API sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uint64_t seed);
-/* Changes the decode attention of the following steps. */
-SIFT_API sift_status sift_session_set_attention(sift_session *s, sift_attn_mode mode, int64_t sink, int64_t window,
-                                                int64_t budget);
+/* Changes the decode policy and S, W, k of the following steps (every sequence). Host policies
+ * other than after a fresh session need eval_mode. */
+SIFT_API sift_status sift_session_set_policy(sift_session *s, sift_policy policy, int64_t sink, int64_t window,
+                                             int64_t budget);
 /* The output (residual stream) of layer `layer` for the last token of the last eval, into
  * out[n_embd]. Needs keep_layer_outputs. */
 SIFT_API sift_status sift_session_layer_output(const sift_session *s, int layer, float *out);
-/* Bytes of KV cache the session holds on the device. */
+/* Bytes of KV pool the session holds on the device, and the bytes of the pages in use. */
 SIFT_API size_t sift_session_kv_bytes(const sift_session *s);
+SIFT_API size_t sift_session_kv_used_bytes(const sift_session *s);
+/* Selection Cache counters of a layer (layer -1: all layers), summed over sequences: decode steps
+ * with a full selection, and those that reused the cached index set. */
+SIFT_API sift_status sift_session_sel_cache_stats(const sift_session *s, int layer, int64_t *hits, int64_t *steps);
+/* eval_mode: the mean, over decode steps, layers and query heads since the session began, of the
+ * dense attention mass recalled by the attended set and of |o - o_dense| / |o_dense|; *n counts
+ * the (step, layer, head) triples. */
+SIFT_API sift_status sift_session_attention_quality(const sift_session *s, double *recall, double *rel_err, int64_t *n);
 
 /* ---- sampling (on the host) ----------------------------------------------------------------- */
 

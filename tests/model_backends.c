@@ -42,8 +42,9 @@ static sift_status run_trace(sift_context *ctx, const char *path, trace *tr)
         cfg.n_ctx = 64;
         cfg.chunk = 16; /* the prompt in two chunks */
         cfg.keep_layer_outputs = 1;
-        cfg.attn = pass ? SIFT_ATTN_SELECT : SIFT_ATTN_DENSE;
+        cfg.policy = pass ? SIFT_POLICY_TOKENSELECT : SIFT_POLICY_DENSE;
         cfg.sink = 2, cfg.window = 4, cfg.budget = 8; /* fewer than the context: selection matters */
+        cfg.sel_cache = SIFT_SEL_CACHE_OFF; /* a cosine near the threshold could decide differently per backend */
         sift_session *ss = NULL;
         s = sift_session_create(m, &cfg, &ss);
         for (int phase = pass ? 1 + DECODE : 0; s == SIFT_OK && phase < (pass ? PHASES : 1 + DECODE); phase++) {

@@ -122,17 +122,18 @@ static bool load_golden(const char *path, golden *g)
 
 /* ---- runs ---------------------------------------------------------------------------------- */
 
-static sift_session *new_session(sift_model *m, sift_attn_mode attn, int64_t sink, int64_t window, int64_t budget,
+static sift_session *new_session(sift_model *m, sift_policy policy, int64_t sink, int64_t window, int64_t budget,
                                  int64_t chunk)
 {
     sift_session_config cfg = sift_session_config_default();
     cfg.n_ctx = 512;
     cfg.kv_type = SIFT_F32; /* the oracle keeps its cache in f32 */
-    cfg.attn = attn;
+    cfg.policy = policy;
     cfg.sink = sink;
     cfg.window = window;
     cfg.budget = budget;
     cfg.chunk = chunk;
+    cfg.sel_cache = SIFT_SEL_CACHE_OFF; /* selection alone; the Selection Cache has its own checks */
     sift_session *s = NULL;
     if (sift_session_create(m, &cfg, &s) != SIFT_OK) return NULL;
     return s;
@@ -141,7 +142,7 @@ static sift_session *new_session(sift_model *m, sift_attn_mode attn, int64_t sin
 /* Feeds the oracle's tokens one at a time and compares every step. */
 static void golden_run(const char *bname, sift_model *m, const golden *g, const char *id)
 {
-    sift_session *s = new_session(m, SIFT_ATTN_DENSE, 0, 0, 0, 512);
+    sift_session *s = new_session(m, SIFT_POLICY_DENSE, 0, 0, 0, 512);
     char what[64];
     snprintf(what, sizeof what, "golden %s: %d steps", id, g->n_steps);
     if (!s) {
@@ -179,7 +180,7 @@ static void golden_run(const char *bname, sift_model *m, const golden *g, const 
 /* Greedy tokens of `n` steps after BOS with dense attention, token by token. */
 static int greedy_story(sift_model *m, int32_t *toks, int n, float *all_logits)
 {
-    sift_session *s = new_session(m, SIFT_ATTN_DENSE, 0, 0, 0, 512);
+    sift_session *s = new_session(m, SIFT_POLICY_DENSE, 0, 0, 0, 512);
     if (!s) return 0;
     toks[0] = 1;
     float logits[512];
@@ -198,10 +199,10 @@ static int greedy_story(sift_model *m, int32_t *toks, int n, float *all_logits)
 
 /* Replays toks with a session and returns the largest logit difference against ref (n-1 steps)
  * and the share of steps whose argmax agrees. */
-static bool replay(sift_model *m, sift_attn_mode attn, int64_t sink, int64_t window, int64_t budget, int64_t chunk,
+static bool replay(sift_model *m, sift_policy policy, int64_t sink, int64_t window, int64_t budget, int64_t chunk,
                    const int32_t *toks, int n, const float *ref, double *max_diff, double *agree)
 {
-    sift_session *s = new_session(m, attn, sink, window, budget, chunk);
+    sift_session *s = new_session(m, policy, sink, window, budget, chunk);
     if (!s) return false;
     float logits[512];
     int same = 0;
@@ -251,7 +252,7 @@ static void run_backend(sift_backend_kind kind, const char *model_path, golden *
     } else {
         double diff, agree;
         /* chunked prefill (chunks of 64 over the first 300 tokens) gives the logits of token-by-token */
-        sift_session *s = new_session(m, SIFT_ATTN_DENSE, 0, 0, 0, 64);
+        sift_session *s = new_session(m, SIFT_POLICY_DENSE, 0, 0, 0, 64);
         float logits[512];
         bool ok = s && sift_session_eval(s, toks, 300, logits) == SIFT_OK;
         diff = 0.0;
@@ -260,11 +261,11 @@ static void run_backend(sift_backend_kind kind, const char *model_path, golden *
                diff, ok ? "" : ": ", ok ? "" : sift_last_error());
         sift_session_destroy(s);
         /* S + W + k >= N: selection keeps every token, so it is dense attention */
-        ok = replay(m, SIFT_ATTN_SELECT, 4, 32, STORY, 512, toks, STORY, ref, &diff, &agree);
+        ok = replay(m, SIFT_POLICY_TOKENSELECT, 4, 32, STORY, 512, toks, STORY, ref, &diff, &agree);
         result(bname, "select S=4 W=32 k=400 = dense", ok && diff <= 1e-4, "max |logit diff| %.2g%s%s", diff,
                ok ? "" : ": ", ok ? "" : sift_last_error());
         /* a small budget: agreement with dense, reported (it must run, and stay far above chance) */
-        ok = replay(m, SIFT_ATTN_SELECT, 4, 32, 32, 512, toks, STORY, ref, &diff, &agree);
+        ok = replay(m, SIFT_POLICY_TOKENSELECT, 4, 32, 32, 512, toks, STORY, ref, &diff, &agree);
         result(bname, "select S=4 W=32 k=32 vs dense", ok && agree >= 0.5,
                "top-1 agreement %.1f%% over %d steps; max |logit diff| %.2g%s%s", 100.0 * agree, STORY - 1, diff,
                ok ? "" : ": ", ok ? "" : sift_last_error());

@@ -1,5 +1,6 @@
 /* The sift command line. Uses only the public API (sift.h). */
 #include "sift.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <math.h>
@@ -16,6 +17,8 @@ static void usage(FILE *f)
           "commands:\n"
           "  run          generate text from a GGUF model (llama, qwen2, mistral)\n"
           "  logits       write a model's per-step logits as JSON lines (for tests)\n"
+          "  eval         quality of every selection policy at given budgets: perplexity and agreement\n"
+          "               with dense on a text, retrieval accuracy, attention recall and error\n"
           "  bench-attn   time one layer's decode attention, dense vs the selection pipeline, per stage\n"
           "  bench-decode time a model's decode steps at long contexts, dense vs selected attention\n"
           "  bench-ops    time each transformer op alone (matmul per weight type, decode and prefill)\n"
@@ -44,11 +47,14 @@ static void usage_bench(FILE *f)
           "  --kv f16|f32    K/V element type (default f16)\n"
           "  --vote sum|max  head soft vote (TokenSelect) or per-KV-head max (default sum)\n"
           "  --repeat R      timed repeats (default 20, after 3 warm-ups)\n"
-          "  --json          print one JSON object instead of the table\n",
+          "  --json          print one JSON object instead of the table\n"
+          "\n"
+          "With the soft vote and more candidates than k, a third graph times a Selection Cache hit: the\n"
+          "cosine check, score/vote/select skipped on the device, the window moved, gather_attend.\n",
           f);
 }
 
-static bool parse_i64(const char *s, int64_t *out)
+bool cli_parse_i64(const char *s, int64_t *out)
 {
     if (!s || !*s) return false;
     char *end;
@@ -71,7 +77,7 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static sift_status open_backend(const char *name, sift_context **ctx)
+sift_status cli_open_backend(const char *name, sift_context **ctx)
 {
     if (name) {
         sift_backend_kind kind;
@@ -166,19 +172,19 @@ static int bench_attn(int argc, char **argv)
             json = true;
             takes = false;
         } else if (!strcmp(a, "--backend")) backend = val, ok = val != NULL;
-        else if (!strcmp(a, "--ctx")) ok = parse_i64(val, &n_ctx);
-        else if (!strcmp(a, "--budget")) ok = parse_i64(val, &budget);
-        else if (!strcmp(a, "--sink")) ok = parse_i64(val, &sink);
-        else if (!strcmp(a, "--window")) ok = parse_i64(val, &window);
-        else if (!strcmp(a, "--dim")) ok = parse_i64(val, &dim);
-        else if (!strcmp(a, "--repeat")) ok = parse_i64(val, &repeat) && repeat >= 1 && repeat <= 100000;
+        else if (!strcmp(a, "--ctx")) ok = cli_parse_i64(val, &n_ctx);
+        else if (!strcmp(a, "--budget")) ok = cli_parse_i64(val, &budget);
+        else if (!strcmp(a, "--sink")) ok = cli_parse_i64(val, &sink);
+        else if (!strcmp(a, "--window")) ok = cli_parse_i64(val, &window);
+        else if (!strcmp(a, "--dim")) ok = cli_parse_i64(val, &dim);
+        else if (!strcmp(a, "--repeat")) ok = cli_parse_i64(val, &repeat) && repeat >= 1 && repeat <= 100000;
         else if (!strcmp(a, "--heads")) {
             const char *slash = val ? strchr(val, '/') : NULL;
             char first[32] = {0};
             ok = slash && (size_t)(slash - val) < sizeof first;
             if (ok) {
                 memcpy(first, val, (size_t)(slash - val));
-                ok = parse_i64(first, &hq) && parse_i64(slash + 1, &hkv);
+                ok = cli_parse_i64(first, &hq) && cli_parse_i64(slash + 1, &hkv);
             }
         } else if (!strcmp(a, "--kv")) {
             ok = val && (!strcmp(val, "f16") || !strcmp(val, "f32"));
@@ -203,14 +209,15 @@ static int bench_attn(int argc, char **argv)
     }
 
     sift_context *ctx = NULL;
-    sift_status s = open_backend(backend, &ctx);
+    sift_status s = cli_open_backend(backend, &ctx);
     if (s != SIFT_OK) {
         fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
         return 1;
     }
-    sift_tensor *q = NULL, *k = NULL, *v = NULL, *out = NULL;
-    sift_graph *dense = NULL, *sel = NULL;
-    bench_result rd = {.graph = "dense"}, rs = {.graph = "select"};
+    sift_tensor *q = NULL, *k = NULL, *v = NULL, *out = NULL, *state = NULL, *idx = NULL;
+    sift_graph *dense = NULL, *sel = NULL, *cached = NULL;
+    float *host = NULL;
+    bench_result rd = {.graph = "dense"}, rs = {.graph = "select"}, rc = {.graph = "cached"};
     const double kv_bytes = 2.0 * (double)hkv * (double)n_ctx * (double)dim * (double)sift_dtype_size(kv);
     if (!json)
         fprintf(stderr, "sift bench-attn: %s; preparing %.1f MB of K/V...\n", sift_context_device_name(ctx), kv_bytes / 1e6);
@@ -228,6 +235,48 @@ static int bench_attn(int argc, char **argv)
     if ((s = sift_decode_attn_graph(ctx, &cfg, q, k, v, out, &sel, NULL)) != SIFT_OK) goto done;
     if ((s = time_graph(dense, (int)repeat, &rd)) != SIFT_OK) goto done;
     if ((s = time_graph(sel, (int)repeat, &rs)) != SIFT_OK) goto done;
+    /* the step of a Selection Cache hit: the check, the skipped stages, the window, the gather */
+    if (vote == SIFT_VOTE_SOFTMAX_SUM && sift_select_candidates(&cfg.sel) > budget) {
+        const int64_t qn = hq * dim, sn = qn + SIFT_SEL_CACHE_EXTRA, count = sift_select_count(&cfg.sel);
+        host = calloc((size_t)sn, sizeof *host);
+        if (!host) {
+            s = SIFT_E_NOMEM;
+            goto done;
+        }
+        /* q_ref = q and VALID: every run reuses; the index set is the selection's own */
+        if ((s = sift_tensor_read(q, 0, host, (size_t)qn * sizeof *host)) != SIFT_OK) goto done;
+        host[qn + SIFT_SEL_CACHE_VALID] = 1.0f;
+        sift_tensor *votes = NULL, *scores = NULL;
+        if ((s = sift_tensor_create(ctx, SIFT_F32, 1, &sn, &state)) != SIFT_OK ||
+            (s = sift_tensor_write(state, 0, host, (size_t)sn * sizeof *host)) != SIFT_OK ||
+            (s = sift_tensor_create(ctx, SIFT_I32, 2, (int64_t[]){1, count}, &idx)) != SIFT_OK ||
+            (s = sift_graph_create(ctx, &cached)) != SIFT_OK)
+            goto done;
+        const int64_t cand = sift_select_candidates(&cfg.sel);
+        const float scale = 1.0f / sqrtf((float)dim);
+        if ((s = sift_graph_new_tensor(cached, SIFT_F32, 2, (int64_t[]){hq, cand}, "scores", &scores)) != SIFT_OK ||
+            (s = sift_graph_new_tensor(cached, SIFT_F32, 2, (int64_t[]){1, cand}, "votes", &votes)) != SIFT_OK ||
+            (s = sift_op_score(cached, q, k, sink, sink + cand, scale, scores)) != SIFT_OK ||
+            (s = sift_op_vote(cached, SIFT_VOTE_SOFTMAX_SUM, scores, votes)) != SIFT_OK ||
+            (s = sift_op_select(cached, votes, &cfg.sel, idx)) != SIFT_OK || (s = sift_graph_compute(cached)) != SIFT_OK)
+            goto done;
+        sift_graph_destroy(cached);
+        cached = NULL;
+        if ((s = sift_graph_create(ctx, &cached)) != SIFT_OK ||
+            (s = sift_graph_new_tensor(cached, SIFT_F32, 2, (int64_t[]){hq, cand}, "scores", &scores)) != SIFT_OK ||
+            (s = sift_graph_new_tensor(cached, SIFT_F32, 2, (int64_t[]){1, cand}, "votes", &votes)) != SIFT_OK ||
+            (s = sift_op_sel_cache_check(cached, q, -1.0f, 1, state)) != SIFT_OK ||
+            (s = sift_graph_skip_if(cached, state, qn + SIFT_SEL_CACHE_REUSE)) != SIFT_OK ||
+            (s = sift_op_score(cached, q, k, sink, sink + cand, scale, scores)) != SIFT_OK ||
+            (s = sift_op_vote(cached, SIFT_VOTE_SOFTMAX_SUM, scores, votes)) != SIFT_OK ||
+            (s = sift_op_select(cached, votes, &cfg.sel, idx)) != SIFT_OK ||
+            (s = sift_graph_skip_if(cached, NULL, 0)) != SIFT_OK ||
+            (s = sift_op_fill_range(cached, sink + budget, n_ctx - window, idx)) != SIFT_OK ||
+            (s = sift_op_gather_attend(cached, q, k, v, idx, scale, out)) != SIFT_OK || (s = time_graph(cached, (int)repeat, &rc)) != SIFT_OK)
+            goto done;
+    }
+    const int n_graphs = cached ? 3 : 2;
+    const bench_result *rr[3] = {&rd, &rs, &rc};
 
     if (json) {
         printf("{\"backend\": \"%s\", \"device\": \"%s\", \"ctx\": %lld, \"budget\": %lld, \"sink\": %lld, "
@@ -236,15 +285,16 @@ static int bench_attn(int argc, char **argv)
                sift_backend_kind_name(sift_context_backend(ctx)), sift_context_device_name(ctx), (long long)n_ctx,
                (long long)budget, (long long)sink, (long long)window, (long long)hq, (long long)hkv, (long long)dim,
                sift_dtype_name(kv), vote == SIFT_VOTE_SOFTMAX_SUM ? "sum" : "max", (long long)repeat);
-        const bench_result *rr[2] = {&rd, &rs};
-        for (int r = 0; r < 2; r++) {
+        for (int r = 0; r < n_graphs; r++) {
             printf("%s{\"graph\": \"%s\", \"total_us\": %.3f, \"stages\": [", r ? ", " : "", rr[r]->graph, rr[r]->total_us);
             for (int i = 0; i < rr[r]->n_nodes; i++)
                 printf("%s{\"op\": \"%s\", \"us\": %.3f, \"bytes\": %.0f, \"gbps\": %.1f}", i ? ", " : "", rr[r]->names[i],
                        rr[r]->us[i], rr[r]->bytes[i], rr[r]->bytes[i] / (rr[r]->us[i] * 1e3));
             printf("]}");
         }
-        printf("], \"select_over_dense\": %.4f}\n", rs.total_us / rd.total_us);
+        printf("], \"select_over_dense\": %.4f", rs.total_us / rd.total_us);
+        if (cached) printf(", \"cached_over_dense\": %.4f", rc.total_us / rd.total_us);
+        printf("}\n");
     } else {
         printf("sift bench-attn  backend %s: %s\n", sift_backend_kind_name(sift_context_backend(ctx)),
                sift_context_device_name(ctx));
@@ -252,19 +302,23 @@ static int bench_attn(int argc, char **argv)
                (long long)n_ctx, (long long)hq, (long long)hkv, (long long)dim, sift_dtype_name(kv), (long long)sink,
                (long long)window, (long long)budget, vote == SIFT_VOTE_SOFTMAX_SUM ? "sum" : "max", (long long)repeat);
         printf("%-8s %-15s %12s %10s %12s\n", "graph", "stage", "us", "GB/s", "MB moved");
-        const bench_result *rr[2] = {&rd, &rs};
-        for (int r = 0; r < 2; r++) {
+        for (int r = 0; r < n_graphs; r++) {
             for (int i = 0; i < rr[r]->n_nodes; i++)
                 printf("%-8s %-15s %12.1f %10.1f %12.2f\n", rr[r]->graph, rr[r]->names[i], rr[r]->us[i],
                        rr[r]->bytes[i] / (rr[r]->us[i] * 1e3), rr[r]->bytes[i] / 1e6);
             printf("%-8s %-15s %12.1f\n", rr[r]->graph, "total", rr[r]->total_us);
         }
         printf("\nselect / dense: %.3f\n", rs.total_us / rd.total_us);
+        if (cached) printf("cached / dense: %.3f  (a Selection Cache hit: check, skipped stages, window, gather)\n", rc.total_us / rd.total_us);
     }
 done:
     if (s != SIFT_OK) fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
     sift_graph_destroy(dense);
     sift_graph_destroy(sel);
+    sift_graph_destroy(cached);
+    sift_tensor_destroy(state);
+    sift_tensor_destroy(idx);
+    free(host);
     sift_tensor_destroy(q);
     sift_tensor_destroy(k);
     sift_tensor_destroy(v);
@@ -285,13 +339,19 @@ static void usage_run(FILE *f, const char *cmd)
             "  -p, --prompt TEXT  prompt (default: empty: generation starts from BOS)\n"
             "  -n, --n-predict N  tokens to generate (default 128)\n"
             "  --backend B        cpu, vulkan or cuda (default: cuda if present, else vulkan, else cpu)\n"
-            "  --attn MODE        dense or select: decode attention over the whole cache, or over the\n"
-            "                     sink + window + top-k tokens chosen by TokenSelect (default dense)\n"
+            "  --policy P         decode attention: dense, tokenselect, streaming, h2o, snapkv, quest or\n"
+            "                     oracle (default dense; see docs/policies.md); select = tokenselect\n"
             "  --budget k         tokens chosen per step by selection (default 2048)\n"
             "  --sink S           first tokens always attended (default 128)\n"
             "  --window W         last tokens always attended (default 512)\n"
-            "  -c, --ctx N        KV cache size in tokens (default: the model's training context)\n"
+            "  --sel-cache T|off  TokenSelect's Selection Cache: reuse a layer's index set while the\n"
+            "                     query's cosine to the one that chose it is >= T (default 0.9)\n"
+            "  --extrapolate      length extrapolation: keys cached before RoPE, positions over the\n"
+            "                     selected set (tokenselect or streaming; prefill runs token by token)\n"
+            "  --sparse-prefill   prefill chunks attend the top-k chosen by the chunk's mean query\n"
+            "  -c, --ctx N        tokens per sequence (default: the model's training context)\n"
             "  --kv f16|f32       KV cache type (default f16)\n"
+            "  --page-size P      KV cache page in tokens, a power of two (default 256)\n"
             "  --chunk N          prefill tokens per step (default 512)\n"
             "  --temp T           temperature; 0 is greedy (default 0.8 for run, 0 for logits)\n"
             "  --top-k K          sample from the K most likely tokens (default 40; 0: off)\n"
@@ -319,40 +379,80 @@ static void show_progress(void *user, int64_t done, int64_t total)
     if (total >= 2048 && done == total) fputc('\n', stderr);
 }
 
+/* "off" or a threshold in [-1, 1]. */
+bool cli_parse_sel_cache(const char *val, float *out)
+{
+    if (!val) return false;
+    if (!strcmp(val, "off")) {
+        *out = SIFT_SEL_CACHE_OFF;
+        return true;
+    }
+    char *end = NULL;
+    const double x = strtod(val, &end);
+    if (!end || *end || !(x >= -1.0 && x <= 1.0)) return false;
+    *out = (float)x;
+    return true;
+}
+
+/* The Selection Cache's hit rate per layer and overall, where it ran. */
+static void print_sel_cache(const sift_session *session, int n_layers, const char *who)
+{
+    int64_t hits = 0, steps = 0;
+    if (sift_session_sel_cache_stats(session, -1, &hits, &steps) != SIFT_OK || steps == 0) return;
+    fprintf(stderr, "%s: Selection Cache hits %lld of %lld layer-steps (%.1f%%); per layer:", who, (long long)hits,
+            (long long)steps, 100.0 * (double)hits / (double)steps);
+    for (int l = 0; l < n_layers; l++) {
+        int64_t h = 0, n = 0;
+        if (sift_session_sel_cache_stats(session, l, &h, &n) == SIFT_OK && n > 0)
+            fprintf(stderr, " %.0f%%", 100.0 * (double)h / (double)n);
+    }
+    fputc('\n', stderr);
+}
+
 static int run_model(int argc, char **argv, bool logits_mode)
 {
     const char *cmd = logits_mode ? "logits" : "run";
     const char *model_path = NULL, *prompt = "", *backend = NULL;
     int64_t n_predict = 128, budget = 2048, sink = 128, window = 512, ctx_len = 0, chunk = 512, top_k = 40, seed = 1;
     double temp = logits_mode ? 0.0 : 0.8, top_p = 0.95;
-    sift_attn_mode attn = SIFT_ATTN_DENSE;
+    sift_policy policy = SIFT_POLICY_DENSE;
     sift_dtype kv = SIFT_F16;
+    int64_t page_size = 256;
+    float sel_cache = 0.9f;
+    bool extrapolate = false, sparse_prefill = false;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = val != NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage_run(stdout, cmd);
             return 0;
+        } else if (!strcmp(a, "--extrapolate") || !strcmp(a, "--sparse-prefill")) {
+            if (!strcmp(a, "--extrapolate")) extrapolate = true;
+            else sparse_prefill = true;
+            continue;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = val;
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = val;
         else if (!strcmp(a, "--backend")) backend = val;
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) ok = parse_i64(val, &n_predict) && n_predict >= 0;
-        else if (!strcmp(a, "--budget")) ok = parse_i64(val, &budget);
-        else if (!strcmp(a, "--sink")) ok = parse_i64(val, &sink);
-        else if (!strcmp(a, "--window")) ok = parse_i64(val, &window);
-        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) ok = parse_i64(val, &ctx_len);
-        else if (!strcmp(a, "--chunk")) ok = parse_i64(val, &chunk);
-        else if (!strcmp(a, "--top-k")) ok = parse_i64(val, &top_k);
-        else if (!strcmp(a, "-s") || !strcmp(a, "--seed")) ok = parse_i64(val, &seed);
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) ok = cli_parse_i64(val, &n_predict) && n_predict >= 0;
+        else if (!strcmp(a, "--budget")) ok = cli_parse_i64(val, &budget);
+        else if (!strcmp(a, "--sink")) ok = cli_parse_i64(val, &sink);
+        else if (!strcmp(a, "--window")) ok = cli_parse_i64(val, &window);
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) ok = cli_parse_i64(val, &ctx_len);
+        else if (!strcmp(a, "--chunk")) ok = cli_parse_i64(val, &chunk);
+        else if (!strcmp(a, "--top-k")) ok = cli_parse_i64(val, &top_k);
+        else if (!strcmp(a, "-s") || !strcmp(a, "--seed")) ok = cli_parse_i64(val, &seed);
         else if (!strcmp(a, "--temp") || !strcmp(a, "--top-p")) {
             char *end = NULL;
             double x = val ? strtod(val, &end) : 0.0;
             ok = val && end && !*end && x == x;
             if (ok && !strcmp(a, "--temp")) temp = x;
             else if (ok) top_p = x;
-        } else if (!strcmp(a, "--attn")) {
-            ok = val && (!strcmp(val, "dense") || !strcmp(val, "select"));
-            if (ok) attn = !strcmp(val, "dense") ? SIFT_ATTN_DENSE : SIFT_ATTN_SELECT;
+        } else if (!strcmp(a, "--policy")) {
+            ok = val && (!strcmp(val, "select") ? (policy = SIFT_POLICY_TOKENSELECT, true) : sift_policy_parse(val, &policy) == SIFT_OK);
+        } else if (!strcmp(a, "--sel-cache")) {
+            ok = cli_parse_sel_cache(val, &sel_cache);
+        } else if (!strcmp(a, "--page-size")) {
+            ok = cli_parse_i64(val, &page_size);
         } else if (!strcmp(a, "--kv")) {
             ok = val && (!strcmp(val, "f16") || !strcmp(val, "f32"));
             if (ok) kv = !strcmp(val, "f16") ? SIFT_F16 : SIFT_F32;
@@ -376,7 +476,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
     sift_sampler *sampler = NULL;
     int32_t *ids = NULL;
     float *logits = NULL;
-    sift_status s = open_backend(backend, &ctx);
+    sift_status s = cli_open_backend(backend, &ctx);
     if (s == SIFT_OK) s = sift_model_load(ctx, model_path, &model);
     if (s != SIFT_OK) goto done;
     sift_model_info info;
@@ -384,11 +484,15 @@ static int run_model(int argc, char **argv, bool logits_mode)
     sift_session_config cfg = sift_session_config_default();
     cfg.n_ctx = ctx_len;
     cfg.kv_type = kv;
-    cfg.attn = attn;
+    cfg.policy = policy;
     cfg.sink = sink;
     cfg.window = window;
     cfg.budget = budget;
     cfg.chunk = chunk;
+    cfg.page_size = page_size;
+    cfg.sel_cache = sel_cache;
+    cfg.extrapolate = extrapolate;
+    cfg.sparse_prefill = sparse_prefill;
     cfg.progress = logits_mode ? NULL : show_progress;
     if ((s = sift_session_create(model, &cfg, &session)) != SIFT_OK) goto done;
     const size_t plen = strlen(prompt), cap = plen + 8 + (size_t)n_predict;
@@ -403,10 +507,10 @@ static int run_model(int argc, char **argv, bool logits_mode)
     sift_sampler_config scfg = {.temperature = (float)temp, .top_k = (int)top_k, .top_p = (float)top_p, .seed = (uint64_t)seed};
     if ((s = sift_sampler_create(&scfg, &sampler)) != SIFT_OK) goto done;
     if (!logits_mode)
-        fprintf(stderr, "sift run: %s on %s: %s, %d layers, %d/%d heads of %d; KV cache %.1f MB (%lld tokens, %s); attention %s\n",
+        fprintf(stderr, "sift run: %s on %s: %s, %d layers, %d/%d heads of %d; KV cache %.1f MB (%lld tokens, %s, pages of %lld); policy %s%s\n",
                 model_path, sift_context_device_name(ctx), info.arch, info.n_layers, info.n_heads, info.n_kv_heads,
-                info.head_dim, (double)sift_session_kv_bytes(session) / 1e6, (long long)sift_session_pos(session) + (long long)(cfg.n_ctx ? cfg.n_ctx : info.n_ctx_train),
-                sift_dtype_name(kv), attn == SIFT_ATTN_SELECT ? "select" : "dense");
+                info.head_dim, (double)sift_session_kv_bytes(session) / 1e6, (long long)(cfg.n_ctx ? cfg.n_ctx : info.n_ctx_train),
+                sift_dtype_name(kv), (long long)page_size, sift_policy_name(policy), extrapolate ? ", extrapolation" : "");
     double t0 = wall_s(), t_prefill = 0.0;
     size_t n_ids = n_prompt;
     if (logits_mode) { /* one forward pass per token, as a token-by-token oracle records them */
@@ -443,10 +547,13 @@ static int run_model(int argc, char **argv, bool logits_mode)
     }
     const double t_decode = wall_s() - t1;
     printf("\n");
-    if (s == SIFT_OK)
-        fprintf(stderr, "sift run: prefill %zu tokens in %.3f s (%.1f tokens/s); decode %lld tokens in %.3f s (%.1f tokens/s)\n",
+    if (s == SIFT_OK) {
+        fprintf(stderr, "sift run: prefill %zu tokens in %.3f s (%.1f tokens/s); decode %lld tokens in %.3f s (%.1f tokens/s); KV cache in use %.2f MB\n",
                 n_prompt, t_prefill, t_prefill > 0 ? (double)n_prompt / t_prefill : 0.0, (long long)generated, t_decode,
-                t_decode > 0 ? (double)(generated > 0 ? generated - 1 : 0) / t_decode : 0.0);
+                t_decode > 0 ? (double)(generated > 0 ? generated - 1 : 0) / t_decode : 0.0,
+                (double)sift_session_kv_used_bytes(session) / 1e6);
+        print_sel_cache(session, info.n_layers, "sift run");
+    }
 done:
     if (s != SIFT_OK) fprintf(stderr, "sift %s: %s\n", cmd, sift_last_error());
     free(ids);
@@ -462,6 +569,7 @@ static int bench_decode(int argc, char **argv)
 {
     const char *model_path = NULL, *backend = NULL, *ctx_list = "8192,32768,131072";
     int64_t steps = 16, budget = 2048, sink = 128, window = 512;
+    float sel_cache = -1.0f;
     bool json = false;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -481,16 +589,20 @@ static int bench_decode(int argc, char **argv)
                    "  --steps S          timed steps per context and mode (default 16, after 2 warm-ups)\n"
                    "  --backend B        cpu, vulkan or cuda (default: cuda if present, else vulkan, else cpu)\n"
                    "  --budget k --sink S --window W   selection (defaults 2048, 128, 512)\n"
+                   "  --sel-cache T      the third mode: TokenSelect with the Selection Cache at threshold T\n"
+                   "                     (default -1: every step after the first reuses, the cache's best case\n"
+                   "                     on random data; 'off' leaves the mode out)\n"
                    "  --json             one JSON object per line\n");
             return 0;
         } else if (!strcmp(a, "--json")) json = true, takes = false, ok = true;
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = val;
         else if (!strcmp(a, "--backend")) backend = val;
         else if (!strcmp(a, "--ctx")) ctx_list = val;
-        else if (!strcmp(a, "--steps")) ok = parse_i64(val, &steps) && steps >= 1 && steps <= 10000;
-        else if (!strcmp(a, "--budget")) ok = parse_i64(val, &budget);
-        else if (!strcmp(a, "--sink")) ok = parse_i64(val, &sink);
-        else if (!strcmp(a, "--window")) ok = parse_i64(val, &window);
+        else if (!strcmp(a, "--steps")) ok = cli_parse_i64(val, &steps) && steps >= 1 && steps <= 10000;
+        else if (!strcmp(a, "--budget")) ok = cli_parse_i64(val, &budget);
+        else if (!strcmp(a, "--sink")) ok = cli_parse_i64(val, &sink);
+        else if (!strcmp(a, "--window")) ok = cli_parse_i64(val, &window);
+        else if (!strcmp(a, "--sel-cache")) ok = cli_parse_sel_cache(val, &sel_cache);
         else {
             fprintf(stderr, "sift bench-decode: unknown option '%s' (see --help)\n", a);
             return 2;
@@ -507,7 +619,7 @@ static int bench_decode(int argc, char **argv)
     }
     sift_context *ctx = NULL;
     sift_model *model = NULL;
-    sift_status s = open_backend(backend, &ctx);
+    sift_status s = cli_open_backend(backend, &ctx);
     if (s == SIFT_OK) {
         if (!json) fprintf(stderr, "sift bench-decode: loading %s on %s...\n", model_path, sift_context_device_name(ctx));
         s = sift_model_load(ctx, model_path, &model);
@@ -538,13 +650,18 @@ static int bench_decode(int argc, char **argv)
             break;
         }
         p = *end == ',' ? end + 1 : end;
-        sift_session_config cfg = sift_session_config_default();
-        cfg.n_ctx = n_ctx + 2 * (steps + 2) + 4;
-        sift_session *ss = NULL;
-        s = sift_session_create(model, &cfg, &ss);
-        if (s == SIFT_OK) s = sift_session_fill_synthetic(ss, n_ctx, 7);
-        for (int mode = 0; mode < 2 && s == SIFT_OK; mode++) {
-            s = sift_session_set_attention(ss, mode ? SIFT_ATTN_SELECT : SIFT_ATTN_DENSE, sink, window, budget);
+        static const char *const mode_names[3] = {"dense", "select", "cached"};
+        for (int mode = 0; mode < (sel_cache <= 1.0f ? 3 : 2) && s == SIFT_OK; mode++) {
+            sift_session_config cfg = sift_session_config_default();
+            cfg.n_ctx = n_ctx + steps + 4;
+            cfg.policy = mode ? SIFT_POLICY_TOKENSELECT : SIFT_POLICY_DENSE;
+            cfg.sink = sink;
+            cfg.window = window;
+            cfg.budget = budget;
+            cfg.sel_cache = mode == 2 ? sel_cache : SIFT_SEL_CACHE_OFF;
+            sift_session *ss = NULL;
+            s = sift_session_create(model, &cfg, &ss);
+            if (s == SIFT_OK) s = sift_session_fill_synthetic(ss, n_ctx, 7);
             int32_t tok = info.bos >= 0 ? info.bos : 0;
             for (int64_t i = 0; s == SIFT_OK && i < steps + 2; i++) {
                 const double t0 = wall_s();
@@ -555,18 +672,21 @@ static int bench_decode(int argc, char **argv)
             if (s == SIFT_OK) {
                 const double med = median(times, (int)steps);
                 const double kv_gb = (double)sift_session_kv_bytes(ss) / 1e9;
+                int64_t hits = 0, n_steps = 0;
+                sift_session_sel_cache_stats(ss, -1, &hits, &n_steps);
+                const double hit_rate = n_steps ? (double)hits / (double)n_steps : 0.0;
                 if (json)
                     printf("{\"model\": \"%s\", \"device\": \"%s\", \"ctx\": %lld, \"attn\": \"%s\", \"ms_per_token\": %.3f, "
-                           "\"tokens_per_s\": %.2f, \"kv_gb\": %.3f}\n",
-                           model_path, sift_context_device_name(ctx), (long long)n_ctx, mode ? "select" : "dense", med * 1e3,
-                           1.0 / med, kv_gb);
+                           "\"tokens_per_s\": %.2f, \"kv_gb\": %.3f, \"sel_cache_hit_rate\": %.3f}\n",
+                           model_path, sift_context_device_name(ctx), (long long)n_ctx, mode_names[mode], med * 1e3,
+                           1.0 / med, kv_gb, hit_rate);
                 else
-                    printf("%10lld %-7s %12.3f %10.2f %12.2f\n", (long long)n_ctx, mode ? "select" : "dense", med * 1e3,
-                           1.0 / med, kv_gb);
+                    printf("%10lld %-7s %12.3f %10.2f %12.2f%s\n", (long long)n_ctx, mode_names[mode], med * 1e3, 1.0 / med,
+                           kv_gb, mode == 2 ? (hit_rate == 1.0 ? "  (every step reused)" : hit_rate > 0 ? "  (some steps reused)" : "  (no step reused)") : "");
                 fflush(stdout);
             }
+            sift_session_destroy(ss);
         }
-        sift_session_destroy(ss);
     }
     if (s != SIFT_OK) fprintf(stderr, "sift bench-decode: %s\n", sift_last_error());
     free(logits);
@@ -636,8 +756,8 @@ static int bench_ops(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--backend")) backend = val;
         else if (!strcmp(a, "--shape")) ok = val && (!strcmp(val, "8b") || !strcmp(val, "small")), shape = val;
-        else if (!strcmp(a, "--prefill")) ok = parse_i64(val, &prefill) && prefill >= 1 && prefill <= 65536;
-        else if (!strcmp(a, "--repeat")) ok = parse_i64(val, &repeat) && repeat >= 1 && repeat <= 100000;
+        else if (!strcmp(a, "--prefill")) ok = cli_parse_i64(val, &prefill) && prefill >= 1 && prefill <= 65536;
+        else if (!strcmp(a, "--repeat")) ok = cli_parse_i64(val, &repeat) && repeat >= 1 && repeat <= 100000;
         else {
             fprintf(stderr, "sift bench-ops: unknown option '%s' (see --help)\n", a);
             return 2;
@@ -652,7 +772,7 @@ static int bench_ops(int argc, char **argv)
     const int64_t e = big ? 4096 : 512, ff = big ? 14336 : 1536, vocab = big ? 128256 : 4096;
     const int64_t hq = big ? 32 : 8, hkv = big ? 8 : 2, d = big ? 128 : 64;
     sift_context *ctx = NULL;
-    sift_status s = open_backend(backend, &ctx);
+    sift_status s = cli_open_backend(backend, &ctx);
     if (s != SIFT_OK) {
         fprintf(stderr, "sift bench-ops: %s\n", sift_last_error());
         return 1;
@@ -800,6 +920,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "bench-ops")) return bench_ops(argc - 2, argv + 2);
     if (!strcmp(cmd, "logits")) return run_model(argc - 2, argv + 2, true);
     if (!strcmp(cmd, "devices")) return devices();
+    if (!strcmp(cmd, "eval")) return cli_eval(argc - 2, argv + 2);
     fprintf(stderr, "sift: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

@@ -1,0 +1,26 @@
+/* The loaded model, shared by model.c (loading) and session.c (running). Engine-private. */
+#ifndef SIFT_MODEL_H
+#define SIFT_MODEL_H
+
+#include "engine.h"
+#include "gguf.h"
+#include "tokenizer.h"
+
+typedef struct layer_weights {
+    sift_tensor *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv;
+    sift_tensor *ffn_norm, *w_gate, *w_up, *w_down;
+} layer_weights;
+
+struct sift_model {
+    sift_context *ctx;
+    sift_gguf *file;
+    sift_gguf_hparams hp;
+    sift_tokenizer *tok;
+    sift_tensor *tok_embd, *output_norm, *output; /* output == tok_embd when tied */
+    sift_tensor *rope_factors;                    /* NULL: no frequency scaling */
+    layer_weights *layers;
+    size_t weight_bytes;
+    sift_rope_mode rope_mode;
+};
+
+#endif

@@ -1,0 +1,304 @@
+/* Sessions over the paged KV cache, on every available backend, for each model given:
+ *   - paging is invisible: pages of 16 tokens give the logits of one page as large as the context;
+ *   - the pool: a full pool is SIFT_E_LIMIT, and the session works again after a rewind frees pages;
+ *   - several sequences: a batched decode step gives each sequence the logits it gets alone;
+ *   - rewind: rewinding and feeding the same tokens again gives the same logits;
+ *   - the Selection Cache: theta 1 never reuses; theta -1 reuses at every full step after the
+ *     first (hits = (steps - 1) x layers); its output is that of the first step's top-k with
+ *     the window moving on;
+ *   - sparse prefill with a budget that keeps everything equals dense prefill; with a small budget
+ *     its logits stay finite and close (reported);
+ *   - length extrapolation keeping every token equals dense (keys rotated by rank = by position),
+ *     and runs past the cache's rotary range with finite logits;
+ *   - every policy decodes with finite logits on every backend.
+ * Each backend's logits are compared with the CPU's (NMSE <= 1e-3: f16 cache, other arithmetic).
+ * Usage: sift-session-test MODEL.gguf... (a missing model file is skipped with a message). */
+#include "sift.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int n_checks, n_failures;
+
+static void check(bool ok, const char *model, const char *backend, const char *what, double value)
+{
+    n_checks++;
+    if (!ok) n_failures++;
+    printf("%-18s %-7s %-70s %10.3g  %s\n", model, backend, what, value, ok ? "ok" : "FAIL");
+}
+
+static double nmse(const float *ref, const float *got, size_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i]) || !isfinite(ref[i])) return INFINITY;
+        const double d = (double)ref[i] - (double)got[i];
+        num += d * d;
+        den += (double)ref[i] * (double)ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+typedef struct {
+    sift_model *m;
+    sift_model_info info;
+    const char *name, *bname;
+    int32_t toks[700];
+} model_run;
+
+/* The scenarios' outputs, kept to compare backends with the CPU. */
+enum { OUT_PAGED, OUT_BATCH0, OUT_BATCH1, OUT_BATCH2, OUT_CACHE, OUT_SPARSE, OUT_COUNT };
+static const char *const out_names[OUT_COUNT] = {"paged decode", "batched decode, sequence 2", "batched decode, sequence 0",
+                                                 "batched decode, sequence 1", "Selection Cache theta -1", "sparse prefill k=24"};
+
+static sift_session_config base_config(int64_t n_ctx)
+{
+    sift_session_config c = sift_session_config_default();
+    c.n_ctx = n_ctx;
+    c.chunk = 64;
+    c.page_size = 16;
+    c.sink = 4, c.window = 16, c.budget = 24;
+    c.sel_cache = SIFT_SEL_CACHE_OFF;
+    return c;
+}
+
+/* Prefills tokens [first, first + n_prompt) in one eval, then decodes `steps` more one by one;
+ * the logits of the last token into out. */
+static sift_status run(const model_run *t, const sift_session_config *cfg, int first, int n_prompt, int steps, float *out,
+                       sift_session **keep)
+{
+    sift_session *s = NULL;
+    sift_status st = sift_session_create(t->m, cfg, &s);
+    if (st == SIFT_OK) st = sift_session_eval(s, t->toks + first, (size_t)n_prompt, out);
+    for (int i = 0; i < steps && st == SIFT_OK; i++) st = sift_session_eval(s, &t->toks[first + n_prompt + i], 1, out);
+    if (keep && st == SIFT_OK) *keep = s;
+    else sift_session_destroy(s);
+    return st;
+}
+
+#define NV ((size_t)t->info.n_vocab)
+#define RUN_OK(call, what)                                                                                             \
+    do {                                                                                                               \
+        sift_status st_ = (call);                                                                                      \
+        if (st_ != SIFT_OK) {                                                                                          \
+            char msg_[300];                                                                                            \
+            snprintf(msg_, sizeof msg_, "%s: %s", what, sift_last_error());                                           \
+            check(false, t->name, t->bname, msg_, 0);                                                                  \
+            goto out;                                                                                                  \
+        }                                                                                                              \
+    } while (0)
+
+static void paging(const model_run *t, float *outs)
+{
+    float *a = malloc(3 * NV * sizeof(float)), *b = a + NV, *rows = NULL;
+    sift_session *s = NULL;
+    sift_session_config one_page = base_config(256), paged = base_config(256);
+    one_page.page_size = 256;
+    RUN_OK(run(t, &one_page, 0, 100, 20, a, NULL), "one page");
+    RUN_OK(run(t, &paged, 0, 100, 20, b, NULL), "pages of 16");
+    check(nmse(a, b, NV) == 0.0, t->name, t->bname, "pages of 16 = one page of 256 (120 tokens, 20 decode steps)", nmse(a, b, NV));
+    memcpy(outs + OUT_PAGED * NV, b, NV * sizeof(float));
+
+    /* three sequences of different lengths share the pool, then five batched decode steps */
+    sift_session_config multi = base_config(256);
+    multi.n_seq = 3;
+    RUN_OK(sift_session_create(t->m, &multi, &s), "three sequences");
+    const int lens[3] = {40, 75, 9}, seqs[3] = {2, 0, 1};
+    for (int q = 0; q < 3; q++) RUN_OK(sift_session_eval_seq(s, q, t->toks + 100 * q, (size_t)lens[q], NULL), "prefill");
+    rows = malloc(3 * NV * sizeof(float));
+    for (int step = 0; step < 5; step++) {
+        int32_t tk[3];
+        for (int i = 0; i < 3; i++) tk[i] = t->toks[100 * seqs[i] + lens[seqs[i]] + step];
+        RUN_OK(sift_session_decode_batch(s, 3, seqs, tk, rows), "batched decode");
+    }
+    check(sift_session_seq_pos(s, 1) == lens[1] + 5, t->name, t->bname, "sequence 1 position after 5 batched steps",
+          (double)sift_session_seq_pos(s, 1));
+    for (int i = 0; i < 3; i++) {
+        const int q = seqs[i];
+        sift_session_config cfg = base_config(256);
+        RUN_OK(run(t, &cfg, 100 * q, lens[q], 5, a, NULL), "alone");
+        char what[96];
+        snprintf(what, sizeof what, "batched step, sequence %d = the sequence alone", q);
+        const double e = nmse(a, rows + (size_t)i * NV, NV);
+        check(e <= 1e-10, t->name, t->bname, what, e);
+        memcpy(outs + (OUT_BATCH0 + i) * NV, rows + (size_t)i * NV, NV * sizeof(float));
+    }
+    sift_session_destroy(s);
+    s = NULL;
+
+    /* a pool of 5 pages of 16: 48 + 48 tokens do not fit; after a rewind frees pages they do */
+    sift_session_config pool = base_config(128);
+    pool.n_seq = 2;
+    pool.pool_tokens = 80;
+    RUN_OK(sift_session_create(t->m, &pool, &s), "small pool");
+    RUN_OK(sift_session_eval_seq(s, 0, t->toks, 48, NULL), "48 tokens");
+    sift_status st = sift_session_eval_seq(s, 1, t->toks, 48, NULL);
+    check(st == SIFT_E_LIMIT, t->name, t->bname, "a full pool refuses with SIFT_E_LIMIT", (double)st);
+    check(sift_session_seq_pos(s, 1) == 0, t->name, t->bname, "the refused sequence did not move", (double)sift_session_seq_pos(s, 1));
+    RUN_OK(sift_session_rewind(s, 0, 16), "rewind to 16");
+    RUN_OK(sift_session_eval_seq(s, 1, t->toks, 48, a), "48 tokens after the rewind");
+    RUN_OK(sift_session_eval_seq(s, 0, t->toks + 16, 16, b), "sequence 0 again");
+    RUN_OK(run(t, &paged, 0, 32, 0, rows, NULL), "32 tokens alone");
+    check(nmse(rows, b, NV) <= 1e-10, t->name, t->bname, "rewind to 16, the same 16 tokens again = never rewound", nmse(rows, b, NV));
+    RUN_OK(run(t, &paged, 0, 48, 0, rows, NULL), "48 tokens alone");
+    check(nmse(rows, a, NV) <= 1e-10, t->name, t->bname, "the other sequence, in pages freed by the rewind = alone", nmse(rows, a, NV));
+out:
+    sift_session_destroy(s);
+    free(rows);
+    free(a);
+}
+
+static void sel_cache(const model_run *t, float *outs)
+{
+    float *a = malloc(2 * NV * sizeof(float)), *b = a + NV;
+    sift_session *s = NULL;
+    const int n_layers = t->info.n_layers, prompt = 100, steps = 12;
+    /* theta 1: checks run, nothing is reused; the output equals selection without the cache */
+    sift_session_config c1 = base_config(256);
+    c1.policy = SIFT_POLICY_TOKENSELECT;
+    c1.sel_cache = 1.0f;
+    RUN_OK(run(t, &c1, 0, prompt, steps, a, &s), "theta 1");
+    int64_t hits = -1, n = -1;
+    RUN_OK(sift_session_sel_cache_stats(s, -1, &hits, &n), "stats");
+    check(hits == 0 && n == (int64_t)steps * n_layers, t->name, t->bname, "theta 1: no reuse in 12 steps x layers", (double)hits);
+    sift_session_destroy(s);
+    s = NULL;
+    sift_session_config off = c1;
+    off.sel_cache = SIFT_SEL_CACHE_OFF;
+    RUN_OK(run(t, &off, 0, prompt, steps, b, &s), "cache off");
+    check(nmse(b, a, NV) == 0.0, t->name, t->bname, "theta 1 = no Selection Cache", nmse(b, a, NV));
+    RUN_OK(sift_session_sel_cache_stats(s, -1, &hits, &n), "stats");
+    check(hits == 0 && n == 0, t->name, t->bname, "cache off: no counters", (double)n);
+    sift_session_destroy(s);
+    s = NULL;
+    /* theta -1: every full step after the first reuses, in every layer */
+    sift_session_config cm = c1;
+    cm.sel_cache = -1.0f;
+    RUN_OK(run(t, &cm, 0, prompt, steps, a, &s), "theta -1");
+    RUN_OK(sift_session_sel_cache_stats(s, -1, &hits, &n), "stats");
+    check(hits == (int64_t)(steps - 1) * n_layers && n == (int64_t)steps * n_layers, t->name, t->bname,
+          "theta -1: hits = (12 - 1) x layers", (double)hits);
+    int64_t h0 = -1, n0 = -1;
+    RUN_OK(sift_session_sel_cache_stats(s, 0, &h0, &n0), "layer 0 stats");
+    check(h0 == steps - 1 && n0 == steps, t->name, t->bname, "theta -1: layer 0 hits 11 of 12", (double)h0);
+    memcpy(outs + OUT_CACHE * NV, a, NV * sizeof(float));
+    check(nmse(b, a, NV) > 0.0, t->name, t->bname, "theta -1 differs from fresh selection (sets were reused)", nmse(b, a, NV));
+out:
+    sift_session_destroy(s);
+    free(a);
+}
+
+static void prefill_and_extrapolation(const model_run *t, float *outs)
+{
+    float *a = malloc(2 * NV * sizeof(float)), *b = a + NV;
+    sift_session_config dense = base_config(512), sparse = base_config(512);
+    dense.chunk = sparse.chunk = 32;
+    sparse.policy = SIFT_POLICY_TOKENSELECT;
+    sparse.sparse_prefill = 1;
+    sparse.budget = 512; /* keeps everything */
+    RUN_OK(run(t, &dense, 0, 300, 0, a, NULL), "dense prefill");
+    RUN_OK(run(t, &sparse, 0, 300, 0, b, NULL), "sparse prefill, k large");
+    check(nmse(a, b, NV) <= 1e-12, t->name, t->bname, "sparse prefill keeping every token = dense prefill", nmse(a, b, NV));
+    sparse.budget = 24;
+    RUN_OK(run(t, &sparse, 0, 300, 0, b, NULL), "sparse prefill, k 24");
+    check(nmse(a, b, NV) < 1.0, t->name, t->bname, "sparse prefill S4 W16 k24: logits near dense (NMSE)", nmse(a, b, NV));
+    memcpy(outs + OUT_SPARSE * NV, b, NV * sizeof(float));
+
+    /* every token selected: positions by rank are the positions, so extrapolation = dense */
+    sift_session_config d32 = base_config(640), x = base_config(640);
+    d32.kv_type = x.kv_type = SIFT_F32;
+    x.policy = SIFT_POLICY_TOKENSELECT;
+    x.extrapolate = 1;
+    x.budget = 640;
+    RUN_OK(run(t, &d32, 0, 200, 3, a, NULL), "dense, f32 cache");
+    RUN_OK(run(t, &x, 0, 200, 3, b, NULL), "extrapolation keeping every token");
+    check(nmse(a, b, NV) <= 1e-6, t->name, t->bname, "extrapolation keeping every token = dense (f32 cache)", nmse(a, b, NV));
+    x.budget = 24;
+    RUN_OK(run(t, &x, 0, 600, 4, b, NULL), "extrapolation, 604 tokens");
+    check(nmse(b, b, NV) == 0.0, t->name, t->bname, "extrapolation over 604 tokens: finite logits", 0.0);
+    x.policy = SIFT_POLICY_STREAMING;
+    RUN_OK(run(t, &x, 0, 200, 4, b, NULL), "extrapolation, streaming");
+    check(nmse(b, b, NV) == 0.0, t->name, t->bname, "extrapolation with streaming: finite logits", 0.0);
+    sift_session_config bad = x;
+    bad.policy = SIFT_POLICY_H2O;
+    sift_session *s = NULL;
+    const sift_status st = sift_session_create(t->m, &bad, &s);
+    check(st == SIFT_E_UNSUPPORTED && !s, t->name, t->bname, "extrapolation with h2o: SIFT_E_UNSUPPORTED", (double)st);
+out:
+    free(a);
+}
+
+static void policies(const model_run *t)
+{
+    float *a = malloc(NV * sizeof(float));
+    for (int p = 0; p < SIFT_POLICY_COUNT; p++) {
+        sift_session_config c = base_config(256);
+        c.policy = (sift_policy)p;
+        char what[96];
+        snprintf(what, sizeof what, "policy %s: 80 + 10 steps, finite logits", sift_policy_name((sift_policy)p));
+        RUN_OK(run(t, &c, 0, 80, 10, a, NULL), what);
+        check(nmse(a, a, NV) == 0.0, t->name, t->bname, what, 0.0);
+    }
+out:
+    free(a);
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    setenv("SIFT_VULKAN_VALIDATION", "1", 0);
+    int models = 0;
+    for (int a = 1; a < argc; a++) {
+        FILE *f = fopen(argv[a], "rb");
+        if (!f) {
+            printf("skipped %s: not found\n", argv[a]);
+            continue;
+        }
+        fclose(f);
+        models++;
+        float *ref = NULL;
+        const char *name = strrchr(argv[a], '/') ? strrchr(argv[a], '/') + 1 : argv[a];
+        for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) {
+            sift_context *ctx = NULL;
+            if (sift_context_create((sift_backend_kind)kind, &ctx) != SIFT_OK) {
+                printf("%-18s %-7s skipped: %s\n", name, sift_backend_kind_name((sift_backend_kind)kind), sift_last_error());
+                continue;
+            }
+            model_run t = {.name = name, .bname = sift_backend_kind_name((sift_backend_kind)kind)};
+            if (sift_model_load(ctx, argv[a], &t.m) != SIFT_OK) {
+                check(false, name, t.bname, sift_last_error(), 0);
+                sift_context_destroy(ctx);
+                continue;
+            }
+            sift_model_get_info(t.m, &t.info);
+            for (int i = 0; i < 700; i++) t.toks[i] = i == 0 && t.info.bos >= 0 ? t.info.bos : 3 + (int32_t)((i * 7919u) % (uint32_t)(t.info.n_vocab - 3));
+            float *outs = calloc((size_t)OUT_COUNT * (size_t)t.info.n_vocab, sizeof(float));
+            paging(&t, outs);
+            sel_cache(&t, outs);
+            prefill_and_extrapolation(&t, outs);
+            policies(&t);
+            if (kind == SIFT_BACKEND_CPU) {
+                ref = outs;
+            } else if (ref) {
+                for (int o = 0; o < OUT_COUNT; o++) {
+                    char what[96];
+                    snprintf(what, sizeof what, "%s: logits vs cpu (NMSE)", out_names[o]);
+                    const double e = nmse(ref + (size_t)o * t.info.n_vocab, outs + (size_t)o * t.info.n_vocab, (size_t)t.info.n_vocab);
+                    check(e <= 1e-3, name, t.bname, what, e);
+                }
+                free(outs);
+            } else {
+                free(outs);
+            }
+            sift_model_destroy(t.m);
+            sift_context_destroy(ctx);
+        }
+        free(ref);
+    }
+    if (models == 0) printf("skipped: no model found\n");
+    printf("\nsummary: %d checks, %d failures\n", n_checks, n_failures);
+    return n_failures ? 1 : 0;
+}

@@ -1,0 +1,532 @@
+/* `sift eval`: the quality of every selection policy at given budgets, against dense attention.
+ *
+ * Text mode (--text FILE): the first --prefix tokens are prefilled with dense attention, then
+ * every later token is fed one decode step at a time under each policy; reported per policy and
+ * budget: perplexity of those tokens, top-1 agreement with dense, and the attention-level
+ * measures (dense attention mass recalled by the attended set, relative error of the attention
+ * output) over the real queries and keys of the run.
+ *
+ * Retrieval mode (--retrieval FILE, the test set written by tools/retrieval/train.py): each sample
+ * is prefilled up to its first query, then decoded one step at a time under each policy; reported:
+ * the fraction of answer characters predicted (greedy) correctly, per sample length.
+ *
+ * Every policy runs in one session after sift_session_rewind, so all see the same prefill. Uses
+ * only the public API. */
+#include "cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *model_path, *backend, *text_path, *retrieval_path;
+    sift_policy policies[SIFT_POLICY_COUNT * 2];
+    bool extrapolated[SIFT_POLICY_COUNT * 2]; /* the policy runs with keys cached before RoPE */
+    int n_policies;
+    int64_t budgets[16];
+    int n_budgets;
+    int64_t sink, window, prefix, max_tokens, samples;
+    float sel_cache;
+    bool json;
+} eval_options;
+
+static void usage(FILE *f)
+{
+    fputs("usage: sift eval -m MODEL.gguf (--text FILE | --retrieval FILE) [options]\n"
+          "\n"
+          "Runs the same tokens under every policy and budget and prints, against dense attention:\n"
+          "  --text: perplexity of the tokens after the prefix, top-1 agreement with dense, the dense\n"
+          "          attention mass recalled by the attended set and the relative error of the\n"
+          "          attention output (means over decode steps, layers and heads);\n"
+          "  --retrieval: accuracy on the answer characters of a retrieval test set, per length.\n"
+          "\n"
+          "options:\n"
+          "  -m, --model PATH     GGUF model\n"
+          "  --text FILE          a text file (tokenized with the model's tokenizer, BOS first)\n"
+          "  --retrieval FILE     a retrieval test set (tools/retrieval/README.md)\n"
+          "  --policies LIST      comma-separated (default dense,tokenselect,streaming,h2o,snapkv,quest,oracle);\n"
+          "                       tokenselect+x and streaming+x run with length extrapolation (SPEC 6) in a\n"
+          "                       session of their own, prefilled token by token\n"
+          "  --budgets LIST       k values (default 64,128,256)\n"
+          "  --sink S             (default 4)\n"
+          "  --window W           (default 64)\n"
+          "  --prefix N           text: tokens prefilled before scoring starts (default 256)\n"
+          "  --max-tokens N       text: use at most N tokens of the file (default 4096)\n"
+          "  --samples N          retrieval: at most N samples of each length (default: all)\n"
+          "  --sel-cache T|off    TokenSelect's Selection Cache threshold (default off: selection alone)\n"
+          "  --backend B          cpu, vulkan or cuda (default: cuda if present, else vulkan, else cpu)\n"
+          "  --json               one JSON object per result line\n",
+          f);
+}
+
+static bool parse_list_i64(const char *s, int64_t *out, int cap, int *n)
+{
+    *n = 0;
+    while (s && *s && *n < cap) {
+        char *end;
+        const long long v = strtoll(s, &end, 10);
+        if (end == s || v < 0) return false;
+        out[(*n)++] = v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return false;
+    }
+    return *n > 0;
+}
+
+static bool parse_policies(const char *s, eval_options *o)
+{
+    o->n_policies = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s ? s : "");
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (o->n_policies == (int)(sizeof o->policies / sizeof o->policies[0])) return false;
+        const size_t len = strlen(tok);
+        const bool x = len > 2 && !strcmp(tok + len - 2, "+x");
+        if (x) tok[len - 2] = 0;
+        sift_policy p;
+        if (sift_policy_parse(tok, &p) != SIFT_OK) return false;
+        if (x && p != SIFT_POLICY_TOKENSELECT && p != SIFT_POLICY_STREAMING) return false;
+        o->policies[o->n_policies] = p;
+        o->extrapolated[o->n_policies++] = x;
+    }
+    return o->n_policies > 0;
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        const size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) break;
+        char *p = realloc(buf, 2 * cap + 1);
+        if (!p) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = p;
+        cap *= 2;
+    }
+    fclose(f);
+    if (buf) buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* -log softmax(logits)[token], in double. */
+static double nll(const float *logits, int n_vocab, int32_t token)
+{
+    double mx = -INFINITY, sum = 0.0;
+    for (int i = 0; i < n_vocab; i++) mx = fmax(mx, (double)logits[i]);
+    for (int i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - mx);
+    return log(sum) + mx - (double)logits[token];
+}
+
+static int32_t argmax(const float *logits, int n_vocab)
+{
+    int32_t best = 0;
+    for (int i = 1; i < n_vocab; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+/* One policy's run over tokens [from, n): feeds each token, scores the next one. */
+typedef struct {
+    double nll_sum;
+    int64_t scored, agree, correct, answers;
+    double recall, err;
+    int64_t quality_n, sc_hits, sc_steps;
+} run_result;
+
+static sift_status decode_range(sift_session *s, const int32_t *ids, int64_t from, int64_t n, int n_vocab,
+                                const int32_t *dense_top1, int32_t *top1_out, const bool *is_answer, run_result *r)
+{
+    float *logits = malloc((size_t)n_vocab * sizeof *logits);
+    if (!logits) return SIFT_E_NOMEM;
+    sift_status st = SIFT_OK;
+    for (int64_t i = from; i + 1 < n && st == SIFT_OK; i++) {
+        st = sift_session_eval(s, &ids[i], 1, logits);
+        if (st != SIFT_OK) break;
+        const int32_t best = argmax(logits, n_vocab);
+        r->nll_sum += nll(logits, n_vocab, ids[i + 1]);
+        r->scored++;
+        if (dense_top1) r->agree += best == dense_top1[i + 1];
+        if (top1_out) top1_out[i + 1] = best;
+        if (is_answer && is_answer[i + 1]) {
+            r->answers++;
+            r->correct += best == ids[i + 1];
+        }
+    }
+    free(logits);
+    return st;
+}
+
+static sift_session_config session_config(const eval_options *o, int64_t n_ctx, bool extrapolate)
+{
+    sift_session_config cfg = sift_session_config_default();
+    cfg.n_ctx = n_ctx;
+    cfg.sink = o->sink;
+    cfg.window = o->window;
+    cfg.budget = o->budgets[0];
+    cfg.sel_cache = o->sel_cache;
+    cfg.eval_mode = !extrapolate;
+    cfg.extrapolate = extrapolate;
+    cfg.policy = extrapolate ? SIFT_POLICY_TOKENSELECT : SIFT_POLICY_DENSE;
+    return cfg;
+}
+
+/* Runs policy p (budget k) from position `from` of a session prefilled to `from`. */
+static sift_status run_policy(sift_session *s, const eval_options *o, sift_policy p, int64_t k, const int32_t *ids,
+                              int64_t from, int64_t n, int n_vocab, const int32_t *dense_top1, int32_t *top1_out,
+                              const bool *is_answer, bool measure, run_result *r)
+{
+    memset(r, 0, sizeof *r);
+    sift_status st = sift_session_rewind(s, 0, from);
+    if (st == SIFT_OK) st = sift_session_set_policy(s, p, o->sink, o->window, k);
+    double rec0 = 0, err0 = 0;
+    int64_t qn0 = 0;
+    if (st == SIFT_OK && measure) st = sift_session_attention_quality(s, &rec0, &err0, &qn0);
+    if (st == SIFT_OK) st = decode_range(s, ids, from, n, n_vocab, dense_top1, top1_out, is_answer, r);
+    if (st == SIFT_OK && measure) {
+        double rec1, err1;
+        int64_t qn1;
+        st = sift_session_attention_quality(s, &rec1, &err1, &qn1);
+        r->quality_n = qn1 - qn0;
+        if (r->quality_n > 0) {
+            r->recall = (rec1 * (double)qn1 - rec0 * (double)qn0) / (double)r->quality_n;
+            r->err = (err1 * (double)qn1 - err0 * (double)qn0) / (double)r->quality_n;
+        }
+    }
+    if (st == SIFT_OK) sift_session_sel_cache_stats(s, -1, &r->sc_hits, &r->sc_steps);
+    return st;
+}
+
+static const char *policy_label(const eval_options *o, int i, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s", sift_policy_name(o->policies[i]), o->extrapolated[i] ? "+x" : "");
+    return buf;
+}
+
+static int eval_text(const eval_options *o, sift_context *ctx, sift_model *m, const sift_model_info *info)
+{
+    size_t len = 0;
+    char *text = read_file(o->text_path, &len);
+    if (!text) {
+        fprintf(stderr, "sift eval: cannot read %s\n", o->text_path);
+        return 1;
+    }
+    int32_t *ids = malloc((len + 8) * sizeof *ids);
+    size_t n_ids = 0;
+    sift_status st = ids ? sift_model_tokenize(m, text, len, info->bos >= 0, ids, len + 8, &n_ids) : SIFT_E_NOMEM;
+    free(text);
+    const int64_t n = (int64_t)n_ids < o->max_tokens ? (int64_t)n_ids : o->max_tokens;
+    if (st == SIFT_OK && n <= o->prefix + 1) {
+        fprintf(stderr, "sift eval: %lld tokens: need more than --prefix %lld\n", (long long)n, (long long)o->prefix);
+        free(ids);
+        return 1;
+    }
+    int32_t *dense_top1 = calloc((size_t)n, sizeof *dense_top1);
+    sift_session *s = NULL, *sx = NULL;
+    sift_session_config cfg = session_config(o, n, false);
+    if (st == SIFT_OK) st = sift_session_create(m, &cfg, &s);
+    if (st == SIFT_OK) st = sift_session_eval(s, ids, (size_t)o->prefix, NULL);
+    run_result dense;
+    if (st == SIFT_OK)
+        st = run_policy(s, o, SIFT_POLICY_DENSE, o->budgets[0], ids, o->prefix, n, info->n_vocab, NULL, dense_top1, NULL, true,
+                        &dense);
+    if (st == SIFT_OK && !o->json)
+        printf("sift eval  %s  on %s\n%lld tokens of %s: prefix %lld prefilled, %lld scored; S=%lld W=%lld\n\n"
+               "%-14s %7s %10s %9s %9s %10s %9s\n",
+               o->model_path, sift_context_device_name(ctx), (long long)n, o->text_path, (long long)o->prefix,
+               (long long)dense.scored, (long long)o->sink, (long long)o->window, "policy", "budget", "perplexity",
+               "top1=dense", "recall", "out error", "sel-cache");
+    for (int pi = 0; pi < o->n_policies && st == SIFT_OK; pi++) {
+        const sift_policy p = o->policies[pi];
+        for (int bi = 0; bi < (p == SIFT_POLICY_DENSE ? 1 : o->n_budgets) && st == SIFT_OK; bi++) {
+            const int64_t k = o->budgets[bi];
+            run_result r = {0};
+            sift_session *run_in = s;
+            if (o->extrapolated[pi]) { /* its own session: keys before RoPE, prefilled token by token */
+                sift_session_destroy(sx);
+                sx = NULL;
+                sift_session_config xc = session_config(o, n, true);
+                xc.policy = p;
+                xc.budget = k;
+                st = sift_session_create(m, &xc, &sx);
+                if (st == SIFT_OK) st = sift_session_eval(sx, ids, (size_t)o->prefix, NULL);
+                run_in = sx;
+            }
+            if (st == SIFT_OK)
+                st = run_policy(run_in, o, p, k, ids, o->prefix, n, info->n_vocab, dense_top1, NULL, NULL, !o->extrapolated[pi], &r);
+            if (st != SIFT_OK) break;
+            char label[32], sc[32] = "-";
+            policy_label(o, pi, label, sizeof label);
+            if (r.sc_steps) snprintf(sc, sizeof sc, "%.1f%%", 100.0 * (double)r.sc_hits / (double)r.sc_steps);
+            const double ppl = exp(r.nll_sum / (double)r.scored), agree = (double)r.agree / (double)r.scored;
+            if (o->json)
+                printf("{\"mode\": \"text\", \"policy\": \"%s\", \"budget\": %lld, \"sink\": %lld, \"window\": %lld, \"tokens\": %lld, "
+                       "\"perplexity\": %.4f, \"top1_agreement\": %.4f, \"recall\": %.4f, \"rel_error\": %.4f, "
+                       "\"sel_cache_hits\": %lld, \"sel_cache_steps\": %lld}\n",
+                       label, p == SIFT_POLICY_DENSE ? 0LL : (long long)k, (long long)o->sink, (long long)o->window,
+                       (long long)r.scored, ppl, agree, r.recall, r.err, (long long)r.sc_hits, (long long)r.sc_steps);
+            else if (r.quality_n)
+                printf("%-14s %7lld %10.4f %8.1f%% %9.4f %10.4f %9s\n", label, p == SIFT_POLICY_DENSE ? 0LL : (long long)k, ppl,
+                       100.0 * agree, r.recall, r.err, sc);
+            else
+                printf("%-14s %7lld %10.4f %8.1f%% %9s %10s %9s\n", label, p == SIFT_POLICY_DENSE ? 0LL : (long long)k, ppl,
+                       100.0 * agree, "-", "-", sc);
+            fflush(stdout);
+        }
+    }
+    if (st != SIFT_OK) fprintf(stderr, "sift eval: %s\n", sift_last_error());
+    sift_session_destroy(s);
+    sift_session_destroy(sx);
+    free(ids);
+    free(dense_top1);
+    return st == SIFT_OK ? 0 : 1;
+}
+
+/* A retrieval sample: its text's tokens (BOS first) and which positions are answers. */
+typedef struct {
+    int32_t *ids;
+    bool *is_answer;
+    int64_t n, first_answer;
+} sample;
+
+static int load_samples(const char *path, sift_model *m, const sift_model_info *info, sample **out, int *n_out)
+{
+    size_t len = 0;
+    char *buf = read_file(path, &len);
+    if (!buf) {
+        fprintf(stderr, "sift eval: cannot read %s\n", path);
+        return 1;
+    }
+    int cap = 0, n = 0;
+    sample *v = NULL;
+    char *line = buf, *text = NULL;
+    int rc = 0;
+    while (line && *line && rc == 0) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        if (line[0] == '#') {
+        } else if (!text) {
+            text = line;
+        } else { /* the offsets line of `text` */
+            if (n == cap) {
+                cap = cap ? 2 * cap : 16;
+                sample *p = realloc(v, (size_t)cap * sizeof *p);
+                if (!p) {
+                    rc = 1;
+                    break;
+                }
+                v = p;
+            }
+            sample *sp = &v[n];
+            const size_t tl = strlen(text);
+            sp->ids = malloc((tl + 8) * sizeof *sp->ids);
+            sp->is_answer = calloc(tl + 8, sizeof *sp->is_answer);
+            size_t got = 0;
+            if (!sp->ids || !sp->is_answer || sift_model_tokenize(m, text, tl, info->bos >= 0, sp->ids, tl + 8, &got) != SIFT_OK ||
+                got != tl + (info->bos >= 0)) {
+                fprintf(stderr, "sift eval: sample %d of %s does not tokenize to one token per character (%zu tokens, %zu chars)\n",
+                        n + 1, path, got, tl);
+                free(sp->ids);
+                free(sp->is_answer);
+                rc = 1;
+                break;
+            }
+            sp->n = (int64_t)got;
+            sp->first_answer = -1;
+            const int64_t shift = info->bos >= 0;
+            for (char *p = line; *p;) {
+                char *end;
+                const long long off = strtoll(p, &end, 10);
+                if (end == p) break;
+                if (off >= 0 && off + shift < sp->n) {
+                    sp->is_answer[off + shift] = true;
+                    if (sp->first_answer < 0 || off + shift < sp->first_answer) sp->first_answer = off + shift;
+                }
+                p = end;
+            }
+            if (sp->first_answer < 1) {
+                fprintf(stderr, "sift eval: sample %d of %s has no answer offsets\n", n + 1, path);
+                free(sp->ids);
+                free(sp->is_answer);
+                rc = 1;
+                break;
+            }
+            n++;
+            text = NULL;
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(buf);
+    *out = v;
+    *n_out = n;
+    if (rc == 0 && n == 0) {
+        fprintf(stderr, "sift eval: no samples in %s\n", path);
+        rc = 1;
+    }
+    return rc;
+}
+
+static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *m, const sift_model_info *info)
+{
+    sample *smp = NULL;
+    int n_smp = 0;
+    if (load_samples(o->retrieval_path, m, info, &smp, &n_smp) != 0) return 1;
+    /* lengths present, ascending */
+    int64_t lengths[16];
+    int n_len = 0;
+    for (int i = 0; i < n_smp; i++) {
+        bool seen = false;
+        for (int j = 0; j < n_len; j++) seen = seen || lengths[j] == smp[i].n;
+        if (!seen && n_len < 16) lengths[n_len++] = smp[i].n;
+    }
+    for (int i = 1; i < n_len; i++)
+        for (int j = i; j > 0 && lengths[j] < lengths[j - 1]; j--) {
+            const int64_t t = lengths[j];
+            lengths[j] = lengths[j - 1];
+            lengths[j - 1] = t;
+        }
+    const int rows = o->n_policies * o->n_budgets;
+    int64_t *correct = calloc((size_t)(rows * n_len), sizeof *correct), *answers = calloc((size_t)(rows * n_len), sizeof *answers);
+    int used[16] = {0};
+    sift_status st = correct && answers ? SIFT_OK : SIFT_E_NOMEM;
+    if (!o->json) fprintf(stderr, "sift eval: %d samples from %s on %s\n", n_smp, o->retrieval_path, sift_context_device_name(ctx));
+    for (int i = 0; i < n_smp && st == SIFT_OK; i++) {
+        int li = 0;
+        while (lengths[li] != smp[i].n) li++;
+        if (o->samples > 0 && used[li] >= o->samples) continue;
+        used[li]++;
+        /* prefill up to a little before the first answer: the query's own tokens run under the policy */
+        const int64_t from = smp[i].first_answer > 16 ? smp[i].first_answer - 16 : 1;
+        sift_session *s = NULL, *sx = NULL;
+        sift_session_config cfg = session_config(o, smp[i].n, false);
+        st = sift_session_create(m, &cfg, &s);
+        if (st == SIFT_OK) st = sift_session_eval(s, smp[i].ids, (size_t)from, NULL);
+        for (int pi = 0; pi < o->n_policies && st == SIFT_OK; pi++)
+            for (int bi = 0; bi < o->n_budgets && st == SIFT_OK; bi++) {
+                run_result r = {0};
+                sift_session *run_in = s;
+                if (o->extrapolated[pi]) {
+                    sift_session_destroy(sx);
+                    sx = NULL;
+                    sift_session_config xc = session_config(o, smp[i].n, true);
+                    xc.policy = o->policies[pi];
+                    xc.budget = o->budgets[bi];
+                    st = sift_session_create(m, &xc, &sx);
+                    if (st == SIFT_OK) st = sift_session_eval(sx, smp[i].ids, (size_t)from, NULL);
+                    run_in = sx;
+                }
+                if (st == SIFT_OK)
+                    st = run_policy(run_in, o, o->policies[pi], o->budgets[bi], smp[i].ids, from, smp[i].n, info->n_vocab, NULL,
+                                    NULL, smp[i].is_answer, false, &r);
+                correct[(pi * o->n_budgets + bi) * n_len + li] += r.correct;
+                answers[(pi * o->n_budgets + bi) * n_len + li] += r.answers;
+            }
+        sift_session_destroy(s);
+        sift_session_destroy(sx);
+        if (!o->json) fprintf(stderr, "\rsift eval: sample %d of %d done", i + 1, n_smp);
+    }
+    if (!o->json) fputc('\n', stderr);
+    if (st == SIFT_OK) {
+        if (!o->json) {
+            printf("sift eval  %s  retrieval accuracy (answer characters, greedy); S=%lld W=%lld\n\n%-14s %7s", o->model_path,
+                   (long long)o->sink, (long long)o->window, "policy", "budget");
+            for (int li = 0; li < n_len; li++) printf(" %9lld", (long long)lengths[li]);
+            printf(" %9s\n", "all");
+        }
+        for (int pi = 0; pi < o->n_policies; pi++)
+            for (int bi = 0; bi < o->n_budgets; bi++) {
+                char label[32];
+                policy_label(o, pi, label, sizeof label);
+                int64_t c_all = 0, a_all = 0;
+                const int row = pi * o->n_budgets + bi;
+                if (!o->json) printf("%-14s %7lld", label, o->policies[pi] == SIFT_POLICY_DENSE ? 0LL : (long long)o->budgets[bi]);
+                for (int li = 0; li < n_len; li++) {
+                    const int64_t c = correct[row * n_len + li], a = answers[row * n_len + li];
+                    c_all += c;
+                    a_all += a;
+                    if (o->json)
+                        printf("{\"mode\": \"retrieval\", \"policy\": \"%s\", \"budget\": %lld, \"length\": %lld, \"samples\": %d, "
+                               "\"answers\": %lld, \"accuracy\": %.4f}\n",
+                               label, (long long)o->budgets[bi], (long long)lengths[li], used[li], (long long)a,
+                               a ? (double)c / (double)a : 0.0);
+                    else
+                        printf(" %8.1f%%", a ? 100.0 * (double)c / (double)a : 0.0);
+                }
+                if (!o->json) printf(" %8.1f%%\n", a_all ? 100.0 * (double)c_all / (double)a_all : 0.0);
+            }
+    } else {
+        fprintf(stderr, "sift eval: %s\n", sift_last_error());
+    }
+    for (int i = 0; i < n_smp; i++) {
+        free(smp[i].ids);
+        free(smp[i].is_answer);
+    }
+    free(smp);
+    free(correct);
+    free(answers);
+    return st == SIFT_OK ? 0 : 1;
+}
+
+int cli_eval(int argc, char **argv)
+{
+    eval_options o = {.sink = 4, .window = 64, .prefix = 256, .max_tokens = 4096, .sel_cache = SIFT_SEL_CACHE_OFF};
+    parse_policies("dense,tokenselect,streaming,h2o,snapkv,quest,oracle", &o);
+    parse_list_i64("64,128,256", o.budgets, 16, &o.n_budgets);
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = val != NULL, takes = true;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) o.json = true, takes = false, ok = true;
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) o.model_path = val;
+        else if (!strcmp(a, "--backend")) o.backend = val;
+        else if (!strcmp(a, "--text")) o.text_path = val;
+        else if (!strcmp(a, "--retrieval")) o.retrieval_path = val;
+        else if (!strcmp(a, "--policies")) ok = parse_policies(val, &o);
+        else if (!strcmp(a, "--budgets")) ok = parse_list_i64(val, o.budgets, 16, &o.n_budgets);
+        else if (!strcmp(a, "--sink")) ok = cli_parse_i64(val, &o.sink) && o.sink >= 0;
+        else if (!strcmp(a, "--window")) ok = cli_parse_i64(val, &o.window) && o.window >= 0;
+        else if (!strcmp(a, "--prefix")) ok = cli_parse_i64(val, &o.prefix) && o.prefix >= 1;
+        else if (!strcmp(a, "--max-tokens")) ok = cli_parse_i64(val, &o.max_tokens) && o.max_tokens >= 2;
+        else if (!strcmp(a, "--samples")) ok = cli_parse_i64(val, &o.samples) && o.samples >= 0;
+        else if (!strcmp(a, "--sel-cache")) ok = cli_parse_sel_cache(val, &o.sel_cache);
+        else {
+            fprintf(stderr, "sift eval: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "sift eval: %s needs a valid value%s%s\n", a, val ? ", not " : "", val ? val : "");
+            return 2;
+        }
+        if (takes) i++;
+    }
+    if (!o.model_path || (!o.text_path == !o.retrieval_path)) {
+        fprintf(stderr, "sift eval: give a model (-m) and one of --text or --retrieval (see --help)\n");
+        return 2;
+    }
+    sift_context *ctx = NULL;
+    sift_model *m = NULL;
+    sift_status st = cli_open_backend(o.backend, &ctx);
+    if (st == SIFT_OK) st = sift_model_load(ctx, o.model_path, &m);
+    if (st != SIFT_OK) {
+        fprintf(stderr, "sift eval: %s\n", sift_last_error());
+        sift_context_destroy(ctx);
+        return 1;
+    }
+    sift_model_info info;
+    sift_model_get_info(m, &info);
+    const int rc = o.text_path ? eval_text(&o, ctx, m, &info) : eval_retrieval(&o, ctx, m, &info);
+    sift_model_destroy(m);
+    sift_context_destroy(ctx);
+    return rc;
+}
