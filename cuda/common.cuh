@@ -26,13 +26,31 @@ constexpr int NT = 256; // threads per block, every kernel
 
 __device__ __forceinline__ float neg_inf() { return -__int_as_float(0x7f800000); }
 
-// K/V row `pos` of KV head `g`: the one place that knows where a row lives (docs/kernels.md).
-// Paging or batching change this function only.
-template <typename T>
-__device__ __forceinline__ const T *kv_row(const T *base, int64_t stride0, int64_t stride1, int g, int64_t pos)
+// ---- where a K/V row lives (sift_cuda_rows in sift_cuda.h; engine/backend.h: sift_kv_phys_row) --
+// THE address map of K and V, in two steps so that kernels can look rows up ahead of their copies:
+// kv_locate: logical position -> physical row, or -1 where the position is outside [0, ncap) or its
+// page names no page of the pool (such rows are never read nor written). Without a page table
+// (one uniform, predictable branch) it is the identity. The page table is read here, on the device,
+// at run time. Shifts and masks only: no division per row.
+__device__ __forceinline__ int32_t kv_locate(const sift_cuda_rows &r, int64_t ncap, int64_t pos)
 {
-    return base + (int64_t)g * stride0 + pos * stride1;
+    if (pos < 0 || pos >= ncap) return -1;
+    const int32_t p = (int32_t)pos; // ncap <= INT32_MAX
+    if (r.pages == nullptr) return p;
+    const int32_t page = __ldg(r.pages + (p >> r.page_shift));
+    if (page < 0 || page >= r.pool_pages) return -1;
+    return (page << r.page_shift) | (p & ((1 << r.page_shift) - 1));
 }
+// kv_at: physical row -> address of its first element in KV head g.
+template <typename T> __device__ __forceinline__ T *kv_at(const sift_cuda_rows &r, int g, int32_t row)
+{
+    return static_cast<T *>(const_cast<void *>(r.base)) + (int64_t)g * r.stride0 + (int64_t)row * r.stride1;
+}
+
+// Predicated nodes (sift_graph_skip_if): true when the node must do nothing, i.e. f32 `flag` (NULL:
+// no predicate) is non-zero. Read on the device when the kernel runs, so a recorded CUDA graph
+// follows the flag; every kernel of a predicated op returns at once (before any barrier) when set.
+__device__ __forceinline__ bool skipped(const float *flag) { return flag != nullptr && *flag != 0.0f; }
 
 // ---- lane layouts of one row --------------------------------------------------------------------
 // QK: a row is split over LPR = D / 8 lanes; lane r holds 8 elements, read with 16-byte loads:
@@ -45,6 +63,9 @@ template <> __device__ __forceinline__ int qk_elem<__half, 64>(int r, int i) { r
 template <> __device__ __forceinline__ int qk_elem<__half, 128>(int r, int i) { return r * 8 + i; }
 template <> __device__ __forceinline__ int qk_elem<float, 64>(int r, int i) { return i < 4 ? r * 4 + i : 32 + r * 4 + i - 4; }
 template <> __device__ __forceinline__ int qk_elem<float, 128>(int r, int i) { return i < 4 ? r * 4 + i : 64 + r * 4 + i - 4; }
+
+__device__ __forceinline__ float to_float(__half h) { return __half2float(h); }
+__device__ __forceinline__ float to_float(float f) { return f; }
 
 __device__ __forceinline__ void half2x4_to_float(const uint4 &u, float (&x)[8])
 {

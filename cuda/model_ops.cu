@@ -1,5 +1,6 @@
 // The transformer ops around attention and matmul (include/sift.h; the CPU reference is
-// backends/cpu/cpu_model_ops.c): get_rows, rmsnorm, rope, add, swiglu, kv_write. All are memory
+// backends/cpu/cpu_model_ops.c): get_rows, rmsnorm, rope, add, swiglu, kv_write; and the small ops
+// of "saving work between steps" (SPEC §4, §7): sel_cache_check, fill_range, mean_rows. All are memory
 // bound and small next to the matmuls (a decode step moves a few KiB through each), so each is one
 // plain kernel with coalesced accesses; the point is one launch per op and the reference's
 // arithmetic (IEEE division and square root, accurate sin/cos/exp, no fast math).
@@ -138,6 +139,8 @@ __device__ __forceinline__ uint16_t float_to_half_bits(float f)
     return (uint16_t)(sign | h);
 }
 
+// Rows are located through kv_locate / kv_at (common.cuh), the address map every K/V kernel uses:
+// a paged cache's row without a page is not written.
 __global__ void __launch_bounds__(NT) kv_write_kernel(const sift_cuda_kv_write a)
 {
     const int64_t total = a.t * a.h * a.d;
@@ -146,10 +149,126 @@ __global__ void __launch_bounds__(NT) kv_write_kernel(const sift_cuda_kv_write a
     const int c = (int)(i % a.d);
     const int64_t row = i / a.d, t = row / a.h;
     const int h = (int)(row % a.h);
-    const int64_t off = (int64_t)h * a.stride0 + (a.pos0 + t) * a.stride1 + c;
+    const int32_t r = kv_locate(a.cache, a.ncap, a.pos0 + t);
+    if (r < 0) return;
     const float v = a.src[i];
-    if (a.f16) static_cast<uint16_t *>(a.cache)[off] = float_to_half_bits(v);
-    else static_cast<float *>(a.cache)[off] = v;
+    if (a.f16) kv_at<uint16_t>(a.cache, h, r)[c] = float_to_half_bits(v);
+    else kv_at<float>(a.cache, h, r)[c] = v;
+}
+
+// ---- sel_cache_check: one block -----------------------------------------------------------------
+
+// The Selection Cache decision (SPEC §4; backends/cpu/cpu_backend.c: op_sel_cache_check): cos(q,
+// q_ref) from sums in double (each product of two floats is exact in double; only the order of the
+// additions differs from the reference), the rule applied by thread 0, then q copied into q_ref on
+// a miss once every thread has read q_ref. One block has to keep many loads in flight to read 2 x
+// 64 KiB quickly: each thread issues SC_U loads (16-byte ones where q and q_ref allow) before it
+// uses any.
+constexpr int SC_NT = 512;
+constexpr int SC_U = 8;
+
+__device__ __forceinline__ void sc_acc(float x, float y, double &dot, double &nq, double &nr)
+{
+    const double a = (double)x, b = (double)y;
+    dot += a * b;
+    nq += a * a;
+    nr += b * b;
+}
+
+__device__ __forceinline__ double warp_sum_d(double x)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(FULL, x, o);
+    return x;
+}
+
+__global__ void __launch_bounds__(SC_NT) sel_cache_kernel(const sift_cuda_sel_cache a)
+{
+    __shared__ double part[3][SC_NT / 32];
+    __shared__ int s_copy;
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    float *ref = a.state;
+    double dot = 0.0, nq = 0.0, nr = 0.0;
+    if (a.vec) { // q and q_ref 16-byte aligned, qn a multiple of 4
+        const float4 *q4 = reinterpret_cast<const float4 *>(a.q), *r4 = reinterpret_cast<const float4 *>(ref);
+        const int64_t n4 = a.qn / 4;
+        for (int64_t base = tid; base < n4; base += (int64_t)SC_NT * SC_U) {
+            float4 x[SC_U], y[SC_U];
+#pragma unroll
+            for (int u = 0; u < SC_U; u++) {
+                const int64_t i = base + (int64_t)u * SC_NT;
+                x[u] = i < n4 ? q4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                y[u] = i < n4 ? r4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int u = 0; u < SC_U; u++) {
+                sc_acc(x[u].x, y[u].x, dot, nq, nr);
+                sc_acc(x[u].y, y[u].y, dot, nq, nr);
+                sc_acc(x[u].z, y[u].z, dot, nq, nr);
+                sc_acc(x[u].w, y[u].w, dot, nq, nr);
+            }
+        }
+    } else {
+        for (int64_t base = tid; base < a.qn; base += (int64_t)SC_NT * SC_U) {
+            float x[SC_U], y[SC_U];
+#pragma unroll
+            for (int u = 0; u < SC_U; u++) {
+                const int64_t i = base + (int64_t)u * SC_NT;
+                x[u] = i < a.qn ? a.q[i] : 0.0f;
+                y[u] = i < a.qn ? ref[i] : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < SC_U; u++) sc_acc(x[u], y[u], dot, nq, nr);
+        }
+    }
+    dot = warp_sum_d(dot);
+    nq = warp_sum_d(nq);
+    nr = warp_sum_d(nr);
+    if (lane == 0) {
+        part[0][warp] = dot;
+        part[1][warp] = nq;
+        part[2][warp] = nr;
+    }
+    __syncthreads(); // every thread has read q_ref
+    if (tid == 0) {
+        dot = nq = nr = 0.0;
+        for (int w = 0; w < SC_NT / 32; w++) {
+            dot += part[0][w];
+            nq += part[1][w];
+            nr += part[2][w];
+        }
+        const double cosine = nq > 0.0 && nr > 0.0 ? dot / sqrt(nq * nr) : 0.0;
+        float *extra = ref + a.qn; // SIFT_SEL_CACHE_REUSE, HITS, STEPS, VALID
+        const bool reuse = a.full && extra[3] != 0.0f && a.theta < 1.0f && cosine >= (double)a.theta;
+        extra[0] = reuse ? 1.0f : 0.0f;
+        if (a.full) extra[2] += 1.0f;
+        if (reuse) extra[1] += 1.0f;
+        else extra[3] = a.full ? 1.0f : 0.0f;
+        s_copy = !reuse;
+    }
+    __syncthreads();
+    if (s_copy)
+        for (int64_t i = tid; i < a.qn; i += SC_NT) ref[i] = a.q[i];
+}
+
+// ---- fill_range: grid (column blocks, lists) -------------------------------------------------------
+
+__global__ void __launch_bounds__(NT) fill_range_kernel(const sift_cuda_fill_range a)
+{
+    const int64_t i = (int64_t)blockIdx.x * NT + threadIdx.x;
+    if (a.col0 + i >= a.len) return;
+    a.idx[(int64_t)blockIdx.y * a.len + a.col0 + i] = (int32_t)(a.start + i);
+}
+
+// ---- mean_rows: one thread per column, the rows summed in order as the CPU reference sums them ------
+
+__global__ void __launch_bounds__(NT) mean_rows_kernel(const sift_cuda_mean_rows a)
+{
+    const int64_t i = (int64_t)blockIdx.x * NT + threadIdx.x;
+    if (i >= a.e) return;
+    float sum = 0.0f;
+    for (int64_t t = 0; t < a.rows; t++) sum = __fadd_rn(sum, a.x[t * a.e + i]);
+    a.out[i] = __fdiv_rn(sum, (float)a.rows);
 }
 
 static unsigned blocks_for(int64_t n, int64_t per_block)
@@ -197,4 +316,24 @@ extern "C" cudaError_t sift_cuda_kv_write_launch(const sift_cuda_kv_write *a, cu
     const int64_t total = a->t * a->h * a->d;
     if (total <= 0) return cudaSuccess;
     return launch(kv_write_kernel, dim3(blocks_for(total, NT)), dim3(NT), 0, st, *a);
+}
+
+extern "C" cudaError_t sift_cuda_sel_cache_launch(const sift_cuda_sel_cache *a, cudaStream_t st)
+{
+    if (a->qn <= 0) return cudaSuccess;
+    return launch(sel_cache_kernel, dim3(1), dim3(SC_NT), 0, st, *a);
+}
+
+extern "C" cudaError_t sift_cuda_fill_range_launch(const sift_cuda_fill_range *a, cudaStream_t st)
+{
+    const int64_t w = a->len - a->col0;
+    if (a->lists <= 0 || w <= 0) return cudaSuccess;
+    if (a->lists > 65535) return cudaErrorInvalidConfiguration;
+    return launch(fill_range_kernel, dim3(blocks_for(w, NT), (unsigned)a->lists), dim3(NT), 0, st, *a);
+}
+
+extern "C" cudaError_t sift_cuda_mean_rows_launch(const sift_cuda_mean_rows *a, cudaStream_t st)
+{
+    if (a->rows <= 0 || a->e <= 0) return cudaSuccess;
+    return launch(mean_rows_kernel, dim3(blocks_for(a->e, NT)), dim3(NT), 0, st, *a);
 }

@@ -17,6 +17,9 @@
 //
 // Histograms of pass 1..3 are zeroed by pass 0; the pass-0 histogram is zeroed by select_compact
 // for the next run (and by sift_cuda_select_reset once, and after a failed run).
+//
+// Predicated (sift_graph_skip_if): every kernel returns at once when the node's flag is set, so a
+// skipped run leaves the output and the histograms (zeroed for the next run) as they were.
 #include "common.cuh"
 
 namespace sift_cuda {
@@ -111,8 +114,9 @@ __device__ __forceinline__ uint32_t block_sum_u32(uint32_t x, uint32_t *red /* [
 }
 
 __global__ void __launch_bounds__(NT) select_hist(const float *votes, int64_t cand, int lists, uint32_t k, int pass,
-                                                  uint32_t *hist)
+                                                  uint32_t *hist, const float *skip)
 {
+    if (skipped(skip)) return;
     __shared__ uint32_t h[256];
     __shared__ uint32_t s_prefix;
     const int l = (int)blockIdx.y, b = (int)blockIdx.x, tid = (int)threadIdx.x, lane = tid & 31;
@@ -143,8 +147,10 @@ __global__ void __launch_bounds__(NT) select_hist(const float *votes, int64_t ca
 }
 
 __global__ void __launch_bounds__(NT) select_count(const float *votes, int64_t cand, int lists, uint32_t k,
-                                                   const uint32_t *hist, int blocks, uint2 *counts, uint2 *state)
+                                                   const uint32_t *hist, int blocks, uint2 *counts, uint2 *state,
+                                                   const float *skip)
 {
+    if (skipped(skip)) return;
     __shared__ uint32_t s_t, s_krem;
     __shared__ uint32_t red[NT / 32];
     const int l = (int)blockIdx.y, b = (int)blockIdx.x, tid = (int)threadIdx.x;
@@ -177,8 +183,10 @@ __global__ void __launch_bounds__(NT) select_count(const float *votes, int64_t c
 
 __global__ void __launch_bounds__(NT) select_compact(const float *votes, int64_t cand, int blocks,
                                                      const uint2 *counts, const uint2 *state, uint32_t *hist,
-                                                     int32_t *out, int64_t count, int64_t sink_len, int64_t first_pos)
+                                                     int32_t *out, int64_t count, int64_t sink_len, int64_t first_pos,
+                                                     const float *skip)
 {
+    if (skipped(skip)) return;
     __shared__ uint32_t red[NT / 32];
     __shared__ uint32_t wg[NT / 32], we[NT / 32];
     const int l = (int)blockIdx.y, b = (int)blockIdx.x, tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -232,8 +240,10 @@ __global__ void __launch_bounds__(NT) select_compact(const float *votes, int64_t
 }
 
 __global__ void __launch_bounds__(NT) select_fill(int32_t *out, int64_t total, int64_t count, int64_t sink_len,
-                                                  int64_t chosen, int take_all, int64_t first_pos, int64_t win_begin)
+                                                  int64_t chosen, int take_all, int64_t first_pos, int64_t win_begin,
+                                                  const float *skip)
 {
+    if (skipped(skip)) return;
     for (int64_t e = (int64_t)blockIdx.x * NT + threadIdx.x; e < total; e += (int64_t)gridDim.x * NT) {
         const int64_t i = e % count;
         if (i < sink_len) out[e] = (int32_t)i;
@@ -295,7 +305,7 @@ extern "C" cudaError_t sift_cuda_select_launch(const sift_cuda_select *a, void *
         int64_t blocks = (total + NT - 1) / NT;
         if (blocks > 4096) blocks = 4096;
         cudaError_t e = launch(select_fill, dim3((unsigned)blocks), dim3(NT), 0, st, a->out, total, a->count, a->sink_len,
-                               a->chosen, !a->radix, a->sink, a->win_begin);
+                               a->chosen, !a->radix, a->sink, a->win_begin, a->skip);
         if (e != cudaSuccess) return e;
     }
     if (!a->radix) return cudaSuccess;
@@ -303,12 +313,12 @@ extern "C" cudaError_t sift_cuda_select_launch(const sift_cuda_select *a, void *
     const dim3 grid((unsigned)a->blocks, (unsigned)a->lists);
     const uint32_t k = (uint32_t)a->chosen;
     for (int pass = 0; pass < 4; pass++) {
-        cudaError_t e = launch(select_hist, grid, dim3(NT), 0, st, a->votes, a->cand, a->lists, k, pass, s.hist);
+        cudaError_t e = launch(select_hist, grid, dim3(NT), 0, st, a->votes, a->cand, a->lists, k, pass, s.hist, a->skip);
         if (e != cudaSuccess) return e;
     }
     cudaError_t e = launch(select_count, grid, dim3(NT), 0, st, a->votes, a->cand, a->lists, k, s.hist, a->blocks,
-                           s.counts, s.state);
+                           s.counts, s.state, a->skip);
     if (e != cudaSuccess) return e;
     return launch(select_compact, grid, dim3(NT), 0, st, a->votes, a->cand, a->blocks, s.counts, s.state, s.hist,
-                  a->out, a->count, a->sink_len, a->sink);
+                  a->out, a->count, a->sink_len, a->sink, a->skip);
 }

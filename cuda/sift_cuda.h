@@ -27,12 +27,29 @@ typedef struct sift_cuda_device {
  * Returns cudaErrorNotSupported (with nothing changed) when the device cannot hold a 2-stage tile. */
 cudaError_t sift_cuda_init(int device, sift_cuda_device *dev);
 
-/* K and V of one layer: [Hkv][Ncap][D], f16 or f32 (both the same type). */
+/* Where the rows of one K or V tensor live: THE address map of the kernels (common.cuh: kv_locate
+ * turns a logical position into a physical row, kv_at a physical row into an address; every kernel
+ * that reads or writes K/V goes through them). Logical row j of KV head g is the element
+ * base + g * stride0 + row(j) * stride1, where row(j) = j without a page table, and with one
+ * (sift_tensor_paged_view, engine/backend.h: sift_kv_phys_row) row(j) = (pages[j >> page_shift] <<
+ * page_shift) | (j & (P - 1)), absent when the page number is outside [0, pool_pages). The table is
+ * a device pointer read at run time: the host may rewrite it between computes, and a recorded CUDA
+ * graph stays valid. */
+typedef struct sift_cuda_rows {
+    const void *base;         /* element 0 of the tensor (a paged view: of its pool) */
+    int64_t stride0, stride1; /* elements between KV heads, between (physical) rows */
+    const int32_t *pages;     /* page table [logical rows >> page_shift], or NULL: not paged */
+    int page_shift;           /* log2 P */
+    int pool_pages;           /* pages in the pool; its rows (pool_pages << page_shift) are below 2^31 */
+} sift_cuda_rows;
+
+/* K and V of one layer: logically [Hkv][ncap][D], f16 or f32 (both the same type). */
 typedef struct sift_cuda_kv {
-    const void *k, *v;       /* v may be NULL (score) */
-    int64_t stride0, stride1; /* elements between KV heads, between positions */
-    int64_t ncap;            /* positions in the cache (index bound) */
+    sift_cuda_rows k, v;     /* v.base may be NULL (score) */
+    int64_t ncap;            /* logical positions in the cache (index bound) */
     int hkv, d, f16;
+    int v_own_map;           /* V's rows are not at K's physical rows (another page table, page size or
+                              * pool, or only one of them paged): looked up separately */
 } sift_cuda_kv;
 
 /* ---- score: scores[h][j] = scale * dot(q[h], K[g(h)][begin + j]), j < m ---------------------- */
@@ -43,6 +60,7 @@ typedef struct sift_cuda_score {
     int64_t begin, m;
     float scale;
     float *scores;           /* [hq][m] */
+    const float *skip;       /* predicate (sift_graph_skip_if): nothing happens when *skip != 0; NULL: none */
     /* plan */
     int chunks;              /* head chunks per KV head (G split into groups of <= 8) */
     int splits;              /* blocks along the positions */
@@ -59,6 +77,7 @@ typedef struct sift_cuda_vote {
     int64_t m;
     int kvhead_max;          /* 0: SOFTMAX_SUM, votes [1][m]; 1: KVHEAD_MAX, votes [hkv][m] */
     float *votes;
+    const float *skip;       /* predicate, as in sift_cuda_score */
     /* plan */
     int blocks;              /* SOFTMAX_SUM: blocks per head of the partial pass */
     size_t scratch_bytes;
@@ -74,6 +93,7 @@ typedef struct sift_cuda_select {
     int64_t n_ctx, sink, window, budget; /* N, S, W, k as given */
     int32_t *out;            /* [lists][count] */
     int64_t count;
+    const float *skip;       /* predicate, as in sift_cuda_score */
     /* plan */
     int64_t sink_len;        /* min(S, N) */
     int64_t win_begin;       /* max(sink_len, N - W) */
@@ -88,19 +108,33 @@ cudaError_t sift_cuda_select_plan(const sift_cuda_device *dev, sift_cuda_select 
 cudaError_t sift_cuda_select_reset(const sift_cuda_select *a, void *scratch, cudaStream_t st);
 cudaError_t sift_cuda_select_launch(const sift_cuda_select *a, void *scratch, cudaStream_t st);
 
-/* ---- gather_attend / dense_attend / causal_attend -------------------------------------------- */
+/* ---- gather_attend / dense_attend / causal_attend / causal_attend_sparse ---------------------
+ * Query row (token t, head h) attends the entries e < n_t of a position sequence: entry e is
+ * position idx[list][e] for e < list_len, else range0 + e. n_t = n, or for causal attention
+ * min(n, tok_base + t + 1).
+ *   gather: the list (list_len = n);            dense: [0, n) (no list, range0 = 0);
+ *   causal: [0, pos0 + t] (tok_base = pos0);     sparse: the list, then [pos0, pos0 + t]
+ *           (list_len = L, n = L + T, tok_base = L, range0 = pos0 - L).
+ * rope_tab (gather only): the key of entry e is rotated to position e before its dot product
+ * (SPEC §6): pair p < rope_half turns by (c, s) = rope_tab[e * rope_half + p]; pairs are elements
+ * (2p, 2p + 1), or (p, p + rope_half) with rope_neox. Rotary keys, and V rows mapped apart from K's
+ * (kv.v_own_map), run the general kernels (at most 4 query heads per block). */
 typedef struct sift_cuda_attend {
     const float *q;          /* [tokens][hq][d] */
     sift_cuda_kv kv;
-    const int32_t *idx;      /* [lists][n], or NULL for dense: positions [0, n) */
+    const int32_t *idx;      /* [lists][list_len], or NULL */
     int idx_lists;           /* 1 (shared) or hkv */
-    int64_t n;               /* list length (dense: n_ctx; causal: pos0 + tokens) */
+    int64_t list_len;        /* entries per list (0 without one) */
+    int64_t n;               /* entries of the longest sequence */
+    int64_t range0;          /* entry e >= list_len is position range0 + e */
     int hq;
     int tokens;              /* queries per head: 1, or T for causal attention (may be 0) */
-    int causal;              /* token t attends to positions [0, pos0 + t] only */
-    int64_t pos0;
+    int causal;              /* token t attends to the first tok_base + t + 1 entries only */
+    int64_t tok_base;
     float scale;
     float *out;              /* [tokens][hq][d] */
+    const float2 *rope_tab;  /* [>= n][rope_half] (cos, sin), or NULL: keys as stored */
+    int rope_half, rope_neox; /* 0 without rope_tab */
     /* plan */
     int chunks, splits;
     int64_t split_len;
@@ -183,16 +217,46 @@ typedef struct sift_cuda_eltwise {
 cudaError_t sift_cuda_eltwise_launch(const sift_cuda_eltwise *a, cudaStream_t st);
 
 /* kv_write: cache[h][pos0 + t] = src[t][h] (src f32 [t][h][d]; cache f16, rounded to nearest
- * even as sift_float_to_half rounds, or f32). */
+ * even as sift_float_to_half rounds, or f32); rows without a page are not written. */
 typedef struct sift_cuda_kv_write {
     const float *src;
-    void *cache;
+    sift_cuda_rows cache;    /* base is writable */
+    int64_t ncap;            /* logical rows of the cache */
     int f16;
     int64_t t;
     int h, d;
-    int64_t stride0, stride1, pos0; /* cache strides in elements */
+    int64_t pos0;
 } sift_cuda_kv_write;
 cudaError_t sift_cuda_kv_write_launch(const sift_cuda_kv_write *a, cudaStream_t st);
+
+/* ---- saving work between steps (SPEC §4, §6, §7) ------------------------------------------- */
+
+/* sel_cache_check (include/sift.h): one block; state f32 [qn + 4] = q_ref, then REUSE, HITS,
+ * STEPS, VALID (the SIFT_SEL_CACHE_* order). */
+typedef struct sift_cuda_sel_cache {
+    const float *q;          /* [qn] */
+    float *state;
+    int64_t qn;
+    float theta;
+    int full;
+    int vec;                 /* q and state 16-byte aligned and qn a multiple of 4: vector loads */
+} sift_cuda_sel_cache;
+cudaError_t sift_cuda_sel_cache_launch(const sift_cuda_sel_cache *a, cudaStream_t st);
+
+/* fill_range: idx[l][col0 + i] = start + i for i < len - col0, every list l < lists. */
+typedef struct sift_cuda_fill_range {
+    int32_t *idx;
+    int64_t lists, len, col0, start;
+} sift_cuda_fill_range;
+cudaError_t sift_cuda_fill_range_launch(const sift_cuda_fill_range *a, cudaStream_t st);
+
+/* mean_rows: out[i] = (sum over t in order of x[t][i]) / rows, as the CPU reference sums. */
+typedef struct sift_cuda_mean_rows {
+    const float *x;
+    float *out;
+    int64_t rows, e;
+} sift_cuda_mean_rows;
+cudaError_t sift_cuda_mean_rows_launch(const sift_cuda_mean_rows *a, cudaStream_t st);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 //      exp(s[h][j] - m_h) / l_h (as the CPU reference computes it).
 // KVHEAD_MAX, one kernel, grid (blocks of positions, g): u[g][j] = max over g's query heads of
 // s[h][j] (fmaxf in head order, as the CPU reference).
+// Predicated (sift_graph_skip_if): every kernel returns at once when the node's flag is set.
 #include "common.cuh"
 
 namespace sift_cuda {
@@ -37,8 +38,10 @@ __device__ __forceinline__ float2 block_ml_merge(float2 x)
     return x;
 }
 
-__global__ void __launch_bounds__(NT) vote_partial(const float *scores, int64_t m, int blocks, float2 *part)
+__global__ void __launch_bounds__(NT) vote_partial(const float *scores, int64_t m, int blocks, float2 *part,
+                                                   const float *skip)
 {
+    if (skipped(skip)) return;
     const int h = (int)blockIdx.y, b = (int)blockIdx.x, tid = (int)threadIdx.x;
     const float *row = scores + (int64_t)h * m;
     const int64_t j0 = (int64_t)b * VCH;
@@ -60,8 +63,9 @@ __global__ void __launch_bounds__(NT) vote_partial(const float *scores, int64_t 
     if (tid == 0) part[(int64_t)h * blocks + b] = r;
 }
 
-__global__ void __launch_bounds__(NT) vote_stats(const float2 *part, int blocks, float2 *stats)
+__global__ void __launch_bounds__(NT) vote_stats(const float2 *part, int blocks, float2 *stats, const float *skip)
 {
+    if (skipped(skip)) return;
     const int h = (int)blockIdx.x;
     float2 x = make_float2(neg_inf(), 0.0f);
     for (int b = (int)threadIdx.x; b < blocks; b += NT) x = ml_merge(x, part[(int64_t)h * blocks + b]);
@@ -69,8 +73,10 @@ __global__ void __launch_bounds__(NT) vote_stats(const float2 *part, int blocks,
     if (threadIdx.x == 0) stats[h] = x;
 }
 
-__global__ void __launch_bounds__(NT) vote_sum(const float *scores, int64_t m, int hq, const float2 *stats, float *votes)
+__global__ void __launch_bounds__(NT) vote_sum(const float *scores, int64_t m, int hq, const float2 *stats, float *votes,
+                                               const float *skip)
 {
+    if (skipped(skip)) return;
     const int64_t j = (int64_t)blockIdx.x * NT + threadIdx.x;
     if (j >= m) return;
     float v = 0.0f;
@@ -82,8 +88,10 @@ __global__ void __launch_bounds__(NT) vote_sum(const float *scores, int64_t m, i
     votes[j] = v;
 }
 
-__global__ void __launch_bounds__(NT) vote_kvmax(const float *scores, int64_t m, int group, float *votes)
+__global__ void __launch_bounds__(NT) vote_kvmax(const float *scores, int64_t m, int group, float *votes,
+                                                 const float *skip)
 {
+    if (skipped(skip)) return;
     const int64_t g = blockIdx.y, j = (int64_t)blockIdx.x * NT + threadIdx.x;
     if (j >= m) return;
     float mx = neg_inf();
@@ -114,15 +122,15 @@ extern "C" cudaError_t sift_cuda_vote_launch(const sift_cuda_vote *a, void *scra
     if (a->kvhead_max) {
         const int64_t blocks = (a->m + NT - 1) / NT;
         return launch(vote_kvmax, dim3((unsigned)blocks, (unsigned)a->hkv), dim3(NT), 0, st, a->scores, a->m,
-                      a->hq / a->hkv, a->votes);
+                      a->hq / a->hkv, a->votes, a->skip);
     }
     float2 *part = static_cast<float2 *>(scratch);
     float2 *stats = part + (size_t)a->hq * (size_t)a->blocks;
     cudaError_t e = launch(vote_partial, dim3((unsigned)a->blocks, (unsigned)a->hq), dim3(NT), 0, st, a->scores, a->m,
-                           a->blocks, part);
+                           a->blocks, part, a->skip);
     if (e != cudaSuccess) return e;
-    e = launch(vote_stats, dim3((unsigned)a->hq), dim3(NT), 0, st, part, a->blocks, stats);
+    e = launch(vote_stats, dim3((unsigned)a->hq), dim3(NT), 0, st, part, a->blocks, stats, a->skip);
     if (e != cudaSuccess) return e;
     const int64_t blocks = (a->m + NT - 1) / NT;
-    return launch(vote_sum, dim3((unsigned)blocks), dim3(NT), 0, st, a->scores, a->m, a->hq, stats, a->votes);
+    return launch(vote_sum, dim3((unsigned)blocks), dim3(NT), 0, st, a->scores, a->m, a->hq, stats, a->votes, a->skip);
 }

@@ -17,6 +17,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The (cos, sin) table of gather_attend_rope (SPEC §6): row r, pair p turns by theta = r * freq[p],
+ * computed on the host with the CPU reference's powf, cosf and sinf (the same angles to the bit).
+ * One per (n_rot, base), grown as longer lists come; a grown-out table stays allocated until the
+ * backend closes, since plans of older graphs may still point at it. */
+typedef struct cuda_rope_table {
+    int n_rot;
+    float base;
+    int64_t rows;
+    void *dev; /* float2 [rows][n_rot / 2] */
+} cuda_rope_table;
+
 typedef struct cuda_backend {
     int device;
     cudaStream_t stream;
@@ -24,6 +35,8 @@ typedef struct cuda_backend {
     cudaEvent_t *events; /* timing pool, 2 per node of the largest timed graph so far */
     int n_events;
     int use_graphs;
+    cuda_rope_table *ropes;
+    int n_ropes;
 } cuda_backend;
 
 typedef struct cuda_plan {
@@ -38,6 +51,9 @@ typedef struct cuda_plan {
         sift_cuda_rope rope;
         sift_cuda_eltwise eltwise;
         sift_cuda_kv_write kv_write;
+        sift_cuda_sel_cache sel_cache;
+        sift_cuda_fill_range fill_range;
+        sift_cuda_mean_rows mean_rows;
     } u;
     size_t scratch_off;
 } cuda_plan;
@@ -94,9 +110,11 @@ static void cuda_destroy(void *p)
     if (!b) return;
     if (cudaSetDevice(b->device) == cudaSuccess) {
         for (int i = 0; i < b->n_events; i++) cudaEventDestroy(b->events[i]);
+        for (int i = 0; i < b->n_ropes; i++) cudaFree(b->ropes[i].dev);
         if (b->stream) cudaStreamDestroy(b->stream);
     }
     (void)cudaGetLastError();
+    free(b->ropes);
     free(b->events);
     free(b);
 }
@@ -157,18 +175,133 @@ static sift_status cuda_tensor_read(void *p, const sift_tensor *t, size_t offset
 
 /* ---- plans ----------------------------------------------------------------------------------- */
 
-static sift_cuda_kv kv_of(const sift_tensor *k, const sift_tensor *v)
+/* The address map of a K/V operand (sift_cuda_rows): its storage and strides, and for a paged view
+ * (engine/backend.h) its pool, page table (a device pointer: read by the kernels at run time) and
+ * page size. */
+static sift_status rows_of(const sift_tensor *t, sift_cuda_rows *r, int i)
 {
-    sift_cuda_kv kv;
-    kv.k = data(k);
-    kv.v = v ? data(v) : NULL;
-    kv.stride0 = k->stride[0];
-    kv.stride1 = k->stride[1];
-    kv.ncap = k->shape[1];
-    kv.hkv = (int)k->shape[0];
-    kv.d = (int)k->shape[2];
-    kv.f16 = k->dtype == SIFT_F16;
-    return kv;
+    memset(r, 0, sizeof *r);
+    if (!t) return SIFT_OK;
+    r->base = data(t);
+    r->stride0 = t->stride[0];
+    r->stride1 = t->stride[1];
+    if (!t->pages) return SIFT_OK;
+    const int64_t pool_rows = t->parent->shape[1], p = t->page_size;
+    int shift = 0;
+    while (((int64_t)1 << shift) < p) shift++;
+    if (((int64_t)1 << shift) != p || pool_rows % p != 0)
+        return sift_set_error(SIFT_E_INVALID, "cuda: node %d: '%s' has pages of %lld rows over a pool of %lld", i, t->name,
+                              (long long)p, (long long)pool_rows);
+    if (pool_rows > INT32_MAX)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: the pool of '%s' has %lld rows per KV head (the CUDA "
+                                                  "kernels address at most 2^31 - 1)",
+                              i, t->name, (long long)pool_rows);
+    r->pages = data(t->pages);
+    r->page_shift = shift;
+    r->pool_pages = (int)(pool_rows / p);
+    if (!r->pages) /* an empty page table: every row absent (never dereferenced: ncap is 0) */
+        r->pool_pages = 0;
+    return SIFT_OK;
+}
+
+static int same_map(const sift_cuda_rows *a, const sift_cuda_rows *b)
+{
+    return a->pages == b->pages && (!a->pages || (a->page_shift == b->page_shift && a->pool_pages == b->pool_pages));
+}
+
+static sift_status kv_of(const sift_tensor *k, const sift_tensor *v, int i, sift_cuda_kv *kv)
+{
+    memset(kv, 0, sizeof *kv);
+    sift_status s = rows_of(k, &kv->k, i);
+    if (s == SIFT_OK) s = rows_of(v, &kv->v, i);
+    if (s != SIFT_OK) return s;
+    kv->ncap = k->shape[1];
+    kv->hkv = (int)k->shape[0];
+    kv->d = (int)k->shape[2];
+    kv->f16 = k->dtype == SIFT_F16;
+    kv->v_own_map = v && !same_map(&kv->k, &kv->v);
+    return SIFT_OK;
+}
+
+/* The rope table of (n_rot, base) with at least `entries` rows (cuda_rope_table). */
+#define CUDA_ROPE_TABLE_MAX ((int64_t)1 << 24) /* (cos, sin) pairs: 128 MiB */
+static sift_status rope_table(cuda_backend *b, const sift_rope_params *rp, int64_t entries, int i, const void **out)
+{
+    const int half = rp->n_rot / 2;
+    int64_t have = 0;
+    for (int t = 0; t < b->n_ropes; t++) {
+        const cuda_rope_table *r = &b->ropes[t];
+        if (r->n_rot != rp->n_rot || memcmp(&r->base, &rp->base, sizeof r->base) != 0) continue;
+        if (r->rows >= entries) {
+            *out = r->dev;
+            return SIFT_OK;
+        }
+        if (r->rows > have) have = r->rows;
+    }
+    if (half < 1 || entries > CUDA_ROPE_TABLE_MAX / half)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: gather_attend_rope over %lld entries with n_rot = %d: the "
+                                                  "CUDA backend rotates lists of at most %lld entries at this n_rot",
+                              i, (long long)entries, rp->n_rot, (long long)(CUDA_ROPE_TABLE_MAX / (half > 0 ? half : 1)));
+    int64_t rows = 2 * have > entries ? 2 * have : entries; /* grow geometrically */
+    if (rows < 256) rows = 256;
+    if (rows > CUDA_ROPE_TABLE_MAX / half) rows = CUDA_ROPE_TABLE_MAX / half;
+    cuda_rope_table *grown = realloc(b->ropes, (size_t)(b->n_ropes + 1) * sizeof *grown);
+    if (!grown) return sift_set_error(SIFT_E_NOMEM, "cuda: out of memory for a rope table");
+    b->ropes = grown;
+    const size_t bytes = (size_t)rows * (size_t)half * 2 * sizeof(float);
+    float *h = malloc(bytes), *freq = malloc((size_t)half * sizeof *freq);
+    if (!h || !freq) {
+        free(h);
+        free(freq);
+        return sift_set_error(SIFT_E_NOMEM, "cuda: out of memory for a rope table of %zu bytes", bytes);
+    }
+    /* cpu_rope_row's expressions (backends/cpu/cpu_model_ops.c), at positions 0 .. rows-1 */
+    for (int p = 0; p < half; p++) freq[p] = powf(rp->base, -2.0f * (float)p / (float)rp->n_rot);
+    for (int64_t r = 0; r < rows; r++)
+        for (int p = 0; p < half; p++) {
+            const float theta = (float)r * freq[p] / 1.0f;
+            h[2 * (r * half + p)] = cosf(theta);
+            h[2 * (r * half + p) + 1] = sinf(theta);
+        }
+    free(freq);
+    void *d = NULL;
+    cudaError_t e = cudaMalloc(&d, bytes);
+    if (e == cudaErrorMemoryAllocation) {
+        free(h);
+        return no_device_memory(bytes, "a rope table");
+    }
+    if (e == cudaSuccess) e = cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, b->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(b->stream);
+    free(h);
+    if (e != cudaSuccess) {
+        if (d) cudaFree(d);
+        return fail(e, "uploading a rope table");
+    }
+    b->ropes[b->n_ropes++] = (cuda_rope_table){.n_rot = rp->n_rot, .base = rp->base, .rows = rows, .dev = d};
+    *out = d;
+    return SIFT_OK;
+}
+
+/* Paged views are K/V operands only: k (src 1) and v (src 2) of the attention ops, kv_write's cache. */
+static sift_status check_paged(const sift_node *n, int i)
+{
+    const bool kv_op = n->op == SIFT_OP_SCORE || n->op == SIFT_OP_GATHER_ATTEND || n->op == SIFT_OP_DENSE_ATTEND ||
+                       n->op == SIFT_OP_CAUSAL_ATTEND || n->op == SIFT_OP_CAUSAL_SPARSE;
+    for (int s = 0; s < n->n_src; s++)
+        if (n->src[s] && n->src[s]->pages && !(kv_op && (s == 1 || s == 2)))
+            return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: %s takes the paged view '%s' as input %d (paged views "
+                                                      "are K/V operands only)",
+                                  i, sift_op_name(n->op), n->src[s]->name, s);
+    if (n->dst->pages && n->op != SIFT_OP_KV_WRITE)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: %s writes the paged view '%s' (only kv_write writes one)",
+                              i, sift_op_name(n->op), n->dst->name);
+    return SIFT_OK;
+}
+
+/* A predicated node's flag (sift_graph_skip_if), or NULL. */
+static const float *skip_flag(const sift_node *n)
+{
+    return n->skip ? (const float *)data(n->skip) + n->skip_elem : NULL;
 }
 
 static int weight_type(sift_dtype t)
@@ -182,21 +315,25 @@ static int weight_type(sift_dtype t)
     }
 }
 
-static sift_status plan_node(const cuda_backend *b, const sift_node *n, int i, cuda_plan *pl, size_t *scratch)
+static sift_status plan_node(cuda_backend *b, const sift_node *n, int i, cuda_plan *pl, size_t *scratch)
 {
     cudaError_t e = cudaSuccess;
     size_t need = 0;
     memset(pl, 0, sizeof *pl);
+    sift_status st = check_paged(n, i);
+    if (st != SIFT_OK) return st;
     switch (n->op) {
     case SIFT_OP_SCORE: {
         sift_cuda_score *a = &pl->u.score;
         a->q = data(n->src[0]);
-        a->kv = kv_of(n->src[1], NULL);
+        st = kv_of(n->src[1], NULL, i, &a->kv);
+        if (st != SIFT_OK) return st;
         a->hq = (int)n->src[0]->shape[0];
         a->begin = n->p.begin;
         a->m = n->p.end - n->p.begin;
         a->scale = n->p.scale;
         a->scores = data(n->dst);
+        a->skip = skip_flag(n);
         e = sift_cuda_score_plan(&b->dev, a);
         break;
     }
@@ -208,6 +345,7 @@ static sift_status plan_node(const cuda_backend *b, const sift_node *n, int i, c
         a->kvhead_max = n->p.vote == SIFT_VOTE_KVHEAD_MAX;
         a->hkv = (int)n->dst->shape[0];
         a->votes = data(n->dst);
+        a->skip = skip_flag(n);
         e = sift_cuda_vote_plan(&b->dev, a);
         need = a->scratch_bytes;
         break;
@@ -223,29 +361,68 @@ static sift_status plan_node(const cuda_backend *b, const sift_node *n, int i, c
         a->budget = n->p.sel.budget;
         a->out = data(n->dst);
         a->count = n->dst->shape[1];
+        a->skip = skip_flag(n);
         e = sift_cuda_select_plan(&b->dev, a);
         need = a->scratch_bytes;
         break;
     }
     case SIFT_OP_GATHER_ATTEND:
     case SIFT_OP_DENSE_ATTEND:
-    case SIFT_OP_CAUSAL_ATTEND: {
+    case SIFT_OP_CAUSAL_ATTEND:
+    case SIFT_OP_CAUSAL_SPARSE: {
+        /* The sequence each query row attends (sift_cuda_attend): gather, the list; dense, [0, N);
+         * causal, [0, pos0 + t]; sparse, the list then [pos0, pos0 + t]. */
         sift_cuda_attend *a = &pl->u.attend;
-        const bool gather = n->op == SIFT_OP_GATHER_ATTEND, causal = n->op == SIFT_OP_CAUSAL_ATTEND;
-        a->q = data(n->src[0]);
-        a->kv = kv_of(n->src[1], n->src[2]);
-        a->idx = gather ? data(n->src[3]) : NULL;
-        a->idx_lists = gather ? (int)n->src[3]->shape[0] : 1;
-        a->tokens = causal ? (int)n->src[0]->shape[0] : 1;
-        a->hq = (int)n->src[0]->shape[causal ? 1 : 0];
+        const bool list = n->op == SIFT_OP_GATHER_ATTEND || n->op == SIFT_OP_CAUSAL_SPARSE;
+        const bool causal = n->op == SIFT_OP_CAUSAL_ATTEND || n->op == SIFT_OP_CAUSAL_SPARSE;
+        const sift_tensor *q = n->src[0], *idx = list ? n->src[3] : NULL;
+        a->q = data(q);
+        st = kv_of(n->src[1], n->src[2], i, &a->kv);
+        if (st != SIFT_OK) return st;
+        a->idx = list ? data(idx) : NULL;
+        a->idx_lists = list ? (int)idx->shape[0] : 1;
+        a->list_len = list ? idx->shape[1] : 0;
+        a->tokens = causal ? (int)q->shape[0] : 1;
+        a->hq = (int)q->shape[causal ? 1 : 0];
         a->causal = causal;
-        a->pos0 = causal ? n->p.pos0 : 0;
-        a->n = gather ? n->src[3]->shape[1] : causal ? n->p.pos0 + n->src[0]->shape[0] : n->p.n_ctx;
+        switch (n->op) {
+        case SIFT_OP_GATHER_ATTEND: a->n = a->list_len; break;
+        case SIFT_OP_DENSE_ATTEND: a->n = n->p.n_ctx; break;
+        case SIFT_OP_CAUSAL_ATTEND:
+            a->n = n->p.pos0 + q->shape[0];
+            a->tok_base = n->p.pos0;
+            break;
+        default: /* sparse */
+            a->n = a->list_len + q->shape[0];
+            a->tok_base = a->list_len;
+            a->range0 = n->p.pos0 - a->list_len;
+            break;
+        }
         a->scale = n->p.scale;
         a->out = data(n->dst);
-        if (causal && n->src[0]->shape[0] * n->src[0]->shape[1] > INT32_MAX / 2)
-            return sift_set_error(SIFT_E_LIMIT, "cuda: node %d: causal_attend of %lld tokens x %lld heads is too large", i,
-                                  (long long)n->src[0]->shape[0], (long long)n->src[0]->shape[1]);
+        if (causal && q->shape[0] * q->shape[1] > INT32_MAX / 2)
+            return sift_set_error(SIFT_E_LIMIT, "cuda: node %d: %s of %lld tokens x %lld heads is too large", i,
+                                  sift_op_name(n->op), (long long)q->shape[0], (long long)q->shape[1]);
+        if (n->p.rope_keys) {
+            if (n->op != SIFT_OP_GATHER_ATTEND)
+                return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: rotary keys on %s (only gather_attend takes "
+                                                          "them)",
+                                      i, sift_op_name(n->op));
+            const sift_rope_params *rp = &n->p.rope;
+            if ((rp->mode != SIFT_ROPE_ADJACENT && rp->mode != SIFT_ROPE_NEOX) || rp->n_rot < 2 || rp->n_rot % 2 != 0 ||
+                rp->n_rot > a->kv.d)
+                return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: gather_attend_rope with n_rot = %d, mode %d, "
+                                                          "D = %d",
+                                      i, rp->n_rot, (int)rp->mode, a->kv.d);
+            if (a->n > 0) {
+                const void *tab = NULL;
+                st = rope_table(b, rp, a->n, i, &tab);
+                if (st != SIFT_OK) return st;
+                a->rope_tab = tab;
+                a->rope_half = rp->n_rot / 2;
+                a->rope_neox = rp->mode == SIFT_ROPE_NEOX;
+            }
+        }
         e = sift_cuda_attend_plan(&b->dev, a);
         need = a->scratch_bytes;
         break;
@@ -330,14 +507,47 @@ static sift_status plan_node(const cuda_backend *b, const sift_node *n, int i, c
         sift_cuda_kv_write *a = &pl->u.kv_write;
         const sift_tensor *src = n->src[0], *cache = n->dst;
         a->src = data(src);
-        a->cache = data(cache);
+        st = rows_of(cache, &a->cache, i);
+        if (st != SIFT_OK) return st;
+        a->ncap = cache->shape[1];
         a->f16 = cache->dtype == SIFT_F16;
         a->t = src->shape[0];
         a->h = (int)src->shape[1];
         a->d = (int)src->shape[2];
-        a->stride0 = cache->stride[0];
-        a->stride1 = cache->stride[1];
         a->pos0 = n->p.pos0;
+        if (a->ncap > INT32_MAX)
+            return sift_set_error(SIFT_E_LIMIT, "cuda: node %d: kv_write into a cache of %lld rows (at most 2^31 - 1)", i,
+                                  (long long)a->ncap);
+        break;
+    }
+    case SIFT_OP_SEL_CACHE_CHECK: {
+        sift_cuda_sel_cache *a = &pl->u.sel_cache;
+        a->q = data(n->src[0]);
+        a->state = data(n->dst);
+        a->qn = n->src[0]->shape[0] * n->src[0]->shape[1];
+        a->theta = n->p.theta;
+        a->full = n->p.full != 0;
+        a->vec = ((uintptr_t)a->q % 16) == 0 && ((uintptr_t)a->state % 16) == 0 && a->qn % 4 == 0;
+        break;
+    }
+    case SIFT_OP_FILL_RANGE: {
+        sift_cuda_fill_range *a = &pl->u.fill_range;
+        a->idx = data(n->dst);
+        a->lists = n->dst->shape[0];
+        a->len = n->dst->shape[1];
+        a->col0 = n->p.col0;
+        a->start = n->p.start;
+        if (a->lists > 65535)
+            return sift_set_error(SIFT_E_LIMIT, "cuda: node %d: fill_range over %lld lists (at most 65535)", i,
+                                  (long long)a->lists);
+        break;
+    }
+    case SIFT_OP_MEAN_ROWS: {
+        sift_cuda_mean_rows *a = &pl->u.mean_rows;
+        a->x = data(n->src[0]);
+        a->out = data(n->dst);
+        a->rows = n->src[0]->shape[0];
+        a->e = n->src[0]->shape[1];
         break;
     }
     default:
@@ -413,7 +623,11 @@ static sift_status launch_node(cuda_backend *b, cuda_cache *c, const sift_graph 
     case SIFT_OP_SELECT: e = sift_cuda_select_launch(&pl->u.select, scratch, b->stream); break;
     case SIFT_OP_GATHER_ATTEND:
     case SIFT_OP_DENSE_ATTEND:
-    case SIFT_OP_CAUSAL_ATTEND: e = sift_cuda_attend_launch(&b->dev, &pl->u.attend, scratch, b->stream); break;
+    case SIFT_OP_CAUSAL_ATTEND:
+    case SIFT_OP_CAUSAL_SPARSE: e = sift_cuda_attend_launch(&b->dev, &pl->u.attend, scratch, b->stream); break;
+    case SIFT_OP_SEL_CACHE_CHECK: e = sift_cuda_sel_cache_launch(&pl->u.sel_cache, b->stream); break;
+    case SIFT_OP_FILL_RANGE: e = sift_cuda_fill_range_launch(&pl->u.fill_range, b->stream); break;
+    case SIFT_OP_MEAN_ROWS: e = sift_cuda_mean_rows_launch(&pl->u.mean_rows, b->stream); break;
     case SIFT_OP_GET_ROWS: e = sift_cuda_get_rows_launch(&pl->u.get_rows, b->stream); break;
     case SIFT_OP_RMSNORM: e = sift_cuda_rmsnorm_launch(&pl->u.rmsnorm, b->stream); break;
     case SIFT_OP_MATMUL: e = sift_cuda_matmul_launch(&pl->u.matmul, b->stream); break;

@@ -5,9 +5,11 @@
 # races between pipeline stages and warp-collective misuse where no GPU is at hand; speed means
 # nothing here.
 #
-#   cuda/emu/run-tests.sh [conformance|badinput|extra|model|models|all]     (default: all)
+#   cuda/emu/run-tests.sh [conformance|badinput|extra|cache|model|models|all]     (default: all)
 #
-# model: the transformer ops (tests/conformance_model.c, cuda/emu/extra_model.c); models: whole
+# cache: paged K/V, predicated nodes and the ops of SPEC §4, §6, §7 (cuda/emu/extra_cache.c, and
+# tests/conformance_cache.c where it exists); model: the transformer ops (tests/conformance_model.c,
+# cuda/emu/extra_model.c); models: whole
 # models across backends layer by layer (tests/model_backends.c on ../shared's stories260K and
 # small generated ones; slow, not part of all).
 #
@@ -38,8 +40,8 @@ util=()
 if [ -f "$root/tests/testutil.c" ]; then
   cc "${cflags[@]}" -c "$root/tests/testutil.c" -o "$out/obj/testutil.o"; util=("$out/obj/testutil.o")
 fi
-for t in "$root/tests/conformance.c" "$root/tests/conformance_model.c" "$root/tests/badinput.c" "$root/cuda/emu/extra.c" \
-         "$root/cuda/emu/extra_model.c" "$root/tests/model_backends.c" "$root/tests/model_test.c" "$root/tools/gen_model.c"; do
+for t in "$root/tests/conformance.c" "$root/tests/conformance_model.c" "$root/tests/conformance_cache.c" \
+         "$root/tests/badinput.c" "$root/cuda/emu/extra.c" "$root/cuda/emu/extra_cache.c" "$root/cuda/emu/extra_model.c" "$root/tests/model_backends.c" "$root/tests/model_test.c" "$root/tools/gen_model.c"; do
   [ -f "$t" ] || continue
   n=$(basename "${t%.c}")
   extra=()
@@ -56,6 +58,14 @@ fi
 if [ "$what" = all ] || [ "$what" = extra ]; then
   "$out/extra" > "$out/extra.txt" 2>&1 || rc=1
   grep -E "FAIL|extra:" "$out/extra.txt"
+fi
+if [ "$what" = all ] || [ "$what" = cache ]; then
+  "$out/extra_cache" > "$out/extra_cache.txt" 2>&1 || rc=1
+  grep -E "FAIL|extra-cache:" "$out/extra_cache.txt"
+  if [ -x "$out/conformance_cache" ]; then
+    SIFT_EXPECT_BACKENDS=cpu,cuda "$out/conformance_cache" > "$out/conformance_cache.txt" 2>&1 || rc=1
+    grep -E "^backend|FAIL|summary" "$out/conformance_cache.txt" | head -60
+  fi
 fi
 if [ "$what" = all ] || [ "$what" = conformance ]; then
   SIFT_EXPECT_BACKENDS=cpu,cuda "$out/conformance" > "$out/conformance.txt" 2>&1 || rc=1
