@@ -26,7 +26,7 @@ typedef struct {
     int n_policies;
     int64_t budgets[16];
     int n_budgets;
-    int64_t sink, window, prefix, max_tokens, samples, skip;
+    int64_t sink, window, prefix, max_tokens, samples, skip, length;
     float sel_cache;
     bool json;
 } eval_options;
@@ -55,6 +55,7 @@ static void usage(FILE *f)
           "  --max-tokens N       text: use at most N tokens of the file (default 4096)\n"
           "  --samples N          retrieval: at most N samples of each length (default: all)\n"
           "  --skip N             retrieval: leave out the first N samples of each length (to split a run)\n"
+          "  --length N           retrieval: only the samples of N tokens\n"
           "  --sel-cache T|off    TokenSelect's Selection Cache threshold (default off: selection alone)\n"
           "  --backend B          cpu, vulkan or cuda (default: cuda if present, else vulkan, else cpu)\n"
           "  --json               one JSON object per result line\n",
@@ -403,6 +404,7 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
     for (int i = 0; i < n_smp && st == SIFT_OK; i++) {
         int li = 0;
         while (lengths[li] != smp[i].n) li++;
+        if (o->length > 0 && smp[i].n != o->length) continue;
         if (seen_of[li]++ < o->skip) continue;
         if (o->samples > 0 && used[li] >= o->samples) continue;
         used[li]++;
@@ -441,7 +443,8 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
         if (!o->json) {
             printf("sift eval  %s  retrieval accuracy (answer characters, greedy); S=%lld W=%lld\n\n%-14s %7s", o->model_path,
                    (long long)o->sink, (long long)o->window, "policy", "budget");
-            for (int li = 0; li < n_len; li++) printf(" %9lld", (long long)lengths[li]);
+            for (int li = 0; li < n_len; li++)
+                if (used[li]) printf(" %9lld", (long long)lengths[li]);
             printf(" %9s\n", "all");
         }
         for (int pi = 0; pi < o->n_policies; pi++)
@@ -452,6 +455,7 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
                 const int row = pi * o->n_budgets + bi;
                 if (!o->json) printf("%-14s %7lld", label, o->policies[pi] == SIFT_POLICY_DENSE ? 0LL : (long long)o->budgets[bi]);
                 for (int li = 0; li < n_len; li++) {
+                    if (!used[li]) continue;
                     const int64_t c = correct[row * n_len + li], a = answers[row * n_len + li];
                     c_all += c;
                     a_all += a;
@@ -502,6 +506,7 @@ int cli_eval(int argc, char **argv)
         else if (!strcmp(a, "--max-tokens")) ok = cli_parse_i64(val, &o.max_tokens) && o.max_tokens >= 2;
         else if (!strcmp(a, "--samples")) ok = cli_parse_i64(val, &o.samples) && o.samples >= 0;
         else if (!strcmp(a, "--skip")) ok = cli_parse_i64(val, &o.skip) && o.skip >= 0;
+        else if (!strcmp(a, "--length")) ok = cli_parse_i64(val, &o.length) && o.length >= 1;
         else if (!strcmp(a, "--sel-cache")) ok = cli_parse_sel_cache(val, &o.sel_cache);
         else {
             fprintf(stderr, "sift eval: unknown option '%s' (see --help)\n", a);
