@@ -5,13 +5,15 @@
 # races between pipeline stages and warp-collective misuse where no GPU is at hand; speed means
 # nothing here.
 #
-#   cuda/emu/run-tests.sh [conformance|badinput|extra|cache|model|models|all]     (default: all)
+#   cuda/emu/run-tests.sh [conformance|badinput|extra|cache|model|models|session|all]     (default: all)
 #
 # cache: paged K/V, predicated nodes and the ops of SPEC §4, §6, §7 (cuda/emu/extra_cache.c, and
 # tests/conformance_cache.c where it exists); model: the transformer ops (tests/conformance_model.c,
 # cuda/emu/extra_model.c); models: whole
 # models across backends layer by layer (tests/model_backends.c on ../shared's stories260K and
-# small generated ones; slow, not part of all).
+# small generated ones; slow, not part of all); session: tests/session_test.c (paged pool, sequences,
+# rewind, Selection Cache, sparse prefill, extrapolation, policies) on stories260K and a generated
+# GQA model (slow, not part of all).
 #
 # Environment: SIFT_CONFORMANCE_MAX_N (default 255 here), SIFT_EMU_SEED (thread order),
 # SIFT_EMU_CPASYNC=late|early, SIFT_EMU_SMS (multiprocessors, default 4), SIFT_EMU_SMEM_PER_SM
@@ -41,7 +43,8 @@ if [ -f "$root/tests/testutil.c" ]; then
   cc "${cflags[@]}" -c "$root/tests/testutil.c" -o "$out/obj/testutil.o"; util=("$out/obj/testutil.o")
 fi
 for t in "$root/tests/conformance.c" "$root/tests/conformance_model.c" "$root/tests/conformance_cache.c" \
-         "$root/tests/badinput.c" "$root/cuda/emu/extra.c" "$root/cuda/emu/extra_cache.c" "$root/cuda/emu/extra_model.c" "$root/tests/model_backends.c" "$root/tests/model_test.c" "$root/tools/gen_model.c"; do
+         "$root/tests/badinput.c" "$root/cuda/emu/extra.c" "$root/cuda/emu/extra_cache.c" "$root/cuda/emu/extra_model.c" \
+         "$root/tests/model_backends.c" "$root/tests/model_test.c" "$root/tests/session_test.c" "$root/tools/gen_model.c"; do
   [ -f "$t" ] || continue
   n=$(basename "${t%.c}")
   extra=()
@@ -87,5 +90,10 @@ if [ "$what" = models ]; then
   grep -E "cuda|FAIL|summary" "$out/model_backends.txt"
   "$out/model_test" "$root/../shared" > "$out/model_test.txt" 2>&1 || rc=1
   grep -E "^cuda|FAIL|summary|skip" "$out/model_test.txt" | head -40
+fi
+if [ "$what" = session ]; then
+  "$out/gen_model" -o "$out/gqa-q8_0.gguf" --preset gqa --type q8_0 > /dev/null
+  "$out/session_test" "$root/../shared/models/stories260K.gguf" "$out/gqa-q8_0.gguf" > "$out/session_test.txt" 2>&1 || rc=1
+  grep -E "cuda.*FAIL|FAIL|summary|skipped" "$out/session_test.txt" | head -40
 fi
 exit $rc
