@@ -123,7 +123,8 @@ static void paging(const model_run *t, float *outs)
         char what[96];
         snprintf(what, sizeof what, "batched step, sequence %d = the sequence alone", q);
         const double e = nmse(a, rows + (size_t)i * NV, NV);
-        check(e <= 1e-10, t->name, t->bname, what, e);
+        /* exact on the CPU; a GPU's matmul over 3 rows may round differently from its 1-row kernel */
+        check(e <= 1e-6, t->name, t->bname, what, e);
         memcpy(outs + (OUT_BATCH0 + i) * NV, rows + (size_t)i * NV, NV * sizeof(float));
     }
     sift_session_destroy(s);

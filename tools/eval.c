@@ -315,7 +315,7 @@ static int load_samples(const char *path, sift_model *m, const sift_model_info *
     while (line && *line && rc == 0) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = 0;
-        if (line[0] == '#') {
+        if (line[0] == '#' && line[1] == ' ') { /* a comment ("# ..."); a text may start with a record "#KEY" */
         } else if (!text) {
             text = line;
         } else { /* the offsets line of `text` */
