@@ -398,8 +398,9 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
         }
     const int rows = o->n_policies * o->n_budgets;
     int64_t *correct = calloc((size_t)(rows * n_len), sizeof *correct), *answers = calloc((size_t)(rows * n_len), sizeof *answers);
+    int64_t *sc_hits = calloc((size_t)rows, sizeof *sc_hits), *sc_steps = calloc((size_t)rows, sizeof *sc_steps);
     int used[16] = {0}, seen_of[16] = {0};
-    sift_status st = correct && answers ? SIFT_OK : SIFT_E_NOMEM;
+    sift_status st = correct && answers && sc_hits && sc_steps ? SIFT_OK : SIFT_E_NOMEM;
     if (!o->json) fprintf(stderr, "sift eval: %d samples from %s on %s\n", n_smp, o->retrieval_path, sift_context_device_name(ctx));
     for (int i = 0; i < n_smp && st == SIFT_OK; i++) {
         int li = 0;
@@ -433,6 +434,8 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
                                     NULL, smp[i].is_answer, false, &r);
                 correct[(pi * o->n_budgets + bi) * n_len + li] += r.correct;
                 answers[(pi * o->n_budgets + bi) * n_len + li] += r.answers;
+                sc_hits[pi * o->n_budgets + bi] += r.sc_hits;
+                sc_steps[pi * o->n_budgets + bi] += r.sc_steps;
             }
         sift_session_destroy(s);
         sift_session_destroy(sx);
@@ -461,13 +464,17 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
                     a_all += a;
                     if (o->json)
                         printf("{\"mode\": \"retrieval\", \"policy\": \"%s\", \"budget\": %lld, \"length\": %lld, \"samples\": %d, "
-                               "\"answers\": %lld, \"accuracy\": %.4f}\n",
+                               "\"answers\": %lld, \"accuracy\": %.4f, \"sel_cache_hits\": %lld, \"sel_cache_steps\": %lld}\n",
                                label, (long long)o->budgets[bi], (long long)lengths[li], used[li], (long long)a,
-                               a ? (double)c / (double)a : 0.0);
+                               a ? (double)c / (double)a : 0.0, (long long)sc_hits[row], (long long)sc_steps[row]);
                     else
                         printf(" %8.1f%%", a ? 100.0 * (double)c / (double)a : 0.0);
                 }
-                if (!o->json) printf(" %8.1f%%\n", a_all ? 100.0 * (double)c_all / (double)a_all : 0.0);
+                if (!o->json && sc_steps[row])
+                    printf(" %8.1f%%  (Selection Cache hits %.1f%%)\n", a_all ? 100.0 * (double)c_all / (double)a_all : 0.0,
+                           100.0 * (double)sc_hits[row] / (double)sc_steps[row]);
+                else if (!o->json)
+                    printf(" %8.1f%%\n", a_all ? 100.0 * (double)c_all / (double)a_all : 0.0);
             }
     } else {
         fprintf(stderr, "sift eval: %s\n", sift_last_error());
@@ -479,6 +486,8 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
     free(smp);
     free(correct);
     free(answers);
+    free(sc_hits);
+    free(sc_steps);
     return st == SIFT_OK ? 0 : 1;
 }
 
