@@ -154,6 +154,35 @@ static void run_backend(sift_context *ctx, sift_context *other)
            SIFT_OK, NULL);
     sift_graph_destroy(ag);
 
+    /* paged views, predicates and the ops that save work between steps */
+    sift_tensor *pages = make(ctx, SIFT_I32, 1, (int64_t[]){4}, 1), *pv = NULL;
+    expect("page size not a power of two", sift_tensor_paged_view(k, pages, 3, &pv), SIFT_E_SHAPE, "power of two");
+    expect("page size not dividing the pool", sift_tensor_paged_view(k, pages, 128, &pv), SIFT_E_SHAPE, "dividing");
+    expect("a page table of floats", sift_tensor_paged_view(k, out, 4, &pv), SIFT_E_DTYPE, "i32");
+    expect("a paged view (valid)", sift_tensor_paged_view(k, pages, 4, &pv), SIFT_OK, NULL);
+    sift_tensor *pv2 = NULL;
+    expect("a paged view of a paged view", sift_tensor_paged_view(pv, pages, 4, &pv2), SIFT_E_SHAPE, "not a view");
+    expect("host write into a paged view", sift_tensor_write(pv, 0, buf, 4), SIFT_E_INVALID, "paged view");
+    sift_tensor_destroy(pv);
+    sift_tensor *state = make(ctx, SIFT_F32, 1, (int64_t[]){8 * 64 + 3}, 1), *fresh = make(ctx, SIFT_F32, 1, (int64_t[]){8 * 64 + 4}, 0);
+    sift_tensor *state_ok = make(ctx, SIFT_F32, 1, (int64_t[]){8 * 64 + 4}, 1), *idx_i = make(ctx, SIFT_I32, 2, (int64_t[]){1, 16}, 1);
+    if (sift_graph_create(ctx, &g) != SIFT_OK) exit(1);
+    expect("Selection Cache state of the wrong size", sift_op_sel_cache_check(g, q, 0.9f, 1, state), SIFT_E_SHAPE, "expected");
+    expect("Selection Cache state never written", sift_op_sel_cache_check(g, q, 0.9f, 1, fresh), SIFT_E_GRAPH, "zeros");
+    expect("Selection Cache threshold 3", sift_op_sel_cache_check(g, q, 3.0f, 1, state_ok), SIFT_E_INVALID, "threshold");
+    expect("fill_range past the positions", sift_op_fill_range(g, 0, (int64_t)1 << 40, idx_i), SIFT_E_SHAPE, "positions");
+    expect("skip_if with an i32 flag", sift_graph_skip_if(g, idx_i, 0), SIFT_E_DTYPE, NULL);
+    expect("skip_if past the flag's end", sift_graph_skip_if(g, out, 8 * 64), SIFT_E_SHAPE, "outside");
+    expect("skip_if on an op without predicates", sift_graph_skip_if(g, out, 0), SIFT_OK, NULL);
+    expect("  (then a dense attention under it)", sift_op_dense_attend(g, q, k, v, n, sc, out), SIFT_E_UNSUPPORTED, "predicate");
+    sift_graph_destroy(g);
+    g = NULL;
+    sift_tensor_destroy(pages);
+    sift_tensor_destroy(state);
+    sift_tensor_destroy(fresh);
+    sift_tensor_destroy(state_ok);
+    sift_tensor_destroy(idx_i);
+
     sift_graph_destroy(g);
     sift_tensor *all[] = {q, q6, q96, qh, k, v, v32, k96, ki, out, scores, votes, idx_f, unwritten, foreign};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) sift_tensor_destroy(all[i]);
