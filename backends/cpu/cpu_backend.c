@@ -167,7 +167,7 @@ sift_status cpu_attend_group(const float *q, float *o, int64_t group, const sift
         }
     }
     for (int64_t h = 0; h < group; h++) {
-        const float inv = len > 0 ? 1.0f / l[h] : 0.0f;
+        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f; /* nothing attended (an empty list, or no row present): zeros */
         for (int64_t i = 0; i < d; i++) o[h * d + i] *= inv;
     }
     free(mx);
