@@ -156,6 +156,19 @@ static inline int64_t sift_kv_phys_row(const sift_tensor *t, const int32_t *page
     return page * t->page_size + j % t->page_size;
 }
 
+/* f32 dot product with eight running sums: the same arithmetic as one sum, in an order the
+ * compiler can vectorize without fast-math. The CPU reference and the host policies (policy.c)
+ * both use it, so their scores agree bit for bit. */
+static inline float sift_dot_f32(const float *a, const float *b, int64_t n)
+{
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
+    for (; i < n; i++) acc[0] += a[i] * b[i];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 /* IEEE half -> float, exact, without branches (inline: the CPU reference converts every K/V
  * element it reads, and this form vectorizes). The magnitude bits shifted into float position are
  * the value times 2^-112, subnormals included; a multiply by 2^112 restores it. */

@@ -70,17 +70,6 @@ static int64_t mul3(int64_t a, int64_t b, int64_t c)
     return ab * c;
 }
 
-/* f32 dot product in eight lanes, the CPU reference's order (cpu_dot): scores equal its bit for bit. */
-static float dot_f32(const float *a, const float *b, int64_t d)
-{
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= d; i += 8)
-        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
-    for (; i < d; i++) acc[0] += a[i] * b[i];
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
 /* Softmax weights w[i] = exp(s[i] - max s) for i < n, in double; returns their sum (the softmax
  * is w[i] / sum). */
 static double softmax_weights(const float *s, int64_t n, double *w)
@@ -445,7 +434,7 @@ static void observed_attention(sift_policy_state *st, int layer, int64_t first, 
         const int64_t len = pos[t] + 1;
         for (int hh = 0; hh < st->group; hh++) {
             const float *qh = obs_query(st, layer, t) + (int64_t)(g * st->group + hh) * d;
-            for (int64_t j = 0; j < len; j++) s[j] = scale * dot_f32(qh, m->k + ((int64_t)g * m->cap + j) * d, d);
+            for (int64_t j = 0; j < len; j++) s[j] = scale * sift_dot_f32(qh, m->k + ((int64_t)g * m->cap + j) * d, d);
             const double sum = softmax_weights(s, len, st->w);
             for (int64_t j = 0; j < len; j++) a[j] += st->w[j] / sum;
         }
@@ -515,7 +504,7 @@ static void group_scores(sift_policy_state *st, const float *q, const sift_kv_mi
         const float *krow = m->k + ((int64_t)g * m->cap + j) * d;
         for (int hh = 0; hh < st->group; hh++) {
             const float *qh = q + (int64_t)(g * st->group + hh) * d;
-            st->scores[hh * st->cap + j] = scale * dot_f32(qh, krow, d);
+            st->scores[hh * st->cap + j] = scale * sift_dot_f32(qh, krow, d);
         }
     }
 }
@@ -680,7 +669,7 @@ static void h2o_accumulate(sift_policy_state *st, const float *q, const sift_kv_
     float *s = st->scores;
     for (int hh = 0; hh < st->group; hh++) {
         const float *qh = q + (int64_t)(g * st->group + hh) * d;
-        for (int64_t i = 0; i < count; i++) s[i] = scale * dot_f32(qh, m->k + ((int64_t)g * m->cap + list[i]) * d, d);
+        for (int64_t i = 0; i < count; i++) s[i] = scale * sift_dot_f32(qh, m->k + ((int64_t)g * m->cap + list[i]) * d, d);
         const double sum = softmax_weights(s, count, st->w);
         for (int64_t i = 0; i < count; i++) acc[list[i]] += st->w[i] / sum;
     }
@@ -841,7 +830,7 @@ void sift_attention_quality(const float *q, int hq, const sift_kv_mirror *m, con
         /* dense: scores, their max, the softmax's sum and o_dense (unnormalised) */
         float mx = -INFINITY;
         for (int64_t j = 0; j < n; j++) {
-            s[j] = scale * dot_f32(qh, kg + j * d, d);
+            s[j] = scale * sift_dot_f32(qh, kg + j * d, d);
             if (s[j] > mx) mx = s[j];
         }
         double sum = 0.0;

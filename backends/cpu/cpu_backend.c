@@ -35,19 +35,7 @@ static bool kv_row(const sift_tensor *t, int64_t g, int64_t pos, float *dst)
     return true;
 }
 
-/* f32 dot product with eight running sums: the same arithmetic as one sum, in an order the
- * compiler can vectorize without fast-math. */
-float cpu_dot(const float *a, const float *b, int64_t n)
-{
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) acc[l] += a[i + l] * b[i + l];
-    for (; i < n; i++) acc[0] += a[i] * b[i];
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
-/* s[h][j] = scale * cpu_dot(q[h], K[g(h)][begin + j]); each K row is read once for its group of heads. */
+/* s[h][j] = scale * sift_dot_f32(q[h], K[g(h)][begin + j]); each K row is read once for its group of heads. */
 static void op_score(const sift_node *n)
 {
     const sift_tensor *q = n->src[0], *k = n->src[1];
@@ -59,7 +47,7 @@ static void op_score(const sift_node *n)
         for (int64_t j = 0; j < m; j++) {
             kv_row(k, g, n->p.begin + j, row);
             for (int64_t h = g * group; h < (g + 1) * group; h++)
-                s[h * m + j] = n->p.scale * cpu_dot((const float *)cpu_data(q) + h * d, row, d);
+                s[h * m + j] = n->p.scale * sift_dot_f32((const float *)cpu_data(q) + h * d, row, d);
         }
     }
 }
@@ -158,7 +146,7 @@ sift_status cpu_attend_group(const float *q, float *o, int64_t group, const sift
         kv_row(v, g, pos, vrow);
         if (rope) cpu_rope_row(krow, (float)t, NULL, rope); /* SPEC §6: the key at list rank t sits at position t */
         for (int64_t h = 0; h < group; h++) {
-            const float s = scale * cpu_dot(q + h * d, krow, d);
+            const float s = scale * sift_dot_f32(q + h * d, krow, d);
             const float m_new = fmaxf(mx[h], s);
             const float corr = expf(mx[h] - m_new), w = expf(s - m_new);
             l[h] = l[h] * corr + w;

@@ -52,7 +52,7 @@ sift_status cpu_matmul(const sift_node *n)
     for (int64_t j = 0; j < outs; j++) {
         sift_row_to_f32(w->dtype, (const char *)cpu_data(w) + (size_t)j * row_bytes, wrow, k);
         const float b = bias ? ((const float *)cpu_data(bias))[j] : 0.0f;
-        for (int64_t t = 0; t < rows; t++) out[t * outs + j] = cpu_dot((const float *)cpu_data(x) + t * k, wrow, k) + b;
+        for (int64_t t = 0; t < rows; t++) out[t * outs + j] = sift_dot_f32((const float *)cpu_data(x) + t * k, wrow, k) + b;
     }
     free(wrow);
     return SIFT_OK;

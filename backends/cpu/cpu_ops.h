@@ -7,8 +7,6 @@
 /* The first element of a tensor's data (views start t->offset bytes into their parent's storage). */
 static inline void *cpu_data(const sift_tensor *t) { return (char *)t->impl + t->offset; }
 
-float cpu_dot(const float *a, const float *b, int64_t n);
-
 /* The element offset of logical row pos of KV head g in t's storage (paged or not), -1 if absent. */
 int64_t cpu_kv_offset(const sift_tensor *t, int64_t g, int64_t pos);
 
