@@ -586,12 +586,22 @@ static sift_status emit_final(sift_session *s, sift_graph *g, const step *st)
 
 /* ---- the host's part: mirrors, host policies, measurements ------------------------------------------ */
 
+/* Rows [j, end) of KV head h of sequence q in a pool: the byte offset of row j, and how many of
+ * the rows from j on lie in j's page (a contiguous run). The host side of sift_kv_phys_row. */
+static int64_t pool_run(const sift_session *s, const sequence *q, int64_t h, int64_t j, int64_t end, size_t *offset)
+{
+    const int64_t p = s->cfg.page_size, d = s->m->hp.head_dim;
+    const int64_t phys = (int64_t)q->page_of[j / p] * p + j % p;
+    *offset = (size_t)((h * s->pool_pages * p + phys) * d) * sift_dtype_size(s->cfg.kv_type);
+    return p - j % p < end - j ? p - j % p : end - j;
+}
+
 /* Copies rows [pos0, pos0 + t) of layer l of sequence q from the pools into its mirror. */
 static sift_status mirror_rows(sift_session *s, sequence *q, uint32_t l, int64_t pos0, int64_t t)
 {
     seq_layer *sl = &q->layers[l];
     sift_kv_mirror *mr = &sl->mirror;
-    const int64_t d = mr->head_dim, p = s->cfg.page_size, pool_rows = s->pool_pages * p;
+    const int64_t d = mr->head_dim, p = s->cfg.page_size;
     const size_t elt = sift_dtype_size(s->cfg.kv_type);
     unsigned char *buf = malloc((size_t)(p * d) * elt);
     if (!buf) return sift_set_error(SIFT_E_NOMEM, "session: out of memory");
@@ -602,9 +612,9 @@ static sift_status mirror_rows(sift_session *s, sequence *q, uint32_t l, int64_t
         const sift_tensor *pool = which ? s->vpool[l] : s->kpool[l];
         for (int64_t h = 0; h < mr->n_kv_heads && st == SIFT_OK; h++)
             for (int64_t j = pos0; j < pos0 + t && st == SIFT_OK;) {
-                const int64_t run = (p - j % p) < pos0 + t - j ? p - j % p : pos0 + t - j; /* rows left in this page */
-                const int64_t phys = (int64_t)q->page_of[j / p] * p + j % p;
-                st = sift_tensor_read(pool, (size_t)((h * pool_rows + phys) * d) * elt, buf, (size_t)(run * d) * elt);
+                size_t off;
+                const int64_t run = pool_run(s, q, h, j, pos0 + t, &off);
+                st = sift_tensor_read(pool, off, buf, (size_t)(run * d) * elt);
                 float *out = dst + (h * mr->cap + j) * d;
                 if (elt == 2) sift_f16_to_f32(out, (const uint16_t *)buf, (size_t)(run * d));
                 else memcpy(out, buf, (size_t)(run * d) * sizeof(float));
@@ -940,7 +950,7 @@ sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uint64_t see
                               (long long)n, (long long)q->pos, (long long)s->cfg.n_ctx);
     TRY(ensure_pages(s, q, q->pos + n));
     /* one page of random rows, written over and over: the values do not matter, the upload does */
-    const int64_t hkv = s->m->hp.n_head_kv, d = s->m->hp.head_dim, p = s->cfg.page_size, pool_rows = s->pool_pages * p;
+    const int64_t hkv = s->m->hp.n_head_kv, d = s->m->hp.head_dim, p = s->cfg.page_size;
     const size_t elt = sift_dtype_size(s->cfg.kv_type);
     unsigned char *buf = malloc((size_t)(p * d) * elt);
     if (!buf) return sift_set_error(SIFT_E_NOMEM, "sift_session_fill_synthetic: out of memory");
@@ -956,10 +966,9 @@ sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uint64_t see
         for (int kv = 0; kv < 2; kv++)
             for (int64_t h = 0; st == SIFT_OK && h < hkv; h++)
                 for (int64_t j = q->pos; st == SIFT_OK && j < q->pos + n;) {
-                    const int64_t run = (p - j % p) < q->pos + n - j ? p - j % p : q->pos + n - j;
-                    const int64_t phys = (int64_t)q->page_of[j / p] * p + j % p;
-                    sift_tensor *pool = kv ? s->vpool[l] : s->kpool[l];
-                    st = sift_tensor_write(pool, (size_t)((h * pool_rows + phys) * d) * elt, buf, (size_t)(run * d) * elt);
+                    size_t off;
+                    const int64_t run = pool_run(s, q, h, j, q->pos + n, &off);
+                    st = sift_tensor_write(kv ? s->vpool[l] : s->kpool[l], off, buf, (size_t)(run * d) * elt);
                     j += run;
                 }
     free(buf);
