@@ -182,6 +182,25 @@ static sift_session_config session_config(const eval_options *o, int64_t n_ctx, 
     return cfg;
 }
 
+/* The session a policy runs in: the shared one (prefilled densely once), or for an extrapolated
+ * policy a session of its own, keys cached before RoPE, prefilled token by token to `from`
+ * (replacing the previous one in *own). */
+static sift_status session_for(const eval_options *o, int pi, int64_t k, sift_model *m, sift_session *shared,
+                               const int32_t *ids, int64_t n_ctx, int64_t from, sift_session **own, sift_session **out)
+{
+    *out = shared;
+    if (!o->extrapolated[pi]) return SIFT_OK;
+    sift_session_destroy(*own);
+    *own = NULL;
+    sift_session_config xc = session_config(o, n_ctx, true);
+    xc.policy = o->policies[pi];
+    xc.budget = k;
+    sift_status st = sift_session_create(m, &xc, own);
+    if (st == SIFT_OK) st = sift_session_eval(*own, ids, (size_t)from, NULL);
+    *out = *own;
+    return st;
+}
+
 /* Runs policy p (budget k) from position `from` of a session prefilled to `from`. */
 static sift_status run_policy(sift_session *s, const eval_options *o, sift_policy p, int64_t k, const int32_t *ids,
                               int64_t from, int64_t n, int n_vocab, const int32_t *dense_top1, int32_t *top1_out,
@@ -252,17 +271,8 @@ static int eval_text(const eval_options *o, sift_context *ctx, sift_model *m, co
         for (int bi = 0; bi < (p == SIFT_POLICY_DENSE ? 1 : o->n_budgets) && st == SIFT_OK; bi++) {
             const int64_t k = o->budgets[bi];
             run_result r = {0};
-            sift_session *run_in = s;
-            if (o->extrapolated[pi]) { /* its own session: keys before RoPE, prefilled token by token */
-                sift_session_destroy(sx);
-                sx = NULL;
-                sift_session_config xc = session_config(o, n, true);
-                xc.policy = p;
-                xc.budget = k;
-                st = sift_session_create(m, &xc, &sx);
-                if (st == SIFT_OK) st = sift_session_eval(sx, ids, (size_t)o->prefix, NULL);
-                run_in = sx;
-            }
+            sift_session *run_in = NULL;
+            st = session_for(o, pi, k, m, s, ids, n, o->prefix, &sx, &run_in);
             if (st == SIFT_OK)
                 st = run_policy(run_in, o, p, k, ids, o->prefix, n, info->n_vocab, dense_top1, NULL, NULL, !o->extrapolated[pi], &r);
             if (st != SIFT_OK) break;
@@ -418,17 +428,8 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
         for (int pi = 0; pi < o->n_policies && st == SIFT_OK; pi++)
             for (int bi = 0; bi < o->n_budgets && st == SIFT_OK; bi++) {
                 run_result r = {0};
-                sift_session *run_in = s;
-                if (o->extrapolated[pi]) {
-                    sift_session_destroy(sx);
-                    sx = NULL;
-                    sift_session_config xc = session_config(o, smp[i].n, true);
-                    xc.policy = o->policies[pi];
-                    xc.budget = o->budgets[bi];
-                    st = sift_session_create(m, &xc, &sx);
-                    if (st == SIFT_OK) st = sift_session_eval(sx, smp[i].ids, (size_t)from, NULL);
-                    run_in = sx;
-                }
+                sift_session *run_in = NULL;
+                st = session_for(o, pi, o->budgets[bi], m, s, smp[i].ids, smp[i].n, from, &sx, &run_in);
                 if (st == SIFT_OK)
                     st = run_policy(run_in, o, o->policies[pi], o->budgets[bi], smp[i].ids, from, smp[i].n, info->n_vocab, NULL,
                                     NULL, smp[i].is_answer, false, &r);
