@@ -238,30 +238,20 @@ static int bench_attn(int argc, char **argv)
     /* the step of a Selection Cache hit: the check, the skipped stages, the window, the gather */
     if (vote == SIFT_VOTE_SOFTMAX_SUM && sift_select_candidates(&cfg.sel) > budget) {
         const int64_t qn = hq * dim, sn = qn + SIFT_SEL_CACHE_EXTRA, count = sift_select_count(&cfg.sel);
+        /* the state starts empty: the first (warm-up) run misses, selects and keeps q as q_ref;
+         * with theta -1 every later run, all the timed ones, reuses that set */
         host = calloc((size_t)sn, sizeof *host);
         if (!host) {
             s = SIFT_E_NOMEM;
             goto done;
         }
-        /* q_ref = q and VALID: every run reuses; the index set is the selection's own */
-        if ((s = sift_tensor_read(q, 0, host, (size_t)qn * sizeof *host)) != SIFT_OK) goto done;
-        host[qn + SIFT_SEL_CACHE_VALID] = 1.0f;
         sift_tensor *votes = NULL, *scores = NULL;
         if ((s = sift_tensor_create(ctx, SIFT_F32, 1, &sn, &state)) != SIFT_OK ||
             (s = sift_tensor_write(state, 0, host, (size_t)sn * sizeof *host)) != SIFT_OK ||
-            (s = sift_tensor_create(ctx, SIFT_I32, 2, (int64_t[]){1, count}, &idx)) != SIFT_OK ||
-            (s = sift_graph_create(ctx, &cached)) != SIFT_OK)
+            (s = sift_tensor_create(ctx, SIFT_I32, 2, (int64_t[]){1, count}, &idx)) != SIFT_OK)
             goto done;
         const int64_t cand = sift_select_candidates(&cfg.sel);
         const float scale = 1.0f / sqrtf((float)dim);
-        if ((s = sift_graph_new_tensor(cached, SIFT_F32, 2, (int64_t[]){hq, cand}, "scores", &scores)) != SIFT_OK ||
-            (s = sift_graph_new_tensor(cached, SIFT_F32, 2, (int64_t[]){1, cand}, "votes", &votes)) != SIFT_OK ||
-            (s = sift_op_score(cached, q, k, sink, sink + cand, scale, scores)) != SIFT_OK ||
-            (s = sift_op_vote(cached, SIFT_VOTE_SOFTMAX_SUM, scores, votes)) != SIFT_OK ||
-            (s = sift_op_select(cached, votes, &cfg.sel, idx)) != SIFT_OK || (s = sift_graph_compute(cached)) != SIFT_OK)
-            goto done;
-        sift_graph_destroy(cached);
-        cached = NULL;
         if ((s = sift_graph_create(ctx, &cached)) != SIFT_OK ||
             (s = sift_graph_new_tensor(cached, SIFT_F32, 2, (int64_t[]){hq, cand}, "scores", &scores)) != SIFT_OK ||
             (s = sift_graph_new_tensor(cached, SIFT_F32, 2, (int64_t[]){1, cand}, "votes", &votes)) != SIFT_OK ||
