@@ -438,15 +438,10 @@ static void handmade(const backend *bs, int nb)
 
 int main(void)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    setenv("SIFT_VULKAN_VALIDATION", "1", 0);
     backend bs[SIFT_BACKEND_COUNT];
     bool real_gpu = false;
-    const int nb = open_backends(bs, &real_gpu);
-    if (nb == 0 || bs[0].kind != SIFT_BACKEND_CPU) {
-        printf("FAIL: the CPU reference backend is not available\n");
-        return 1;
-    }
+    const int nb = start_conformance(bs, &real_gpu);
+    if (nb == 0) return 1;
 
     int64_t max_n = real_gpu ? 1048576 : 33000;
     if (getenv("SIFT_CONFORMANCE_MAX_N")) max_n = atoll(getenv("SIFT_CONFORMANCE_MAX_N"));

@@ -501,15 +501,10 @@ static void attn2_on_all(const backend *bs, int nb, const attn2_case *c, int op)
 
 int main(void)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    setenv("SIFT_VULKAN_VALIDATION", "1", 0);
     backend bs[SIFT_BACKEND_COUNT];
     bool real_gpu = false;
-    const int nb = open_backends(bs, &real_gpu);
-    if (nb == 0 || bs[0].kind != SIFT_BACKEND_CPU) {
-        printf("FAIL: the CPU reference backend is not available\n");
-        return 1;
-    }
+    const int nb = start_conformance(bs, &real_gpu);
+    if (nb == 0) return 1;
     rng_state = 2024;
 
     const paged_case pcs[] = {

@@ -142,15 +142,10 @@ static void set_out(mcase *c, sift_dtype t, int ndim, int64_t d0, int64_t d1, in
 
 int main(void)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    setenv("SIFT_VULKAN_VALIDATION", "1", 0);
     backend bs[SIFT_BACKEND_COUNT];
     bool real_gpu = false;
-    const int nb = open_backends(bs, &real_gpu);
-    if (nb == 0 || bs[0].kind != SIFT_BACKEND_CPU) {
-        printf("FAIL: the CPU reference backend is not available\n");
-        return 1;
-    }
+    const int nb = start_conformance(bs, &real_gpu);
+    if (nb == 0) return 1;
     rng_state = 777;
     const sift_dtype wtypes[] = {SIFT_F32, SIFT_F16, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0};
 

@@ -212,6 +212,18 @@ int open_backends(backend *bs, bool *real_gpu)
     return nb;
 }
 
+int start_conformance(backend *bs, bool *real_gpu)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    setenv("SIFT_VULKAN_VALIDATION", "1", 0);
+    const int nb = open_backends(bs, real_gpu);
+    if (nb == 0 || bs[0].kind != SIFT_BACKEND_CPU) {
+        printf("FAIL: the CPU reference backend is not available\n");
+        return 0;
+    }
+    return nb;
+}
+
 /* Prints the summary line (validation messages count as a failure), closes the backends and
  * returns the exit status. */
 int finish_backends(backend *bs, int nb, const char *extra)

@@ -70,6 +70,10 @@ bool all_finite(const float *a, size_t n);
 double nmse(const float *ref, const float *got, size_t n);
 void compare_floats(const char *cname, const char *bname, const float *ref, const float *got, size_t n, double bound);
 int open_backends(backend *bs, bool *real_gpu);
+/* The start of every conformance test: line-buffered output, the Vulkan validation layer on
+ * (unless SIFT_VULKAN_VALIDATION is set), the backends opened. Returns their count, or 0 (after
+ * printing why) when the CPU reference is missing. */
+int start_conformance(backend *bs, bool *real_gpu);
 int finish_backends(backend *bs, int nb, const char *extra);
 
 #endif
