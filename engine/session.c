@@ -49,8 +49,8 @@ typedef struct segment {
     int64_t row0, t, pos0;
     sift_tensor *attn_idx; /* decode: the index list its attention used (NULL: dense) */
     float *q_host;         /* decode under eval_mode: the layer's query, for the quality measure */
-    int32_t *lists_host;   /* decode, host policies: the lists written */
-    int64_t n_lists, count;
+    int32_t *lists_host;   /* decode, host policies: the lists written, [Hkv][count] */
+    int64_t count;
 } segment;
 
 typedef struct step {
@@ -664,7 +664,6 @@ static sift_status host_after_pre(sift_session *s, step *st, uint32_t l)
             const sift_select_params sel = {.n_ctx = sg->pos0 + 1, .sink = s->cfg.sink, .window = s->cfg.window,
                                             .budget = s->cfg.budget};
             sg->count = sift_select_count(&sel);
-            sg->n_lists = hkv;
             e = sift_policy_choose(q->pstate, (int)l, qh, &sl->mirror, &sel, 1.0f / sqrtf((float)d), sg->lists_host);
             if (e == SIFT_OK)
                 e = sift_tensor_write(q->host_idx, 0, sg->lists_host, (size_t)(hkv * sg->count) * sizeof(int32_t));
