@@ -12,26 +12,32 @@
 extern "C" {
 #endif
 
+/* The ops, from the op table (engine/ops.def). */
 typedef enum sift_op {
-    SIFT_OP_SCORE = 0,
-    SIFT_OP_VOTE,
-    SIFT_OP_SELECT,
-    SIFT_OP_GATHER_ATTEND,
-    SIFT_OP_DENSE_ATTEND,
-    SIFT_OP_GET_ROWS,
-    SIFT_OP_RMSNORM,
-    SIFT_OP_MATMUL,
-    SIFT_OP_ROPE,
-    SIFT_OP_SWIGLU,
-    SIFT_OP_ADD,
-    SIFT_OP_KV_WRITE,
-    SIFT_OP_CAUSAL_ATTEND,
-    SIFT_OP_SEL_CACHE_CHECK,
-    SIFT_OP_FILL_RANGE,
-    SIFT_OP_MEAN_ROWS,
-    SIFT_OP_CAUSAL_SPARSE, /* causal_attend_sparse: q, k, v, indices */
+#define SIFT_OP(id, name, min_src, max_src, flags) SIFT_OP_##id,
+#include "ops.def"
+#undef SIFT_OP
     SIFT_OP_COUNT
 } sift_op;
+
+enum {
+    SIFT_OPF_SKIPPABLE = 1 << 0, /* a predicate (sift_graph_skip_if) may skip the node */
+    SIFT_OPF_PAGED_KV = 1 << 1,  /* inputs 1 and 2 (K, V) may be paged views */
+    SIFT_OPF_PAGED_DST = 1 << 2, /* the output may be a paged view */
+};
+
+struct sift_node;
+
+/* One op's description (the table of engine/ops.def, in graph.c). */
+typedef struct sift_op_info {
+    const char *name;
+    int min_src, max_src;
+    unsigned flags;                            /* SIFT_OPF_* */
+    double (*bytes)(const struct sift_node *n); /* the bytes the node must read and write at least */
+} sift_op_info;
+
+/* The description of op (never NULL: an op outside the table gets a row named "unknown"). */
+const sift_op_info *sift_op_info_of(sift_op op);
 
 struct sift_tensor {
     sift_context *ctx;
@@ -53,16 +59,37 @@ struct sift_tensor {
     int64_t page_size;
 };
 
-/* Every parameter an op can take; each op reads the fields its comment in sift.h names. */
+/* The selection layout of select (SPEC §3.3), resolved once by sift_op_select: each list is
+ * [0, sink) ++ the chosen top-k candidates (positions first + i of the votes' columns i) ++
+ * [win_begin, win_begin + win_count). */
+typedef struct sift_select_layout {
+    int64_t sink;      /* min(S, N): positions kept at the start */
+    int64_t first;     /* S: the position of candidate 0 */
+    int64_t cand;      /* |C| = max(0, N - S - W) */
+    int64_t chosen;    /* min(k, |C|) */
+    int64_t win_begin; /* max(sink, N - W) */
+    int64_t win_count; /* N - win_begin */
+    int64_t count;     /* entries per list: sink + chosen + win_count */
+} sift_select_layout;
+
+/* The layout of p (p validated: N >= 1, S, W, k >= 0). */
+sift_select_layout sift_select_layout_of(const sift_select_params *p);
+
+/* Every parameter an op can take; each op reads the fields its comment in sift.h names. The op
+ * constructors fill them, derived values included; backends only read them. */
 typedef struct sift_node_params {
     int64_t begin, end;         /* score: candidate positions [begin, end) */
-    sift_select_params sel;     /* select */
+    sift_select_params sel;     /* select: as given */
+    sift_select_layout layout;  /* select: derived from sel */
     int64_t n_ctx;              /* dense_attend */
-    float scale;                /* score, gather_attend, dense_attend, causal_attend */
+    float scale;                /* score, gather_attend, dense_attend, causal_attend(_sparse) */
     sift_vote_mode vote;        /* vote */
     float eps;                  /* rmsnorm */
-    int64_t pos0;               /* rope, kv_write, causal_attend: position of row 0 */
+    int64_t pos0;               /* rope, kv_write, causal_attend(_sparse): position of row 0 */
     sift_rope_params rope;      /* rope; gather_attend when rope_keys */
+    /* rope, gather_attend with rope_keys: pair i of the first n_rot dims turns by
+     * position * rope_freq[i] (/ factor[i] for rope with factors), rope_freq[i] = base^(-2i / n_rot) */
+    float rope_freq[SIFT_MAX_HEAD_DIM / 2];
     bool rope_keys;             /* gather_attend: rotate the key at list rank i to position i (SPEC §6) */
     float theta;                /* sel_cache_check */
     int full;                   /* sel_cache_check */
@@ -98,6 +125,10 @@ struct sift_graph {
 typedef struct sift_backend_vtable {
     const char *name;
     void (*destroy)(void *be);
+    /* Whether this backend runs node n (its op, and where it matters its types and parameters).
+     * The engine asks before every compute, and refuses a graph with a node that is not supported,
+     * naming the node, the op and the backend. NULL: every node. */
+    bool (*supports_op)(void *be, const struct sift_node *n);
     /* Allocates storage for t (t->nbytes may be 0) and sets t->impl. Never called for views: an op
      * operand's data starts t->offset bytes into t->impl; tensor_write/read get the owning tensor. */
     sift_status (*tensor_alloc)(void *be, sift_tensor *t);
@@ -131,6 +162,10 @@ sift_status sift_set_error(sift_status s, const char *fmt, ...)
 
 const char *sift_op_name(sift_op op);
 
+/* base^(-2i / n_rot) for the n_rot / 2 pairs of p: the one definition of RoPE's frequencies, which
+ * the op constructors store in the node (rope_freq) and the host code (model.c) uses. */
+void sift_rope_freqs(const sift_rope_params *p, float *freq);
+
 /* The KV head of query head h: g(h) = h / (Hq / Hkv) (SPEC §2). */
 static inline int sift_kv_head(int h, int n_q_heads, int n_kv_heads)
 {
@@ -138,7 +173,7 @@ static inline int sift_kv_head(int h, int n_q_heads, int n_kv_heads)
 }
 
 /* A float's position in the total order used by select: larger key = larger value; -0 equals +0.
- * GPU kernels compute the same mapping (see docs/ops.md). */
+ * GPU kernels compute the same mapping (docs/kernels.md). */
 static inline uint32_t sift_order_key(uint32_t bits)
 {
     if ((bits & 0x7fffffffu) == 0) bits = 0;

@@ -19,12 +19,17 @@ sift_status sift_graph_push_node(sift_graph *g, const sift_node *n);
 sift_status sift_need_tensor(const sift_graph *g, const sift_tensor *t, const char *op, const char *role);
 sift_status sift_need_dtype(const sift_tensor *t, sift_dtype want, const char *op, const char *role);
 sift_status sift_need_rank(const sift_tensor *t, int ndim, const char *op, const char *role);
-/* q f32 [Hq][D]; k (and v, if given) [Hkv][Ncap][D] f16/f32; D a multiple of 8 up to 128; Hq % Hkv == 0. */
+/* q f32 [Hq][D]; k (and v, if given) [Hkv][Ncap][D] f16/f32; D a multiple of 8 up to SIFT_MAX_HEAD_DIM; Hq % Hkv == 0. */
 sift_status sift_check_qkv(const sift_graph *g, const sift_tensor *q, const sift_tensor *k, const sift_tensor *v,
                            const char *op);
 /* A 2-D output of the given type and shape. */
 sift_status sift_check_out(const sift_graph *g, const sift_tensor *t, sift_dtype dtype, int64_t d0, int64_t d1,
                            const char *op, const char *role);
 sift_status sift_check_scale(float scale, const char *op);
+
+/* The bytes each op must move (the op table's bytes column), defined beside each constructor. */
+#define SIFT_OP(id, name, min_src, max_src, flags) double sift_bytes_##name(const sift_node *n);
+#include "ops.def"
+#undef SIFT_OP
 
 #endif

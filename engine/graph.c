@@ -5,14 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *sift_op_name(sift_op op)
+/* The op table (engine/ops.def): one row per op, in the order of the enum. */
+static const sift_op_info op_table[] = {
+#define SIFT_OP(id, name, min_src, max_src, flags) {#name, min_src, max_src, flags, sift_bytes_##name},
+#include "ops.def"
+#undef SIFT_OP
+};
+_Static_assert(sizeof op_table / sizeof op_table[0] == SIFT_OP_COUNT, "the op table and enum sift_op disagree");
+
+const sift_op_info *sift_op_info_of(sift_op op)
 {
-    static const char *const names[SIFT_OP_COUNT] = {"score",   "vote",   "select", "gather_attend", "dense_attend",
-                                                     "get_rows", "rmsnorm", "matmul", "rope",          "swiglu",
-                                                     "add",     "kv_write", "causal_attend", "sel_cache_check", "fill_range",
-                                                     "mean_rows", "causal_attend_sparse"};
-    return (op >= 0 && op < SIFT_OP_COUNT) ? names[op] : "unknown";
+    static const sift_op_info unknown = {"unknown", 0, 0, 0, NULL};
+    return (op >= 0 && op < SIFT_OP_COUNT) ? &op_table[op] : &unknown;
 }
+
+const char *sift_op_name(sift_op op) { return sift_op_info_of(op)->name; }
 
 sift_status sift_graph_create(sift_context *ctx, sift_graph **out)
 {
@@ -68,8 +75,32 @@ sift_status sift_graph_new_tensor(sift_graph *g, sift_dtype dtype, int ndim, con
     return SIFT_OK;
 }
 
+/* The tensor that owns a view's storage (a tensor owns its own). */
+static const sift_tensor *storage(const sift_tensor *t) { return t->parent ? t->parent : t; }
+
+/* What the op table says of a node's operands: how many inputs, and which may be paged views. */
+static sift_status check_operands(const sift_node *n)
+{
+    const sift_op_info *op = sift_op_info_of(n->op);
+    if (n->n_src < op->min_src || n->n_src > op->max_src || n->n_src > SIFT_NODE_MAX_SRC)
+        return sift_set_error(SIFT_E_GRAPH, "%s: %d inputs (the op takes %d to %d)", op->name, n->n_src, op->min_src,
+                              op->max_src);
+    for (int i = 0; i < n->n_src; i++) {
+        if (!n->src[i]) return sift_set_error(SIFT_E_INVALID, "%s: input %d is NULL", op->name, i);
+        if (n->src[i]->pages && !((op->flags & SIFT_OPF_PAGED_KV) && (i == 1 || i == 2)))
+            return sift_set_error(SIFT_E_INVALID, "%s: input %d '%s' is a paged view (paged views are the K/V operands "
+                                                  "of attention ops, and kv_write's cache)",
+                                  op->name, i, n->src[i]->name);
+    }
+    if (n->dst->pages && !(op->flags & SIFT_OPF_PAGED_DST))
+        return sift_set_error(SIFT_E_INVALID, "%s: writes the paged view '%s' (only kv_write writes one)", op->name,
+                              n->dst->name);
+    return SIFT_OK;
+}
+
 sift_status sift_graph_push_node(sift_graph *g, const sift_node *n)
 {
+    TRY(check_operands(n));
     for (int i = 0; i < n->n_src; i++)
         if (n->src[i] == n->dst)
             return sift_set_error(SIFT_E_GRAPH, "%s: output '%s' is also an input", sift_op_name(n->op), n->dst->name);
@@ -79,9 +110,13 @@ sift_status sift_graph_push_node(sift_graph *g, const sift_node *n)
                                   n->src[i]->name);
     sift_node node = *n;
     if (g->skip) {
-        if (n->op != SIFT_OP_SCORE && n->op != SIFT_OP_VOTE && n->op != SIFT_OP_SELECT)
+        if (!(sift_op_info_of(n->op)->flags & SIFT_OPF_SKIPPABLE))
             return sift_set_error(SIFT_E_UNSUPPORTED, "%s: only score, vote and select take a predicate (sift_graph_skip_if)",
                                   sift_op_name(n->op));
+        const sift_tensor *f = g->skip, *d = n->dst;
+        if (storage(f) == storage(d) && f->offset < d->offset + d->nbytes && d->offset < f->offset + f->nbytes)
+            return sift_set_error(SIFT_E_GRAPH, "%s: writes '%s', the tensor of its own predicate", sift_op_name(n->op),
+                                  d->name);
         node.skip = g->skip;
         node.skip_elem = g->skip_elem;
     }
@@ -118,9 +153,6 @@ sift_status sift_graph_skip_if(sift_graph *g, const sift_tensor *flag, int64_t e
 
 /* ---- running ------------------------------------------------------------------------------- */
 
-/* The tensor that owns a view's storage (a tensor owns its own). */
-static const sift_tensor *storage(const sift_tensor *t) { return t->parent ? t->parent : t; }
-
 /* Every input must hold data: written by the host, or produced by an earlier node (into the same
  * storage: a view of a node's output counts as produced). */
 static sift_status check_connected(const sift_graph *g)
@@ -152,10 +184,24 @@ static sift_status check_connected(const sift_graph *g)
     return SIFT_OK;
 }
 
+sift_status sift_graph_check_supported(const sift_graph *g)
+{
+    if (!g) return sift_set_error(SIFT_E_INVALID, "sift_graph_check_supported: graph is NULL");
+    void *be;
+    const sift_backend_vtable *vt = sift_context_vtable(g->ctx, &be);
+    if (!vt->supports_op) return SIFT_OK;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!vt->supports_op(be, &g->nodes[i]))
+            return sift_set_error(SIFT_E_UNSUPPORTED, "node %d: op '%s' is not supported by the %s backend", i,
+                                  sift_op_name(g->nodes[i].op), vt->name);
+    return SIFT_OK;
+}
+
 sift_status sift_graph_compute_timed(sift_graph *g, double *node_us)
 {
     if (!g) return sift_set_error(SIFT_E_INVALID, "sift_graph_compute: graph is NULL");
     TRY(check_connected(g));
+    TRY(sift_graph_check_supported(g));
     if (g->n_nodes == 0) return SIFT_OK;
     void *be;
     const sift_backend_vtable *vt = sift_context_vtable(g->ctx, &be);
@@ -180,55 +226,6 @@ const char *sift_graph_node_op_name(const sift_graph *g, int node)
 double sift_graph_node_bytes(const sift_graph *g, int node)
 {
     if (!g || node < 0 || node >= g->n_nodes) return 0.0;
-    const sift_node *n = &g->nodes[node];
-    double in0 = n->n_src ? (double)n->src[0]->nbytes : 0.0, out = (double)n->dst->nbytes;
-    switch (n->op) {
-    case SIFT_OP_SCORE: {
-        const sift_tensor *k = n->src[1];
-        double rows = (double)k->shape[0] * (double)(n->p.end - n->p.begin);
-        return in0 + rows * (double)k->shape[2] * (double)sift_dtype_size(k->dtype) + out;
-    }
-    case SIFT_OP_VOTE:
-    case SIFT_OP_SELECT: return in0 + out;
-    case SIFT_OP_GATHER_ATTEND: {
-        const sift_tensor *k = n->src[1], *idx = n->src[3];
-        double lists = (double)idx->shape[0], len = (double)idx->shape[1];
-        double rows_per_list = lists == 1 ? (double)k->shape[0] : 1.0;
-        double row = (double)k->shape[2] * (double)sift_dtype_size(k->dtype);
-        return in0 + (double)idx->nbytes + 2.0 * lists * len * rows_per_list * row + out;
-    }
-    case SIFT_OP_DENSE_ATTEND: {
-        const sift_tensor *k = n->src[1];
-        double row = (double)k->shape[2] * (double)sift_dtype_size(k->dtype);
-        return in0 + 2.0 * (double)k->shape[0] * (double)n->p.n_ctx * row + out;
-    }
-    case SIFT_OP_GET_ROWS: {
-        const sift_tensor *table = n->src[0];
-        return (double)n->src[1]->nbytes + (double)n->src[1]->shape[0] * (double)sift_dtype_row_bytes(table->dtype, table->shape[1]) + out;
-    }
-    case SIFT_OP_MATMUL: return in0 + (double)n->src[1]->nbytes + (n->n_src > 2 ? (double)n->src[2]->nbytes : 0.0) + out;
-    case SIFT_OP_RMSNORM:
-    case SIFT_OP_SWIGLU:
-    case SIFT_OP_ADD: return in0 + (double)n->src[1]->nbytes + out;
-    case SIFT_OP_ROPE: return 2.0 * in0;
-    case SIFT_OP_KV_WRITE: {
-        const sift_tensor *c = n->dst;
-        return in0 + (double)n->src[0]->shape[0] * (double)c->shape[0] * (double)c->shape[2] * (double)sift_dtype_size(c->dtype);
-    }
-    case SIFT_OP_CAUSAL_ATTEND: {
-        const sift_tensor *k = n->src[1];
-        double row = (double)k->shape[2] * (double)sift_dtype_size(k->dtype);
-        return 2.0 * in0 + 2.0 * (double)k->shape[0] * (double)(n->p.pos0 + n->src[0]->shape[0]) * row;
-    }
-    case SIFT_OP_CAUSAL_SPARSE: {
-        const sift_tensor *k = n->src[1], *idx = n->src[3];
-        double row = (double)k->shape[2] * (double)sift_dtype_size(k->dtype);
-        double rows = (double)k->shape[0] * ((double)idx->shape[1] + (double)n->src[0]->shape[0]);
-        return 2.0 * in0 + (double)idx->nbytes + 2.0 * rows * row;
-    }
-    case SIFT_OP_SEL_CACHE_CHECK: return in0 + 2.0 * out;
-    case SIFT_OP_FILL_RANGE: return (double)n->dst->shape[0] * (double)(n->dst->shape[1] - n->p.col0) * 4.0;
-    case SIFT_OP_MEAN_ROWS: return in0 + out;
-    default: return 0.0;
-    }
+    const sift_op_info *op = sift_op_info_of(g->nodes[node].op);
+    return op->bytes ? op->bytes(&g->nodes[node]) : 0.0;
 }

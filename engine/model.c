@@ -76,13 +76,15 @@ static sift_status make_rope_factors(sift_model *m)
     if (hp->rope_scaling == SIFT_GGUF_ROPE_SCALING_NONE) return SIFT_OK;
     if (hp->rope_scaling == SIFT_GGUF_ROPE_SCALING_YARN)
         return sift_set_error(SIFT_E_UNSUPPORTED, "%s: YaRN rope scaling is not supported", sift_gguf_label(m->file));
-    float *f = malloc((size_t)half * sizeof *f);
+    if (half < 1 || half > SIFT_MAX_HEAD_DIM / 2)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "model: rope over %u dimensions", hp->rope_dim);
+    float *f = malloc((size_t)half * sizeof *f), freq[SIFT_MAX_HEAD_DIM / 2];
     if (!f) return sift_set_error(SIFT_E_NOMEM, "model: out of memory");
+    sift_rope_freqs(&(sift_rope_params){.n_rot = (int)hp->rope_dim, .base = hp->rope_freq_base}, freq);
     for (int i = 0; i < half; i++) {
         f[i] = hp->rope_scaling_factor;
         if (hp->rope_scaling == SIFT_GGUF_ROPE_SCALING_LLAMA3 && hp->rope_original_ctx > 0) {
-            const float freq = powf(hp->rope_freq_base, -2.0f * (float)i / (float)hp->rope_dim);
-            const float wavelen = 6.28318531f / freq, orig = (float)hp->rope_original_ctx;
+            const float wavelen = 6.28318531f / freq[i], orig = (float)hp->rope_original_ctx;
             const float low_wavelen = orig / hp->rope_low_freq_factor, high_wavelen = orig / hp->rope_high_freq_factor;
             if (wavelen < high_wavelen) {
                 f[i] = 1.0f;
@@ -130,9 +132,9 @@ sift_status sift_model_load(sift_context *ctx, const char *path, sift_model **ou
     if (s == SIFT_OK) s = sift_gguf_read_hparams(m->file, &m->hp);
     if (s == SIFT_OK) s = sift_tokenizer_create(m->file, &m->tok);
     const sift_gguf_hparams *hp = &m->hp;
-    if (s == SIFT_OK && (hp->head_dim % 8 != 0 || hp->head_dim > 128))
-        s = sift_set_error(SIFT_E_UNSUPPORTED, "%s: head dimension %u is not supported (a multiple of 8, at most 128)",
-                           path, hp->head_dim);
+    if (s == SIFT_OK && (hp->head_dim % 8 != 0 || hp->head_dim > SIFT_MAX_HEAD_DIM))
+        s = sift_set_error(SIFT_E_UNSUPPORTED, "%s: head dimension %u is not supported (a multiple of 8, at most %d)",
+                           path, hp->head_dim, SIFT_MAX_HEAD_DIM);
     if (s != SIFT_OK) {
         sift_model_destroy(m);
         return s;

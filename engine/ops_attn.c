@@ -58,19 +58,27 @@ static sift_status check_select_params(const sift_select_params *p)
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
+sift_select_layout sift_select_layout_of(const sift_select_params *p)
+{
+    sift_select_layout l = {0};
+    if (!p || p->n_ctx < 1) return l;
+    l.sink = min64(p->sink, p->n_ctx);
+    l.first = p->sink;
+    l.cand = max64(0, p->n_ctx - p->sink - p->window);
+    l.chosen = min64(p->budget, l.cand);
+    l.win_begin = max64(l.sink, p->n_ctx - p->window);
+    l.win_count = p->n_ctx - l.win_begin;
+    l.count = l.sink + l.chosen + l.win_count;
+    return l;
+}
+
 int64_t sift_select_candidates(const sift_select_params *p)
 {
     if (!p) return 0;
     return max64(0, p->n_ctx - p->sink - p->window);
 }
 
-int64_t sift_select_count(const sift_select_params *p)
-{
-    if (!p || p->n_ctx < 1) return 0;
-    int64_t sink = min64(p->sink, p->n_ctx);
-    int64_t win = p->n_ctx - max64(sink, p->n_ctx - p->window);
-    return sink + min64(p->budget, sift_select_candidates(p)) + win;
-}
+int64_t sift_select_count(const sift_select_params *p) { return sift_select_layout_of(p).count; }
 
 sift_status sift_op_select(sift_graph *g, const sift_tensor *votes, const sift_select_params *p, sift_tensor *indices)
 {
@@ -87,25 +95,42 @@ sift_status sift_op_select(sift_graph *g, const sift_tensor *votes, const sift_s
     TRY(sift_check_out(g, indices, SIFT_I32, lists, sift_select_count(p), op, "indices"));
     sift_node n = {.op = SIFT_OP_SELECT, .n_src = 1, .src = {votes}, .dst = indices};
     n.p.sel = *p;
+    n.p.layout = sift_select_layout_of(p);
     return sift_graph_push_node(g, &n);
 }
 
-sift_status sift_op_gather_attend(sift_graph *g, const sift_tensor *q, const sift_tensor *k, const sift_tensor *v,
-                                  const sift_tensor *indices, float scale, sift_tensor *out)
+/* gather_attend, with its keys rotated by rank when rope is not NULL (gather_attend_rope). */
+static sift_status gather_node(sift_graph *g, const char *op, const sift_tensor *q, const sift_tensor *k,
+                               const sift_tensor *v, const sift_tensor *indices, float scale, const sift_rope_params *rope,
+                               sift_tensor *out)
 {
-    const char *op = "gather_attend";
     TRY(sift_check_qkv(g, q, k, v, op));
     TRY(sift_check_scale(scale, op));
     TRY(sift_need_tensor(g, indices, op, "indices"));
     TRY(sift_need_dtype(indices, SIFT_I32, op, "indices"));
     TRY(sift_need_rank(indices, 2, op, "indices"));
     if (indices->shape[0] != 1 && indices->shape[0] != k->shape[0])
-        return sift_set_error(SIFT_E_SHAPE, "gather_attend: %lld index lists, expected 1 or Hkv = %lld",
+        return sift_set_error(SIFT_E_SHAPE, "%s: %lld index lists, expected 1 or Hkv = %lld", op,
                               (long long)indices->shape[0], (long long)k->shape[0]);
     TRY(sift_check_out(g, out, SIFT_F32, q->shape[0], q->shape[1], op, "out"));
     sift_node n = {.op = SIFT_OP_GATHER_ATTEND, .n_src = 4, .src = {q, k, v, indices}, .dst = out};
     n.p.scale = scale;
+    if (rope) {
+        if (rope->n_rot < 2 || rope->n_rot % 2 != 0 || rope->n_rot > q->shape[1] || !(rope->base > 1.0f) ||
+            (rope->mode != SIFT_ROPE_ADJACENT && rope->mode != SIFT_ROPE_NEOX))
+            return sift_set_error(SIFT_E_INVALID, "%s: rope of %d dimensions, base %g, mode %d", op, rope->n_rot,
+                                  (double)rope->base, (int)rope->mode);
+        n.p.rope = *rope;
+        n.p.rope_keys = true;
+        sift_rope_freqs(rope, n.p.rope_freq);
+    }
     return sift_graph_push_node(g, &n);
+}
+
+sift_status sift_op_gather_attend(sift_graph *g, const sift_tensor *q, const sift_tensor *k, const sift_tensor *v,
+                                  const sift_tensor *indices, float scale, sift_tensor *out)
+{
+    return gather_node(g, "gather_attend", q, k, v, indices, scale, NULL, out);
 }
 
 sift_status sift_op_dense_attend(sift_graph *g, const sift_tensor *q, const sift_tensor *k, const sift_tensor *v,
@@ -170,18 +195,7 @@ sift_status sift_op_gather_attend_rope(sift_graph *g, const sift_tensor *q, cons
                                        const sift_tensor *indices, float scale, const sift_rope_params *p, sift_tensor *out)
 {
     if (!p) return sift_set_error(SIFT_E_INVALID, "gather_attend_rope: rope params are NULL");
-    if (!q) return sift_set_error(SIFT_E_INVALID, "gather_attend_rope: q is NULL");
-    if (p->n_rot < 2 || p->n_rot % 2 != 0 || p->n_rot > q->shape[q->ndim - 1] || !(p->base > 1.0f) ||
-        (p->mode != SIFT_ROPE_ADJACENT && p->mode != SIFT_ROPE_NEOX))
-        return sift_set_error(SIFT_E_INVALID, "gather_attend_rope: rope of %d dimensions, base %g, mode %d", p->n_rot,
-                              (double)p->base, (int)p->mode);
-    const int before = g ? g->n_nodes : 0;
-    TRY(sift_op_gather_attend(g, q, k, v, indices, scale, out));
-    if (g->n_nodes != before + 1) return sift_set_error(SIFT_E_GRAPH, "gather_attend_rope: node not added");
-    sift_node *n = &g->nodes[g->n_nodes - 1];
-    n->p.rope = *p;
-    n->p.rope_keys = true;
-    return SIFT_OK;
+    return gather_node(g, "gather_attend_rope", q, k, v, indices, scale, p, out);
 }
 
 sift_status sift_op_causal_attend_sparse(sift_graph *g, const sift_tensor *q, const sift_tensor *k, const sift_tensor *v,
@@ -212,7 +226,7 @@ sift_status sift_op_causal_attend_sparse(sift_graph *g, const sift_tensor *q, co
     TRY(sift_need_rank(out, 3, op, "out"));
     for (int i = 0; i < 3; i++)
         if (out->shape[i] != q->shape[i]) return sift_set_error(SIFT_E_SHAPE, "%s: out differs from q in shape", op);
-    sift_node n = {.op = SIFT_OP_CAUSAL_SPARSE, .n_src = 4, .src = {q, k, v, indices}, .dst = out};
+    sift_node n = {.op = SIFT_OP_CAUSAL_ATTEND_SPARSE, .n_src = 4, .src = {q, k, v, indices}, .dst = out};
     n.p.pos0 = pos0;
     n.p.scale = scale;
     return sift_graph_push_node(g, &n);
@@ -228,4 +242,53 @@ sift_status sift_op_mean_rows(sift_graph *g, const sift_tensor *x, sift_tensor *
     TRY(sift_check_out(g, out, SIFT_F32, 1, x->shape[1], op, "out"));
     sift_node n = {.op = SIFT_OP_MEAN_ROWS, .n_src = 1, .src = {x}, .dst = out};
     return sift_graph_push_node(g, &n);
+}
+
+/* ---- the bytes each op must move (the op table's bytes column) ------------------------------ */
+
+/* Bytes of one K/V row. */
+static double kv_row_bytes(const sift_tensor *k) { return (double)k->shape[2] * (double)sift_dtype_size(k->dtype); }
+
+double sift_bytes_score(const sift_node *n)
+{
+    const sift_tensor *k = n->src[1];
+    const double rows = (double)k->shape[0] * (double)(n->p.end - n->p.begin);
+    return (double)n->src[0]->nbytes + rows * kv_row_bytes(k) + (double)n->dst->nbytes;
+}
+
+double sift_bytes_vote(const sift_node *n) { return (double)n->src[0]->nbytes + (double)n->dst->nbytes; }
+
+double sift_bytes_select(const sift_node *n) { return (double)n->src[0]->nbytes + (double)n->dst->nbytes; }
+
+/* K and V rows of every list: a shared list is read for every KV head. */
+double sift_bytes_gather_attend(const sift_node *n)
+{
+    const sift_tensor *k = n->src[1], *idx = n->src[3];
+    const double lists = (double)idx->shape[0], len = (double)idx->shape[1];
+    const double rows_per_list = lists == 1 ? (double)k->shape[0] : 1.0;
+    return (double)n->src[0]->nbytes + (double)idx->nbytes + 2.0 * lists * len * rows_per_list * kv_row_bytes(k) +
+           (double)n->dst->nbytes;
+}
+
+double sift_bytes_dense_attend(const sift_node *n)
+{
+    const sift_tensor *k = n->src[1];
+    return (double)n->src[0]->nbytes + 2.0 * (double)k->shape[0] * (double)n->p.n_ctx * kv_row_bytes(k) +
+           (double)n->dst->nbytes;
+}
+
+double sift_bytes_sel_cache_check(const sift_node *n) { return (double)n->src[0]->nbytes + 2.0 * (double)n->dst->nbytes; }
+
+double sift_bytes_fill_range(const sift_node *n)
+{
+    return (double)n->dst->shape[0] * (double)(n->dst->shape[1] - n->p.col0) * 4.0;
+}
+
+double sift_bytes_mean_rows(const sift_node *n) { return (double)n->src[0]->nbytes + (double)n->dst->nbytes; }
+
+double sift_bytes_causal_attend_sparse(const sift_node *n)
+{
+    const sift_tensor *k = n->src[1], *idx = n->src[3];
+    const double rows = (double)k->shape[0] * ((double)idx->shape[1] + (double)n->src[0]->shape[0]);
+    return 2.0 * (double)n->src[0]->nbytes + (double)idx->nbytes + 2.0 * rows * kv_row_bytes(k);
 }

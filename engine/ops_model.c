@@ -2,6 +2,13 @@
  * add, KV-cache write, causal (prefill) attention. Each constructor checks types and shapes. */
 #include "engine.h"
 
+#include <math.h>
+
+void sift_rope_freqs(const sift_rope_params *p, float *freq)
+{
+    for (int i = 0; i < p->n_rot / 2; i++) freq[i] = powf(p->base, -2.0f * (float)i / (float)p->n_rot);
+}
+
 
 static bool is_weight_type(sift_dtype t)
 {
@@ -95,8 +102,9 @@ sift_status sift_op_rope(sift_graph *g, const sift_tensor *x, int64_t pos0, cons
     const char *op = "rope";
     TRY(need_thd(g, x, op, "x"));
     if (!p) return sift_set_error(SIFT_E_INVALID, "rope: params are NULL");
-    if (p->n_rot < 2 || p->n_rot % 2 || p->n_rot > x->shape[2])
-        return sift_set_error(SIFT_E_SHAPE, "rope: n_rot = %d must be even and in 2..D = %lld", p->n_rot, (long long)x->shape[2]);
+    if (p->n_rot < 2 || p->n_rot % 2 || p->n_rot > x->shape[2] || p->n_rot > SIFT_MAX_HEAD_DIM)
+        return sift_set_error(SIFT_E_SHAPE, "rope: n_rot = %d must be even and in 2..D = %lld (at most %d)", p->n_rot,
+                              (long long)x->shape[2], SIFT_MAX_HEAD_DIM);
     if (!(p->base > 1.0f) || p->base > 1e12f) return sift_set_error(SIFT_E_INVALID, "rope: base %g", (double)p->base);
     if (p->mode != SIFT_ROPE_ADJACENT && p->mode != SIFT_ROPE_NEOX)
         return sift_set_error(SIFT_E_INVALID, "rope: unknown mode %d", (int)p->mode);
@@ -111,6 +119,7 @@ sift_status sift_op_rope(sift_graph *g, const sift_tensor *x, int64_t pos0, cons
     sift_node n = {.op = SIFT_OP_ROPE, .n_src = factors ? 2 : 1, .src = {x, factors}, .dst = out};
     n.p.pos0 = pos0;
     n.p.rope = *p;
+    sift_rope_freqs(p, n.p.rope_freq);
     return sift_graph_push_node(g, &n);
 }
 
@@ -178,4 +187,44 @@ sift_status sift_op_causal_attend(sift_graph *g, const sift_tensor *q, const sif
     n.p.pos0 = pos0;
     n.p.scale = scale;
     return sift_graph_push_node(g, &n);
+}
+
+/* ---- the bytes each op must move (the op table's bytes column) ------------------------------ */
+
+double sift_bytes_get_rows(const sift_node *n)
+{
+    const sift_tensor *table = n->src[0];
+    return (double)n->src[1]->nbytes + (double)n->src[1]->shape[0] * (double)sift_dtype_row_bytes(table->dtype, table->shape[1]) +
+           (double)n->dst->nbytes;
+}
+
+double sift_bytes_matmul(const sift_node *n)
+{
+    return (double)n->src[0]->nbytes + (double)n->src[1]->nbytes + (n->n_src > 2 ? (double)n->src[2]->nbytes : 0.0) +
+           (double)n->dst->nbytes;
+}
+
+/* the two inputs and the output of an elementwise op (rmsnorm: x, weight, out) */
+static double two_in_one_out(const sift_node *n)
+{
+    return (double)n->src[0]->nbytes + (double)n->src[1]->nbytes + (double)n->dst->nbytes;
+}
+double sift_bytes_rmsnorm(const sift_node *n) { return two_in_one_out(n); }
+double sift_bytes_swiglu(const sift_node *n) { return two_in_one_out(n); }
+double sift_bytes_add(const sift_node *n) { return two_in_one_out(n); }
+
+double sift_bytes_rope(const sift_node *n) { return 2.0 * (double)n->src[0]->nbytes; }
+
+double sift_bytes_kv_write(const sift_node *n)
+{
+    const sift_tensor *c = n->dst;
+    return (double)n->src[0]->nbytes +
+           (double)n->src[0]->shape[0] * (double)c->shape[0] * (double)c->shape[2] * (double)sift_dtype_size(c->dtype);
+}
+
+double sift_bytes_causal_attend(const sift_node *n)
+{
+    const sift_tensor *k = n->src[1];
+    const double row = (double)k->shape[2] * (double)sift_dtype_size(k->dtype);
+    return 2.0 * (double)n->src[0]->nbytes + 2.0 * (double)k->shape[0] * (double)(n->p.pos0 + n->src[0]->shape[0]) * row;
 }

@@ -455,15 +455,9 @@ typedef struct span {
 
 static span make_span(const sift_select_params *sel)
 {
-    span r;
-    r.n = sel->n_ctx;
-    r.sink = min64(sel->sink, r.n);
-    r.cb = r.sink;
-    r.ce = max64(r.sink, r.n - sel->window);
-    r.cand = r.ce - r.cb;
-    r.want = min64(sel->budget, r.cand);
-    r.count = r.sink + r.want + (r.n - r.ce);
-    return r;
+    const sift_select_layout l = sift_select_layout_of(sel);
+    return (span){.n = sel->n_ctx, .sink = l.sink, .cb = l.sink, .ce = l.win_begin, .cand = l.cand, .want = l.chosen,
+                  .count = l.count};
 }
 
 static void clear_marks(sift_policy_state *st, const span *r)

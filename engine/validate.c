@@ -27,7 +27,8 @@ sift_status sift_need_rank(const sift_tensor *t, int ndim, const char *op, const
 }
 
 
-/* q f32 [Hq][D]; k (and v, if given) [Hkv][Ncap][D] f16/f32; D in {64, 128}; Hq % Hkv == 0. */
+/* q f32 [Hq][D]; k (and v, if given) [Hkv][Ncap][D] f16/f32; D a multiple of 8 up to SIFT_MAX_HEAD_DIM;
+ * Hq % Hkv == 0. */
 sift_status sift_check_qkv(const sift_graph *g, const sift_tensor *q, const sift_tensor *k, const sift_tensor *v,
                              const char *op)
 {
@@ -40,9 +41,9 @@ sift_status sift_check_qkv(const sift_graph *g, const sift_tensor *q, const sift
         return sift_set_error(SIFT_E_DTYPE, "%s: k tensor '%s' is %s, expected f16 or f32", op, k->name,
                               sift_dtype_name(k->dtype));
     int64_t hq = q->shape[0], d = q->shape[1], hkv = k->shape[0];
-    if (d < 8 || d > 128 || d % 8 != 0)
-        return sift_set_error(SIFT_E_SHAPE, "%s: head dimension D = %lld is unsupported (a multiple of 8 up to 128)", op,
-                              (long long)d);
+    if (d < 8 || d > SIFT_MAX_HEAD_DIM || d % 8 != 0)
+        return sift_set_error(SIFT_E_SHAPE, "%s: head dimension D = %lld is unsupported (a multiple of 8 up to %d)", op,
+                              (long long)d, SIFT_MAX_HEAD_DIM);
     if (k->shape[2] != d)
         return sift_set_error(SIFT_E_SHAPE, "%s: k rows have %lld values but q has D = %lld", op,
                               (long long)k->shape[2], (long long)d);

@@ -6,7 +6,8 @@
  *
  * The model of use: create a context on a backend, create tensors in it, describe work as a graph
  * of ops over those tensors, compute the graph (as often as needed), read results back.
- * The meaning of every op is in ../shared/SPEC.md §3 and in docs/ops.md.
+ * The meaning of every op is in the comments below; docs/policies.md and docs/kernels.md say how
+ * the decode-attention pipeline uses them and how the GPUs run them.
  */
 #ifndef SIFT_H
 #define SIFT_H
@@ -85,6 +86,8 @@ SIFT_API int64_t sift_dtype_block(sift_dtype t);
 SIFT_API size_t sift_dtype_row_bytes(sift_dtype t, int64_t n);
 
 #define SIFT_MAX_DIMS 4
+/* The largest head size D of the attention ops (and n_rot of RoPE). */
+#define SIFT_MAX_HEAD_DIM 128
 
 typedef struct sift_tensor sift_tensor;
 
@@ -137,7 +140,7 @@ typedef enum sift_vote_mode {
 
 /* Ops append a node to the graph; each checks shapes and types now and names what is wrong.
  * Shapes: q f32 [Hq][D]; k, v [Hkv][Ncap][D] in f16 or f32 (the same for both); D a multiple of 8
- * up to 128 (64 and 128 are the tuned sizes);
+ * up to SIFT_MAX_HEAD_DIM (64 and 128 are the tuned sizes);
  * Hq a multiple of Hkv; g(h) = h / (Hq / Hkv). */
 
 /* scores f32 [Hq][end - begin]: s[h][j] = scale * dot(q[h], k[g(h)][begin + j]). */
@@ -262,8 +265,12 @@ SIFT_API sift_status sift_graph_compute(sift_graph *g);
  * Vulkan, events on CUDA, wall clock on CPU) into node_us[sift_graph_node_count(g)]. */
 SIFT_API sift_status sift_graph_compute_timed(sift_graph *g, double *node_us);
 SIFT_API int sift_graph_node_count(const sift_graph *g);
-/* "score", "vote", "select", "gather_attend", "dense_attend". */
+/* The op of a node, as the sift_op_ function that made it is named without its prefix
+ * ("score", "gather_attend", "kv_write", ...; gather_attend_rope's node is "gather_attend"). */
 SIFT_API const char *sift_graph_node_op_name(const sift_graph *g, int node);
+/* SIFT_OK if the context's backend runs every node of g; SIFT_E_UNSUPPORTED naming the first node
+ * it does not run, its op and the backend otherwise. sift_graph_compute checks the same first. */
+SIFT_API sift_status sift_graph_check_supported(const sift_graph *g);
 /* The bytes a node must read and write at least: the basis of effective bandwidth figures. */
 SIFT_API double sift_graph_node_bytes(const sift_graph *g, int node);
 

@@ -36,13 +36,13 @@ static bool kv_row(const sift_tensor *t, int64_t g, int64_t pos, float *dst)
 }
 
 /* s[h][j] = scale * sift_dot_f32(q[h], K[g(h)][begin + j]); each K row is read once for its group of heads. */
-static void op_score(const sift_node *n)
+static sift_status op_score(const sift_node *n)
 {
     const sift_tensor *q = n->src[0], *k = n->src[1];
     const int64_t hq = q->shape[0], hkv = k->shape[0], d = q->shape[1], m = n->p.end - n->p.begin;
     const int64_t group = hq / hkv;
     float *s = cpu_data(n->dst);
-    float row[128];
+    float row[SIFT_MAX_HEAD_DIM];
     for (int64_t g = 0; g < hkv; g++) {
         for (int64_t j = 0; j < m; j++) {
             kv_row(k, g, n->p.begin + j, row);
@@ -50,10 +50,11 @@ static void op_score(const sift_node *n)
                 s[h * m + j] = n->p.scale * sift_dot_f32((const float *)cpu_data(q) + h * d, row, d);
         }
     }
+    return SIFT_OK;
 }
 
 /* SOFTMAX_SUM: v[j] = sum_h softmax_j(s[h][j]).  KVHEAD_MAX: u[g][j] = max over g's heads of s[h][j]. */
-static void op_vote(const sift_node *n)
+static sift_status op_vote(const sift_node *n)
 {
     const sift_tensor *sc = n->src[0];
     const int64_t hq = sc->shape[0], m = sc->shape[1];
@@ -80,6 +81,7 @@ static void op_vote(const sift_node *n)
                 v[g * m + j] = mx;
             }
     }
+    return SIFT_OK;
 }
 
 /* Orders candidates by vote, larger first; equal votes by position, lower first (SPEC §3.3). */
@@ -103,24 +105,20 @@ static int ascending(const void *a, const void *b)
 
 static sift_status op_select(const sift_node *n)
 {
-    const sift_select_params *p = &n->p.sel;
-    const int64_t lists = n->dst->shape[0], count = n->dst->shape[1];
-    const int64_t cand = sift_select_candidates(p);
-    const int64_t sink = p->sink < p->n_ctx ? p->sink : p->n_ctx;
-    const int64_t win_begin = p->n_ctx - p->window > sink ? p->n_ctx - p->window : sink;
-    const int64_t chosen = p->budget < cand ? p->budget : cand;
+    const sift_select_layout *ly = &n->p.layout;
+    const int64_t lists = n->dst->shape[0], count = ly->count, cand = ly->cand, chosen = ly->chosen;
     int32_t *order = malloc((size_t)(cand ? cand : 1) * sizeof *order);
     if (!order) return sift_set_error(SIFT_E_NOMEM, "cpu select: out of memory for %lld candidates", (long long)cand);
     for (int64_t l = 0; l < lists; l++) {
         int32_t *out = (int32_t *)cpu_data(n->dst) + l * count;
         int64_t o = 0;
-        for (int64_t j = 0; j < sink; j++) out[o++] = (int32_t)j;
+        for (int64_t j = 0; j < ly->sink; j++) out[o++] = (int32_t)j;
         for (int64_t j = 0; j < cand; j++) order[j] = (int32_t)j;
         sort_votes = (const float *)cpu_data(n->src[0]) + l * cand;
         qsort(order, (size_t)cand, sizeof *order, by_vote_then_position);
         qsort(order, (size_t)chosen, sizeof *order, ascending);
-        for (int64_t j = 0; j < chosen; j++) out[o++] = (int32_t)(p->sink + order[j]);
-        for (int64_t j = win_begin; j < p->n_ctx; j++) out[o++] = (int32_t)j;
+        for (int64_t j = 0; j < chosen; j++) out[o++] = (int32_t)(ly->first + order[j]);
+        for (int64_t j = 0; j < ly->win_count; j++) out[o++] = (int32_t)(ly->win_begin + j);
     }
     free(order);
     return SIFT_OK;
@@ -129,11 +127,12 @@ static sift_status op_select(const sift_node *n)
 /* o[h] = sum_t softmax_t(scale * q[h].K[g][t]) * V[g][t] for the group's heads, in one pass with a
  * running max per head (online softmax). Each K/V row is read once for the whole group. */
 sift_status cpu_attend_group(const float *q, float *o, int64_t group, const sift_tensor *k, const sift_tensor *v,
-                             int64_t g, const cpu_positions *at, int64_t len, float scale, const sift_rope_params *rope)
+                             int64_t g, const cpu_positions *at, int64_t len, float scale, const sift_rope_params *rope,
+                             const float *rope_freq)
 {
     const int64_t d = k->shape[2];
     float *mx = malloc(2 * (size_t)group * sizeof *mx), *l = mx + group;
-    float krow[128], vrow[128];
+    float krow[SIFT_MAX_HEAD_DIM], vrow[SIFT_MAX_HEAD_DIM];
     if (!mx) return sift_set_error(SIFT_E_NOMEM, "cpu attention: out of memory");
     for (int64_t h = 0; h < group; h++) {
         mx[h] = -INFINITY;
@@ -144,7 +143,7 @@ sift_status cpu_attend_group(const float *q, float *o, int64_t group, const sift
         const int64_t pos = cpu_position(at, t);
         if (!kv_row(k, g, pos, krow)) continue; /* a position outside the cache is never read */
         kv_row(v, g, pos, vrow);
-        if (rope) cpu_rope_row(krow, (float)t, NULL, rope); /* SPEC §6: the key at list rank t sits at position t */
+        if (rope) cpu_rope_row(krow, (float)t, NULL, rope, rope_freq); /* SPEC §6: the key at list rank t sits at position t */
         for (int64_t h = 0; h < group; h++) {
             const float s = scale * sift_dot_f32(q + h * d, krow, d);
             const float m_new = fmaxf(mx[h], s);
@@ -168,9 +167,9 @@ static sift_status op_attend(const sift_node *n)
 {
     const sift_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
     const int64_t hkv = k->shape[0], d = k->shape[2];
-    const bool causal = n->op == SIFT_OP_CAUSAL_ATTEND || n->op == SIFT_OP_CAUSAL_SPARSE;
+    const bool causal = n->op == SIFT_OP_CAUSAL_ATTEND || n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE;
     const int64_t tokens = causal ? q->shape[0] : 1, hq = causal ? q->shape[1] : q->shape[0], group = hq / hkv;
-    const sift_tensor *idx = n->op == SIFT_OP_GATHER_ATTEND || n->op == SIFT_OP_CAUSAL_SPARSE ? n->src[3] : NULL;
+    const sift_tensor *idx = n->op == SIFT_OP_GATHER_ATTEND || n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE ? n->src[3] : NULL;
     sift_status s = SIFT_OK;
     for (int64_t t = 0; t < tokens; t++) {
         for (int64_t g = 0; g < hkv && s == SIFT_OK; g++) {
@@ -184,16 +183,16 @@ static sift_status op_attend(const sift_node *n)
                 at.list = (const int32_t *)cpu_data(idx) + list * idx->shape[1];
                 at.list_len = idx->shape[1];
                 at.range_start = n->p.pos0;
-                len = idx->shape[1] + (n->op == SIFT_OP_CAUSAL_SPARSE ? t + 1 : 0);
+                len = idx->shape[1] + (n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE ? t + 1 : 0);
             }
-            s = cpu_attend_group(qg, og, group, k, v, g, &at, len, n->p.scale, n->p.rope_keys ? &n->p.rope : NULL);
+            s = cpu_attend_group(qg, og, group, k, v, g, &at, len, n->p.scale, n->p.rope_keys ? &n->p.rope : NULL, n->p.rope_freq);
         }
     }
     return s;
 }
 
 /* SPEC §4: reuse the last index set while the query stays close to the one that chose it. */
-static void op_sel_cache_check(const sift_node *n)
+static sift_status op_sel_cache_check(const sift_node *n)
 {
     const float *q = cpu_data(n->src[0]);
     float *st = cpu_data(n->dst);
@@ -215,17 +214,19 @@ static void op_sel_cache_check(const sift_node *n)
         memcpy(st, q, (size_t)qn * sizeof *q);
         extra[SIFT_SEL_CACHE_VALID] = n->p.full ? 1.0f : 0.0f;
     }
+    return SIFT_OK;
 }
 
-static void op_fill_range(const sift_node *n)
+static sift_status op_fill_range(const sift_node *n)
 {
     const int64_t lists = n->dst->shape[0], len = n->dst->shape[1];
     int32_t *idx = cpu_data(n->dst);
     for (int64_t l = 0; l < lists; l++)
         for (int64_t i = n->p.col0; i < len; i++) idx[l * len + i] = (int32_t)(n->p.start + (i - n->p.col0));
+    return SIFT_OK;
 }
 
-static void op_mean_rows(const sift_node *n)
+static sift_status op_mean_rows(const sift_node *n)
 {
     const int64_t rows = n->src[0]->shape[0], e = n->src[0]->shape[1];
     const float *x = cpu_data(n->src[0]);
@@ -235,9 +236,38 @@ static void op_mean_rows(const sift_node *n)
         for (int64_t t = 0; t < rows; t++) sum += x[t * e + i];
         out[i] = sum / (float)rows;
     }
+    return SIFT_OK;
 }
 
 /* ---- the backend ---------------------------------------------------------------------------- */
+
+/* The CPU reference of every op, indexed by op: the CPU runs every op of the table. */
+typedef sift_status (*cpu_kernel)(const sift_node *n);
+static const cpu_kernel cpu_kernels[SIFT_OP_COUNT] = {
+    [SIFT_OP_SCORE] = op_score,
+    [SIFT_OP_VOTE] = op_vote,
+    [SIFT_OP_SELECT] = op_select,
+    [SIFT_OP_GATHER_ATTEND] = op_attend,
+    [SIFT_OP_DENSE_ATTEND] = op_attend,
+    [SIFT_OP_GET_ROWS] = cpu_get_rows,
+    [SIFT_OP_RMSNORM] = cpu_rmsnorm,
+    [SIFT_OP_MATMUL] = cpu_matmul,
+    [SIFT_OP_ROPE] = cpu_rope,
+    [SIFT_OP_SWIGLU] = cpu_elementwise,
+    [SIFT_OP_ADD] = cpu_elementwise,
+    [SIFT_OP_KV_WRITE] = cpu_kv_write,
+    [SIFT_OP_CAUSAL_ATTEND] = op_attend,
+    [SIFT_OP_SEL_CACHE_CHECK] = op_sel_cache_check,
+    [SIFT_OP_FILL_RANGE] = op_fill_range,
+    [SIFT_OP_MEAN_ROWS] = op_mean_rows,
+    [SIFT_OP_CAUSAL_ATTEND_SPARSE] = op_attend,
+};
+
+static bool cpu_supports_op(void *be, const sift_node *n)
+{
+    (void)be;
+    return cpu_kernels[n->op] != NULL;
+}
 
 static void cpu_destroy(void *be) { (void)be; }
 
@@ -283,31 +313,11 @@ static sift_status cpu_graph_compute(void *be, sift_graph *g, double *node_us)
     for (int i = 0; i < g->n_nodes; i++) {
         const sift_node *n = &g->nodes[i];
         const double t0 = now_us();
-        sift_status s = SIFT_OK;
         if (n->skip && ((const float *)cpu_data(n->skip))[n->skip_elem] != 0.0f) {
             if (node_us) node_us[i] = 0.0;
             continue;
         }
-        switch (n->op) {
-        case SIFT_OP_SCORE: op_score(n); break;
-        case SIFT_OP_VOTE: op_vote(n); break;
-        case SIFT_OP_SELECT: s = op_select(n); break;
-        case SIFT_OP_GATHER_ATTEND:
-        case SIFT_OP_DENSE_ATTEND:
-        case SIFT_OP_CAUSAL_ATTEND:
-        case SIFT_OP_CAUSAL_SPARSE: s = op_attend(n); break;
-        case SIFT_OP_SEL_CACHE_CHECK: op_sel_cache_check(n); break;
-        case SIFT_OP_FILL_RANGE: op_fill_range(n); break;
-        case SIFT_OP_MEAN_ROWS: op_mean_rows(n); break;
-        case SIFT_OP_GET_ROWS: s = cpu_get_rows(n); break;
-        case SIFT_OP_RMSNORM: s = cpu_rmsnorm(n); break;
-        case SIFT_OP_MATMUL: s = cpu_matmul(n); break;
-        case SIFT_OP_ROPE: s = cpu_rope(n); break;
-        case SIFT_OP_SWIGLU:
-        case SIFT_OP_ADD: s = cpu_elementwise(n); break;
-        case SIFT_OP_KV_WRITE: s = cpu_kv_write(n); break;
-        default: s = sift_set_error(SIFT_E_INVALID, "cpu: unknown op %d", (int)n->op);
-        }
+        const sift_status s = cpu_kernels[n->op](n);
         if (s != SIFT_OK) return s;
         if (node_us) node_us[i] = now_us() - t0;
     }
@@ -319,6 +329,7 @@ static void cpu_graph_release(void *be, sift_graph *g) { (void)be; (void)g; }
 static const sift_backend_vtable cpu_vtable = {
     .name = "cpu",
     .destroy = cpu_destroy,
+    .supports_op = cpu_supports_op,
     .tensor_alloc = cpu_tensor_alloc,
     .tensor_free = cpu_tensor_free,
     .tensor_write = cpu_tensor_write,

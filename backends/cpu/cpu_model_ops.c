@@ -58,13 +58,12 @@ sift_status cpu_matmul(const sift_node *n)
     return SIFT_OK;
 }
 
-/* Pair i of the first n_rot dims is rotated by theta = pos * base^(-2i/n_rot) / factor[i]. */
-void cpu_rope_row(float *x, float pos, const float *factors, const sift_rope_params *p)
+/* Pair i of the first n_rot dims is rotated by theta = pos * freq[i] / factor[i]. */
+void cpu_rope_row(float *x, float pos, const float *factors, const sift_rope_params *p, const float *freq)
 {
     const int half = p->n_rot / 2;
     for (int i = 0; i < half; i++) {
-        const float freq = powf(p->base, -2.0f * (float)i / (float)p->n_rot);
-        const float theta = pos * freq / (factors ? factors[i] : 1.0f);
+        const float theta = pos * freq[i] / (factors ? factors[i] : 1.0f);
         const float c = cosf(theta), s = sinf(theta);
         const int a = p->mode == SIFT_ROPE_ADJACENT ? 2 * i : i;
         const int b = p->mode == SIFT_ROPE_ADJACENT ? 2 * i + 1 : i + half;
@@ -82,7 +81,7 @@ sift_status cpu_rope(const sift_node *n)
     float *out = cpu_data(n->dst);
     memcpy(out, cpu_data(x), (size_t)(rows * heads * d) * sizeof(float));
     for (int64_t t = 0; t < rows; t++)
-        for (int64_t h = 0; h < heads; h++) cpu_rope_row(out + (t * heads + h) * d, (float)(n->p.pos0 + t), factors, &n->p.rope);
+        for (int64_t h = 0; h < heads; h++) cpu_rope_row(out + (t * heads + h) * d, (float)(n->p.pos0 + t), factors, &n->p.rope, n->p.rope_freq);
     return SIFT_OK;
 }
 

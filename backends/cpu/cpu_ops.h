@@ -22,13 +22,16 @@ static inline int64_t cpu_position(const cpu_positions *at, int64_t i)
     return i < at->list_len ? at->list[i] : at->range_start + (i - at->list_len);
 }
 
-/* Rotates one row of D values to position pos (rope params p; factors f32 [n_rot/2] or NULL). */
-void cpu_rope_row(float *x, float pos, const float *factors, const sift_rope_params *p);
+/* Rotates one row of D values to position pos (rope params p, their frequencies freq [n_rot/2]
+ * (sift_node_params.rope_freq); factors f32 [n_rot/2] or NULL). */
+void cpu_rope_row(float *x, float pos, const float *factors, const sift_rope_params *p, const float *freq);
 
 /* Attention of the `group` query heads q[group][D] of KV head g over `len` positions (see
- * cpu_positions), written to o[group][D]. rope (or NULL): rotate the key at entry i to position i. */
+ * cpu_positions), written to o[group][D]. rope (or NULL): rotate the key at entry i to position i,
+ * with the frequencies rope_freq. */
 sift_status cpu_attend_group(const float *q, float *o, int64_t group, const sift_tensor *k, const sift_tensor *v,
-                             int64_t g, const cpu_positions *at, int64_t len, float scale, const sift_rope_params *rope);
+                             int64_t g, const cpu_positions *at, int64_t len, float scale, const sift_rope_params *rope,
+                             const float *rope_freq);
 
 sift_status cpu_get_rows(const sift_node *n);
 sift_status cpu_rmsnorm(const sift_node *n);

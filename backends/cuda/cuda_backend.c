@@ -286,7 +286,7 @@ static sift_status rope_table(cuda_backend *b, const sift_rope_params *rp, int64
 static sift_status check_paged(const sift_node *n, int i)
 {
     const bool kv_op = n->op == SIFT_OP_SCORE || n->op == SIFT_OP_GATHER_ATTEND || n->op == SIFT_OP_DENSE_ATTEND ||
-                       n->op == SIFT_OP_CAUSAL_ATTEND || n->op == SIFT_OP_CAUSAL_SPARSE;
+                       n->op == SIFT_OP_CAUSAL_ATTEND || n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE;
     for (int s = 0; s < n->n_src; s++)
         if (n->src[s] && n->src[s]->pages && !(kv_op && (s == 1 || s == 2)))
             return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: %s takes the paged view '%s' as input %d (paged views "
@@ -369,12 +369,12 @@ static sift_status plan_node(cuda_backend *b, const sift_node *n, int i, cuda_pl
     case SIFT_OP_GATHER_ATTEND:
     case SIFT_OP_DENSE_ATTEND:
     case SIFT_OP_CAUSAL_ATTEND:
-    case SIFT_OP_CAUSAL_SPARSE: {
+    case SIFT_OP_CAUSAL_ATTEND_SPARSE: {
         /* The sequence each query row attends (sift_cuda_attend): gather, the list; dense, [0, N);
          * causal, [0, pos0 + t]; sparse, the list then [pos0, pos0 + t]. */
         sift_cuda_attend *a = &pl->u.attend;
-        const bool list = n->op == SIFT_OP_GATHER_ATTEND || n->op == SIFT_OP_CAUSAL_SPARSE;
-        const bool causal = n->op == SIFT_OP_CAUSAL_ATTEND || n->op == SIFT_OP_CAUSAL_SPARSE;
+        const bool list = n->op == SIFT_OP_GATHER_ATTEND || n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE;
+        const bool causal = n->op == SIFT_OP_CAUSAL_ATTEND || n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE;
         const sift_tensor *q = n->src[0], *idx = list ? n->src[3] : NULL;
         a->q = data(q);
         st = kv_of(n->src[1], n->src[2], i, &a->kv);
@@ -624,7 +624,7 @@ static sift_status launch_node(cuda_backend *b, cuda_cache *c, const sift_graph 
     case SIFT_OP_GATHER_ATTEND:
     case SIFT_OP_DENSE_ATTEND:
     case SIFT_OP_CAUSAL_ATTEND:
-    case SIFT_OP_CAUSAL_SPARSE: e = sift_cuda_attend_launch(&b->dev, &pl->u.attend, scratch, b->stream); break;
+    case SIFT_OP_CAUSAL_ATTEND_SPARSE: e = sift_cuda_attend_launch(&b->dev, &pl->u.attend, scratch, b->stream); break;
     case SIFT_OP_SEL_CACHE_CHECK: e = sift_cuda_sel_cache_launch(&pl->u.sel_cache, b->stream); break;
     case SIFT_OP_FILL_RANGE: e = sift_cuda_fill_range_launch(&pl->u.fill_range, b->stream); break;
     case SIFT_OP_MEAN_ROWS: e = sift_cuda_mean_rows_launch(&pl->u.mean_rows, b->stream); break;

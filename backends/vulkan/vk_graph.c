@@ -456,7 +456,7 @@ static sift_status plan_score(plan *pl, const sift_node *n)
  * constants), written by the command buffer at the start of every run. */
 static sift_status plan_attend(plan *pl, const sift_node *n)
 {
-    const bool gather = n->op == SIFT_OP_GATHER_ATTEND, sparse = n->op == SIFT_OP_CAUSAL_SPARSE;
+    const bool gather = n->op == SIFT_OP_GATHER_ATTEND, sparse = n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE;
     const bool causal = n->op == SIFT_OP_CAUSAL_ATTEND || sparse;
     const sift_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *idx = gather || sparse ? n->src[3] : NULL;
     const uint32_t tokens = causal ? (uint32_t)q->shape[0] : 1u;
@@ -689,7 +689,7 @@ static sift_status plan_node(plan *pl, const sift_node *n)
     case SIFT_OP_GATHER_ATTEND:
     case SIFT_OP_DENSE_ATTEND:
     case SIFT_OP_CAUSAL_ATTEND:
-    case SIFT_OP_CAUSAL_SPARSE: return plan_attend(pl, n);
+    case SIFT_OP_CAUSAL_ATTEND_SPARSE: return plan_attend(pl, n);
     case SIFT_OP_SEL_CACHE_CHECK: return plan_sel_cache(pl, n);
     case SIFT_OP_FILL_RANGE: return plan_fill_range(pl, n);
     case SIFT_OP_MEAN_ROWS: return plan_mean_rows(pl, n);
