@@ -6,6 +6,11 @@
 
 const sift_backend_vtable *sift_context_vtable(const sift_context *ctx, void **be);
 
+/* A view of parent (sift_tensor_view) that the graph owns and frees with itself: the views a graph
+ * builder makes of its caller's tensors and of its own intermediates. */
+sift_status sift_graph_view(sift_graph *g, const sift_tensor *parent, sift_dtype dtype, int ndim, const int64_t *shape,
+                            size_t byte_offset, sift_tensor **out);
+
 /* Appends a validated node (refusing an output that is also an input) and invalidates recordings. */
 sift_status sift_graph_push_node(sift_graph *g, const sift_node *n);
 

@@ -39,7 +39,7 @@ void sift_graph_destroy(sift_graph *g)
     void *be;
     const sift_backend_vtable *vt = sift_context_vtable(g->ctx, &be);
     if (g->backend_cache) vt->graph_release(be, g);
-    for (int i = 0; i < g->n_owned; i++) sift_tensor_destroy(g->owned[i]);
+    for (int i = g->n_owned - 1; i >= 0; i--) sift_tensor_destroy(g->owned[i]); /* views before their parents */
     free(g->owned);
     free(g->nodes);
     free(g);
@@ -56,17 +56,33 @@ static void graph_changed(sift_graph *g)
     }
 }
 
+/* Room for one more tensor the graph owns. */
+static sift_status reserve_owned(sift_graph *g)
+{
+    if (g->n_owned < g->cap_owned) return SIFT_OK;
+    int cap = g->cap_owned ? 2 * g->cap_owned : 8;
+    sift_tensor **p = realloc(g->owned, (size_t)cap * sizeof *p);
+    if (!p) return sift_set_error(SIFT_E_NOMEM, "graph: out of memory");
+    g->owned = p;
+    g->cap_owned = cap;
+    return SIFT_OK;
+}
+
+sift_status sift_graph_view(sift_graph *g, const sift_tensor *parent, sift_dtype dtype, int ndim, const int64_t *shape,
+                            size_t byte_offset, sift_tensor **out)
+{
+    if (!g || !out) return sift_set_error(SIFT_E_INVALID, "sift_graph_view: null argument");
+    TRY(reserve_owned(g));
+    TRY(sift_tensor_view((sift_tensor *)parent, dtype, ndim, shape, byte_offset, out));
+    g->owned[g->n_owned++] = *out;
+    return SIFT_OK;
+}
+
 sift_status sift_graph_new_tensor(sift_graph *g, sift_dtype dtype, int ndim, const int64_t *shape, const char *name,
                                   sift_tensor **out)
 {
     if (!g || !out) return sift_set_error(SIFT_E_INVALID, "sift_graph_new_tensor: null argument");
-    if (g->n_owned == g->cap_owned) {
-        int cap = g->cap_owned ? 2 * g->cap_owned : 8;
-        sift_tensor **p = realloc(g->owned, (size_t)cap * sizeof *p);
-        if (!p) return sift_set_error(SIFT_E_NOMEM, "sift_graph_new_tensor: out of memory");
-        g->owned = p;
-        g->cap_owned = cap;
-    }
+    TRY(reserve_owned(g));
     sift_status s = sift_tensor_create(g->ctx, dtype, ndim, shape, out);
     if (s != SIFT_OK) return s;
     (*out)->owner = g;

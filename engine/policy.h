@@ -1,6 +1,6 @@
 /* Host-side selection policies, the baselines of SPEC §8 (H2O, SnapKV, Quest, oracle), and the
  * attention-level quality measure. They read a host mirror of one sequence's cache; the session
- * (model.c) keeps the mirror current, calls sift_policy_observe during prefill and
+ * (engine/kv_cache.c, session_host.c) keeps the mirror current, calls sift_policy_observe during prefill and
  * sift_policy_choose at each decode step, and runs the attention on the device over the lists.
  * Conventions: GQA g(h) = h / (Hq / Hkv); scores s[h][j] = scale * dot(q[h], K[g(h)][j]);
  * candidates C = [S, N - W); every list is ascending, holds [0, S) and [N - W, N), and has

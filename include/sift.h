@@ -274,32 +274,63 @@ SIFT_API sift_status sift_graph_check_supported(const sift_graph *g);
 /* The bytes a node must read and write at least: the basis of effective bandwidth figures. */
 SIFT_API double sift_graph_node_bytes(const sift_graph *g, int node);
 
-/* ---- the standard decode-attention graph of one layer ------------------------------------- */
+/* ---- the attention of one layer: the one builder ------------------------------------------- */
 
-typedef enum sift_attn_mode { SIFT_ATTN_DENSE = 0, SIFT_ATTN_SELECT } sift_attn_mode;
+/* How a layer's queries choose what they attend. */
+typedef enum sift_attn_mode {
+    SIFT_ATTN_DENSE = 0, /* every position */
+    SIFT_ATTN_SELECT,    /* a scorer chooses the top k (TokenSelect), with the sink and the window */
+    SIFT_ATTN_STREAMING, /* the sink and the last W + k positions */
+    SIFT_ATTN_LISTS      /* index lists the caller wrote (the host policies) */
+} sift_attn_mode;
+
+/* What scores the candidates under SIFT_ATTN_SELECT. */
+typedef enum sift_attn_scorer {
+    SIFT_SCORER_EXACT = 0 /* TokenSelect: the real query against the cached keys, then the vote */
+} sift_attn_scorer;
 
 typedef struct sift_attn_config {
     int n_q_heads;  /* Hq */
     int n_kv_heads; /* Hkv */
     int head_dim;   /* D */
-    sift_select_params sel;  /* N, S, W, k */
-    sift_vote_mode vote;
+    /* N, S, W, k. A decode step (q [Hq][D]) attends positions [0, N), the new token's included; a
+     * prefill chunk (q [T][Hq][D]) sits at positions N .. N + T - 1 and attends causally. */
+    sift_select_params sel;
+    sift_vote_mode vote; /* SELECT: SOFTMAX_SUM (one list) or KVHEAD_MAX (one per KV head) */
     sift_attn_mode mode;
+    sift_attn_scorer scorer;
+    /* SELECT, decode, SOFTMAX_SUM: the Selection Cache (SPEC §4) when sel_state is not NULL. The
+     * caller keeps sel_state f32 [Hq * D + SIFT_SEL_CACHE_EXTRA] (zeros to start) and sel_indices
+     * i32 [1][count] across steps; sel_cache is the threshold theta (SIFT_SEL_CACHE_OFF: never reuse).
+     * The cache acts only while the candidates outnumber k. */
+    float sel_cache;
+    sift_tensor *sel_state, *sel_indices;
+    /* LISTS: i32 [1 or Hkv][count], count = sift_select_count(&sel). */
+    const sift_tensor *lists;
+    /* Decode under SELECT or STREAMING: length extrapolation (SPEC §6) when not NULL. q is then the
+     * query before RoPE and K holds keys before RoPE: the scoring query is rotated to position W,
+     * the attention query to the last rank of the list, and the key at list rank i to position i. */
+    const sift_rope_params *extrapolate;
 } sift_attn_config;
 
-/* Builds the decode-attention graph over caller-owned q, k, v and out: dense_attend, or
- * score -> vote -> select -> gather_attend with graph-owned intermediates (scale = 1/sqrt(D)).
- * When C is empty, score and vote are left out and select emits sink and window only. If
- * indices_out is not NULL it receives the graph's index tensor (owned by the graph). */
-SIFT_API sift_status sift_decode_attn_graph(sift_context *ctx, const sift_attn_config *cfg,
-                                            const sift_tensor *q, const sift_tensor *k,
-                                            const sift_tensor *v, sift_tensor *out,
-                                            sift_graph **graph_out, sift_tensor **indices_out);
+/* Appends one layer's attention over caller-owned q, k, v and out to g (scale = 1/sqrt(D)),
+ * intermediates owned by the graph:
+ *   decode, q and out [Hq][D]: DENSE is dense_attend over [0, N); SELECT is score -> vote -> select
+ *   -> gather_attend (with the Selection Cache: sel_cache_check first, the three stages predicated
+ *   on it, and the window moved by fill_range); STREAMING fills the sink and window lists; LISTS
+ *   gathers over the caller's lists. When the candidates are empty, score and vote are left out.
+ *   prefill, q and out [T][Hq][D]: DENSE is causal_attend; SELECT (SPEC §7) chooses one set among
+ *   [0, N) from the chunk's mean query (mean_rows -> score -> vote -> select) and attends it and the
+ *   chunk causally (causal_attend_sparse); it is dense while the candidates do not outnumber k.
+ * If indices_out is not NULL it receives the index tensor the attention read (NULL when dense). */
+SIFT_API sift_status sift_attn_append(sift_graph *g, const sift_attn_config *cfg, const sift_tensor *q,
+                                      const sift_tensor *k, const sift_tensor *v, sift_tensor *out,
+                                      sift_tensor **indices_out);
 
-/* Appends the same nodes to an existing graph (q [Hq][D], out [Hq][D]). */
-SIFT_API sift_status sift_decode_attn_append(sift_graph *g, const sift_attn_config *cfg, const sift_tensor *q,
-                                             const sift_tensor *k, const sift_tensor *v, sift_tensor *out,
-                                             sift_tensor **indices_out);
+/* A new graph holding sift_attn_append's nodes. */
+SIFT_API sift_status sift_attn_graph(sift_context *ctx, const sift_attn_config *cfg, const sift_tensor *q,
+                                     const sift_tensor *k, const sift_tensor *v, sift_tensor *out,
+                                     sift_graph **graph_out, sift_tensor **indices_out);
 
 /* ---- models (GGUF: llama, qwen2, mistral) -------------------------------------------------- */
 

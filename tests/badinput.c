@@ -142,15 +142,15 @@ static void run_backend(sift_context *ctx, sift_context *other)
     sift_attn_config cfg = {.n_q_heads = 8, .n_kv_heads = 2, .head_dim = 64, .sel = {.n_ctx = n, .sink = 4, .window = 8, .budget = 16},
                             .mode = SIFT_ATTN_SELECT};
     sift_graph *ag = NULL;
-    expect("attention config with the wrong Hkv", sift_decode_attn_graph(ctx, &cfg, q, k, v, out, &ag, NULL), SIFT_E_SHAPE,
+    expect("attention config with the wrong Hkv", sift_attn_graph(ctx, &cfg, q, k, v, out, &ag, NULL), SIFT_E_SHAPE,
            "does not match");
     cfg.n_kv_heads = 4;
     cfg.sel.n_ctx = n * 2;
-    expect("attention config with N beyond the cache", sift_decode_attn_graph(ctx, &cfg, q, k, v, out, &ag, NULL),
+    expect("attention config with N beyond the cache", sift_attn_graph(ctx, &cfg, q, k, v, out, &ag, NULL),
            SIFT_E_SHAPE, "exceeds the cache");
     cfg.sel.n_ctx = n;
     cfg.sel.budget = 100 * n;
-    expect("budget larger than the context (allowed: keeps all)", sift_decode_attn_graph(ctx, &cfg, q, k, v, out, &ag, NULL),
+    expect("budget larger than the context (allowed: keeps all)", sift_attn_graph(ctx, &cfg, q, k, v, out, &ag, NULL),
            SIFT_OK, NULL);
     sift_graph_destroy(ag);
 

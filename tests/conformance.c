@@ -219,7 +219,7 @@ static case_outputs run_case(const backend *b, const test_case *c, const case_in
         CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, c->d}, &outf), cname, bname);
         sift_attn_config cfg = {.n_q_heads = c->hq, .n_kv_heads = c->hkv, .head_dim = c->d, .sel = c->sel,
                                 .vote = c->vote, .mode = SIFT_ATTN_SELECT};
-        CHECK_OK(sift_decode_attn_graph(b->ctx, &cfg, q, k, v, outf.view, &g, &idx_graph), cname, bname);
+        CHECK_OK(sift_attn_graph(b->ctx, &cfg, q, k, v, outf.view, &g, &idx_graph), cname, bname);
         break;
     }
     }

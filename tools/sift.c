@@ -230,9 +230,9 @@ static int bench_attn(int argc, char **argv)
         (s = fill_random(k, 2)) != SIFT_OK || (s = fill_random(v, 3)) != SIFT_OK)
         goto done;
     cfg.mode = SIFT_ATTN_DENSE;
-    if ((s = sift_decode_attn_graph(ctx, &cfg, q, k, v, out, &dense, NULL)) != SIFT_OK) goto done;
+    if ((s = sift_attn_graph(ctx, &cfg, q, k, v, out, &dense, NULL)) != SIFT_OK) goto done;
     cfg.mode = SIFT_ATTN_SELECT;
-    if ((s = sift_decode_attn_graph(ctx, &cfg, q, k, v, out, &sel, NULL)) != SIFT_OK) goto done;
+    if ((s = sift_attn_graph(ctx, &cfg, q, k, v, out, &sel, NULL)) != SIFT_OK) goto done;
     if ((s = time_graph(dense, (int)repeat, &rd)) != SIFT_OK) goto done;
     if ((s = time_graph(sel, (int)repeat, &rs)) != SIFT_OK) goto done;
     /* the step of a Selection Cache hit: the check, the skipped stages, the window, the gather */
@@ -245,24 +245,15 @@ static int bench_attn(int argc, char **argv)
             s = SIFT_E_NOMEM;
             goto done;
         }
-        sift_tensor *votes = NULL, *scores = NULL;
         if ((s = sift_tensor_create(ctx, SIFT_F32, 1, &sn, &state)) != SIFT_OK ||
             (s = sift_tensor_write(state, 0, host, (size_t)sn * sizeof *host)) != SIFT_OK ||
             (s = sift_tensor_create(ctx, SIFT_I32, 2, (int64_t[]){1, count}, &idx)) != SIFT_OK)
             goto done;
-        const int64_t cand = sift_select_candidates(&cfg.sel);
-        const float scale = 1.0f / sqrtf((float)dim);
-        if ((s = sift_graph_create(ctx, &cached)) != SIFT_OK ||
-            (s = sift_graph_new_tensor(cached, SIFT_F32, 2, (int64_t[]){hq, cand}, "scores", &scores)) != SIFT_OK ||
-            (s = sift_graph_new_tensor(cached, SIFT_F32, 2, (int64_t[]){1, cand}, "votes", &votes)) != SIFT_OK ||
-            (s = sift_op_sel_cache_check(cached, q, -1.0f, 1, state)) != SIFT_OK ||
-            (s = sift_graph_skip_if(cached, state, qn + SIFT_SEL_CACHE_REUSE)) != SIFT_OK ||
-            (s = sift_op_score(cached, q, k, sink, sink + cand, scale, scores)) != SIFT_OK ||
-            (s = sift_op_vote(cached, SIFT_VOTE_SOFTMAX_SUM, scores, votes)) != SIFT_OK ||
-            (s = sift_op_select(cached, votes, &cfg.sel, idx)) != SIFT_OK ||
-            (s = sift_graph_skip_if(cached, NULL, 0)) != SIFT_OK ||
-            (s = sift_op_fill_range(cached, sink + budget, n_ctx - window, idx)) != SIFT_OK ||
-            (s = sift_op_gather_attend(cached, q, k, v, idx, scale, out)) != SIFT_OK || (s = time_graph(cached, (int)repeat, &rc)) != SIFT_OK)
+        cfg.sel_cache = -1.0f;
+        cfg.sel_state = state;
+        cfg.sel_indices = idx;
+        if ((s = sift_attn_graph(ctx, &cfg, q, k, v, out, &cached, NULL)) != SIFT_OK ||
+            (s = time_graph(cached, (int)repeat, &rc)) != SIFT_OK)
             goto done;
     }
     const int n_graphs = cached ? 3 : 2;

@@ -178,7 +178,7 @@ static void repeat_case(sift_context *cpu, sift_context *cuda, int hq, int hkv, 
                v = place(ctxs[c], L.dt, 3, kvs, 0, L.v), o = place(ctxs[c], SIFT_F32, 2, qs, 0, NULL);
         sift_graph *g;
         sift_tensor *idx;
-        TRY(sift_decode_attn_graph(ctxs[c], &cfg, q.view, k.view, v.view, o.view, &g, &idx));
+        TRY(sift_attn_graph(ctxs[c], &cfg, q.view, k.view, v.view, o.view, &g, &idx));
         for (int r = 0; r < (c ? runs : 1); r++) {
             double us[8];
             if (r % 2) TRY(sift_graph_compute_timed(g, us));

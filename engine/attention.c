@@ -1,0 +1,218 @@
+/* The attention of one layer, built in one place: dense, TokenSelect (with the Selection Cache of
+ * SPEC §4 and the length extrapolation of SPEC §6), streaming, the host policies' lists, and the
+ * sparse prefill of SPEC §7. The session, the benchmarks and the conformance tests all build their
+ * attention here, so they run the same graphs. */
+#include "engine.h"
+
+#include <math.h>
+
+/* What the builder knows of one call: the config, the operands, and the derived sizes. */
+typedef struct attn {
+    sift_graph *g;
+    const sift_attn_config *c;
+    const sift_tensor *q, *k, *v;
+    sift_tensor *out;
+    int64_t hq, d;
+    float scale;
+} attn;
+
+/* t [rows][cols] f32 seen as [shape...] (a view the graph owns). */
+static sift_status as_shape(const attn *a, const sift_tensor *t, int ndim, const int64_t *shape, sift_tensor **out)
+{
+    return sift_graph_view(a->g, t, SIFT_F32, ndim, shape, 0, out);
+}
+
+/* ---- scorers: scores [Hq][|C|] of the candidates [S, S + |C|) ----------------------------------
+ * The exact scorer is TokenSelect's: the query against the cached keys. A second scorer (a learned
+ * predictor's queries against low-dimensional keys) plugs in here: it fills the same scores, or
+ * votes directly, and everything after it (select, the Selection Cache, gather) stays as it is. */
+static sift_status score_candidates(const attn *a, const sift_tensor *q_score, const sift_select_params *sel,
+                                    sift_tensor *scores)
+{
+    const int64_t cand = sift_select_candidates(sel);
+    switch (a->c->scorer) {
+    case SIFT_SCORER_EXACT: return sift_op_score(a->g, q_score, a->k, sel->sink, sel->sink + cand, a->scale, scores);
+    }
+    return sift_set_error(SIFT_E_INVALID, "attention: unknown scorer %d", (int)a->c->scorer);
+}
+
+/* votes [lists][|C|] from the scorer: score, then the head vote. */
+static sift_status vote_candidates(const attn *a, const sift_tensor *q_score, const sift_select_params *sel,
+                                   sift_vote_mode vote, sift_tensor *votes)
+{
+    sift_tensor *scores;
+    TRY(sift_graph_new_tensor(a->g, SIFT_F32, 2, (int64_t[]){a->hq, sift_select_candidates(sel)}, "scores", &scores));
+    TRY(score_candidates(a, q_score, sel, scores));
+    return sift_op_vote(a->g, vote, scores, votes);
+}
+
+/* ---- decode ------------------------------------------------------------------------------------ */
+
+/* The index lists of a decode step under SELECT (TokenSelect, the Selection Cache) or STREAMING. */
+static sift_status decode_lists(const attn *a, const sift_tensor *q_score, const sift_select_params *sel,
+                                sift_tensor **idx_out)
+{
+    const sift_attn_config *c = a->c;
+    sift_graph *g = a->g;
+    const bool streaming = c->mode == SIFT_ATTN_STREAMING;
+    const int64_t lists = !streaming && c->vote == SIFT_VOTE_KVHEAD_MAX ? c->n_kv_heads : 1;
+    const int64_t cand = sift_select_candidates(sel), count = sift_select_count(sel), n = sel->n_ctx;
+    /* the cache acts between full selections only: while every candidate is kept there is nothing to save */
+    const bool full = cand > sel->budget, cache = !streaming && c->sel_state && full;
+    sift_tensor *idx;
+    if (cache) {
+        const sift_tensor *kept = c->sel_indices;
+        if (!kept || kept->dtype != SIFT_I32 || kept->ndim != 2 || kept->shape[0] != lists || kept->shape[1] != count)
+            return sift_set_error(SIFT_E_SHAPE, "attention: the Selection Cache's indices must be i32 [%lld][%lld]",
+                                  (long long)lists, (long long)count);
+        idx = c->sel_indices;
+    } else {
+        TRY(sift_graph_new_tensor(g, SIFT_I32, 2, (int64_t[]){lists, count}, "indices", &idx));
+    }
+    *idx_out = idx;
+    if (streaming) { /* the sink and the newest W + k positions (sel's window), or everything while it fits */
+        TRY(sift_op_fill_range(g, 0, 0, idx));
+        return cand > 0 ? sift_op_fill_range(g, sel->sink, n - sel->window, idx) : SIFT_OK;
+    }
+    sift_tensor *votes;
+    TRY(sift_graph_new_tensor(g, SIFT_F32, 2, (int64_t[]){lists, cand}, "votes", &votes));
+    if (cand > 0) {
+        if (cache) { /* score, vote and select do nothing on a hit */
+            TRY(sift_op_sel_cache_check(g, q_score, c->sel_cache, full, c->sel_state));
+            TRY(sift_graph_skip_if(g, c->sel_state, a->hq * a->d + SIFT_SEL_CACHE_REUSE));
+        }
+        TRY(vote_candidates(a, q_score, sel, c->vote, votes));
+    }
+    TRY(sift_op_select(g, votes, sel, idx));
+    TRY(sift_graph_skip_if(g, NULL, 0));
+    /* a reused set keeps its top k; the window moves with the sequence */
+    return cache ? sift_op_fill_range(g, sel->sink + sel->budget, n - sel->window, idx) : SIFT_OK;
+}
+
+static sift_status decode(const attn *a, sift_tensor **indices_out)
+{
+    const sift_attn_config *c = a->c;
+    sift_graph *g = a->g;
+    if (c->mode == SIFT_ATTN_DENSE) return sift_op_dense_attend(g, a->q, a->k, a->v, c->sel.n_ctx, a->scale, a->out);
+    if (c->mode == SIFT_ATTN_LISTS) {
+        *indices_out = (sift_tensor *)c->lists;
+        return sift_op_gather_attend(g, a->q, a->k, a->v, c->lists, a->scale, a->out);
+    }
+    const bool streaming = c->mode == SIFT_ATTN_STREAMING;
+    const sift_select_params sel = streaming ? (sift_select_params){.n_ctx = c->sel.n_ctx, .sink = c->sel.sink,
+                                                                    .window = c->sel.window + c->sel.budget, .budget = 0}
+                                             : c->sel;
+    const sift_tensor *q_score = a->q, *q_attend = a->q;
+    if (c->extrapolate) {
+        /* SPEC §6: the scoring query sits at position W over keys cached before RoPE; the attention
+         * query at the position of its own key, the list's last rank. The selected earlier tokens
+         * take 0 .. |I| - 1 and the new token |I|, so with every token selected this is exactly
+         * normal RoPE. */
+        sift_tensor *q3, *qs3, *qa3, *qs, *qa;
+        const int64_t shape3[3] = {1, a->hq, a->d}, shape2[2] = {a->hq, a->d};
+        TRY(as_shape(a, a->q, 3, shape3, &q3));
+        if (!streaming) {
+            TRY(sift_graph_new_tensor(g, SIFT_F32, 3, shape3, "q_score", &qs3));
+            TRY(sift_op_rope(g, q3, sel.window, NULL, c->extrapolate, qs3));
+            TRY(as_shape(a, qs3, 2, shape2, &qs));
+            q_score = qs;
+        }
+        TRY(sift_graph_new_tensor(g, SIFT_F32, 3, shape3, "q_attend", &qa3));
+        TRY(sift_op_rope(g, q3, sift_select_count(&sel) - 1, NULL, c->extrapolate, qa3));
+        TRY(as_shape(a, qa3, 2, shape2, &qa));
+        q_attend = qa;
+    }
+    sift_tensor *idx = NULL;
+    TRY(decode_lists(a, q_score, &sel, &idx));
+    *indices_out = idx;
+    if (c->extrapolate) return sift_op_gather_attend_rope(g, q_attend, a->k, a->v, idx, a->scale, c->extrapolate, a->out);
+    return sift_op_gather_attend(g, q_attend, a->k, a->v, idx, a->scale, a->out);
+}
+
+/* ---- prefill ----------------------------------------------------------------------------------- */
+
+/* A chunk of T queries at positions N .. N + T - 1. Sparse (SPEC §7): the chunk's mean query
+ * chooses one set among [0, N) for the whole chunk, which then attends that set and itself
+ * causally. */
+static sift_status prefill(const attn *a, sift_tensor **indices_out)
+{
+    const sift_attn_config *c = a->c;
+    sift_graph *g = a->g;
+    const int64_t t = a->q->shape[0], pos0 = c->sel.n_ctx;
+    const sift_select_params sel = {.n_ctx = pos0, .sink = c->sel.sink, .window = c->sel.window, .budget = c->sel.budget};
+    const int64_t cand = pos0 > 0 ? sift_select_candidates(&sel) : 0;
+    if (c->mode == SIFT_ATTN_DENSE || cand <= sel.budget) return sift_op_causal_attend(g, a->q, a->k, a->v, pos0, a->scale, a->out);
+    sift_tensor *rows, *mean, *q_mean, *votes, *idx;
+    TRY(as_shape(a, a->q, 2, (int64_t[]){t, a->hq * a->d}, &rows));
+    TRY(sift_graph_new_tensor(g, SIFT_F32, 2, (int64_t[]){1, a->hq * a->d}, "q_mean", &mean));
+    TRY(sift_op_mean_rows(g, rows, mean));
+    TRY(as_shape(a, mean, 2, (int64_t[]){a->hq, a->d}, &q_mean));
+    TRY(sift_graph_new_tensor(g, SIFT_F32, 2, (int64_t[]){1, cand}, "votes", &votes));
+    TRY(vote_candidates(a, q_mean, &sel, SIFT_VOTE_SOFTMAX_SUM, votes));
+    TRY(sift_graph_new_tensor(g, SIFT_I32, 2, (int64_t[]){1, sift_select_count(&sel)}, "indices", &idx));
+    TRY(sift_op_select(g, votes, &sel, idx));
+    *indices_out = idx;
+    return sift_op_causal_attend_sparse(g, a->q, a->k, a->v, idx, pos0, a->scale, a->out);
+}
+
+/* ---- the public calls -------------------------------------------------------------------------- */
+
+static sift_status check_config(const sift_attn_config *c, const sift_tensor *q, const sift_tensor *k, bool is_prefill)
+{
+    const char *fn = "sift_attn_append";
+    if (c->head_dim <= 0) return sift_set_error(SIFT_E_SHAPE, "%s: head_dim %d", fn, c->head_dim);
+    if (c->n_q_heads != q->shape[is_prefill ? 1 : 0] || c->head_dim != q->shape[q->ndim - 1] || k->ndim != 3 ||
+        c->n_kv_heads != k->shape[0])
+        return sift_set_error(SIFT_E_SHAPE, "%s: config %d/%d heads, D = %d does not match the tensors", fn, c->n_q_heads,
+                              c->n_kv_heads, c->head_dim);
+    if ((int)c->mode < 0 || c->mode > SIFT_ATTN_LISTS) return sift_set_error(SIFT_E_INVALID, "%s: unknown mode %d", fn, (int)c->mode);
+    if (c->sel.n_ctx < (is_prefill ? 0 : 1))
+        return sift_set_error(SIFT_E_SHAPE, "%s: context N = %lld", fn, (long long)c->sel.n_ctx);
+    if (c->sel.n_ctx > k->shape[1])
+        return sift_set_error(SIFT_E_SHAPE, "%s: context N = %lld exceeds the cache (%lld)", fn, (long long)c->sel.n_ctx,
+                              (long long)k->shape[1]);
+    if (is_prefill && c->mode != SIFT_ATTN_DENSE && c->mode != SIFT_ATTN_SELECT)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "%s: a prefill chunk attends densely or selects (SPEC §7), not by mode %d",
+                              fn, (int)c->mode);
+    if (c->mode == SIFT_ATTN_LISTS && !c->lists) return sift_set_error(SIFT_E_INVALID, "%s: LISTS without lists", fn);
+    if (c->extrapolate && (is_prefill || (c->mode != SIFT_ATTN_SELECT && c->mode != SIFT_ATTN_STREAMING)))
+        return sift_set_error(SIFT_E_UNSUPPORTED, "%s: length extrapolation decodes under SELECT or STREAMING", fn);
+    return SIFT_OK;
+}
+
+sift_status sift_attn_append(sift_graph *g, const sift_attn_config *cfg, const sift_tensor *q, const sift_tensor *k,
+                             const sift_tensor *v, sift_tensor *out, sift_tensor **indices_out)
+{
+    if (indices_out) *indices_out = NULL;
+    if (!g || !cfg) return sift_set_error(SIFT_E_INVALID, "sift_attn_append: null argument");
+    if (!q || !k || !v || !out) return sift_set_error(SIFT_E_INVALID, "sift_attn_append: a tensor is NULL");
+    if (q->ndim != 2 && q->ndim != 3)
+        return sift_set_error(SIFT_E_SHAPE, "sift_attn_append: q has rank %d ([Hq][D] or [T][Hq][D])", q->ndim);
+    const bool is_prefill = q->ndim == 3;
+    TRY(check_config(cfg, q, k, is_prefill));
+    const attn a = {.g = g, .c = cfg, .q = q, .k = k, .v = v, .out = out, .hq = cfg->n_q_heads, .d = cfg->head_dim,
+                    .scale = 1.0f / sqrtf((float)cfg->head_dim)};
+    sift_tensor *idx = NULL;
+    TRY(is_prefill ? prefill(&a, &idx) : decode(&a, &idx));
+    if (indices_out) *indices_out = idx;
+    return SIFT_OK;
+}
+
+sift_status sift_attn_graph(sift_context *ctx, const sift_attn_config *cfg, const sift_tensor *q, const sift_tensor *k,
+                            const sift_tensor *v, sift_tensor *out, sift_graph **graph_out, sift_tensor **indices_out)
+{
+    if (!graph_out) return sift_set_error(SIFT_E_INVALID, "sift_attn_graph: graph_out is NULL");
+    *graph_out = NULL;
+    if (indices_out) *indices_out = NULL;
+    if (!ctx || !cfg) return sift_set_error(SIFT_E_INVALID, "sift_attn_graph: null argument");
+    sift_graph *g;
+    TRY(sift_graph_create(ctx, &g));
+    const sift_status s = sift_attn_append(g, cfg, q, k, v, out, indices_out);
+    if (s != SIFT_OK) {
+        sift_graph_destroy(g);
+        if (indices_out) *indices_out = NULL;
+        return s;
+    }
+    *graph_out = g;
+    return SIFT_OK;
+}

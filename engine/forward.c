@@ -1,0 +1,200 @@
+/* One step's forward pass, as graphs: the embedding, then per layer RMSNorm -> Q/K/V -> RoPE ->
+ * KV-cache write -> attention -> output projection -> residual -> RMSNorm -> SwiGLU MLP ->
+ * residual, then the final norm and the logits. A prefill step feeds a chunk of one sequence; a
+ * decode step one token of each of several sequences, the matmuls shared over all rows and RoPE,
+ * the cache write and attention per sequence (a segment of rows).
+ *
+ * The step is one graph. Where the host takes part between layers (host policies write a layer's
+ * lists after its cache write; prefill observations; eval_mode's quality measure), the graph is cut
+ * after each layer's cache write (host_turn): the host runs, and a new graph goes on. */
+#include "session.h"
+
+#include <math.h>
+
+typedef struct pass {
+    sift_session *s;
+    step *st;
+    sift_graph *g;
+    bool host;    /* the host takes part after each layer's cache write */
+    bool measure; /* eval_mode's quality measure after each layer's attention */
+} pass;
+
+/* Rows [row0, row0 + t) of an activation of `width` values per row, as [t][width]. */
+static sift_status rows2(pass *f, const sift_tensor *act, int64_t row0, int64_t t, int64_t width, sift_tensor **out)
+{
+    return sift_graph_view(f->g, act, SIFT_F32, 2, (int64_t[]){t, width}, (size_t)(row0 * width) * sizeof(float), out);
+}
+
+/* The same rows as [t][heads][d]. */
+static sift_status rows3(pass *f, const sift_tensor *act, int64_t row0, int64_t t, int64_t heads, int64_t d,
+                         sift_tensor **out)
+{
+    return sift_graph_view(f->g, act, SIFT_F32, 3, (int64_t[]){t, heads, d}, (size_t)(row0 * heads * d) * sizeof(float),
+                           out);
+}
+
+/* The residual stream entering layer l, and leaving it. */
+static sift_tensor *layer_in(const sift_session *s, uint32_t l)
+{
+    return l == 0 || !s->layer_out ? s->act[A_X0] : s->layer_out[l - 1];
+}
+static sift_tensor *layer_res(const sift_session *s, uint32_t l) { return s->layer_out ? s->layer_out[l] : s->act[A_X0]; }
+
+static sift_rope_params rope_params(const sift_model *m)
+{
+    return (sift_rope_params){.n_rot = (int)m->hp.rope_dim, .base = m->hp.rope_freq_base, .mode = m->rope_mode};
+}
+
+/* Computes the graph so far, and (the host's turn) lets the host work before layer l's attention:
+ * the quality of layer l - 1's attention, then the mirrors, observations and lists of layer l. */
+static sift_status host_turn(pass *f, uint32_t l)
+{
+    if (!f->host) return SIFT_OK;
+    sift_status e = sift_graph_compute(f->g);
+    if (e == SIFT_OK && f->measure && l > 0) e = sift_quality_measure_layer(f->s, f->st, l - 1); /* before its lists go */
+    sift_graph_destroy(f->g);
+    f->g = NULL;
+    TRY(e);
+    TRY(sift_host_after_kv_write(f->s, f->st, l));
+    return sift_graph_create(f->s->m->ctx, &f->g);
+}
+
+/* The attention of layer l for one segment, under the session's policy. */
+static sift_status attend(pass *f, segment *sg, uint32_t l)
+{
+    const sift_session *s = f->s;
+    const sift_session_config *c = &s->cfg;
+    const sift_gguf_hparams *hp = &s->m->hp;
+    const int64_t hq = hp->n_head, hkv = hp->n_head_kv, d = hp->head_dim;
+    const bool prefill = f->st->prefill;
+    seq_layer *sl = &s->seqs[sg->seq].layers[l];
+    const sift_rope_params rope = rope_params(s->m);
+    /* a prefill chunk's N is the positions before it; a decode step's includes its token */
+    sift_attn_config a = {.n_q_heads = (int)hq, .n_kv_heads = (int)hkv, .head_dim = (int)d,
+                          .sel = {.n_ctx = prefill ? sg->pos0 : sg->pos0 + 1, .sink = c->sink, .window = c->window,
+                                  .budget = c->budget},
+                          .vote = SIFT_VOTE_SOFTMAX_SUM, .mode = SIFT_ATTN_DENSE, .scorer = SIFT_SCORER_EXACT};
+    sift_tensor *q, *out;
+    if (prefill) {
+        if (c->sparse_prefill) a.mode = SIFT_ATTN_SELECT;
+        TRY(rows3(f, s->act[A_QR], sg->row0, sg->t, hq, d, &q));   /* [t][Hq][D] */
+        TRY(rows3(f, s->act[A_ATT], sg->row0, sg->t, hq, d, &out)); /* [t][Hq][D] */
+        return sift_attn_append(f->g, &a, q, sl->kview, sl->vview, out, &sg->attn_idx);
+    }
+    switch (c->policy) {
+    case SIFT_POLICY_DENSE: a.mode = SIFT_ATTN_DENSE; break;
+    case SIFT_POLICY_TOKENSELECT:
+        a.mode = SIFT_ATTN_SELECT;
+        a.sel_cache = c->sel_cache;
+        a.sel_state = sl->sel_state;
+        a.sel_indices = sl->sel_idx;
+        break;
+    case SIFT_POLICY_STREAMING: a.mode = SIFT_ATTN_STREAMING; break;
+    default: { /* the host policies: the lists the host wrote after this layer's cache write */
+        sift_tensor *lists;
+        TRY(sift_graph_view(f->g, s->seqs[sg->seq].host_idx, SIFT_I32, 2, (int64_t[]){hkv, sg->count}, 0, &lists));
+        a.mode = SIFT_ATTN_LISTS;
+        a.lists = lists;
+    }
+    }
+    if (c->extrapolate) a.extrapolate = &rope; /* the query before RoPE: the builder places it */
+    TRY(rows2(f, s->act[c->extrapolate ? A_Q : A_QR], sg->row0 * hq, hq, d, &q)); /* [Hq][D] */
+    TRY(rows2(f, s->act[A_ATT], sg->row0 * hq, hq, d, &out));                     /* [Hq][D] */
+    return sift_attn_append(f->g, &a, q, sl->kview, sl->vview, out, &sg->attn_idx);
+}
+
+/* Layer l over the step's T rows (E = n_embd, F = n_ff). */
+static sift_status layer(pass *f, uint32_t l)
+{
+    sift_session *s = f->s;
+    const sift_model *m = s->m;
+    const sift_gguf_hparams *hp = &m->hp;
+    const layer_weights *w = &m->layers[l];
+    const step *st = f->st;
+    const int64_t e = hp->n_embd, ff = hp->n_ff, hq = hp->n_head, hkv = hp->n_head_kv, d = hp->head_dim, t = st->rows;
+    const sift_rope_params rope = rope_params(m);
+    sift_tensor *x, *xn, *q, *k, *v;
+    TRY(rows2(f, layer_in(s, l), 0, t, e, &x));      /* x [T][E]: the residual stream entering the layer */
+    TRY(rows2(f, s->act[A_XN], 0, t, e, &xn));        /* xn [T][E] */
+    TRY(rows2(f, s->act[A_Q], 0, t, hq * d, &q));     /* q [T][Hq * D] */
+    TRY(rows2(f, s->act[A_K], 0, t, hkv * d, &k));    /* k [T][Hkv * D] */
+    TRY(rows2(f, s->act[A_V], 0, t, hkv * d, &v));    /* v [T][Hkv * D] */
+    TRY(sift_op_rmsnorm(f->g, x, w->attn_norm, hp->rms_eps, xn));
+    TRY(sift_op_matmul(f->g, xn, w->wq, w->bq, q));
+    TRY(sift_op_matmul(f->g, xn, w->wk, w->bk, k));
+    TRY(sift_op_matmul(f->g, xn, w->wv, w->bv, v));
+    for (int i = 0; i < st->n_seg; i++) { /* each sequence's rows at its positions */
+        const segment *sg = &st->seg[i];
+        const seq_layer *sl = &s->seqs[sg->seq].layers[l];
+        sift_tensor *q3, *k3, *v3, *qr3, *kr3;
+        TRY(rows3(f, s->act[A_Q], sg->row0, sg->t, hq, d, &q3));   /* [t][Hq][D] */
+        TRY(rows3(f, s->act[A_K], sg->row0, sg->t, hkv, d, &k3));  /* [t][Hkv][D] */
+        TRY(rows3(f, s->act[A_V], sg->row0, sg->t, hkv, d, &v3));  /* [t][Hkv][D] */
+        TRY(rows3(f, s->act[A_QR], sg->row0, sg->t, hq, d, &qr3)); /* [t][Hq][D] */
+        TRY(rows3(f, s->act[A_KR], sg->row0, sg->t, hkv, d, &kr3)); /* [t][Hkv][D] */
+        if (s->cfg.extrapolate) { /* SPEC §6: keys cached before RoPE; the attention places the query */
+            TRY(sift_op_kv_write(f->g, k3, sg->pos0, sl->kview));
+        } else {
+            TRY(sift_op_rope(f->g, q3, sg->pos0, m->rope_factors, &rope, qr3));
+            TRY(sift_op_rope(f->g, k3, sg->pos0, m->rope_factors, &rope, kr3));
+            TRY(sift_op_kv_write(f->g, kr3, sg->pos0, sl->kview));
+        }
+        TRY(sift_op_kv_write(f->g, v3, sg->pos0, sl->vview)); /* K/V [Hkv][pos0 .. pos0 + t)[D] */
+    }
+    TRY(host_turn(f, l)); /* may start a new graph: the views above were the old one's */
+    for (int i = 0; i < st->n_seg; i++) TRY(attend(f, &st->seg[i], l)); /* att [T][Hq * D] */
+    sift_tensor *att, *o, *mid, *gate, *up, *act, *down, *x_out;
+    TRY(rows2(f, layer_in(s, l), 0, t, e, &x));      /* x [T][E] */
+    TRY(rows2(f, s->act[A_XN], 0, t, e, &xn));        /* xn [T][E] */
+    TRY(rows2(f, s->act[A_ATT], 0, t, hq * d, &att)); /* att [T][Hq * D] */
+    TRY(rows2(f, s->act[A_O], 0, t, e, &o));          /* o [T][E] */
+    TRY(rows2(f, s->act[A_X1], 0, t, e, &mid));       /* mid [T][E] = x + o */
+    TRY(rows2(f, s->act[A_GATE], 0, t, ff, &gate));   /* gate [T][F] */
+    TRY(rows2(f, s->act[A_UP], 0, t, ff, &up));       /* up [T][F] */
+    TRY(rows2(f, s->act[A_ACT], 0, t, ff, &act));     /* act [T][F] = swiglu(gate, up) */
+    TRY(rows2(f, s->act[A_DOWN], 0, t, e, &down));    /* down [T][E] */
+    TRY(rows2(f, layer_res(s, l), 0, t, e, &x_out));  /* x_out [T][E] = mid + down: the stream leaving */
+    TRY(sift_op_matmul(f->g, att, w->wo, NULL, o));
+    TRY(sift_op_add(f->g, x, o, mid));
+    TRY(sift_op_rmsnorm(f->g, mid, w->ffn_norm, hp->rms_eps, xn));
+    TRY(sift_op_matmul(f->g, xn, w->w_gate, NULL, gate));
+    TRY(sift_op_matmul(f->g, xn, w->w_up, NULL, up));
+    TRY(sift_op_swiglu(f->g, gate, up, act));
+    TRY(sift_op_matmul(f->g, act, w->w_down, NULL, down));
+    return sift_op_add(f->g, mid, down, x_out);
+}
+
+/* The embedding of the step's tokens, the layers, the final norm and the logits (of the last row
+ * in prefill, of every row in decode). */
+static sift_status forward(pass *f)
+{
+    sift_session *s = f->s;
+    const sift_gguf_hparams *hp = &s->m->hp;
+    const step *st = f->st;
+    const int64_t e = hp->n_embd, rows = st->prefill ? 1 : st->rows, last = st->prefill ? st->rows - 1 : 0;
+    sift_tensor *ids, *x0, *x, *xn, *logits;
+    TRY(sift_graph_view(f->g, s->ids, SIFT_I32, 1, (int64_t[]){st->rows}, 0, &ids)); /* ids [T] */
+    TRY(rows2(f, s->act[A_X0], 0, st->rows, e, &x0));                                /* x0 [T][E] */
+    TRY(sift_op_get_rows(f->g, s->m->tok_embd, ids, x0));
+    for (uint32_t l = 0; l < hp->n_layer; l++) TRY(layer(f, l));
+    TRY(rows2(f, layer_res(s, hp->n_layer - 1), last, rows, e, &x)); /* x [rows][E] */
+    TRY(rows2(f, s->xlast_norm, 0, rows, e, &xn));                   /* xn [rows][E] */
+    TRY(rows2(f, s->logits, 0, rows, hp->n_vocab, &logits));         /* logits [rows][vocab] */
+    TRY(sift_op_rmsnorm(f->g, x, s->m->output_norm, hp->rms_eps, xn));
+    TRY(sift_op_matmul(f->g, xn, s->m->output, NULL, logits));
+    TRY(sift_graph_compute(f->g));
+    if (f->measure) TRY(sift_quality_measure_layer(s, f->st, hp->n_layer - 1));
+    return f->host ? SIFT_OK : sift_host_after_step(s, st);
+}
+
+sift_status sift_forward(sift_session *s, step *st)
+{
+    const bool host_lists = !st->prefill && sift_host_policy(s->cfg.policy);
+    const bool observe = st->prefill && s->seqs[st->seg[0].seq].layers[0].obs_q;
+    pass f = {.s = s, .st = st, .measure = !st->prefill && s->cfg.eval_mode && !s->cfg.extrapolate};
+    f.host = host_lists || observe || f.measure;
+    TRY(sift_graph_create(s->m->ctx, &f.g));
+    const sift_status e = forward(&f);
+    sift_graph_destroy(f.g);
+    return e;
+}

@@ -1,0 +1,116 @@
+/* A session's state, shared by the files that run it (engine-private):
+ *   session.c       creation, policies and the public calls;
+ *   kv_cache.c      the paged KV cache: pools, pages, page tables, host mirrors;
+ *   forward.c       one step's forward pass, layer by layer;
+ *   session_host.c  the host's part of a step: mirrors, prompt observations, host policies' lists;
+ *   quality.c       attention quality against dense (eval_mode).
+ * The attention of each layer is built by attention.c (sift_attn_append). */
+#ifndef SIFT_SESSION_H
+#define SIFT_SESSION_H
+
+#include "model.h"
+#include "policy.h"
+
+/* Activations for up to `chunk` rows [chunk][width]; a step of T rows uses views of their first
+ * T rows. */
+enum {
+    A_X0,   /* the residual stream [E] */
+    A_X1,   /* the residual after attention [E] */
+    A_XN,   /* a normed row [E] */
+    A_Q,    /* queries [Hq * D] (before RoPE) */
+    A_K,    /* keys [Hkv * D] (before RoPE) */
+    A_V,    /* values [Hkv * D] */
+    A_QR,   /* queries after RoPE [Hq * D] */
+    A_KR,   /* keys after RoPE [Hkv * D] */
+    A_ATT,  /* attention output [Hq * D] */
+    A_O,    /* output projection [E] */
+    A_GATE, /* [F] */
+    A_UP,   /* [F] */
+    A_ACT,  /* swiglu(gate, up) [F] */
+    A_DOWN, /* [E] */
+    A_COUNT
+};
+
+typedef struct seq_layer {
+    sift_tensor *kview, *vview; /* the pools, through this sequence's page table */
+    sift_tensor *sel_state;     /* TokenSelect's Selection Cache state (sift_attn_config) */
+    sift_tensor *sel_idx;       /* the index set it keeps [1][S + k + W] */
+    sift_kv_mirror mirror;      /* host copy of the cache (host policies, eval_mode) */
+    float *obs_q;               /* the last SIFT_POLICY_OBS prompt queries [OBS][Hq][D] and positions */
+    int64_t obs_pos[SIFT_POLICY_OBS];
+    int n_obs;
+} seq_layer;
+
+typedef struct sequence {
+    int64_t pos;
+    int32_t *page_of;          /* page table on the host: [max_pages], -1 where none */
+    sift_tensor *pages;        /* the same on the device */
+    int64_t n_pages;           /* pages held (the first n_pages entries) */
+    seq_layer *layers;
+    sift_tensor *host_idx;     /* lists written by host policies [Hkv * (S + k + W)] */
+    sift_policy_state *pstate; /* host policies */
+} sequence;
+
+/* The part of a step that belongs to one sequence: rows [row0, row0 + t) at positions pos0 ... */
+typedef struct segment {
+    int seq;
+    int64_t row0, t, pos0;
+    sift_tensor *attn_idx; /* decode: the index list its attention read (NULL: dense) */
+    float *q_host;         /* decode under eval_mode: the layer's query, for the quality measure */
+    int32_t *lists_host;   /* decode, host policies: the lists written, [Hkv][count] */
+    int64_t count;
+} segment;
+
+typedef struct step {
+    segment *seg;
+    int n_seg;
+    int64_t rows;
+    bool prefill;
+} step;
+
+struct sift_session {
+    sift_model *m;
+    sift_session_config cfg;
+    int64_t max_pages, pool_pages;
+    int32_t *free_pages; /* a stack of free pool pages */
+    int64_t n_free;
+    sift_tensor **kpool, **vpool;
+    sequence *seqs;
+    sift_tensor *act[A_COUNT];
+    sift_tensor *ids, *xlast_norm, *logits;
+    sift_tensor **layer_out; /* keep_layer_outputs: each layer's output [chunk][n_embd] */
+    int64_t last_t;          /* rows of the last step */
+    int64_t last_row;        /* the row whose layer outputs sift_session_layer_output reads */
+    double quality_recall, quality_err;
+    int64_t quality_n;
+};
+
+static inline bool sift_host_policy(sift_policy p)
+{
+    return p == SIFT_POLICY_H2O || p == SIFT_POLICY_SNAPKV || p == SIFT_POLICY_QUEST || p == SIFT_POLICY_ORACLE;
+}
+
+static inline bool sift_keeps_mirror(const sift_session *s) { return s->cfg.eval_mode || sift_host_policy(s->cfg.policy); }
+
+/* S + k + W: the longest list. */
+static inline int64_t sift_max_count(const sift_session_config *c) { return c->sink + c->window + c->budget; }
+
+/* kv_cache.c */
+sift_status sift_kv_create_pools(sift_session *s);
+sift_status sift_kv_create_sequence(sift_session *s, sequence *q);
+void sift_kv_destroy(sift_session *s);
+sift_status sift_kv_ensure_pages(sift_session *s, sequence *q, int64_t end);
+sift_status sift_kv_release_pages(sift_session *s, sequence *q, int64_t end);
+sift_status sift_kv_mirror_rows(sift_session *s, sequence *q, uint32_t l, int64_t pos0, int64_t t);
+
+/* forward.c: runs a step (its pages taken, its tokens in s->ids) and leaves the logits in s->logits. */
+sift_status sift_forward(sift_session *s, step *st);
+
+/* session_host.c */
+sift_status sift_host_after_kv_write(sift_session *s, step *st, uint32_t l);
+sift_status sift_host_after_step(sift_session *s, const step *st);
+
+/* quality.c */
+sift_status sift_quality_measure_layer(sift_session *s, step *st, uint32_t l);
+
+#endif
