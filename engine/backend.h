@@ -75,6 +75,19 @@ typedef struct sift_select_layout {
 /* The layout of p (p validated: N >= 1, S, W, k >= 0). */
 sift_select_layout sift_select_layout_of(const sift_select_params *p);
 
+/* The positions the queries of an attention node (gather_attend, dense_attend, causal_attend,
+ * causal_attend_sparse) visit, resolved by its constructor. Entry e of a query's walk is position
+ * list[e] for e < list_len (list: the node's indices, its KV head's or the shared one), else
+ * range0 + (e - list_len). Query row t of `tokens` visits the first n - (tokens - 1 - t) entries:
+ *   gather: the list (n = L);          dense: [0, N) (n = N);
+ *   causal: [0, pos0 + t] (n = pos0 + T);  sparse: the list, then [pos0, pos0 + t] (n = L + T). */
+typedef struct sift_attend_walk {
+    int64_t tokens;   /* query rows per head: 1 for the decode ops, T for the causal ones */
+    int64_t list_len; /* entries taken from the list (0 without one) */
+    int64_t range0;   /* entry e >= list_len is position range0 + (e - list_len) */
+    int64_t n;        /* entries of the last query row */
+} sift_attend_walk;
+
 /* Every parameter an op can take; each op reads the fields its comment in sift.h names. The op
  * constructors fill them, derived values included; backends only read them. */
 typedef struct sift_node_params {
@@ -82,6 +95,7 @@ typedef struct sift_node_params {
     sift_select_params sel;     /* select: as given */
     sift_select_layout layout;  /* select: derived from sel */
     int64_t n_ctx;              /* dense_attend */
+    sift_attend_walk walk;      /* the attention ops: derived from their shapes and positions */
     float scale;                /* score, gather_attend, dense_attend, causal_attend(_sparse) */
     sift_vote_mode vote;        /* vote */
     float eps;                  /* rmsnorm */

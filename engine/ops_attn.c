@@ -115,6 +115,7 @@ static sift_status gather_node(sift_graph *g, const char *op, const sift_tensor 
     TRY(sift_check_out(g, out, SIFT_F32, q->shape[0], q->shape[1], op, "out"));
     sift_node n = {.op = SIFT_OP_GATHER_ATTEND, .n_src = 4, .src = {q, k, v, indices}, .dst = out};
     n.p.scale = scale;
+    n.p.walk = (sift_attend_walk){.tokens = 1, .list_len = indices->shape[1], .n = indices->shape[1]};
     if (rope) {
         if (rope->n_rot < 2 || rope->n_rot % 2 != 0 || rope->n_rot > q->shape[1] || !(rope->base > 1.0f) ||
             (rope->mode != SIFT_ROPE_ADJACENT && rope->mode != SIFT_ROPE_NEOX))
@@ -145,6 +146,7 @@ sift_status sift_op_dense_attend(sift_graph *g, const sift_tensor *q, const sift
     TRY(sift_check_out(g, out, SIFT_F32, q->shape[0], q->shape[1], op, "out"));
     sift_node n = {.op = SIFT_OP_DENSE_ATTEND, .n_src = 3, .src = {q, k, v}, .dst = out};
     n.p.n_ctx = n_ctx;
+    n.p.walk = (sift_attend_walk){.tokens = 1, .n = n_ctx};
     n.p.scale = scale;
     return sift_graph_push_node(g, &n);
 }
@@ -228,6 +230,7 @@ sift_status sift_op_causal_attend_sparse(sift_graph *g, const sift_tensor *q, co
         if (out->shape[i] != q->shape[i]) return sift_set_error(SIFT_E_SHAPE, "%s: out differs from q in shape", op);
     sift_node n = {.op = SIFT_OP_CAUSAL_ATTEND_SPARSE, .n_src = 4, .src = {q, k, v, indices}, .dst = out};
     n.p.pos0 = pos0;
+    n.p.walk = (sift_attend_walk){.tokens = t, .list_len = indices->shape[1], .range0 = pos0, .n = indices->shape[1] + t};
     n.p.scale = scale;
     return sift_graph_push_node(g, &n);
 }

@@ -185,6 +185,7 @@ sift_status sift_op_causal_attend(sift_graph *g, const sift_tensor *q, const sif
     TRY(need_same_shape(q, out, op));
     sift_node n = {.op = SIFT_OP_CAUSAL_ATTEND, .n_src = 3, .src = {q, k, v}, .dst = out};
     n.p.pos0 = pos0;
+    n.p.walk = (sift_attend_walk){.tokens = q->shape[0], .n = pos0 + q->shape[0]};
     n.p.scale = scale;
     return sift_graph_push_node(g, &n);
 }

@@ -161,31 +161,24 @@ sift_status cpu_attend_group(const float *q, float *o, int64_t group, const sift
     return SIFT_OK;
 }
 
-/* gather_attend: each KV head over its list (or the shared one); dense_attend: over [0, N);
- * causal_attend: token t over [0, pos0 + t]. */
+/* Every attention op: each query row t and KV head g over its walk (sift_attend_walk): the list
+ * (its KV head's, or the shared one), then a range of positions. */
 static sift_status op_attend(const sift_node *n)
 {
     const sift_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
-    const int64_t hkv = k->shape[0], d = k->shape[2];
-    const bool causal = n->op == SIFT_OP_CAUSAL_ATTEND || n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE;
-    const int64_t tokens = causal ? q->shape[0] : 1, hq = causal ? q->shape[1] : q->shape[0], group = hq / hkv;
-    const sift_tensor *idx = n->op == SIFT_OP_GATHER_ATTEND || n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE ? n->src[3] : NULL;
+    const sift_attend_walk *w = &n->p.walk;
+    const int64_t hkv = k->shape[0], d = k->shape[2], hq = q->shape[q->ndim - 2], group = hq / hkv;
+    const sift_tensor *idx = w->list_len > 0 ? n->src[3] : NULL;
     sift_status s = SIFT_OK;
-    for (int64_t t = 0; t < tokens; t++) {
+    for (int64_t t = 0; t < w->tokens; t++) {
         for (int64_t g = 0; g < hkv && s == SIFT_OK; g++) {
             const float *qg = (const float *)cpu_data(q) + (t * hq + g * group) * d;
             float *og = (float *)cpu_data(n->dst) + (t * hq + g * group) * d;
-            /* gather: the list; dense: [0, N); causal: [0, pos0 + t]; sparse: the list, then [pos0, pos0 + t] */
-            cpu_positions at = {.list = NULL, .list_len = 0, .range_start = 0};
-            int64_t len = n->op == SIFT_OP_DENSE_ATTEND ? n->p.n_ctx : n->p.pos0 + t + 1;
-            if (idx) {
-                const int64_t list = idx->shape[0] == 1 ? 0 : g;
-                at.list = (const int32_t *)cpu_data(idx) + list * idx->shape[1];
-                at.list_len = idx->shape[1];
-                at.range_start = n->p.pos0;
-                len = idx->shape[1] + (n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE ? t + 1 : 0);
-            }
-            s = cpu_attend_group(qg, og, group, k, v, g, &at, len, n->p.scale, n->p.rope_keys ? &n->p.rope : NULL, n->p.rope_freq);
+            const int64_t list = idx && idx->shape[0] > 1 ? g : 0;
+            const cpu_positions at = {.list = idx ? (const int32_t *)cpu_data(idx) + list * idx->shape[1] : NULL,
+                                      .list_len = w->list_len, .range_start = w->range0};
+            s = cpu_attend_group(qg, og, group, k, v, g, &at, w->n - (w->tokens - 1 - t), n->p.scale,
+                                 n->p.rope_keys ? &n->p.rope : NULL, n->p.rope_freq);
         }
     }
     return s;
