@@ -163,6 +163,54 @@ static void run_backend(sift_context *ctx, sift_context *other)
     sift_tensor *pv2 = NULL;
     expect("a paged view of a paged view", sift_tensor_paged_view(pv, pages, 4, &pv2), SIFT_E_SHAPE, "not a view");
     expect("host write into a paged view", sift_tensor_write(pv, 0, buf, 4), SIFT_E_INVALID, "paged view");
+    /* the op table's rules, now the engine's: paged views are K/V operands only; a predicate never
+     * lies in its own node's output */
+    if (sift_graph_create(ctx, &g) != SIFT_OK) exit(1);
+    sift_tensor *pq = NULL, *flag = make(ctx, SIFT_F32, 1, (int64_t[]){8 * 64}, 1);
+    sift_tensor *kpool = make(ctx, SIFT_F32, 3, (int64_t[]){4, 16, 64}, 1), *x3 = make(ctx, SIFT_F32, 3, (int64_t[]){4, 16, 64}, 1);
+    const sift_rope_params rp = {.n_rot = 64, .base = 1e4f};
+    expect("a paged view (for the checks below)", sift_tensor_paged_view(kpool, pages, 4, &pq), SIFT_OK, NULL);
+    expect("a paged view as rope's input", sift_op_rope(g, pq, 0, NULL, &rp, x3), SIFT_E_INVALID, "paged view");
+    expect("a paged view as rope's output", sift_op_rope(g, x3, 0, NULL, &rp, pq), SIFT_E_INVALID, "paged view");
+    sift_tensor *cache16 = make(ctx, SIFT_F32, 3, (int64_t[]){16, 8, 64}, 1), *rows = make(ctx, SIFT_F32, 3, (int64_t[]){2, 4, 64}, 1);
+    expect("a paged view as kv_write's source", sift_op_kv_write(g, pq, 0, cache16), SIFT_E_INVALID, "paged view");
+    expect("  (kv_write into it is fine)", sift_op_kv_write(g, rows, 0, pq), SIFT_OK, NULL);
+    expect("a node under its own output's predicate", sift_graph_skip_if(g, scores, 0), SIFT_OK, NULL);
+    expect("  (then a score writing that flag)", sift_op_score(g, q, k, 0, n, sc, scores), SIFT_E_GRAPH, "its own predicate");
+    expect("  (a flag elsewhere is fine)", sift_graph_skip_if(g, flag, 0), SIFT_OK, NULL);
+    expect("  (then the same score)", sift_op_score(g, q, k, 0, n, sc, scores), SIFT_OK, NULL);
+    expect("every node of this backend's graph is supported", sift_graph_check_supported(g), SIFT_OK, NULL);
+    expect("check_supported of no graph", sift_graph_check_supported(NULL), SIFT_E_INVALID, NULL);
+    sift_graph_destroy(g);
+    g = NULL;
+    sift_tensor_destroy(pq);
+    sift_tensor_destroy(kpool);
+    sift_tensor_destroy(x3);
+    sift_tensor_destroy(cache16);
+    sift_tensor_destroy(rows);
+    sift_tensor_destroy(flag);
+
+    /* the attention builder's own checks */
+    sift_attn_config ac = {.n_q_heads = 8, .n_kv_heads = 4, .head_dim = 64, .sel = {.n_ctx = n, .sink = 4, .window = 8, .budget = 16},
+                           .mode = SIFT_ATTN_LISTS};
+    sift_graph *bg = NULL;
+    expect("attention over lists without lists", sift_attn_graph(ctx, &ac, q, k, v, out, &bg, NULL), SIFT_E_INVALID, "lists");
+    ac.mode = SIFT_ATTN_DENSE;
+    ac.extrapolate = &(sift_rope_params){.n_rot = 64, .base = 1e4f};
+    expect("extrapolation with dense attention", sift_attn_graph(ctx, &ac, q, k, v, out, &bg, NULL), SIFT_E_UNSUPPORTED,
+           "extrapolation");
+    ac.extrapolate = NULL;
+    ac.mode = (sift_attn_mode)9;
+    expect("an unknown attention mode", sift_attn_graph(ctx, &ac, q, k, v, out, &bg, NULL), SIFT_E_INVALID, "mode");
+    ac.mode = SIFT_ATTN_SELECT;
+    sift_tensor *st_ok = make(ctx, SIFT_F32, 1, (int64_t[]){8 * 64 + 4}, 1), *kept = make(ctx, SIFT_I32, 2, (int64_t[]){1, 5}, 1);
+    ac.sel_state = st_ok;
+    ac.sel_indices = kept;
+    expect("Selection Cache indices of the wrong length", sift_attn_graph(ctx, &ac, q, k, v, out, &bg, NULL), SIFT_E_SHAPE,
+           "Selection Cache");
+    expect("  (the graph is not returned)", bg == NULL ? SIFT_OK : SIFT_E_INVALID, SIFT_OK, NULL);
+    sift_tensor_destroy(st_ok);
+    sift_tensor_destroy(kept);
     sift_tensor_destroy(pv);
     sift_tensor *state = make(ctx, SIFT_F32, 1, (int64_t[]){8 * 64 + 3}, 1), *fresh = make(ctx, SIFT_F32, 1, (int64_t[]){8 * 64 + 4}, 0);
     sift_tensor *state_ok = make(ctx, SIFT_F32, 1, (int64_t[]){8 * 64 + 4}, 1), *idx_i = make(ctx, SIFT_I32, 2, (int64_t[]){1, 16}, 1);
