@@ -171,6 +171,7 @@ static int64_t vk_validation_messages(void *p)
 static const sift_backend_vtable vk_vtable = {
     .name = "vulkan",
     .destroy = vk_destroy,
+    .supports_op = vk_supports_op,
     .tensor_alloc = vk_tensor_alloc,
     .tensor_free = vk_tensor_free,
     .tensor_write = vk_tensor_write,

@@ -9,7 +9,6 @@
  */
 #include "vk_internal.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,7 +82,7 @@ typedef struct {
 typedef struct {
     vk_kvref k, v;
     uint32_t same, n_rot, pad0, pad1;
-    float freq[64];
+    float freq[SIFT_MAX_HEAD_DIM / 2];
 } attend_params;
 
 typedef struct {
@@ -221,6 +220,7 @@ static sift_status get_pipeline(vkb *be, vk_kernel kernel, const uint32_t spec[V
     *out = p;
     return SIFT_OK;
 }
+
 
 /* ---- a graph's recording ---- */
 
@@ -416,12 +416,7 @@ static uint32_t target_groups(const vkb *be) { return be->tune.groups ? be->tune
 static sift_status skip_flag(const sift_node *n, uint64_t *out)
 {
     *out = 0;
-    if (!n->skip) return SIFT_OK;
-    const sift_tensor *f = n->skip, *d = n->dst;
-    if (f->impl == d->impl && f->offset < d->offset + d->nbytes && d->offset < f->offset + f->nbytes)
-        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s writes '%s', the tensor of its own predicate",
-                              sift_op_name(n->op), d->name);
-    return vk_tensor_addr(f, (uint64_t)n->skip_elem * 4u, out);
+    return n->skip ? vk_tensor_addr(n->skip, (uint64_t)n->skip_elem * 4u, out) : SIFT_OK;
 }
 
 static sift_status plan_score(plan *pl, const sift_node *n)
@@ -468,13 +463,8 @@ static sift_status plan_attend(plan *pl, const sift_node *n)
                          : causal ? (uint32_t)(n->p.pos0 + tokens)
                                   : (uint32_t)n->p.n_ctx;
     if (tokens == 0) return SIFT_OK;
-    const bool f16 = vk_tensor_is_f16(k);
-    if (vk_tensor_is_f16(v) != f16)
-        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s: k and v are stored differently on this device",
-                              sift_op_name(n->op));
+    const bool f16 = vk_tensor_is_f16(k); /* v is stored alike: the same type in one context */
     const bool rope = gather && n->p.rope_keys;
-    if (rope && (n->p.rope.n_rot < 2 || (uint32_t)n->p.rope.n_rot > d || n->p.rope.n_rot % 2 != 0))
-        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: gather_attend_rope: n_rot = %d with D = %u", n->p.rope.n_rot, d);
     rowcfg c;
     row_config(pl->be, d, f16, tokens * group, true, rope, &c);
     const uint32_t per_step = c.ncl * c.rows, steps = ceil_div(len, per_step);
@@ -499,8 +489,7 @@ static sift_status plan_attend(plan *pl, const sift_node *n)
               ap.k.npages == ap.v.npages && ap.k.pages.addr == ap.v.pages.addr && ap.k.pages.meta == ap.v.pages.meta;
     if (rope) {
         ap.n_rot = (uint32_t)n->p.rope.n_rot;
-        for (int i = 0; i < n->p.rope.n_rot / 2; i++)
-            ap.freq[i] = powf(n->p.rope.base, -2.0f * (float)i / (float)n->p.rope.n_rot); /* as cpu_rope_row */
+        memcpy(ap.freq, n->p.rope_freq, (size_t)(n->p.rope.n_rot / 2) * sizeof *ap.freq);
     }
     TRY(vk_scratch_update(pl, prm, &ap, sizeof ap));
 
@@ -581,33 +570,30 @@ static sift_status plan_vote(plan *pl, const sift_node *n)
 
 static sift_status plan_select(plan *pl, const sift_node *n)
 {
-    const sift_select_params *p = &n->p.sel;
-    const uint32_t lists = (uint32_t)n->dst->shape[0], count = (uint32_t)n->dst->shape[1];
-    if (count == 0) return SIFT_OK;
-    const int64_t cand = sift_select_candidates(p);
-    const int64_t chosen = p->budget < cand ? p->budget : cand;
-    const int64_t sink = p->sink < p->n_ctx ? p->sink : p->n_ctx;
-    const int64_t win_begin = p->n_ctx - p->window > sink ? p->n_ctx - p->window : sink;
-    const uint32_t mode = chosen == 0 ? 2u : chosen == cand ? 1u : 0u;
+    const sift_select_layout *l = &n->p.layout;
+    const uint32_t lists = (uint32_t)n->dst->shape[0];
+    if (l->count == 0) return SIFT_OK;
+    const uint64_t cand = (uint64_t)l->cand;
+    const uint32_t mode = l->chosen == 0 ? 2u : l->chosen == l->cand ? 1u : 0u;
     /* many small blocks (about one candidate per invocation up to 256K candidates): each block's
      * workgroup is short, and the compaction's prefix over earlier blocks stays cheap (<= 1024) */
     uint32_t items = 1;
-    while (ceil_div((uint64_t)cand, 256ull * items) > 1024) items *= 2;
-    const uint32_t nblocks = max_u32(1, ceil_div((uint64_t)cand, 256ull * items));
+    while (ceil_div(cand, 256ull * items) > 1024) items *= 2;
+    const uint32_t nblocks = max_u32(1, ceil_div(cand, 256ull * items));
     const VkDeviceSize hist = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * 4 * 256 * 4) : 0;
     const VkDeviceSize counts = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * nblocks * 8) : 0;
 
     push_select ps = {.hist = mode == 0 ? scratch_addr(pl, hist) : 0,
                       .counts = mode == 0 ? scratch_addr(pl, counts) : 0,
-                      .cand = (uint32_t)cand,
-                      .chosen = (uint32_t)chosen,
+                      .cand = (uint32_t)l->cand,
+                      .chosen = (uint32_t)l->chosen,
                       .items = items,
                       .nblocks = nblocks,
-                      .sink = (uint32_t)sink,
-                      .first = (uint32_t)p->sink,
-                      .win_begin = (uint32_t)win_begin,
-                      .win_count = (uint32_t)(p->n_ctx - win_begin),
-                      .count = count,
+                      .sink = (uint32_t)l->sink,
+                      .first = (uint32_t)l->first,
+                      .win_begin = (uint32_t)l->win_begin,
+                      .win_count = (uint32_t)l->win_count,
+                      .count = (uint32_t)l->count,
                       .mode = mode};
     if (cand > 0) TRY(vk_tensor_ref(n->src[0], &ps.votes));
     TRY(skip_flag(n, &ps.skip));
@@ -678,23 +664,34 @@ static sift_status plan_mean_rows(plan *pl, const sift_node *n)
     return dispatch(pl, VK_K_MEAN_ROWS, none, &p, sizeof p, gx, (uint32_t)gy, 1);
 }
 
-static sift_status plan_node(plan *pl, const sift_node *n)
+/* ---- the planner of every op the backend runs ---- */
+
+/* Indexed by op; NULL: not supported (vk_supports_op), so the engine refuses the graph before any
+ * planning. */
+static const vk_planner planners[SIFT_OP_COUNT] = {
+    [SIFT_OP_SCORE] = plan_score,
+    [SIFT_OP_VOTE] = plan_vote,
+    [SIFT_OP_SELECT] = plan_select,
+    [SIFT_OP_GATHER_ATTEND] = plan_attend,
+    [SIFT_OP_DENSE_ATTEND] = plan_attend,
+    [SIFT_OP_GET_ROWS] = vk_plan_get_rows,
+    [SIFT_OP_RMSNORM] = vk_plan_rmsnorm,
+    [SIFT_OP_MATMUL] = vk_plan_matmul,
+    [SIFT_OP_ROPE] = vk_plan_rope,
+    [SIFT_OP_SWIGLU] = vk_plan_eltwise,
+    [SIFT_OP_ADD] = vk_plan_eltwise,
+    [SIFT_OP_KV_WRITE] = vk_plan_kv_write,
+    [SIFT_OP_CAUSAL_ATTEND] = plan_attend,
+    [SIFT_OP_SEL_CACHE_CHECK] = plan_sel_cache,
+    [SIFT_OP_FILL_RANGE] = plan_fill_range,
+    [SIFT_OP_MEAN_ROWS] = plan_mean_rows,
+    [SIFT_OP_CAUSAL_ATTEND_SPARSE] = plan_attend,
+};
+
+bool vk_supports_op(void *be, const sift_node *n)
 {
-    if (n->skip && n->op != SIFT_OP_SCORE && n->op != SIFT_OP_VOTE && n->op != SIFT_OP_SELECT)
-        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s does not take a predicate", sift_op_name(n->op));
-    switch (n->op) {
-    case SIFT_OP_SCORE: return plan_score(pl, n);
-    case SIFT_OP_VOTE: return plan_vote(pl, n);
-    case SIFT_OP_SELECT: return plan_select(pl, n);
-    case SIFT_OP_GATHER_ATTEND:
-    case SIFT_OP_DENSE_ATTEND:
-    case SIFT_OP_CAUSAL_ATTEND:
-    case SIFT_OP_CAUSAL_ATTEND_SPARSE: return plan_attend(pl, n);
-    case SIFT_OP_SEL_CACHE_CHECK: return plan_sel_cache(pl, n);
-    case SIFT_OP_FILL_RANGE: return plan_fill_range(pl, n);
-    case SIFT_OP_MEAN_ROWS: return plan_mean_rows(pl, n);
-    default: return vk_plan_model_op(pl, n);
-    }
+    (void)be;
+    return planners[n->op] != NULL;
 }
 
 /* ---- building, recording, running ---- */
@@ -783,13 +780,13 @@ static sift_status build(vkb *be, sift_graph *g, vk_cache *gc)
     if (!gc->node_first || !gc->node_barrier) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
     TRY(node_barriers(g, gc->node_barrier));
     plan pl = {.be = be, .gc = gc, .emit = false};
-    for (int i = 0; i < g->n_nodes; i++) TRY(plan_node(&pl, &g->nodes[i]));
+    for (int i = 0; i < g->n_nodes; i++) TRY(planners[g->nodes[i].op](&pl, &g->nodes[i]));
     TRY(vk_buf_create(be, pl.used, false, &gc->scratch, "the scratch buffer of a graph"));
     pl.emit = true;
     pl.used = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         gc->node_first[i] = gc->n_steps;
-        TRY(plan_node(&pl, &g->nodes[i]));
+        TRY(planners[g->nodes[i].op](&pl, &g->nodes[i]));
     }
     gc->node_first[g->n_nodes] = gc->n_steps;
     VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,

@@ -168,7 +168,7 @@ bool vk_rows_aligned(const sift_tensor *t);
 /* True when t is stored as halves on the device. */
 bool vk_tensor_is_f16(const sift_tensor *t);
 
-/* Planning a graph (vk_graph.c): the model ops' planner (vk_model.c) uses these. Planning runs twice,
+/* Planning a graph (vk_graph.c): the model ops' planners (vk_model.c) use these. Planning runs twice,
  * once to size the scratch buffer and once to emit the steps, so it must take the same scratch both
  * times. */
 typedef struct plan plan;
@@ -182,8 +182,17 @@ sift_status vk_dispatch(plan *pl, vk_kernel kernel, const uint32_t spec[VK_NSPEC
 /* writes size bytes (a multiple of 4, at most 65536) into the scratch buffer at off at the start of
  * every run (data fixed when the graph is planned) */
 sift_status vk_scratch_update(plan *pl, VkDeviceSize off, const void *data, size_t size);
-/* get_rows, rmsnorm, matmul, rope, swiglu, add, kv_write (vk_model.c) */
-sift_status vk_plan_model_op(plan *pl, const sift_node *n);
+/* An op's planner: node n's dispatches, scratch and scratch updates. The table of them, indexed by
+ * op, is in vk_graph.c; these are the transformer ops' (vk_model.c). */
+typedef sift_status (*vk_planner)(plan *pl, const sift_node *n);
+sift_status vk_plan_get_rows(plan *pl, const sift_node *n);
+sift_status vk_plan_rmsnorm(plan *pl, const sift_node *n);
+sift_status vk_plan_matmul(plan *pl, const sift_node *n);
+sift_status vk_plan_rope(plan *pl, const sift_node *n);
+sift_status vk_plan_eltwise(plan *pl, const sift_node *n); /* swiglu and add */
+sift_status vk_plan_kv_write(plan *pl, const sift_node *n);
+/* Whether the planner table has an entry for n's op (the vtable's supports_op). */
+bool vk_supports_op(void *be, const sift_node *n);
 
 sift_status vk_graph_compute(void *be, sift_graph *g, double *node_us);
 void vk_graph_release(void *be, sift_graph *g);

@@ -1,10 +1,10 @@
-/* The Vulkan backend's transformer ops (include/sift.h; the kernels in shaders/): get_rows, rmsnorm,
- * matmul (matvec.comp for a few tokens, matmul.comp's tiles for more), rope, swiglu, add, kv_write.
+/* The planners of the Vulkan backend's transformer ops (include/sift.h; the kernels in shaders/;
+ * entries of vk_graph.c's table by op): get_rows, rmsnorm, matmul (matvec.comp for a few tokens,
+ * matmul.comp's tiles for more), rope, swiglu, add, kv_write.
  * causal_attend is attention (vk_graph.c plan_attend). Every kernel reads tensors through
  * common.glsl's addressing, so views and chunked tensors work everywhere. */
 #include "vk_internal.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,7 +131,7 @@ static sift_status dispatch_flat(plan *pl, vk_kernel kernel, const uint32_t spec
 
 /* ---- the ops ---- */
 
-static sift_status plan_get_rows(plan *pl, const sift_node *n)
+sift_status vk_plan_get_rows(plan *pl, const sift_node *n)
 {
     const sift_tensor *table = n->src[0], *ids = n->src[1];
     const uint32_t t = (uint32_t)ids->shape[0], e = (uint32_t)table->shape[1];
@@ -151,7 +151,7 @@ static sift_status plan_get_rows(plan *pl, const sift_node *n)
     return SIFT_OK;
 }
 
-static sift_status plan_rmsnorm(plan *pl, const sift_node *n)
+sift_status vk_plan_rmsnorm(plan *pl, const sift_node *n)
 {
     const sift_tensor *x = n->src[0];
     const uint32_t t = (uint32_t)x->shape[0];
@@ -172,7 +172,7 @@ static sift_status plan_rmsnorm(plan *pl, const sift_node *n)
 /* out [T][N] = x [T][K] w [N][K]^T (+ bias). T <= VK_MATVEC_MAX_T: matvec.comp, R rows per workgroup,
  * the workgroup's invocations over K (decode: the weights streamed once, at bandwidth); otherwise
  * matmul.comp's 64 x 64 tiles (each weight read once per 64 tokens). */
-static sift_status plan_matmul(plan *pl, const sift_node *n)
+sift_status vk_plan_matmul(plan *pl, const sift_node *n)
 {
     const sift_tensor *x = n->src[0], *w = n->src[1], *bias = n->n_src > 2 ? n->src[2] : NULL;
     const uint32_t t = (uint32_t)x->shape[0], k = (uint32_t)x->shape[1], nout = (uint32_t)w->shape[0];
@@ -218,18 +218,14 @@ static sift_status plan_matmul(plan *pl, const sift_node *n)
     return SIFT_OK;
 }
 
-static sift_status plan_rope(plan *pl, const sift_node *n)
+sift_status vk_plan_rope(plan *pl, const sift_node *n)
 {
     const sift_tensor *x = n->src[0], *factors = n->n_src > 1 ? n->src[1] : NULL;
     const uint64_t count = (uint64_t)x->shape[0] * (uint64_t)x->shape[1] * (uint64_t)x->shape[2];
     if (count == 0) return SIFT_OK;
     const int n_rot = n->p.rope.n_rot, half = n_rot / 2;
-    /* the frequencies, computed as the CPU reference computes them */
-    float freq[64];
-    if (half > 64) return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: rope: n_rot = %d (at most 128)", n_rot);
-    for (int i = 0; i < half; i++) freq[i] = powf(n->p.rope.base, -2.0f * (float)i / (float)n_rot);
     const VkDeviceSize off = vk_scratch_take(pl, (VkDeviceSize)half * 4);
-    TRY(vk_scratch_update(pl, off, freq, (size_t)half * 4));
+    TRY(vk_scratch_update(pl, off, n->p.rope_freq, (size_t)half * 4));
     push_rope p = {.freq = vk_scratch_addr(pl, off),
                    .n = count,
                    .hd = (uint32_t)(x->shape[1] * x->shape[2]),
@@ -245,7 +241,7 @@ static sift_status plan_rope(plan *pl, const sift_node *n)
     return dispatch_flat(pl, VK_K_ROPE, spec, &p, sizeof p, (count + 255) / 256, "rope");
 }
 
-static sift_status plan_eltwise(plan *pl, const sift_node *n)
+sift_status vk_plan_eltwise(plan *pl, const sift_node *n)
 {
     push_eltwise p = {.n = n->dst->nbytes / 4};
     TRY(vk_tensor_ref(n->src[0], &p.a));
@@ -256,7 +252,7 @@ static sift_status plan_eltwise(plan *pl, const sift_node *n)
     return dispatch_flat(pl, VK_K_ELTWISE, spec, &p, sizeof p, (p.n + 255) / 256, sift_op_name(n->op));
 }
 
-static sift_status plan_kv_write(plan *pl, const sift_node *n)
+sift_status vk_plan_kv_write(plan *pl, const sift_node *n)
 {
     const sift_tensor *src = n->src[0], *cache = n->dst;
     const uint64_t count = (uint64_t)src->shape[0] * (uint64_t)src->shape[1] * (uint64_t)src->shape[2];
@@ -279,20 +275,4 @@ static sift_status plan_kv_write(plan *pl, const sift_node *n)
     }
     spec[VK_SC_M_MODE] = mode;
     return dispatch_flat(pl, VK_K_KV_WRITE, spec, &p, sizeof p, (p.n + 255) / 256, "kv_write");
-}
-
-sift_status vk_plan_model_op(plan *pl, const sift_node *n)
-{
-    switch (n->op) {
-    case SIFT_OP_GET_ROWS: return plan_get_rows(pl, n);
-    case SIFT_OP_RMSNORM: return plan_rmsnorm(pl, n);
-    case SIFT_OP_MATMUL: return plan_matmul(pl, n);
-    case SIFT_OP_ROPE: return plan_rope(pl, n);
-    case SIFT_OP_SWIGLU:
-    case SIFT_OP_ADD: return plan_eltwise(pl, n);
-    case SIFT_OP_KV_WRITE: return plan_kv_write(pl, n);
-    default:
-        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: the Vulkan backend does not implement op '%s' yet",
-                              sift_op_name(n->op));
-    }
 }
