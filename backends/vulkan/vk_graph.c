@@ -451,20 +451,14 @@ static sift_status plan_score(plan *pl, const sift_node *n)
  * constants), written by the command buffer at the start of every run. */
 static sift_status plan_attend(plan *pl, const sift_node *n)
 {
-    const bool gather = n->op == SIFT_OP_GATHER_ATTEND, sparse = n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE;
-    const bool causal = n->op == SIFT_OP_CAUSAL_ATTEND || sparse;
-    const sift_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *idx = gather || sparse ? n->src[3] : NULL;
-    const uint32_t tokens = causal ? (uint32_t)q->shape[0] : 1u;
-    const uint32_t hq = (uint32_t)q->shape[causal ? 1 : 0], d = (uint32_t)q->shape[causal ? 2 : 1];
+    const sift_attend_walk *w = &n->p.walk; /* the list, then a range (engine/backend.h) */
+    const sift_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2], *idx = n->n_src > 3 ? n->src[3] : NULL;
+    const uint32_t tokens = (uint32_t)w->tokens, nlist = (uint32_t)w->list_len, len = (uint32_t)w->n;
+    const uint32_t hq = (uint32_t)q->shape[q->ndim - 2], d = (uint32_t)q->shape[q->ndim - 1];
     const uint32_t hkv = (uint32_t)k->shape[0], group = hq / hkv;
-    const uint32_t nlist = idx ? (uint32_t)idx->shape[1] : 0u;
-    const uint32_t len = gather ? nlist
-                         : sparse ? nlist + tokens
-                         : causal ? (uint32_t)(n->p.pos0 + tokens)
-                                  : (uint32_t)n->p.n_ctx;
     if (tokens == 0) return SIFT_OK;
     const bool f16 = vk_tensor_is_f16(k); /* v is stored alike: the same type in one context */
-    const bool rope = gather && n->p.rope_keys;
+    const bool rope = n->p.rope_keys;
     rowcfg c;
     row_config(pl->be, d, f16, tokens * group, true, rope, &c);
     const uint32_t per_step = c.ncl * c.rows, steps = ceil_div(len, per_step);
@@ -498,13 +492,13 @@ static sift_status plan_attend(plan *pl, const sift_node *n)
                       .po = scratch_addr(pl, po),
                       .n = len,
                       .nlist = nlist,
-                      .start = sparse ? (uint32_t)n->p.pos0 : 0u,
+                      .start = (uint32_t)w->range0,
                       .group = group,
                       .nsplit = nsplit,
                       .cs = cs,
                       .lists = idx ? (uint32_t)idx->shape[0] : 1,
                       .scale = n->p.scale,
-                      .lim0 = sparse ? nlist + 1u : causal ? (uint32_t)n->p.pos0 + 1u : len,
+                      .lim0 = len - (tokens - 1u), /* the entries of query row 0 */
                       .hq = hq,
                       .nq = tokens * group};
     TRY(vk_tensor_ref(q, &pa.q));
