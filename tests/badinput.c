@@ -165,6 +165,7 @@ static void run_backend(sift_context *ctx, sift_context *other)
     expect("host write into a paged view", sift_tensor_write(pv, 0, buf, 4), SIFT_E_INVALID, "paged view");
     /* the op table's rules, now the engine's: paged views are K/V operands only; a predicate never
      * lies in its own node's output */
+    sift_graph_destroy(g); /* the dense attention's, with its recording */
     if (sift_graph_create(ctx, &g) != SIFT_OK) exit(1);
     sift_tensor *pq = NULL, *flag = make(ctx, SIFT_F32, 1, (int64_t[]){8 * 64}, 1);
     sift_tensor *kpool = make(ctx, SIFT_F32, 3, (int64_t[]){4, 16, 64}, 1), *x3 = make(ctx, SIFT_F32, 3, (int64_t[]){4, 16, 64}, 1);
