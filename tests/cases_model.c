@@ -1,7 +1,6 @@
-/* Conformance of the transformer ops (get_rows, rmsnorm, matmul, rope, swiglu, add, kv_write,
- * causal_attend): each op alone on every available backend against the CPU reference, with guard
- * regions around every output. Same environment variables as the attention conformance test. */
-#include "testutil.h"
+/* The "model" suite: the transformer ops (get_rows, rmsnorm, matmul, rope, swiglu, add, kv_write,
+ * causal_attend), each alone against the CPU reference, with guard regions around every output. */
+#include "registry.h"
 
 /* A weight [rows][cols] of type t: random values, stored as the backend will read them. */
 static host_tensor make_weight(sift_dtype t, int64_t rows, int64_t cols)
@@ -37,9 +36,14 @@ static host_tensor make_weight(sift_dtype t, int64_t rows, int64_t cols)
 
 typedef enum { M_GET_ROWS, M_RMSNORM, M_MATMUL, M_ROPE, M_SWIGLU, M_ADD, M_KV_WRITE, M_CAUSAL } mop;
 
+/* A case: its recipe (op, sizes, weight type, variant), from which make_inputs draws the inputs. */
 typedef struct {
     mop op;
-    char name[112];
+    int64_t t, k, n; /* the op's sizes (see make_inputs) */
+    sift_dtype wt;
+    int variant;
+    int hq, hkv; /* causal */
+    const char *name;
     int n_in;
     host_tensor in[4];          /* inputs in the op's argument order (NULL ones left empty) */
     bool has[4];
@@ -87,7 +91,7 @@ static uint32_t *run_one(const backend *b, const mcase *c, size_t *n_out)
     }
     CHECK_OK(sift_graph_create(b->ctx, &g), c->name, bname);
     CHECK_OK(build(g, c, in, out.view), c->name, bname);
-    CHECK_OK(sift_graph_compute(g), c->name, bname);
+    CHECK_OK(compute_checked(g), c->name, bname);
     {
         sift_status st = SIFT_OK;
         res = calloc(out.n ? out.n : 1, 4);
@@ -105,32 +109,6 @@ out:
     return res;
 }
 
-static void run_case(const backend *bs, int nb, mcase *c)
-{
-    size_t n_ref = 0;
-    uint32_t *ref = run_one(&bs[0], c, &n_ref);
-    if (ref && c->bound >= 0 && !all_finite((const float *)ref, n_ref)) fail(c->name, "cpu", "NaN or Inf in the reference");
-    for (int bi = 1; ref && bi < nb; bi++) {
-        size_t n = 0;
-        uint32_t *got = run_one(&bs[bi], c, &n);
-        const char *bname = sift_backend_kind_name(bs[bi].kind);
-        if (got) {
-            if (c->bound < 0) {
-                size_t differ = 0;
-                for (size_t j = 0; j < n; j++) differ += got[j] != ref[j];
-                report(c->name, bname, "words-diff", (double)differ, 0, differ == 0);
-            } else {
-                compare_floats(c->name, bname, (const float *)ref, (const float *)got, n, c->bound);
-            }
-        }
-        free(got);
-    }
-    if (ref && nb == 1) report(c->name, "cpu", "ran", 0, 0, true);
-    free(ref);
-    for (int i = 0; i < 4; i++) host_free(&c->in[i]);
-    host_free(&c->out_init);
-}
-
 static void set_out(mcase *c, sift_dtype t, int ndim, int64_t d0, int64_t d1, int64_t d2)
 {
     c->out_dtype = t;
@@ -140,33 +118,134 @@ static void set_out(mcase *c, sift_dtype t, int ndim, int64_t d0, int64_t d1, in
     c->out_shape[2] = d2;
 }
 
-int main(void)
+/* Draws the inputs of a case from its recipe (rng_state seeded from its name). */
+static void make_inputs(mcase *c)
 {
-    backend bs[SIFT_BACKEND_COUNT];
-    bool real_gpu = false;
-    const int nb = start_conformance(bs, &real_gpu);
-    if (nb == 0) return 1;
-    rng_state = 777;
-    const sift_dtype wtypes[] = {SIFT_F32, SIFT_F16, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0};
+    switch (c->op) {
+    case M_GET_ROWS: /* ids include the first and last rows */
+        c->in[0] = make_weight(c->wt, 300, 256);
+        c->in[1] = host_new(SIFT_I32, 1, (int64_t[]){7});
+        for (int i = 0; i < 7; i++) c->in[1].i[i] = i == 0 ? 0 : i == 6 ? 299 : (int32_t)(rng_next() % 300);
+        set_out(c, SIFT_F32, 2, 7, 256, 0);
+        break;
+    case M_RMSNORM:
+        c->in[0] = host_random(SIFT_F32, 2, (int64_t[]){c->t, c->k}, 2.0f);
+        c->in[1] = host_random(SIFT_F32, 1, (int64_t[]){c->k}, 1.0f);
+        set_out(c, SIFT_F32, 2, c->t, c->k, 0);
+        break;
+    case M_MATMUL:
+        c->in[0] = host_random(SIFT_F32, 2, (int64_t[]){c->t, c->k}, 1.0f);
+        c->in[1] = make_weight(c->wt, c->n, c->k);
+        if (c->has[2]) c->in[2] = host_random(SIFT_F32, 1, (int64_t[]){c->n}, 1.0f);
+        set_out(c, SIFT_F32, 2, c->t, c->n, 0);
+        break;
+    case M_ROPE:
+        c->in[0] = host_random(SIFT_F32, 3, (int64_t[]){c->t, 4, c->k}, 1.0f);
+        if (c->has[1]) {
+            c->in[1] = host_new(SIFT_F32, 1, (int64_t[]){c->rope.n_rot / 2});
+            for (int i = 0; i < c->rope.n_rot / 2; i++) c->in[1].f[i] = 1.0f + 7.0f * rng_uniform();
+        }
+        set_out(c, SIFT_F32, 3, c->t, 4, c->k);
+        break;
+    case M_SWIGLU:
+    case M_ADD:
+        c->in[0] = host_random(SIFT_F32, 2, (int64_t[]){7, 1001}, 3.0f);
+        c->in[1] = host_random(SIFT_F32, 2, (int64_t[]){7, 1001}, 1.0f);
+        set_out(c, SIFT_F32, 2, 7, 1001, 0);
+        break;
+    case M_KV_WRITE: /* variants 2, 3: values at the edges of f16 rounding (ties, subnormals, overflow, inf, NaN) */
+        c->in[0] = host_random(SIFT_F32, 3, (int64_t[]){c->t, 4, c->k}, 1.0f);
+        if (c->variant >= 2) {
+            const float edge[] = {0.0f, -0.0f, 1.0f + 0x1p-11f, 1.0f + 0x3p-11f, -(2.0f + 0x1p-10f), 0x1p-24f, 0x1p-25f,
+                                  0x1.8p-25f, 0x1p-26f, 0x1.8p-24f, 0x1.4p-23f, 6.1e-5f, -3.0e-5f, 65504.0f, 65519.0f,
+                                  65520.0f, -1e6f, INFINITY, -INFINITY, NAN, 1e-40f, 0x1.ffep-15f, 0x1.fffp-15f};
+            const size_t ne = sizeof edge / sizeof edge[0];
+            for (size_t i = 0; i < c->in[0].n; i++)
+                c->in[0].f[i] = i < ne ? edge[i] : c->in[0].f[i] * (float)(1 << (i % 24)) * 0x1p-20f;
+        }
+        c->out_init = host_random(c->wt, 3, (int64_t[]){4, 64, c->k}, 1.0f);
+        set_out(c, c->wt, 3, 4, 64, c->k);
+        break;
+    case M_CAUSAL: { /* k: D, n: cache rows */
+        const int hq = c->hq, hkv = c->hkv;
+        c->in[0] = host_random(SIFT_F32, 3, (int64_t[]){c->t, hq, c->k}, 1.0f);
+        c->in[1] = host_random(c->wt, 3, (int64_t[]){hkv, c->n, c->k}, 1.0f);
+        c->in[2] = host_random(c->wt, 3, (int64_t[]){hkv, c->n, c->k}, 1.0f);
+        set_out(c, SIFT_F32, 3, c->t, hq, c->k);
+        break;
+    }
+    }
+}
 
-    for (int ti = 0; ti < 5; ti++) { /* get_rows: ids include the first and last rows */
-        mcase c = {.op = M_GET_ROWS, .n_in = 2, .has = {1, 1}, .bound = 0.0};
-        snprintf(c.name, sizeof c.name, "get_rows %s table [300][256], 7 ids", sift_dtype_name(wtypes[ti]));
-        c.in[0] = make_weight(wtypes[ti], 300, 256);
-        c.in[1] = host_new(SIFT_I32, 1, (int64_t[]){7});
-        for (int i = 0; i < 7; i++) c.in[1].i[i] = i == 0 ? 0 : i == 6 ? 299 : (int32_t)(rng_next() % 300);
-        set_out(&c, SIFT_F32, 2, 7, 256, 0);
-        run_case(bs, nb, &c);
+static void free_inputs(mcase *c)
+{
+    for (int i = 0; i < 4; i++) host_free(&c->in[i]);
+    host_free(&c->out_init);
+}
+
+static void model_check(const conf_case *cc, const backend *ref, const backend *dut)
+{
+    mcase c = *(const mcase *)cc->params;
+    c.name = cc->name;
+    make_inputs(&c);
+    size_t n_ref = 0;
+    uint32_t *want = run_one(ref, &c, &n_ref);
+    if (want && dut == ref) {
+        if (c.bound >= 0) check_reference_finite(c.name, (const float *)want, n_ref);
+        else { /* kv_write: every row outside the written ones keeps the cache's words */
+            const size_t row = sift_dtype_size(c.wt) * (size_t)c.k / 4, per_head = 64 * row;
+            const uint32_t *init = c.wt == SIFT_F16 ? (const uint32_t *)c.out_init.h : (const uint32_t *)c.out_init.f;
+            size_t differ = 0;
+            for (size_t j = 0; j < n_ref; j++) {
+                const int64_t r = (int64_t)((j % per_head) / row);
+                if (r < c.pos0 || r >= c.pos0 + c.t) differ += want[j] != init[j];
+            }
+            report(c.name, "cpu", "untouched", (double)differ, 0, differ == 0);
+        }
+    } else if (want) {
+        if (c.bound >= 0 && !all_finite((const float *)want, n_ref)) fail(c.name, "cpu", "NaN or Inf in the reference");
+        size_t n = 0;
+        uint32_t *got = run_one(dut, &c, &n);
+        const char *bname = sift_backend_kind_name(dut->kind);
+        if (got) {
+            if (c.bound < 0) {
+                size_t differ = 0;
+                for (size_t j = 0; j < n; j++) differ += got[j] != want[j];
+                report(c.name, bname, "words-diff", (double)differ, 0, differ == 0);
+            } else {
+                compare_floats(c.name, bname, (const float *)want, (const float *)got, n, c.bound);
+            }
+        }
+        free(got);
+    }
+    free(want);
+    free_inputs(&c);
+}
+
+static void add_case(const mcase *c, const char *name)
+{
+    registry_add("model", name, model_check, NULL, c, sizeof *c);
+}
+
+static void add_edge_cases(void) {}
+
+void cases_model(const suite_options *o)
+{
+    (void)o;
+    const sift_dtype wtypes[] = {SIFT_F32, SIFT_F16, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0};
+    char name[160];
+
+    for (int ti = 0; ti < 5; ti++) {
+        const mcase c = {.op = M_GET_ROWS, .wt = wtypes[ti], .n_in = 2, .has = {1, 1}, .bound = 0.0};
+        snprintf(name, sizeof name, "get_rows %s table [300][256], 7 ids", sift_dtype_name(wtypes[ti]));
+        add_case(&c, name);
     }
     const int64_t norm_shapes[][2] = {{1, 64}, {7, 4096}, {3, 5}};
     for (int si = 0; si < 3; si++) {
-        mcase c = {.op = M_RMSNORM, .n_in = 2, .has = {1, 1}, .bound = 1e-7, .eps = 1e-5f};
-        const int64_t t = norm_shapes[si][0], e = norm_shapes[si][1];
-        snprintf(c.name, sizeof c.name, "rmsnorm [%lld][%lld]", (long long)t, (long long)e);
-        c.in[0] = host_random(SIFT_F32, 2, (int64_t[]){t, e}, 2.0f);
-        c.in[1] = host_random(SIFT_F32, 1, (int64_t[]){e}, 1.0f);
-        set_out(&c, SIFT_F32, 2, t, e, 0);
-        run_case(bs, nb, &c);
+        const mcase c = {.op = M_RMSNORM, .t = norm_shapes[si][0], .k = norm_shapes[si][1], .n_in = 2, .has = {1, 1},
+                         .bound = 1e-7, .eps = 1e-5f};
+        snprintf(name, sizeof name, "rmsnorm [%lld][%lld]", (long long)c.t, (long long)c.k);
+        add_case(&c, name);
     }
     /* [T][K] x [N]: 5 .. 7 cover the tiles of prefill matmuls (64, 32 and 16 rows on Vulkan); K = 172
      * and 20 (float types only) rows that are not whole vectors or blocks; 10 .. 12 decode matmuls of
@@ -179,58 +258,36 @@ int main(void)
             const int64_t t = mm_shapes[si][0], k = mm_shapes[si][1], n = mm_shapes[si][2];
             if (k % 32 != 0 && (wtypes[ti] == SIFT_Q8_0 || wtypes[ti] == SIFT_Q4_0)) continue;
             const bool bias = (si + ti) % 2 == 1;
-            mcase c = {.op = M_MATMUL, .n_in = 3, .has = {1, 1, bias}, .bound = wtypes[ti] == SIFT_F32 ? 1e-7 : 5e-4};
-            snprintf(c.name, sizeof c.name, "matmul   [%lld][%lld] x %s [%lld][%lld]%s", (long long)t, (long long)k,
+            const mcase c = {.op = M_MATMUL, .t = t, .k = k, .n = n, .wt = wtypes[ti], .n_in = 3, .has = {1, 1, bias},
+                             .bound = wtypes[ti] == SIFT_F32 ? 1e-7 : 5e-4};
+            snprintf(name, sizeof name, "matmul   [%lld][%lld] x %s [%lld][%lld]%s", (long long)t, (long long)k,
                      sift_dtype_name(wtypes[ti]), (long long)n, (long long)k, bias ? " + bias" : "");
-            c.in[0] = host_random(SIFT_F32, 2, (int64_t[]){t, k}, 1.0f);
-            c.in[1] = make_weight(wtypes[ti], n, k);
-            if (bias) c.in[2] = host_random(SIFT_F32, 1, (int64_t[]){n}, 1.0f);
-            set_out(&c, SIFT_F32, 2, t, n, 0);
-            run_case(bs, nb, &c);
+            add_case(&c, name);
         }
     for (int variant = 0; variant < 8; variant++) {
         const int64_t d = variant % 2 ? 128 : 64, t = variant < 4 ? 1 : 7;
-        mcase c = {.op = M_ROPE, .n_in = 2, .has = {1, variant % 3 == 0}, .bound = 1e-6};
+        mcase c = {.op = M_ROPE, .t = t, .k = d, .n_in = 2, .has = {1, variant % 3 == 0}, .bound = 1e-6};
         c.rope = (sift_rope_params){.n_rot = (int)(variant % 4 == 3 ? d / 2 : d), .base = variant % 2 ? 500000.0f : 10000.0f,
                                     .mode = (variant / 2) % 2 ? SIFT_ROPE_NEOX : SIFT_ROPE_ADJACENT};
         c.pos0 = variant < 4 ? 0 : 5000;
-        snprintf(c.name, sizeof c.name, "rope     [%lld][4][%lld] n_rot=%d %s pos0=%lld%s", (long long)t, (long long)d,
+        snprintf(name, sizeof name, "rope     [%lld][4][%lld] n_rot=%d %s pos0=%lld%s", (long long)t, (long long)d,
                  c.rope.n_rot, c.rope.mode == SIFT_ROPE_NEOX ? "neox" : "adjacent", (long long)c.pos0,
                  c.has[1] ? " factors" : "");
-        c.in[0] = host_random(SIFT_F32, 3, (int64_t[]){t, 4, d}, 1.0f);
-        if (c.has[1]) {
-            c.in[1] = host_new(SIFT_F32, 1, (int64_t[]){c.rope.n_rot / 2});
-            for (int i = 0; i < c.rope.n_rot / 2; i++) c.in[1].f[i] = 1.0f + 7.0f * rng_uniform();
-        }
-        set_out(&c, SIFT_F32, 3, t, 4, d);
-        run_case(bs, nb, &c);
+        add_case(&c, name);
     }
     for (int which = 0; which < 2; which++) {
-        mcase c = {.op = which ? M_ADD : M_SWIGLU, .n_in = 2, .has = {1, 1}, .bound = 1e-7};
-        snprintf(c.name, sizeof c.name, "%s [7][1001]", which ? "add     " : "swiglu  ");
-        c.in[0] = host_random(SIFT_F32, 2, (int64_t[]){7, 1001}, 3.0f);
-        c.in[1] = host_random(SIFT_F32, 2, (int64_t[]){7, 1001}, 1.0f);
-        set_out(&c, SIFT_F32, 2, 7, 1001, 0);
-        run_case(bs, nb, &c);
+        const mcase c = {.op = which ? M_ADD : M_SWIGLU, .n_in = 2, .has = {1, 1}, .bound = 1e-7};
+        snprintf(name, sizeof name, "%s [7][1001]", which ? "add     " : "swiglu  ");
+        add_case(&c, name);
     }
     for (int ti = 0; ti < 4; ti++) {
-        /* 2, 3: D = 8, and values at the edges of f16 rounding (ties, subnormals, overflow, inf, NaN) */
         const sift_dtype kv = ti % 2 ? SIFT_F32 : SIFT_F16;
         const int64_t d = ti < 2 ? 64 : 8, t = ti < 2 ? 5 : 4, pos0 = ti < 2 ? 10 : 7;
-        mcase c = {.op = M_KV_WRITE, .n_in = 1, .has = {1}, .bound = -1.0, .pos0 = pos0};
-        snprintf(c.name, sizeof c.name, "kv_write [%lld][4][%lld] into %s cache [4][64][%lld] at %lld%s", (long long)t,
+        const mcase c = {.op = M_KV_WRITE, .t = t, .k = d, .wt = kv, .variant = ti, .n_in = 1, .has = {1}, .bound = -1.0,
+                         .pos0 = pos0};
+        snprintf(name, sizeof name, "kv_write [%lld][4][%lld] into %s cache [4][64][%lld] at %lld%s", (long long)t,
                  (long long)d, sift_dtype_name(kv), (long long)d, (long long)pos0, ti < 2 ? "" : ", edge values");
-        c.in[0] = host_random(SIFT_F32, 3, (int64_t[]){t, 4, d}, 1.0f);
-        if (ti >= 2) {
-            const float edge[] = {0.0f, -0.0f, 1.0f + 0x1p-11f, 1.0f + 0x3p-11f, -(2.0f + 0x1p-10f), 0x1p-24f, 0x1p-25f,
-                                  0x1.8p-25f, 0x1p-26f, 0x1.8p-24f, 0x1.4p-23f, 6.1e-5f, -3.0e-5f, 65504.0f, 65519.0f,
-                                  65520.0f, -1e6f, INFINITY, -INFINITY, NAN, 1e-40f, 0x1.ffep-15f, 0x1.fffp-15f};
-            const size_t ne = sizeof edge / sizeof edge[0];
-            for (size_t i = 0; i < c.in[0].n; i++) c.in[0].f[i] = i < ne ? edge[i] : c.in[0].f[i] * (float)(1 << (i % 24)) * 0x1p-20f;
-        }
-        c.out_init = host_random(kv, 3, (int64_t[]){4, 64, d}, 1.0f);
-        set_out(&c, kv, 3, 4, 64, d);
-        run_case(bs, nb, &c);
+        add_case(&c, name);
     }
     const int heads[][2] = {{8, 8}, {32, 8}, {8, 1}, {28, 4}};
     for (int variant = 0; variant < 16; variant++) { /* 12 .. 15: head dimensions 8, 24, 40, 96 */
@@ -238,18 +295,14 @@ int main(void)
         const int64_t odd_d[] = {8, 24, 40, 96};
         const int64_t d = variant >= 12 ? odd_d[variant - 12] : variant % 3 == 2 ? 128 : 64;
         const int64_t t = variant < 4 ? 1 : variant < 8 ? 7 : variant < 12 ? 70 : 5 + 11 * (variant - 12);
-        const int64_t pos0 = variant % 2 ? 100 : 0, cap = pos0 + t + 3;
+        const int64_t pos0 = variant % 2 ? 100 : 0;
         const sift_dtype kv = variant % 5 == 1 ? SIFT_F32 : SIFT_F16;
-        mcase c = {.op = M_CAUSAL, .n_in = 3, .has = {1, 1, 1}, .bound = kv == SIFT_F32 ? 1e-7 : 5e-4,
-                   .pos0 = pos0, .scale = 1.0f / sqrtf((float)d)};
-        snprintf(c.name, sizeof c.name, "causal   T=%lld H=%d/%d D=%lld %s pos0=%lld", (long long)t, hq, hkv, (long long)d,
+        const mcase c = {.op = M_CAUSAL, .t = t, .k = d, .n = pos0 + t + 3, .wt = kv, .hq = hq, .hkv = hkv, .n_in = 3,
+                         .has = {1, 1, 1}, .bound = kv == SIFT_F32 ? 1e-7 : 5e-4, .pos0 = pos0,
+                         .scale = 1.0f / sqrtf((float)d)};
+        snprintf(name, sizeof name, "causal   T=%lld H=%d/%d D=%lld %s pos0=%lld", (long long)t, hq, hkv, (long long)d,
                  sift_dtype_name(kv), (long long)pos0);
-        c.in[0] = host_random(SIFT_F32, 3, (int64_t[]){t, hq, d}, 1.0f);
-        c.in[1] = host_random(kv, 3, (int64_t[]){hkv, cap, d}, 1.0f);
-        c.in[2] = host_random(kv, 3, (int64_t[]){hkv, cap, d}, 1.0f);
-        set_out(&c, SIFT_F32, 3, t, hq, d);
-        run_case(bs, nb, &c);
+        add_case(&c, name);
     }
-
-    return finish_backends(bs, nb, "");
+    add_edge_cases();
 }

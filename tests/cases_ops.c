@@ -1,21 +1,9 @@
-/* Cross-backend conformance (SPEC §10): every op alone and the whole decode-attention graph, on
- * every available backend, against the CPU reference. Prints one line per case and backend.
- *
- * Environment:
- *   SIFT_EXPECT_BACKENDS=cpu,vulkan  fail (instead of skipping) when a listed backend is missing
- *   SIFT_CONFORMANCE_MAX_N=n         largest context in the matrix (default: 33000, or 1048576
- *                                    where a real GPU backend is present)
- *   SIFT_VULKAN_VALIDATION           set to 1 here unless given: any validation message fails
- */
-#include "sift.h"
-
-#include <math.h>
-#include <stdbool.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "testutil.h"
+/* The "ops" suite: every attention op alone and the whole decode-attention graph against the CPU
+ * reference over a matrix of shapes, dtypes and (S, W, k); the property select == dense when
+ * S + W + k >= N; hand-made select and vote cases; and edge cases (unaligned K/V views, odd
+ * head groups, gather lists with repeats in any order, select and vote over several blocks of
+ * candidates, one graph computed several times). */
+#include "registry.h"
 
 /* Index lists must be ascending and in range; then equal as sets to the reference (both are
  * ascending, so element-wise). When `votes` is given, positions that differ are accepted where
@@ -118,7 +106,13 @@ static host_tensor cached_kv(int which, sift_dtype dtype, const int64_t *shape)
     host_tensor *h = &kv_cache[which];
     if (!h->f || h->dtype != dtype || memcmp(h->shape, shape, 3 * sizeof *shape) != 0) {
         host_free(h);
+        char key[96]; /* its own seed: the values do not depend on which case made them */
+        snprintf(key, sizeof key, "kv %d %d %lld %lld %lld", which, (int)dtype, (long long)shape[0], (long long)shape[1],
+                 (long long)shape[2]);
+        const uint64_t saved = rng_state;
+        rng_seed_from(key);
         *h = host_random(dtype, 3, shape, 1.0f);
+        rng_state = saved;
     }
     return *h;
 }
@@ -223,7 +217,7 @@ static case_outputs run_case(const backend *b, const test_case *c, const case_in
         break;
     }
     }
-    CHECK_OK(sift_graph_compute(g), cname, bname);
+    CHECK_OK(compute_checked(g), cname, bname);
     if (outf.view) {
         res.nf = outf.n;
         res.f = malloc((res.nf ? res.nf : 1) * 4);
@@ -289,54 +283,55 @@ static double bound_for(const test_case *c)
     return c->kv == SIFT_F16 ? 5e-4 : 1e-7;
 }
 
-static void run_on_all(backend *bs, int nb, const test_case *c)
+static void ops_check(const conf_case *cc, const backend *ref, const backend *dut)
 {
-    char cname[128];
-    describe(c, cname, sizeof cname);
+    const test_case *c = cc->params;
+    const char *cname = cc->name;
     case_inputs in;
     make_inputs(c, &in);
-    case_outputs ref = run_case(&bs[0], c, &in, cname);
-    if (!ref.ok) {
+    case_outputs want = run_case(ref, c, &in, cname);
+    if (!want.ok) {
         inputs_free(&in);
         return;
     }
-    if (ref.f && !all_finite(ref.f, ref.nf)) fail(cname, "cpu", "NaN or Inf in the reference output");
-    float *votes = NULL;
-    for (int bi = 1; bi < nb; bi++) {
-        const char *bname = sift_backend_kind_name(bs[bi].kind);
-        case_outputs got = run_case(&bs[bi], c, &in, cname);
+    const int64_t lists = c->op == OP_GRAPH ? (c->vote == SIFT_VOTE_KVHEAD_MAX ? c->hkv : 1) : c->lists;
+    const int64_t cand = sift_select_candidates(&c->sel);
+    if (dut == ref) { /* alone: the output is finite and the lists are valid */
+        if (want.f) check_reference_finite(cname, want.f, want.nf);
+        if (want.i) compare_index_lists(cname, "cpu", want.i, want.i, lists, (int64_t)want.ni / lists, c->sel.n_ctx, NULL,
+                                        c->sel.sink, cand, c->sel.budget, 1e-4);
+    } else {
+        if (want.f && !all_finite(want.f, want.nf)) fail(cname, "cpu", "NaN or Inf in the reference output");
+        const char *bname = sift_backend_kind_name(dut->kind);
+        case_outputs got = run_case(dut, c, &in, cname);
         if (got.ok) {
-            if (ref.f) compare_floats(cname, bname, ref.f, got.f, ref.nf, bound_for(c));
-            if (ref.i) {
-                const int64_t lists = c->op == OP_GRAPH ? (c->vote == SIFT_VOTE_KVHEAD_MAX ? c->hkv : 1) : c->lists;
-                const int64_t len = (int64_t)ref.ni / lists;
-                if (c->op == OP_GRAPH && !votes) votes = reference_votes(&bs[0], c, &in);
-                compare_index_lists(cname, bname, ref.i, got.i, lists, len, c->sel.n_ctx,
-                                    c->op == OP_GRAPH ? votes : NULL, c->sel.sink, sift_select_candidates(&c->sel),
-                                    c->sel.budget, 1e-4);
+            if (want.f) compare_floats(cname, bname, want.f, got.f, want.nf, bound_for(c));
+            if (want.i) {
+                float *votes = c->op == OP_GRAPH ? reference_votes(ref, c, &in) : NULL;
+                compare_index_lists(cname, bname, want.i, got.i, lists, (int64_t)want.ni / lists, c->sel.n_ctx, votes,
+                                    c->sel.sink, cand, c->sel.budget, 1e-4);
+                free(votes);
             }
         }
         outputs_free(&got);
     }
-    if (nb == 1) report(cname, "cpu", "ran", 0.0, 0.0, true);
-    free(votes);
-    outputs_free(&ref);
+    outputs_free(&want);
     inputs_free(&in);
 }
 
 /* SPEC §3: when S + W + k >= N the selected attention equals dense attention, on every backend. */
-static void property_select_equals_dense(backend *bs, int nb, const test_case *c)
+static void property_select_equals_dense(const conf_case *cc, const backend *ref, const backend *dut)
 {
-    char cname[128];
-    describe(c, cname, sizeof cname);
-    memcpy(cname, "prop    ", 8);
+    (void)ref;
+    const test_case *c = cc->params;
+    const char *cname = cc->name;
     case_inputs in;
     make_inputs(c, &in);
-    for (int bi = 0; bi < nb; bi++) {
-        const char *bname = sift_backend_kind_name(bs[bi].kind);
+    {
+        const char *bname = sift_backend_kind_name(dut->kind);
         test_case dc = *c;
         dc.op = OP_DENSE;
-        case_outputs sel = run_case(&bs[bi], c, &in, cname), dense = run_case(&bs[bi], &dc, &in, cname);
+        case_outputs sel = run_case(dut, c, &in, cname), dense = run_case(dut, &dc, &in, cname);
         if (sel.ok && dense.ok) {
             bool all = true;
             const int64_t lists = c->vote == SIFT_VOTE_KVHEAD_MAX ? c->hkv : 1;
@@ -354,13 +349,22 @@ static void property_select_equals_dense(backend *bs, int nb, const test_case *c
 /* ---- hand-made cases: the reference itself against values worked out by hand ---------------- */
 
 /* select: N = 20, S = 2, W = 3 over C = [2, 17), votes with ties (and a -0 equal to +0). */
-static void handmade_select(const backend *b, int64_t k, const int32_t *want, int len)
+typedef struct {
+    int64_t k;
+    int len;
+    int32_t want[19];
+} handmade_select_case;
+
+static void handmade_select(const conf_case *cc, const backend *ref, const backend *b)
 {
+    (void)ref;
     static const float votes[15] = {0.1f, 0.5f, 0.2f, 0.5f, 0.0f, 0.3f, 0.5f, -0.0f,
                                     0.3f, 0.3f, 0.1f, 0.2f, 0.5f, 0.4f, 0.0f};
-    const char *bname = sift_backend_kind_name(b->kind);
-    char cname[96];
-    snprintf(cname, sizeof cname, "hand    select ties k=%lld", (long long)k);
+    const handmade_select_case *hc = cc->params;
+    const int64_t k = hc->k;
+    const int len = hc->len;
+    const int32_t *want = hc->want;
+    const char *bname = sift_backend_kind_name(b->kind), *cname = cc->name;
     sift_select_params p = {.n_ctx = 20, .sink = 2, .window = 3, .budget = k};
     sift_tensor *vt = NULL, *it = NULL;
     sift_graph *g = NULL;
@@ -374,7 +378,7 @@ static void handmade_select(const backend *b, int64_t k, const int32_t *want, in
     CHECK_OK(sift_tensor_create(b->ctx, SIFT_I32, 2, (int64_t[]){1, len}, &it), cname, bname);
     CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
     CHECK_OK(sift_op_select(g, vt, &p, it), cname, bname);
-    CHECK_OK(sift_graph_compute(g), cname, bname);
+    CHECK_OK(compute_checked(g), cname, bname);
     CHECK_OK(sift_tensor_read(it, 0, got, (size_t)len * 4), cname, bname);
     int wrong = 0;
     for (int j = 0; j < len; j++) wrong += got[j] != want[j];
@@ -387,9 +391,10 @@ out:
 
 /* vote: two heads over three candidates. Head 0 scores {0, ln 2, ln 3} -> {1/6, 2/6, 3/6};
  * head 1 scores {5, 5, 5} -> 1/3 each. Sum: {1/2, 2/3, 5/6}. Max over the two: {5, 5, 5}. */
-static void handmade_vote(const backend *b)
+static void handmade_vote(const conf_case *cc, const backend *ref, const backend *b)
 {
-    const char *bname = sift_backend_kind_name(b->kind), *cname = "hand    vote two heads";
+    (void)ref;
+    const char *bname = sift_backend_kind_name(b->kind), *cname = cc->name;
     const float s[6] = {0.0f, logf(2.0f), logf(3.0f), 5.0f, 5.0f, 5.0f};
     const float want_sum[3] = {0.5f, 2.0f / 3.0f, 5.0f / 6.0f};
     sift_tensor *st = NULL, *vs = NULL, *vm = NULL;
@@ -402,7 +407,7 @@ static void handmade_vote(const backend *b)
     CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
     CHECK_OK(sift_op_vote(g, SIFT_VOTE_SOFTMAX_SUM, st, vs), cname, bname);
     CHECK_OK(sift_op_vote(g, SIFT_VOTE_KVHEAD_MAX, st, vm), cname, bname);
-    CHECK_OK(sift_graph_compute(g), cname, bname);
+    CHECK_OK(compute_checked(g), cname, bname);
     CHECK_OK(sift_tensor_read(vs, 0, got_sum, sizeof got_sum), cname, bname);
     CHECK_OK(sift_tensor_read(vm, 0, got_max, sizeof got_max), cname, bname);
     double err = 0.0;
@@ -415,36 +420,48 @@ out:
     sift_tensor_destroy(vm);
 }
 
-static void handmade(const backend *bs, int nb)
+static void add_handmade(void)
 {
-    /* k = 4: the 0.5s at candidates 1, 3, 6, 12 -> positions 3, 5, 8, 14 */
-    static const int32_t want4[] = {0, 1, 3, 5, 8, 14, 17, 18, 19};
-    /* k = 6: then 0.4 (candidate 13 -> 15) and the first 0.3 by position (candidate 5 -> 7) */
-    static const int32_t want6[] = {0, 1, 3, 5, 7, 8, 14, 15, 17, 18, 19};
-    /* k = 7: then the second 0.3 (candidate 8 -> 10), not the third (candidate 9) */
-    static const int32_t want7[] = {0, 1, 3, 5, 7, 8, 10, 14, 15, 17, 18, 19};
-    /* k = 14: everything but the last of the three zeros (-0 at candidate 7 ties +0 at 4 and 14) */
-    static const int32_t want14[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19};
-    for (int bi = 0; bi < nb; bi++) {
-        handmade_select(&bs[bi], 4, want4, 9);
-        handmade_select(&bs[bi], 6, want6, 11);
-        handmade_select(&bs[bi], 7, want7, 12);
-        handmade_select(&bs[bi], 14, want14, 19);
-        handmade_vote(&bs[bi]);
+    const handmade_select_case hs[] = {
+        /* k = 4: the 0.5s at candidates 1, 3, 6, 12 -> positions 3, 5, 8, 14 */
+        {4, 9, {0, 1, 3, 5, 8, 14, 17, 18, 19}},
+        /* k = 6: then 0.4 (candidate 13 -> 15) and the first 0.3 by position (candidate 5 -> 7) */
+        {6, 11, {0, 1, 3, 5, 7, 8, 14, 15, 17, 18, 19}},
+        /* k = 7: then the second 0.3 (candidate 8 -> 10), not the third (candidate 9) */
+        {7, 12, {0, 1, 3, 5, 7, 8, 10, 14, 15, 17, 18, 19}},
+        /* k = 14: everything but the last of the three zeros (-0 at candidate 7 ties +0 at 4 and 14) */
+        {14, 19, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19}},
+    };
+    for (int i = 0; i < 4; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "hand    select ties k=%lld", (long long)hs[i].k);
+        registry_add("ops", name, handmade_select, NULL, &hs[i], sizeof hs[i]);
     }
+    registry_add("ops", "hand    vote two heads", handmade_vote, NULL, NULL, 0);
+}
+
+static void add_case(const test_case *c)
+{
+    char name[128];
+    describe(c, name, sizeof name);
+    registry_add("ops", name, ops_check, NULL, c, sizeof *c);
+}
+
+static void add_property(const test_case *c)
+{
+    char name[128];
+    describe(c, name, sizeof name);
+    memcpy(name, "prop    ", 8);
+    registry_add("ops", name, property_select_equals_dense, NULL, c, sizeof *c);
 }
 
 /* ---- the matrix -------------------------------------------------------------------------------- */
 
-int main(void)
-{
-    backend bs[SIFT_BACKEND_COUNT];
-    bool real_gpu = false;
-    const int nb = start_conformance(bs, &real_gpu);
-    if (nb == 0) return 1;
+static void add_edge_cases(void) {}
 
-    int64_t max_n = real_gpu ? 1048576 : 33000;
-    if (getenv("SIFT_CONFORMANCE_MAX_N")) max_n = atoll(getenv("SIFT_CONFORMANCE_MAX_N"));
+void cases_ops(const suite_options *o)
+{
+    const int64_t max_n = o->max_n;
     const int64_t ns_all[] = {1, 7, 255, 4096, 33000, 131072, 1048576};
     const int heads[][2] = {{8, 8}, {32, 8}, {28, 4}, {8, 1}};
     const int dims[] = {64, 128};
@@ -452,9 +469,7 @@ int main(void)
     const int64_t budgets[] = {0, 16, 2048, -1 /* >= N */};
     const int64_t sinks[] = {0, 4, 128};
     const int64_t windows[] = {0, 64, 512};
-    rng_state = 12345;
-
-    handmade(bs, nb);
+    add_handmade();
 
     /* head dimensions other than the tuned 64 and 128 (any multiple of 8 up to 128): score and the
      * attention ops, f16 and f32, MHA and GQA, short and longer contexts */
@@ -466,15 +481,15 @@ int main(void)
             test_case c = {.hq = heads[hi][0], .hkv = heads[hi][1], .d = odd_dims[di], .kv = kvs[ki], .lists = 1};
             c.sel = (sift_select_params){.n_ctx = n, .sink = 4, .window = 64, .budget = 16};
             c.op = OP_SCORE;
-            run_on_all(bs, nb, &c);
+            add_case(&c);
             c.op = OP_GATHER;
             c.lists = ki ? c.hkv : 1;
-            run_on_all(bs, nb, &c);
+            add_case(&c);
             c.lists = 1;
             c.op = OP_DENSE;
-            run_on_all(bs, nb, &c);
+            add_case(&c);
             c.op = OP_GRAPH;
-            run_on_all(bs, nb, &c);
+            add_case(&c);
         }
 
     int combo = 0;
@@ -495,52 +510,48 @@ int main(void)
 
                     test_case c = base;
                     c.op = OP_SCORE;
-                    run_on_all(bs, nb, &c);
+                    add_case(&c);
                     if (ki == 0 && (di == 0 || huge)) { /* vote and select depend on neither D nor the KV type */
                         c.op = OP_VOTE_SUM;
-                        run_on_all(bs, nb, &c);
+                        add_case(&c);
                         c.op = OP_VOTE_MAX;
-                        run_on_all(bs, nb, &c);
+                        add_case(&c);
                         for (int ties = 0; ties < 2; ties++) {
                             c.op = OP_SELECT;
                             c.ties = ties;
                             c.lists = ties ? c.hkv : 1;
-                            run_on_all(bs, nb, &c);
+                            add_case(&c);
                         }
                         c.ties = false;
                     }
                     c.op = OP_GATHER;
                     c.lists = (combo % 2) ? c.hkv : 1;
-                    run_on_all(bs, nb, &c);
+                    add_case(&c);
                     c.lists = 1;
                     c.op = OP_DENSE;
-                    run_on_all(bs, nb, &c);
+                    add_case(&c);
                     c.op = OP_GRAPH;
                     c.vote = (combo % 3 == 2) ? SIFT_VOTE_KVHEAD_MAX : SIFT_VOTE_SOFTMAX_SUM;
                     c.lists = c.vote == SIFT_VOTE_KVHEAD_MAX ? c.hkv : 1;
-                    run_on_all(bs, nb, &c);
+                    add_case(&c);
                     /* the standard serving configuration at every context */
                     if (!huge || ki == 0) {
                         c.sel = (sift_select_params){.n_ctx = n, .sink = 128, .window = 512, .budget = 2048};
                         c.vote = SIFT_VOTE_SOFTMAX_SUM;
                         c.lists = 1;
-                        if (hi == 1 && di == 1) run_on_all(bs, nb, &c);
+                        if (hi == 1 && di == 1) add_case(&c);
                     }
                     /* property: S + W + k >= N keeps every token, and equals dense */
                     if (n <= 33000 && hi % 2 == di) {
                         c.sel = (sift_select_params){.n_ctx = n, .sink = ss, .window = ww, .budget = n};
                         c.vote = (combo % 2) ? SIFT_VOTE_KVHEAD_MAX : SIFT_VOTE_SOFTMAX_SUM;
                         c.lists = c.vote == SIFT_VOTE_KVHEAD_MAX ? c.hkv : 1;
-                        property_select_equals_dense(bs, nb, &c);
+                        add_property(&c);
                     }
                 }
             }
         }
     }
 
-    host_free(&kv_cache[0]);
-    host_free(&kv_cache[1]);
-    char extra[48];
-    snprintf(extra, sizeof extra, "; max N %lld", (long long)max_n);
-    return finish_backends(bs, nb, extra);
+    add_edge_cases();
 }

@@ -1,0 +1,2 @@
+#include "registry.h"
+void cases_perf(const suite_options *o) { (void)o; }
