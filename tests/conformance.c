@@ -40,6 +40,13 @@ void registry_add(const char *suite, const char *name, case_check_fn check, case
     memcpy(c->params, params, size);
 }
 
+void built_graph_free(built_graph *b)
+{
+    sift_graph_destroy(b->g);
+    for (int i = 0; i < b->n_tensors; i++) sift_tensor_destroy(b->tensors[i]);
+    memset(b, 0, sizeof *b);
+}
+
 void check_reference_finite(const char *cname, const float *ref, size_t n)
 {
     size_t bad = 0;
@@ -67,13 +74,14 @@ static int cmp_double(const void *a, const void *b)
 static void time_case(const conf_case *c, const backend *dut, int repeat)
 {
     const char *bname = sift_backend_kind_name(dut->kind);
-    sift_graph *g = NULL;
+    built_graph b = {0};
     double *samples = NULL;
-    sift_status s = c->build(c, dut->ctx, &g);
+    sift_status s = c->build(c, dut->ctx, &b);
+    sift_graph *g = b.g;
     if (s == SIFT_OK) s = sift_graph_check_supported(g);
     const int n = s == SIFT_OK ? sift_graph_node_count(g) : 0;
-    if (s == SIFT_OK && !(samples = calloc((size_t)repeat * (size_t)(n + 1), sizeof *samples))) s = SIFT_E_NOMEM;
-    double *node_us = samples ? samples + (size_t)repeat * (size_t)n : NULL;
+    if (s == SIFT_OK && !(samples = calloc((size_t)(repeat + 1) * (size_t)n + 1, sizeof *samples))) s = SIFT_E_NOMEM;
+    double *node_us = samples ? samples + (size_t)repeat * (size_t)n : NULL; /* the latest run */
     for (int w = 0; w < 3 && s == SIFT_OK; w++) s = sift_graph_compute_timed(g, node_us);
     for (int r = 0; r < repeat && s == SIFT_OK; r++) {
         s = sift_graph_compute_timed(g, node_us);
@@ -95,7 +103,7 @@ static void time_case(const conf_case *c, const backend *dut, int repeat)
         }
     }
     free(samples);
-    sift_graph_destroy(g);
+    built_graph_free(&b);
 }
 
 static int usage(FILE *f, int status)

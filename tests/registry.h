@@ -11,8 +11,15 @@ typedef struct conf_case conf_case;
  * comparison. dut == ref when the CPU itself is under test: then a case checks what the CPU can
  * check alone (its output is finite, guard regions hold, paged == flat, known answers). */
 typedef void (*case_check_fn)(const conf_case *c, const backend *ref, const backend *dut);
-/* Builds the case's inputs and graph on ctx, every tensor owned by the graph (perf mode times it). */
-typedef sift_status (*case_build_fn)(const conf_case *c, sift_context *ctx, sift_graph **g);
+/* A case's graph on one context and the tensors it reads and writes. */
+typedef struct {
+    sift_graph *g;
+    sift_tensor *tensors[8];
+    int n_tensors;
+} built_graph;
+void built_graph_free(built_graph *b);
+/* Builds the case's inputs and graph on ctx (perf mode times it); on failure b holds what to free. */
+typedef sift_status (*case_build_fn)(const conf_case *c, sift_context *ctx, built_graph *b);
 
 struct conf_case {
     const char *suite;
