@@ -106,6 +106,12 @@ static void time_case(const conf_case *c, const backend *dut, int repeat)
     built_graph_free(&b);
 }
 
+/* A check that ends early (TRY) comes back here. */
+static void run_check(const conf_case *c, const backend *ref, const backend *dut)
+{
+    if (!setjmp(case_end)) c->check(c, ref, dut);
+}
+
 static int usage(FILE *f, int status)
 {
     fputs("usage: sift-conformance [--backend cpu|vulkan|cuda] [--suite ops|model|cache|all] [--list]\n"
@@ -192,8 +198,10 @@ int main(int argc, char **argv)
         }
         rng_seed_from(c->name);
         case_unsupported = false;
+        running_case = c->name;
+        running_backend = backend_name;
         if (perf) time_case(c, dut, (int)repeat);
-        else c->check(c, &ref, dut);
+        else run_check(c, &ref, dut);
         unsupported += case_unsupported;
     }
     if (list) return 0;

@@ -43,6 +43,8 @@ void fail(const char *case_name, const char *backend_name, const char *what)
 }
 
 bool case_unsupported;
+jmp_buf case_end;
+const char *running_case = "", *running_backend = "";
 
 void call_failed(const char *call, sift_status s, const char *case_name, const char *backend_name)
 {

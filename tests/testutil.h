@@ -6,6 +6,7 @@
 #include "sift.h"
 
 #include <math.h>
+#include <setjmp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,19 @@ typedef struct {
 
 extern uint64_t rng_state;
 extern int n_checks, n_failures;
+/* For cases written as straight-line code: a failed call reports under the running case and
+ * backend and ends the case (longjmp to the runner). */
+#define TRY(call)                                                                                                      \
+    do {                                                                                                               \
+        sift_status s_ = (call);                                                                                       \
+        if (s_ != SIFT_OK) {                                                                                           \
+            call_failed(#call, s_, running_case, running_backend);                                                     \
+            longjmp(case_end, 1);                                                                                      \
+        }                                                                                                              \
+    } while (0)
+extern jmp_buf case_end;
+extern const char *running_case, *running_backend;
+
 /* Set when a graph of the current case is not supported by the backend it was built on. */
 extern bool case_unsupported;
 
