@@ -1,546 +1,223 @@
-/* Cross-backend conformance (SPEC §10): every op alone and the whole decode-attention graph, on
- * every available backend, against the CPU reference. Prints one line per case and backend.
+/* Cross-backend conformance (SPEC §10): runs the registry's cases (tests/cases_*.c) on one backend
+ * against the CPU reference, or times them (--perf). Prints one line per check; a failure names
+ * its case and backend.
+ *
+ *   sift-conformance [--backend cpu|vulkan|cuda] [--suite ops|model|cache|all] [--list]
+ *   sift-conformance --perf [--backend B] [--suite perf|ops|model|all] [--shape 8b|small] [--prefill T] [--repeat R]
+ *
+ * Exit status: 0 all passed, 1 a failure, 77 the backend cannot be opened here (Meson's skip).
+ * A case whose graph the backend does not run (sift_graph_check_supported) is reported as not
+ * supported and counted apart; it is not a failure.
  *
  * Environment:
- *   SIFT_EXPECT_BACKENDS=cpu,vulkan  fail (instead of skipping) when a listed backend is missing
- *   SIFT_CONFORMANCE_MAX_N=n         largest context in the matrix (default: 33000, or 1048576
- *                                    where a real GPU backend is present)
+ *   SIFT_EXPECT_BACKENDS=cpu,vulkan  a listed backend that cannot be opened fails instead of skipping
+ *   SIFT_CONFORMANCE_MAX_N=n         largest context of the attention matrix (default: 33000, or
+ *                                    1048576 where the backend is a real GPU)
+ *   SIFT_CONFORMANCE_MAX_ROWS=n      largest paged cache (default 70000; the CUDA emulator cuts it)
  *   SIFT_VULKAN_VALIDATION           set to 1 here unless given: any validation message fails
  */
-#include "sift.h"
+#include "registry.h"
 
-#include <math.h>
-#include <stdbool.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+static conf_case *cases;
+static int n_cases, cap_cases;
 
-#include "testutil.h"
-
-/* Index lists must be ascending and in range; then equal as sets to the reference (both are
- * ascending, so element-wise). When `votes` is given, positions that differ are accepted where
- * their reference votes tie with the list's threshold within rel_tol (SPEC §10). */
-static void compare_index_lists(const char *cname, const char *bname, const int32_t *ref, const int32_t *got,
-                                int64_t lists, int64_t len, int64_t n_ctx, const float *votes, int64_t sink,
-                                int64_t cand, int64_t budget, double rel_tol)
+void registry_add(const char *suite, const char *name, case_check_fn check, case_build_fn build, const void *params,
+                  size_t size)
 {
-    int64_t differ = 0, untied = 0;
-    for (int64_t l = 0; l < lists; l++) {
-        const int32_t *r = ref + l * len, *g = got + l * len;
-        for (int64_t j = 0; j < len; j++) {
-            if (g[j] < 0 || g[j] >= n_ctx || (j > 0 && g[j] <= g[j - 1])) {
-                fail(cname, bname, "index list not ascending, has duplicates or is out of range");
-                return;
-            }
-        }
-        /* symmetric difference of two ascending lists */
-        int64_t a = 0, b = 0;
-        float thr = 0.0f;
-        if (votes && budget > 0 && cand > 0) { /* the reference's smallest chosen vote = the threshold */
-            thr = INFINITY;
-            for (int64_t j = 0; j < len; j++) {
-                int64_t c = r[j] - sink;
-                if (c >= 0 && c < cand) thr = fminf(thr, votes[l * cand + c]);
-            }
-        }
-        while (a < len || b < len) {
-            int32_t x;
-            if (b >= len || (a < len && r[a] < g[b])) x = r[a++];
-            else if (a >= len || g[b] < r[a]) x = g[b++];
-            else {
-                a++;
-                b++;
-                continue;
-            }
-            differ++;
-            int64_t c = x - sink;
-            bool tied = votes && c >= 0 && c < cand &&
-                        fabsf(votes[l * cand + c] - thr) <= (float)rel_tol * fmaxf(fabsf(thr), 1e-30f);
-            if (!tied) untied++;
-        }
+    if (n_cases == cap_cases) {
+        cap_cases = cap_cases ? 2 * cap_cases : 256;
+        cases = realloc(cases, (size_t)cap_cases * sizeof *cases);
+        if (!cases) exit(2);
     }
-    char metric[32];
-    snprintf(metric, sizeof metric, "idx-diff");
-    report(cname, bname, metric, (double)untied, 0.0, untied == 0);
-    if (differ && !untied) printf("%-58s %-7s (%lld positions differ on votes tied within %.0e)\n", cname, bname,
-                                  (long long)differ, rel_tol);
+    conf_case *c = &cases[n_cases++];
+    memset(c, 0, sizeof *c);
+    c->suite = suite;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->check = check;
+    c->build = build;
+    c->params = malloc(size ? size : 1);
+    if (!c->params) exit(2);
+    memcpy(c->params, params, size);
 }
 
-/* ---- one case, run on one backend ------------------------------------------------------------- */
-
-typedef enum { OP_SCORE, OP_VOTE_SUM, OP_VOTE_MAX, OP_SELECT, OP_GATHER, OP_DENSE, OP_GRAPH } case_op;
-static const char *const case_op_names[] = {"score", "vote-sum", "vote-max", "select", "gather", "dense", "graph"};
-
-typedef struct {
-    case_op op;
-    int hq, hkv, d;
-    sift_dtype kv;
-    sift_select_params sel;
-    int lists;                /* gather: 1 or Hkv; graph: from vote mode */
-    sift_vote_mode vote;      /* graph */
-    bool ties;                /* select: votes drawn from a few values, to exercise the tie rule */
-} test_case;
-
-/* Everything a case needs on the host, made once per case and shared by all backends. */
-typedef struct {
-    host_tensor q, k, v, in2; /* in2: scores (vote), votes (select) or indices (gather) */
-    int64_t begin, end;
-} case_inputs;
-
-typedef struct {
-    float *f;    /* float output (score, vote, attention) */
-    int32_t *i;  /* index output (select, graph) */
-    size_t nf, ni;
-    bool ok;
-} case_outputs;
-
-static void outputs_free(case_outputs *o)
+void built_graph_free(built_graph *b)
 {
-    free(o->f);
-    free(o->i);
-    memset(o, 0, sizeof *o);
+    sift_graph_destroy(b->g);
+    for (int i = 0; i < b->n_tensors; i++) sift_tensor_destroy(b->tensors[i]);
+    memset(b, 0, sizeof *b);
 }
 
-static float attn_scale(int d) { return 1.0f / sqrtf((float)d); }
-
-static void describe(const test_case *c, char *buf, size_t len)
+void check_reference_finite(const char *cname, const float *ref, size_t n)
 {
-    snprintf(buf, len, "%-8s N=%-7lld H=%d/%d D=%-3d %s S=%lld W=%lld k=%lld L=%d", case_op_names[c->op],
-             (long long)c->sel.n_ctx, c->hq, c->hkv, c->d, sift_dtype_name(c->kv), (long long)c->sel.sink,
-             (long long)c->sel.window, (long long)c->sel.budget, c->lists);
+    size_t bad = 0;
+    for (size_t j = 0; j < n; j++) bad += !isfinite(ref[j]);
+    report(cname, "cpu", "non-finite", (double)bad, 0.0, bad == 0);
 }
 
-/* K and V are the bulk of every case; consecutive cases of one shape share them (at a million
- * tokens, making them costs more than the cases). The cache owns them. */
-static host_tensor kv_cache[2];
-static host_tensor cached_kv(int which, sift_dtype dtype, const int64_t *shape)
+static bool expected_backend(const char *name)
 {
-    host_tensor *h = &kv_cache[which];
-    if (!h->f || h->dtype != dtype || memcmp(h->shape, shape, 3 * sizeof *shape) != 0) {
-        host_free(h);
-        *h = host_random(dtype, 3, shape, 1.0f);
-    }
-    return *h;
+    const char *expect = getenv("SIFT_EXPECT_BACKENDS");
+    if (!expect) return false;
+    char list[256], key[32];
+    snprintf(list, sizeof list, ",%s,", expect);
+    snprintf(key, sizeof key, ",%s,", name);
+    return strstr(list, key) != NULL;
 }
 
-static void make_inputs(const test_case *c, case_inputs *in)
+static int cmp_double(const void *a, const void *b)
 {
-    memset(in, 0, sizeof *in);
-    const int64_t n = c->sel.n_ctx;
-    in->q = host_random(SIFT_F32, 2, (int64_t[]){c->hq, c->d}, 1.0f);
-    if (c->op != OP_VOTE_SUM && c->op != OP_VOTE_MAX && c->op != OP_SELECT) {
-        in->k = cached_kv(0, c->kv, (int64_t[]){c->hkv, n, c->d});
-        if (c->op != OP_SCORE) in->v = cached_kv(1, c->kv, (int64_t[]){c->hkv, n, c->d});
-    }
-    const int64_t cand = sift_select_candidates(&c->sel);
-    switch (c->op) {
-    case OP_SCORE:
-        in->begin = c->sel.sink < n ? c->sel.sink : n;
-        in->end = in->begin + cand;
-        break;
-    case OP_VOTE_SUM:
-    case OP_VOTE_MAX: in->in2 = host_random(SIFT_F32, 2, (int64_t[]){c->hq, cand}, 3.0f); break;
-    case OP_SELECT:
-        in->in2 = host_random(SIFT_F32, 2, (int64_t[]){c->lists, cand}, 1.0f);
-        if (c->ties)
-            for (size_t j = 0; j < in->in2.n; j++) in->in2.f[j] = floorf(in->in2.f[j] * 2.0f) * 0.5f;
-        break;
-    case OP_GATHER: {
-        /* each list: a random ascending subset of [0, N) of length about N/3 (at least 1) */
-        int64_t len = n / 3 > 0 ? n / 3 : 1;
-        if (len > 4096) len = 4096;
-        in->in2 = host_new(SIFT_I32, 2, (int64_t[]){c->lists, len});
-        for (int l = 0; l < c->lists; l++) {
-            int64_t picked = 0;
-            for (int64_t p = 0; p < n && picked < len; p++) {
-                /* keep p with probability (needed / remaining): a uniform sorted sample */
-                if ((double)rng_uniform() * (double)(n - p) < (double)(len - picked)) in->in2.i[l * len + picked++] = (int32_t)p;
-            }
-        }
-        break;
-    }
-    default: break;
-    }
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
-static void inputs_free(case_inputs *in)
+/* Times one case's graph: 3 warm-ups, then the median over `repeat` runs of each node. */
+static void time_case(const conf_case *c, const backend *dut, int repeat)
 {
-    host_free(&in->q);
-    host_free(&in->in2);
-}
-
-/* Runs the case on one backend; outputs in host memory. */
-static case_outputs run_case(const backend *b, const test_case *c, const case_inputs *in, const char *cname)
-{
-    case_outputs res = {0};
-    const char *bname = sift_backend_kind_name(b->kind);
-    sift_tensor *q = NULL, *k = NULL, *v = NULL, *in2 = NULL, *idx_graph = NULL;
-    guarded outf = {0}, outi = {0};
-    sift_graph *g = NULL;
-    const float scale = attn_scale(c->d);
-    const int64_t cand = sift_select_candidates(&c->sel), nsel = sift_select_count(&c->sel);
-    sift_status st;
-
-    CHECK_OK(upload(b->ctx, &in->q, &q), cname, bname);
-    if (in->k.n || in->k.f) CHECK_OK(upload(b->ctx, &in->k, &k), cname, bname);
-    if (in->v.n || in->v.f) CHECK_OK(upload(b->ctx, &in->v, &v), cname, bname);
-    if (in->in2.f || in->in2.i) CHECK_OK(upload(b->ctx, &in->in2, &in2), cname, bname);
-
-    switch (c->op) {
-    case OP_SCORE:
-        CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, in->end - in->begin}, &outf), cname, bname);
-        CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
-        CHECK_OK(sift_op_score(g, q, k, in->begin, in->end, scale, outf.view), cname, bname);
-        break;
-    case OP_VOTE_SUM:
-    case OP_VOTE_MAX: {
-        const bool sum = c->op == OP_VOTE_SUM;
-        CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){sum ? 1 : c->hkv, cand}, &outf), cname, bname);
-        CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
-        CHECK_OK(sift_op_vote(g, sum ? SIFT_VOTE_SOFTMAX_SUM : SIFT_VOTE_KVHEAD_MAX, in2, outf.view), cname, bname);
-        break;
+    const char *bname = sift_backend_kind_name(dut->kind);
+    built_graph b = {0};
+    double *samples = NULL;
+    sift_status s = c->build(c, dut->ctx, &b);
+    sift_graph *g = b.g;
+    if (s == SIFT_OK) s = sift_graph_check_supported(g);
+    const int n = s == SIFT_OK ? sift_graph_node_count(g) : 0;
+    if (s == SIFT_OK && !(samples = calloc((size_t)(repeat + 1) * (size_t)n + 1, sizeof *samples))) s = SIFT_E_NOMEM;
+    double *node_us = samples ? samples + (size_t)repeat * (size_t)n : NULL; /* the latest run */
+    for (int w = 0; w < 3 && s == SIFT_OK; w++) s = sift_graph_compute_timed(g, node_us);
+    for (int r = 0; r < repeat && s == SIFT_OK; r++) {
+        s = sift_graph_compute_timed(g, node_us);
+        for (int i = 0; i < n; i++) samples[i * repeat + r] = node_us[i];
     }
-    case OP_SELECT:
-        CHECK_OK(guarded_new(b->ctx, SIFT_I32, 2, (int64_t[]){c->lists, nsel}, &outi), cname, bname);
-        CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
-        CHECK_OK(sift_op_select(g, in2, &c->sel, outi.view), cname, bname);
-        break;
-    case OP_GATHER:
-        CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, c->d}, &outf), cname, bname);
-        CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
-        CHECK_OK(sift_op_gather_attend(g, q, k, v, in2, scale, outf.view), cname, bname);
-        break;
-    case OP_DENSE:
-        CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, c->d}, &outf), cname, bname);
-        CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
-        CHECK_OK(sift_op_dense_attend(g, q, k, v, c->sel.n_ctx, scale, outf.view), cname, bname);
-        break;
-    case OP_GRAPH: {
-        CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, c->d}, &outf), cname, bname);
-        sift_attn_config cfg = {.n_q_heads = c->hq, .n_kv_heads = c->hkv, .head_dim = c->d, .sel = c->sel,
-                                .vote = c->vote, .mode = SIFT_ATTN_SELECT};
-        CHECK_OK(sift_attn_graph(b->ctx, &cfg, q, k, v, outf.view, &g, &idx_graph), cname, bname);
-        break;
-    }
-    }
-    CHECK_OK(sift_graph_compute(g), cname, bname);
-    if (outf.view) {
-        res.nf = outf.n;
-        res.f = malloc((res.nf ? res.nf : 1) * 4);
-        if (!guarded_read(&outf, res.f, &st)) {
-            fail(cname, bname, st == SIFT_OK ? "guard region around the output was overwritten" : "read failed");
-            goto out;
+    if (s == SIFT_E_UNSUPPORTED) {
+        printf("%-58s %-7s not supported: %s\n", c->name, bname, sift_last_error());
+    } else if (s != SIFT_OK) {
+        char msg[700];
+        snprintf(msg, sizeof msg, "%s (%s)", sift_status_name(s), sift_last_error());
+        fail(c->name, bname, msg);
+    } else {
+        for (int i = 0; i < n; i++) {
+            qsort(samples + i * repeat, (size_t)repeat, sizeof *samples, cmp_double);
+            const double us = samples[i * repeat + repeat / 2], bytes = sift_graph_node_bytes(g, i);
+            char gbs[32] = "-"; /* a node too fast for the clock has no bandwidth */
+            if (us > 0.0) snprintf(gbs, sizeof gbs, "%.1f", bytes / (us * 1e3));
+            printf("%-58s %-16s %10.1f %10s\n", i ? "" : c->name, sift_graph_node_op_name(g, i), us, gbs);
         }
     }
-    if (outi.view) {
-        res.ni = outi.n;
-        res.i = malloc((res.ni ? res.ni : 1) * 4);
-        if (!guarded_read(&outi, res.i, &st)) {
-            fail(cname, bname, st == SIFT_OK ? "guard region around the indices was overwritten" : "read failed");
-            goto out;
+    free(samples);
+    built_graph_free(&b);
+}
+
+/* A check that ends early (TRY) comes back here. */
+static void run_check(const conf_case *c, const backend *ref, const backend *dut)
+{
+    if (!setjmp(case_end)) c->check(c, ref, dut);
+}
+
+static int usage(FILE *f, int status)
+{
+    fputs("usage: sift-conformance [--backend cpu|vulkan|cuda] [--suite ops|model|cache|all] [--list]\n"
+          "       sift-conformance --perf [--backend B] [--suite perf|ops|model|all] [--shape 8b|small]\n"
+          "                        [--prefill T] [--repeat R]\n"
+          "\n"
+          "Runs the conformance cases of a suite on one backend against the CPU reference (default:\n"
+          "--backend cpu --suite all). --perf instead times each case's graph (default suite perf: the\n"
+          "matmuls of a layer and the logits per weight type, decode and prefill, and the other ops, at\n"
+          "Llama-3.1-8B's shapes or a small model's) and prints each node's median time in us and its\n"
+          "effective bandwidth (the bytes it must move at least, over its time).\n",
+          f);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    setenv("SIFT_VULKAN_VALIDATION", "1", 0);
+    const char *backend_name = "cpu", *suite = NULL, *shape = "8b";
+    bool perf = false, list = false;
+    long long repeat = 20, prefill = 512;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--perf")) perf = true;
+        else if (!strcmp(a, "--list")) list = true;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout, 0);
+        else if (val && !strcmp(a, "--backend")) backend_name = argv[++i];
+        else if (val && !strcmp(a, "--suite")) suite = argv[++i];
+        else if (val && !strcmp(a, "--shape") && (!strcmp(val, "8b") || !strcmp(val, "small"))) shape = argv[++i];
+        else if (val && !strcmp(a, "--prefill") && (prefill = atoll(val)) >= 1 && prefill <= 65536) i++;
+        else if (val && !strcmp(a, "--repeat") && (repeat = atoll(val)) >= 1 && repeat <= 100000) i++;
+        else {
+            fprintf(stderr, "sift-conformance: bad option '%s'%s%s\n", a, val ? " " : "", val ? val : "");
+            return usage(stderr, 2);
         }
     }
-    if (idx_graph) {
-        res.ni = (size_t)(sift_tensor_dim(idx_graph, 0) * sift_tensor_dim(idx_graph, 1));
-        res.i = malloc((res.ni ? res.ni : 1) * 4);
-        CHECK_OK(sift_tensor_read(idx_graph, 0, res.i, res.ni * 4), cname, bname);
+    if (!suite) suite = perf ? "perf" : "all";
+    sift_backend_kind kind;
+    if (sift_backend_kind_parse(backend_name, &kind) != SIFT_OK) {
+        fprintf(stderr, "sift-conformance: unknown backend '%s'\n", backend_name);
+        return 2;
     }
-    res.ok = true;
-out:
-    sift_graph_destroy(g);
-    guarded_free(&outf);
-    guarded_free(&outi);
-    sift_tensor_destroy(q);
-    sift_tensor_destroy(k);
-    sift_tensor_destroy(v);
-    sift_tensor_destroy(in2);
-    if (!res.ok) outputs_free(&res);
-    return res;
-}
 
-/* Reference votes of a graph case, for judging index differences on near-ties. */
-static float *reference_votes(const backend *cpu, const test_case *c, const case_inputs *in)
-{
-    const int64_t cand = sift_select_candidates(&c->sel);
-    if (cand == 0) return NULL;
-    test_case sc = *c;
-    sc.op = OP_SCORE;
-    case_inputs si = *in;
-    si.begin = c->sel.sink;
-    si.end = c->sel.sink + cand;
-    case_outputs scores = run_case(cpu, &sc, &si, "reference scores");
-    if (!scores.ok) return NULL;
-    test_case vc = *c;
-    vc.op = c->vote == SIFT_VOTE_SOFTMAX_SUM ? OP_VOTE_SUM : OP_VOTE_MAX;
-    case_inputs vi = {0};
-    vi.q = in->q;
-    vi.in2 = (host_tensor){.dtype = SIFT_F32, .ndim = 2, .shape = {c->hq, cand}, .n = scores.nf, .f = scores.f};
-    case_outputs votes = run_case(cpu, &vc, &vi, "reference votes");
-    outputs_free(&scores);
-    float *v = votes.f;
-    votes.f = NULL;
-    outputs_free(&votes);
-    return v;
-}
-
-static double bound_for(const test_case *c)
-{
-    if (c->op == OP_SCORE || c->op == OP_VOTE_SUM || c->op == OP_VOTE_MAX) return 1e-7; /* exact f32 ops */
-    return c->kv == SIFT_F16 ? 5e-4 : 1e-7;
-}
-
-static void run_on_all(backend *bs, int nb, const test_case *c)
-{
-    char cname[128];
-    describe(c, cname, sizeof cname);
-    case_inputs in;
-    make_inputs(c, &in);
-    case_outputs ref = run_case(&bs[0], c, &in, cname);
-    if (!ref.ok) {
-        inputs_free(&in);
-        return;
-    }
-    if (ref.f && !all_finite(ref.f, ref.nf)) fail(cname, "cpu", "NaN or Inf in the reference output");
-    float *votes = NULL;
-    for (int bi = 1; bi < nb; bi++) {
-        const char *bname = sift_backend_kind_name(bs[bi].kind);
-        case_outputs got = run_case(&bs[bi], c, &in, cname);
-        if (got.ok) {
-            if (ref.f) compare_floats(cname, bname, ref.f, got.f, ref.nf, bound_for(c));
-            if (ref.i) {
-                const int64_t lists = c->op == OP_GRAPH ? (c->vote == SIFT_VOTE_KVHEAD_MAX ? c->hkv : 1) : c->lists;
-                const int64_t len = (int64_t)ref.ni / lists;
-                if (c->op == OP_GRAPH && !votes) votes = reference_votes(&bs[0], c, &in);
-                compare_index_lists(cname, bname, ref.i, got.i, lists, len, c->sel.n_ctx,
-                                    c->op == OP_GRAPH ? votes : NULL, c->sel.sink, sift_select_candidates(&c->sel),
-                                    c->sel.budget, 1e-4);
-            }
+    backend ref = {SIFT_BACKEND_CPU, NULL}, dut_own = {kind, NULL};
+    if (!list) {
+        if (sift_context_create(SIFT_BACKEND_CPU, &ref.ctx) != SIFT_OK) {
+            printf("FAIL: the CPU reference backend is not available: %s\n", sift_last_error());
+            return 1;
         }
-        outputs_free(&got);
-    }
-    if (nb == 1) report(cname, "cpu", "ran", 0.0, 0.0, true);
-    free(votes);
-    outputs_free(&ref);
-    inputs_free(&in);
-}
-
-/* SPEC §3: when S + W + k >= N the selected attention equals dense attention, on every backend. */
-static void property_select_equals_dense(backend *bs, int nb, const test_case *c)
-{
-    char cname[128];
-    describe(c, cname, sizeof cname);
-    memcpy(cname, "prop    ", 8);
-    case_inputs in;
-    make_inputs(c, &in);
-    for (int bi = 0; bi < nb; bi++) {
-        const char *bname = sift_backend_kind_name(bs[bi].kind);
-        test_case dc = *c;
-        dc.op = OP_DENSE;
-        case_outputs sel = run_case(&bs[bi], c, &in, cname), dense = run_case(&bs[bi], &dc, &in, cname);
-        if (sel.ok && dense.ok) {
-            bool all = true;
-            const int64_t lists = c->vote == SIFT_VOTE_KVHEAD_MAX ? c->hkv : 1;
-            for (int64_t l = 0; l < lists; l++)
-                for (int64_t j = 0; j < c->sel.n_ctx; j++) all = all && sel.i[l * c->sel.n_ctx + j] == j;
-            if (!all || (int64_t)sel.ni != lists * c->sel.n_ctx) fail(cname, bname, "selection did not keep every token");
-            else compare_floats(cname, bname, dense.f, sel.f, dense.nf, 1e-7);
-        }
-        outputs_free(&sel);
-        outputs_free(&dense);
-    }
-    inputs_free(&in);
-}
-
-/* ---- hand-made cases: the reference itself against values worked out by hand ---------------- */
-
-/* select: N = 20, S = 2, W = 3 over C = [2, 17), votes with ties (and a -0 equal to +0). */
-static void handmade_select(const backend *b, int64_t k, const int32_t *want, int len)
-{
-    static const float votes[15] = {0.1f, 0.5f, 0.2f, 0.5f, 0.0f, 0.3f, 0.5f, -0.0f,
-                                    0.3f, 0.3f, 0.1f, 0.2f, 0.5f, 0.4f, 0.0f};
-    const char *bname = sift_backend_kind_name(b->kind);
-    char cname[96];
-    snprintf(cname, sizeof cname, "hand    select ties k=%lld", (long long)k);
-    sift_select_params p = {.n_ctx = 20, .sink = 2, .window = 3, .budget = k};
-    sift_tensor *vt = NULL, *it = NULL;
-    sift_graph *g = NULL;
-    int32_t got[32] = {0};
-    if (sift_select_count(&p) != len) {
-        fail(cname, bname, "sift_select_count disagrees with the hand count");
-        return;
-    }
-    CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){1, 15}, &vt), cname, bname);
-    CHECK_OK(sift_tensor_write(vt, 0, votes, sizeof votes), cname, bname);
-    CHECK_OK(sift_tensor_create(b->ctx, SIFT_I32, 2, (int64_t[]){1, len}, &it), cname, bname);
-    CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
-    CHECK_OK(sift_op_select(g, vt, &p, it), cname, bname);
-    CHECK_OK(sift_graph_compute(g), cname, bname);
-    CHECK_OK(sift_tensor_read(it, 0, got, (size_t)len * 4), cname, bname);
-    int wrong = 0;
-    for (int j = 0; j < len; j++) wrong += got[j] != want[j];
-    report(cname, bname, "wrong", wrong, 0, wrong == 0);
-out:
-    sift_graph_destroy(g);
-    sift_tensor_destroy(vt);
-    sift_tensor_destroy(it);
-}
-
-/* vote: two heads over three candidates. Head 0 scores {0, ln 2, ln 3} -> {1/6, 2/6, 3/6};
- * head 1 scores {5, 5, 5} -> 1/3 each. Sum: {1/2, 2/3, 5/6}. Max over the two: {5, 5, 5}. */
-static void handmade_vote(const backend *b)
-{
-    const char *bname = sift_backend_kind_name(b->kind), *cname = "hand    vote two heads";
-    const float s[6] = {0.0f, logf(2.0f), logf(3.0f), 5.0f, 5.0f, 5.0f};
-    const float want_sum[3] = {0.5f, 2.0f / 3.0f, 5.0f / 6.0f};
-    sift_tensor *st = NULL, *vs = NULL, *vm = NULL;
-    sift_graph *g = NULL;
-    float got_sum[3], got_max[3];
-    CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){2, 3}, &st), cname, bname);
-    CHECK_OK(sift_tensor_write(st, 0, s, sizeof s), cname, bname);
-    CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){1, 3}, &vs), cname, bname);
-    CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){1, 3}, &vm), cname, bname);
-    CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
-    CHECK_OK(sift_op_vote(g, SIFT_VOTE_SOFTMAX_SUM, st, vs), cname, bname);
-    CHECK_OK(sift_op_vote(g, SIFT_VOTE_KVHEAD_MAX, st, vm), cname, bname);
-    CHECK_OK(sift_graph_compute(g), cname, bname);
-    CHECK_OK(sift_tensor_read(vs, 0, got_sum, sizeof got_sum), cname, bname);
-    CHECK_OK(sift_tensor_read(vm, 0, got_max, sizeof got_max), cname, bname);
-    double err = 0.0;
-    for (int j = 0; j < 3; j++) err = fmax(err, fabs(got_sum[j] - want_sum[j]) + fabs(got_max[j] - 5.0f));
-    report(cname, bname, "max-err", err, 1e-6, err <= 1e-6);
-out:
-    sift_graph_destroy(g);
-    sift_tensor_destroy(st);
-    sift_tensor_destroy(vs);
-    sift_tensor_destroy(vm);
-}
-
-static void handmade(const backend *bs, int nb)
-{
-    /* k = 4: the 0.5s at candidates 1, 3, 6, 12 -> positions 3, 5, 8, 14 */
-    static const int32_t want4[] = {0, 1, 3, 5, 8, 14, 17, 18, 19};
-    /* k = 6: then 0.4 (candidate 13 -> 15) and the first 0.3 by position (candidate 5 -> 7) */
-    static const int32_t want6[] = {0, 1, 3, 5, 7, 8, 14, 15, 17, 18, 19};
-    /* k = 7: then the second 0.3 (candidate 8 -> 10), not the third (candidate 9) */
-    static const int32_t want7[] = {0, 1, 3, 5, 7, 8, 10, 14, 15, 17, 18, 19};
-    /* k = 14: everything but the last of the three zeros (-0 at candidate 7 ties +0 at 4 and 14) */
-    static const int32_t want14[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19};
-    for (int bi = 0; bi < nb; bi++) {
-        handmade_select(&bs[bi], 4, want4, 9);
-        handmade_select(&bs[bi], 6, want6, 11);
-        handmade_select(&bs[bi], 7, want7, 12);
-        handmade_select(&bs[bi], 14, want14, 19);
-        handmade_vote(&bs[bi]);
-    }
-}
-
-/* ---- the matrix -------------------------------------------------------------------------------- */
-
-int main(void)
-{
-    backend bs[SIFT_BACKEND_COUNT];
-    bool real_gpu = false;
-    const int nb = start_conformance(bs, &real_gpu);
-    if (nb == 0) return 1;
-
-    int64_t max_n = real_gpu ? 1048576 : 33000;
-    if (getenv("SIFT_CONFORMANCE_MAX_N")) max_n = atoll(getenv("SIFT_CONFORMANCE_MAX_N"));
-    const int64_t ns_all[] = {1, 7, 255, 4096, 33000, 131072, 1048576};
-    const int heads[][2] = {{8, 8}, {32, 8}, {28, 4}, {8, 1}};
-    const int dims[] = {64, 128};
-    const sift_dtype kvs[] = {SIFT_F16, SIFT_F32};
-    const int64_t budgets[] = {0, 16, 2048, -1 /* >= N */};
-    const int64_t sinks[] = {0, 4, 128};
-    const int64_t windows[] = {0, 64, 512};
-    rng_state = 12345;
-
-    handmade(bs, nb);
-
-    /* head dimensions other than the tuned 64 and 128 (any multiple of 8 up to 128): score and the
-     * attention ops, f16 and f32, MHA and GQA, short and longer contexts */
-    const int odd_dims[] = {8, 24, 40, 72, 96, 120};
-    for (int di = 0; di < 6; di++)
-        for (int ki = 0; ki < 2; ki++) {
-            const int64_t n = (di + ki) % 2 ? 255 : 4096;
-            const int hi = (di + ki) % 3 == 0 ? 0 : (di + ki) % 3 == 1 ? 2 : 3;
-            test_case c = {.hq = heads[hi][0], .hkv = heads[hi][1], .d = odd_dims[di], .kv = kvs[ki], .lists = 1};
-            c.sel = (sift_select_params){.n_ctx = n, .sink = 4, .window = 64, .budget = 16};
-            c.op = OP_SCORE;
-            run_on_all(bs, nb, &c);
-            c.op = OP_GATHER;
-            c.lists = ki ? c.hkv : 1;
-            run_on_all(bs, nb, &c);
-            c.lists = 1;
-            c.op = OP_DENSE;
-            run_on_all(bs, nb, &c);
-            c.op = OP_GRAPH;
-            run_on_all(bs, nb, &c);
-        }
-
-    int combo = 0;
-    for (size_t ni = 0; ni < sizeof ns_all / sizeof ns_all[0]; ni++) {
-        const int64_t n = ns_all[ni];
-        if (n > max_n) continue;
-        const bool huge = n > 33000; /* large contexts: the standard shape only, to bound CPU time */
-        for (int hi = 0; hi < 4; hi++) {
-            if (huge && hi != 1) continue;
-            for (int di = 0; di < 2; di++) {
-                if (huge && dims[di] != 128) continue;
-                for (int ki = 0; ki < 2; ki++) {
-                    test_case base = {.hq = heads[hi][0], .hkv = heads[hi][1], .d = dims[di], .kv = kvs[ki], .lists = 1};
-                    /* (k, S, W) cycles through all 36 combinations across the matrix */
-                    const int64_t kk = budgets[combo % 4], ss = sinks[(combo / 4) % 3], ww = windows[(combo / 12) % 3];
-                    combo++;
-                    base.sel = (sift_select_params){.n_ctx = n, .sink = ss, .window = ww, .budget = kk < 0 ? n : kk};
-
-                    test_case c = base;
-                    c.op = OP_SCORE;
-                    run_on_all(bs, nb, &c);
-                    if (ki == 0 && (di == 0 || huge)) { /* vote and select depend on neither D nor the KV type */
-                        c.op = OP_VOTE_SUM;
-                        run_on_all(bs, nb, &c);
-                        c.op = OP_VOTE_MAX;
-                        run_on_all(bs, nb, &c);
-                        for (int ties = 0; ties < 2; ties++) {
-                            c.op = OP_SELECT;
-                            c.ties = ties;
-                            c.lists = ties ? c.hkv : 1;
-                            run_on_all(bs, nb, &c);
-                        }
-                        c.ties = false;
-                    }
-                    c.op = OP_GATHER;
-                    c.lists = (combo % 2) ? c.hkv : 1;
-                    run_on_all(bs, nb, &c);
-                    c.lists = 1;
-                    c.op = OP_DENSE;
-                    run_on_all(bs, nb, &c);
-                    c.op = OP_GRAPH;
-                    c.vote = (combo % 3 == 2) ? SIFT_VOTE_KVHEAD_MAX : SIFT_VOTE_SOFTMAX_SUM;
-                    c.lists = c.vote == SIFT_VOTE_KVHEAD_MAX ? c.hkv : 1;
-                    run_on_all(bs, nb, &c);
-                    /* the standard serving configuration at every context */
-                    if (!huge || ki == 0) {
-                        c.sel = (sift_select_params){.n_ctx = n, .sink = 128, .window = 512, .budget = 2048};
-                        c.vote = SIFT_VOTE_SOFTMAX_SUM;
-                        c.lists = 1;
-                        if (hi == 1 && di == 1) run_on_all(bs, nb, &c);
-                    }
-                    /* property: S + W + k >= N keeps every token, and equals dense */
-                    if (n <= 33000 && hi % 2 == di) {
-                        c.sel = (sift_select_params){.n_ctx = n, .sink = ss, .window = ww, .budget = n};
-                        c.vote = (combo % 2) ? SIFT_VOTE_KVHEAD_MAX : SIFT_VOTE_SOFTMAX_SUM;
-                        c.lists = c.vote == SIFT_VOTE_KVHEAD_MAX ? c.hkv : 1;
-                        property_select_equals_dense(bs, nb, &c);
-                    }
-                }
-            }
+        if (kind != SIFT_BACKEND_CPU && sift_context_create(kind, &dut_own.ctx) != SIFT_OK) {
+            const bool expected = expected_backend(backend_name);
+            printf("backend %-7s %s: %s\n", backend_name,
+                   expected ? "MISSING (expected by SIFT_EXPECT_BACKENDS)" : "skipped", sift_last_error());
+            sift_context_destroy(ref.ctx);
+            return expected ? 1 : 77;
         }
     }
+    const backend *dut = kind == SIFT_BACKEND_CPU ? &ref : &dut_own;
+    const char *device = dut->ctx ? sift_context_device_name(dut->ctx) : "";
+    const bool real_gpu = kind == SIFT_BACKEND_CUDA || (kind == SIFT_BACKEND_VULKAN && !strstr(device, "llvmpipe"));
 
-    host_free(&kv_cache[0]);
-    host_free(&kv_cache[1]);
-    char extra[48];
-    snprintf(extra, sizeof extra, "; max N %lld", (long long)max_n);
-    return finish_backends(bs, nb, extra);
+    suite_options o = {.max_n = real_gpu ? 1048576 : 33000, .max_rows = 70000, .big = !strcmp(shape, "8b"),
+                       .prefill = prefill};
+    if (getenv("SIFT_CONFORMANCE_MAX_N")) o.max_n = atoll(getenv("SIFT_CONFORMANCE_MAX_N"));
+    if (getenv("SIFT_CONFORMANCE_MAX_ROWS")) o.max_rows = atoll(getenv("SIFT_CONFORMANCE_MAX_ROWS"));
+    cases_ops(&o);
+    cases_model(&o);
+    cases_cache(&o);
+    if (perf || list) cases_perf(&o);
+
+    int ran = 0, unsupported = 0;
+    for (int i = 0; i < n_cases; i++) {
+        const conf_case *c = &cases[i];
+        if (strcmp(suite, "all") && strcmp(suite, c->suite)) continue;
+        if (list) {
+            printf("%-6s %s\n", c->suite, c->name);
+            continue;
+        }
+        if (perf ? !c->build : !c->check) continue;
+        if (ran++ == 0) {
+            printf("backend %s: %s; reference cpu\n", backend_name, device);
+            if (perf) printf("\n%-58s %-16s %10s %10s\n", "case", "node", "us", "GB/s");
+        }
+        rng_seed_from(c->name);
+        case_unsupported = false;
+        running_case = c->name;
+        running_backend = backend_name;
+        if (perf) time_case(c, dut, (int)repeat);
+        else run_check(c, &ref, dut);
+        unsupported += case_unsupported;
+    }
+    if (list) return 0;
+    if (ran == 0) {
+        printf("FAIL: no case in suite '%s'\n", suite);
+        n_failures++;
+    }
+    int64_t validation = sift_context_validation_messages(ref.ctx);
+    if (dut != &ref) validation += sift_context_validation_messages(dut->ctx);
+    if (validation) n_failures++;
+    printf("\nsummary: suite %s, backend %s: %d cases, %d checks, %d failures, %d not supported; max N %lld; "
+           "validation messages: %lld\n",
+           suite, backend_name, ran, n_checks, n_failures, unsupported, (long long)o.max_n, (long long)validation);
+    if (dut != &ref) sift_context_destroy(dut_own.ctx);
+    sift_context_destroy(ref.ctx);
+    for (int i = 0; i < n_cases; i++) free(cases[i].params);
+    free(cases);
+    return n_failures ? 1 : 0;
 }

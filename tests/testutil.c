@@ -42,6 +42,35 @@ void fail(const char *case_name, const char *backend_name, const char *what)
     printf("%-58s %-7s FAIL: %s\n", case_name, backend_name, what);
 }
 
+bool case_unsupported;
+jmp_buf case_end;
+const char *running_case = "", *running_backend = "";
+
+void call_failed(const char *call, sift_status s, const char *case_name, const char *backend_name)
+{
+    if (s == SIFT_E_UNSUPPORTED) {
+        case_unsupported = true;
+        printf("%-58s %-7s not supported: %s\n", case_name, backend_name, sift_last_error());
+        return;
+    }
+    char msg[700];
+    snprintf(msg, sizeof msg, "%s: %s (%s)", call, sift_status_name(s), sift_last_error());
+    fail(case_name, backend_name, msg);
+}
+
+sift_status compute_checked(sift_graph *g)
+{
+    sift_status s = sift_graph_check_supported(g);
+    return s == SIFT_OK ? sift_graph_compute(g) : s;
+}
+
+void rng_seed_from(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    rng_state = h;
+}
+
 
 
 size_t count_of(int ndim, const int64_t *shape)
@@ -177,63 +206,4 @@ void compare_floats(const char *cname, const char *bname, const float *ref, cons
     }
     double e = nmse(ref, got, n);
     report(cname, bname, "nmse", e, bound, e <= bound);
-}
-
-
-/* Opens every backend; CPU first. A missing backend named in SIFT_EXPECT_BACKENDS counts as a
- * failure. Sets *real_gpu when a GPU backend other than a CPU Vulkan driver is present. */
-int open_backends(backend *bs, bool *real_gpu)
-{
-    int nb = 0;
-    const char *expect = getenv("SIFT_EXPECT_BACKENDS");
-    for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) {
-        const char *name = sift_backend_kind_name((sift_backend_kind)kind);
-        sift_context *ctx = NULL;
-        sift_status s = sift_context_create((sift_backend_kind)kind, &ctx);
-        if (s != SIFT_OK) {
-            bool expected = false;
-            if (expect) {
-                char list[256];
-                snprintf(list, sizeof list, ",%s,", expect);
-                char key[32];
-                snprintf(key, sizeof key, ",%s,", name);
-                expected = strstr(list, key) != NULL;
-            }
-            printf("backend %-7s %s: %s\n", name, expected ? "MISSING (expected by SIFT_EXPECT_BACKENDS)" : "skipped",
-                   sift_last_error());
-            if (expected) n_failures++;
-            continue;
-        }
-        printf("backend %-7s %s\n", name, sift_context_device_name(ctx));
-        if (kind == SIFT_BACKEND_CUDA || (kind == SIFT_BACKEND_VULKAN && !strstr(sift_context_device_name(ctx), "llvmpipe")))
-            *real_gpu = true;
-        bs[nb++] = (backend){.kind = (sift_backend_kind)kind, .ctx = ctx};
-    }
-    return nb;
-}
-
-int start_conformance(backend *bs, bool *real_gpu)
-{
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    setenv("SIFT_VULKAN_VALIDATION", "1", 0);
-    const int nb = open_backends(bs, real_gpu);
-    if (nb == 0 || bs[0].kind != SIFT_BACKEND_CPU) {
-        printf("FAIL: the CPU reference backend is not available\n");
-        return 0;
-    }
-    return nb;
-}
-
-/* Prints the summary line (validation messages count as a failure), closes the backends and
- * returns the exit status. */
-int finish_backends(backend *bs, int nb, const char *extra)
-{
-    int64_t validation = 0;
-    for (int bi = 0; bi < nb; bi++) validation += sift_context_validation_messages(bs[bi].ctx);
-    if (validation) n_failures++;
-    printf("\nsummary: %d checks, %d failures; backends:", n_checks, n_failures);
-    for (int bi = 0; bi < nb; bi++) printf(" %s", sift_backend_kind_name(bs[bi].kind));
-    printf("%s; validation messages: %lld\n", extra, (long long)validation);
-    for (int bi = 0; bi < nb; bi++) sift_context_destroy(bs[bi].ctx);
-    return n_failures ? 1 : 0;
 }

@@ -1,4 +1,4 @@
-/* Shared by the conformance tests: a deterministic RNG, host-side tensors, outputs with guard
+/* Shared by the conformance cases: a deterministic RNG, host-side tensors, outputs with guard
  * regions, NMSE comparison and the printed table. */
 #ifndef SIFT_TESTUTIL_H
 #define SIFT_TESTUTIL_H
@@ -6,6 +6,7 @@
 #include "sift.h"
 
 #include <math.h>
+#include <setjmp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,13 +15,13 @@
 #define GUARD 64               /* elements of guard on each side of every output */
 #define GUARD_WORD 0x7fc0dead  /* a NaN pattern no op writes */
 
+/* A call that fails ends the case's run on that backend (goto out); SIFT_E_UNSUPPORTED from
+ * compute_checked marks the case "not supported" there instead of failing it. */
 #define CHECK_OK(call, case_name, bname)                                                                               \
     do {                                                                                                               \
         sift_status s_ = (call);                                                                                       \
         if (s_ != SIFT_OK) {                                                                                           \
-            char msg_[700];                                                                                            \
-            snprintf(msg_, sizeof msg_, "%s: %s (%s)", #call, sift_status_name(s_), sift_last_error());                \
-            fail(case_name, bname, msg_);                                                                              \
+            call_failed(#call, s_, case_name, bname);                                                                  \
             goto out;                                                                                                  \
         }                                                                                                              \
     } while (0)
@@ -52,12 +53,33 @@ typedef struct {
 
 extern uint64_t rng_state;
 extern int n_checks, n_failures;
+/* For cases written as straight-line code: a failed call reports under the running case and
+ * backend and ends the case (longjmp to the runner). */
+#define TRY(call)                                                                                                      \
+    do {                                                                                                               \
+        sift_status s_ = (call);                                                                                       \
+        if (s_ != SIFT_OK) {                                                                                           \
+            call_failed(#call, s_, running_case, running_backend);                                                     \
+            longjmp(case_end, 1);                                                                                      \
+        }                                                                                                              \
+    } while (0)
+extern jmp_buf case_end;
+extern const char *running_case, *running_backend;
+
+/* Set when a graph of the current case is not supported by the backend it was built on. */
+extern bool case_unsupported;
 
 uint64_t rng_next(void);
 float rng_uniform(void);
 float rng_normal(void);
 void report(const char *case_name, const char *backend_name, const char *metric, double value, double bound, bool ok);
 void fail(const char *case_name, const char *backend_name, const char *what);
+void call_failed(const char *call, sift_status s, const char *case_name, const char *backend_name);
+/* sift_graph_check_supported, then sift_graph_compute. */
+sift_status compute_checked(sift_graph *g);
+/* Seeds rng_state from a string (a case's name), so a case's inputs do not depend on which cases
+ * ran before it. */
+void rng_seed_from(const char *s);
 size_t count_of(int ndim, const int64_t *shape);
 host_tensor host_new(sift_dtype dtype, int ndim, const int64_t *shape);
 void host_free(host_tensor *h);
@@ -69,11 +91,5 @@ void guarded_free(guarded *g);
 bool all_finite(const float *a, size_t n);
 double nmse(const float *ref, const float *got, size_t n);
 void compare_floats(const char *cname, const char *bname, const float *ref, const float *got, size_t n, double bound);
-int open_backends(backend *bs, bool *real_gpu);
-/* The start of every conformance test: line-buffered output, the Vulkan validation layer on
- * (unless SIFT_VULKAN_VALIDATION is set), the backends opened. Returns their count, or 0 (after
- * printing why) when the CPU reference is missing. */
-int start_conformance(backend *bs, bool *real_gpu);
-int finish_backends(backend *bs, int nb, const char *extra);
 
 #endif

@@ -5,17 +5,19 @@
 # races between pipeline stages and warp-collective misuse where no GPU is at hand; speed means
 # nothing here.
 #
-#   cuda/emu/run-tests.sh [conformance|badinput|extra|cache|model|models|session|all]     (default: all)
+#   cuda/emu/run-tests.sh [ops|model|cache|badinput|models|session|all]     (default: all)
 #
-# cache: paged K/V, predicated nodes and the ops of SPEC §4, §6, §7 (cuda/emu/extra_cache.c, and
-# tests/conformance_cache.c where it exists); model: the transformer ops (tests/conformance_model.c,
-# cuda/emu/extra_model.c); models: whole
-# models across backends layer by layer (tests/model_backends.c on ../shared's stories260K and
-# small generated ones; slow, not part of all); session: tests/session_test.c (paged pool, sequences,
-# rewind, Selection Cache, sparse prefill, extrapolation, policies) on stories260K and a generated
-# GQA model (slow, not part of all).
+# ops, model, cache: the conformance registry's suites (tests/cases_*.c, built into one
+# sift-conformance as tests/meson.build builds it) run with --backend cuda, the emulator under test
+# against the CPU reference; model and cache also run cuda/emu/extra_model.c and extra_cache.c, the
+# emulator's cases not yet in the registry. badinput: tests/badinput.c. models: whole models across
+# backends layer by layer (tests/model_backends.c on ../shared's stories260K and small generated
+# ones; slow, not part of all); session: tests/session_test.c (paged pool, sequences, rewind,
+# Selection Cache, sparse prefill, extrapolation, policies) on stories260K and a generated GQA
+# model (slow, not part of all).
 #
-# Environment: SIFT_CONFORMANCE_MAX_N (default 255 here), SIFT_EMU_SEED (thread order),
+# Environment: SIFT_CONFORMANCE_MAX_N (default 255 here), SIFT_CONFORMANCE_MAX_ROWS (largest paged
+# cache, default 7000 here: 70000 rows take hours), SIFT_EMU_SEED (thread order),
 # SIFT_EMU_CPASYNC=late|early, SIFT_EMU_SMS (multiprocessors, default 4), SIFT_EMU_SMEM_PER_SM
 # (233472 = H100/H200; 102400 = sm_86/89, 2-stage pipeline), SIFT_EMU_BUILD (build folder).
 set -euo pipefail
@@ -37,54 +39,36 @@ for f in "$root"/cuda/*.cu "$root"/cuda/emu/emu_runtime.cpp; do
 done
 wait
 rm -f "$out/libsift-emu.a" && ar rcs "$out/libsift-emu.a" "${objs[@]}"
-# The tests as tests/meson.build builds them: conformance tests with testutil.c, the others alone.
-util=()
-if [ -f "$root/tests/testutil.c" ]; then
-  cc "${cflags[@]}" -c "$root/tests/testutil.c" -o "$out/obj/testutil.o"; util=("$out/obj/testutil.o")
-fi
-for t in "$root/tests/conformance.c" "$root/tests/conformance_model.c" "$root/tests/conformance_cache.c" \
-         "$root/tests/badinput.c" "$root/cuda/emu/extra.c" "$root/cuda/emu/extra_cache.c" "$root/cuda/emu/extra_model.c" \
+# The tests as tests/meson.build builds them: the conformance registry in one binary, the others alone.
+conf=()
+for f in conformance cases_ops cases_model cases_cache cases_perf testutil; do
+  cc "${cflags[@]}" -I"$root/tests" -c "$root/tests/$f.c" -o "$out/obj/conf-$f.o"; conf+=("$out/obj/conf-$f.o")
+done
+g++ -o "$out/sift-conformance" "${conf[@]}" "$out/libsift-emu.a" -lm
+for t in "$root/tests/badinput.c" "$root/cuda/emu/extra_cache.c" "$root/cuda/emu/extra_model.c" \
          "$root/tests/model_backends.c" "$root/tests/model_test.c" "$root/tests/session_test.c" "$root/tools/gen_model.c"; do
-  [ -f "$t" ] || continue
   n=$(basename "${t%.c}")
   extra=()
-  case $n in conformance*) extra=("${util[@]}") ;; esac
-  src=$t
-  if [ "$n" = conformance_cache ]; then # its 70000-row paged case takes hours on the emulator: 7000 here
-    sed 's/SIFT_F16, 70000, 256, 3}/SIFT_F16, 7000, 256, 3}/' "$t" > "$out/obj/conformance_cache.c"
-    src=$out/obj/conformance_cache.c
-  fi
-  cc "${cflags[@]}" -I"$root/tests" -c "$src" -o "$out/obj/test-$n.o"
+  case $n in session_test) extra=("$out/obj/conf-testutil.o") ;; esac
+  cc "${cflags[@]}" -I"$root/tests" -c "$t" -o "$out/obj/test-$n.o"
   g++ -o "$out/$n" "$out/obj/test-$n.o" "${extra[@]}" "$out/libsift-emu.a" -lm
 done
 export SIFT_CONFORMANCE_MAX_N=${SIFT_CONFORMANCE_MAX_N:-255}
+export SIFT_CONFORMANCE_MAX_ROWS=${SIFT_CONFORMANCE_MAX_ROWS:-7000}
 rc=0
 if [ "$what" = all ] || [ "$what" = badinput ]; then
   "$out/badinput" > "$out/badinput.txt" 2>&1 || rc=1
   echo "badinput: $(tail -1 "$out/badinput.txt")"
 fi
-if [ "$what" = all ] || [ "$what" = extra ]; then
-  "$out/extra" > "$out/extra.txt" 2>&1 || rc=1
-  grep -E "FAIL|extra:" "$out/extra.txt"
-fi
-if [ "$what" = all ] || [ "$what" = cache ]; then
-  "$out/extra_cache" > "$out/extra_cache.txt" 2>&1 || rc=1
-  grep -E "FAIL|extra-cache:" "$out/extra_cache.txt"
-  if [ -x "$out/conformance_cache" ]; then
-    SIFT_EXPECT_BACKENDS=cpu,cuda "$out/conformance_cache" > "$out/conformance_cache.txt" 2>&1 || rc=1
-    grep -E "^backend|FAIL|summary" "$out/conformance_cache.txt" | head -60
+for suite in ops model cache; do
+  [ "$what" = all ] || [ "$what" = $suite ] || continue
+  SIFT_EXPECT_BACKENDS=cpu,cuda "$out/sift-conformance" --backend cuda --suite $suite > "$out/conformance-$suite.txt" 2>&1 || rc=1
+  grep -E "^backend|FAIL|not supported|summary" "$out/conformance-$suite.txt" | head -60
+  if [ $suite != ops ]; then
+    "$out/extra_$suite" > "$out/extra_$suite.txt" 2>&1 || rc=1
+    grep -E "FAIL|extra-$suite:" "$out/extra_$suite.txt"
   fi
-fi
-if [ "$what" = all ] || [ "$what" = conformance ]; then
-  SIFT_EXPECT_BACKENDS=cpu,cuda "$out/conformance" > "$out/conformance.txt" 2>&1 || rc=1
-  grep -E "^backend|FAIL|summary" "$out/conformance.txt" | head -60
-fi
-if [ "$what" = all ] || [ "$what" = model ]; then
-  SIFT_EXPECT_BACKENDS=cpu,cuda "$out/conformance_model" > "$out/conformance_model.txt" 2>&1 || rc=1
-  grep -E "^backend|FAIL|summary" "$out/conformance_model.txt" | head -60
-  "$out/extra_model" > "$out/extra_model.txt" 2>&1 || rc=1
-  grep -E "FAIL|extra-model:" "$out/extra_model.txt"
-fi
+done
 if [ "$what" = models ]; then
   models=("$root/../shared/models/stories260K.gguf")
   for m in "tiny f32" "tiny q4_0" "gqa q8_0" "d128 f16" "qwen2 q4_0" "qwen2 f32"; do

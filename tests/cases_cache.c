@@ -1,17 +1,8 @@
-/* Conformance of paged K/V and of the ops that save work between steps (SPEC §3, §4, §6, §7):
- * every backend against the CPU reference, and cases with known answers on every backend
- * (paging is invisible; a predicate skips; the Selection Cache reuses exactly when it should; a
- * sparse prefill over every earlier position is causal attention; keys rotated by list rank).
- * Prints one line per case and backend. SIFT_EXPECT_BACKENDS as in the conformance test. */
-#include "sift.h"
-
-#include <math.h>
-#include <stdbool.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "testutil.h"
+/* The "cache" suite: paged K/V and the ops that save work between steps (SPEC §3, §4, §6, §7)
+ * against the CPU reference, and cases with known answers on every backend (paging is invisible;
+ * a predicate skips; the Selection Cache reuses exactly when it should; a sparse prefill over
+ * every earlier position is causal attention; keys rotated by list rank). */
+#include "registry.h"
 
 static float attn_scale(int d) { return 1.0f / sqrtf((float)d); }
 static double attn_bound(sift_dtype kv) { return kv == SIFT_F16 ? 5e-4 : 1e-7; }
@@ -130,7 +121,7 @@ static bool run_paged(const backend *b, const paged_case *c, const paged_inputs 
     /* overwrite the last T rows, then attend causally over them */
     CHECK_OK(sift_op_kv_write(g, rows, pos0, kview), cname, bname);
     CHECK_OK(sift_op_causal_attend(g, qt, kview, vview, pos0, scale, o_causal), cname, bname);
-    CHECK_OK(sift_graph_compute(g), cname, bname);
+    CHECK_OK(compute_checked(g), cname, bname);
     sift_tensor *outs[4] = {o_score, o_dense, o_gather, o_causal};
     for (int i = 0; i < 4; i++) {
         out[i] = read_all(outs[i], &nout[i]);
@@ -167,29 +158,29 @@ out:
     return ok;
 }
 
-static void paged_on_all(const backend *bs, int nb, const paged_case *c)
+static void paged_check(const conf_case *cc, const backend *rb, const backend *dut)
 {
+    const paged_case *c = cc->params;
+    const char *cname = cc->name;
     paged_inputs in;
     make_paged(c, &in);
     float *ref[PG_COUNT] = {0}, *flat[PG_COUNT] = {0};
     size_t nref[PG_COUNT], nflat[PG_COUNT];
-    char cname[128];
-    snprintf(cname, sizeof cname, "paged    N=%-7lld H=%d/%d D=%-3d %s P=%lld", (long long)c->n, c->hq, c->hkv, c->d,
-             sift_dtype_name(c->kv), (long long)c->page);
-    if (!run_paged(&bs[0], c, &in, true, cname, ref, nref) || !run_paged(&bs[0], c, &in, false, cname, flat, nflat))
-        goto out;
-    for (int op = 0; op < PG_COUNT; op++) { /* on the reference, paging changes no bit */
-        char name[160];
-        snprintf(name, sizeof name, "%s %s paged=flat", cname, pg_names[op]);
-        compare_floats(name, "cpu", flat[op], ref[op], nref[op], 0.0);
-    }
-    for (int bi = 1; bi < nb; bi++) {
+    if (!run_paged(rb, c, &in, true, cname, ref, nref)) goto out;
+    if (dut == rb) { /* on the reference, paging changes no bit */
+        if (!run_paged(rb, c, &in, false, cname, flat, nflat)) goto out;
+        for (int op = 0; op < PG_COUNT; op++) {
+            char name[224];
+            snprintf(name, sizeof name, "%s %s paged=flat", cname, pg_names[op]);
+            compare_floats(name, "cpu", flat[op], ref[op], nref[op], 0.0);
+        }
+    } else {
         float *got[PG_COUNT] = {0};
         size_t ngot[PG_COUNT];
-        const char *bname = sift_backend_kind_name(bs[bi].kind);
-        if (run_paged(&bs[bi], c, &in, true, cname, got, ngot))
+        const char *bname = sift_backend_kind_name(dut->kind);
+        if (run_paged(dut, c, &in, true, cname, got, ngot))
             for (int op = 0; op < PG_COUNT; op++) {
-                char name[160];
+                char name[224];
                 snprintf(name, sizeof name, "%s %s", cname, pg_names[op]);
                 const double bound = op == PG_SCORE || op == PG_WRITE ? 1e-7 : attn_bound(c->kv);
                 compare_floats(name, bname, ref[op], got[op], nref[op], bound);
@@ -208,20 +199,17 @@ out:
 
 /* score, vote and select run under a predicate that is set, then one that is clear: the first
  * set of outputs keeps its fill, the second is computed. */
-static float *predicate_on(const backend *b, const float *ref_scores)
+static float *predicate_on(const backend *b, const float *ref_scores, const char *cname)
 {
-    const char *cname = "skip_if  score/vote/select under flags {1, 0}";
     const char *bname = sift_backend_kind_name(b->kind);
     const int hq = 4, hkv = 2, d = 64, n = 100;
     sift_tensor *q = NULL, *k = NULL, *flag = NULL, *sc[2] = {0}, *vo[2] = {0}, *ix[2] = {0};
     sift_graph *g = NULL;
     float *got = NULL, *scores = NULL;
     int32_t *idx = NULL;
-    uint64_t saved = rng_state;
-    rng_state = 777;
+    rng_seed_from(cname); /* the same inputs on the reference and the backend under test */
     host_tensor hq_ = host_random(SIFT_F32, 2, (int64_t[]){hq, d}, 1.0f);
     host_tensor hk = host_random(SIFT_F16, 3, (int64_t[]){hkv, n, d}, 1.0f);
-    rng_state = saved;
     const sift_select_params sel = {.n_ctx = n, .sink = 2, .window = 8, .budget = 10};
     const int64_t cand = sift_select_candidates(&sel), cnt = sift_select_count(&sel);
     CHECK_OK(upload(b->ctx, &hq_, &q), cname, bname);
@@ -246,7 +234,7 @@ static float *predicate_on(const backend *b, const float *ref_scores)
         CHECK_OK(sift_op_select(g, vo[i], &sel, ix[i]), cname, bname);
     }
     CHECK_OK(sift_graph_skip_if(g, NULL, 0), cname, bname);
-    CHECK_OK(sift_graph_compute(g), cname, bname);
+    CHECK_OK(compute_checked(g), cname, bname);
     got = malloc((size_t)(hq * cand) * 4);
     idx = malloc((size_t)cnt * 4);
     bool kept = true;
@@ -277,6 +265,13 @@ out:
     return scores; /* the computed scores, for the CPU's to be the reference */
 }
 
+static void predicate_check(const conf_case *cc, const backend *ref, const backend *dut)
+{
+    float *ref_scores = dut == ref ? NULL : predicate_on(ref, NULL, cc->name);
+    free(predicate_on(dut, ref_scores, cc->name));
+    free(ref_scores);
+}
+
 /* ---- the Selection Cache decision ----------------------------------------------------------------- */
 
 /* Steps of a known sequence: the query and whether the step is a full selection. With theta 0.9:
@@ -304,10 +299,18 @@ static void sel_cache_queries(float q[SC_STEPS][SC_HQ * SC_D])
     rng_state = saved;
 }
 
-static void sel_cache_on(const backend *b, float theta, const int *expect, int hits_expected)
+typedef struct {
+    float theta;
+    int expect[SC_STEPS], hits;
+} sel_cache_case;
+
+static void sel_cache_on(const conf_case *cc, const backend *ref, const backend *b)
 {
-    char cname[96];
-    snprintf(cname, sizeof cname, "sel_cache_check theta=%g, %d steps", (double)theta, SC_STEPS);
+    (void)ref;
+    const sel_cache_case *sc = cc->params;
+    const float theta = sc->theta;
+    const int *expect = sc->expect, hits_expected = sc->hits;
+    const char *cname = cc->name;
     const char *bname = sift_backend_kind_name(b->kind);
     static float q[SC_STEPS][SC_HQ * SC_D];
     sel_cache_queries(q);
@@ -323,7 +326,7 @@ static void sel_cache_on(const backend *b, float theta, const int *expect, int h
         CHECK_OK(sift_tensor_write(qt, 0, q[step], (size_t)qn * 4), cname, bname);
         CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
         sift_status s = sift_op_sel_cache_check(g, qt, theta, sc_full[step], state);
-        if (s == SIFT_OK) s = sift_graph_compute(g);
+        if (s == SIFT_OK) s = compute_checked(g);
         sift_graph_destroy(g);
         CHECK_OK(s, cname, bname);
         CHECK_OK(sift_tensor_read(state, 0, st, (size_t)sn * 4), cname, bname);
@@ -347,9 +350,11 @@ out:
 
 /* ---- fill_range, mean_rows ---------------------------------------------------------------------- */
 
-static void fill_and_mean_on(const backend *b, const float *ref_mean)
+static void fill_and_mean_on(const conf_case *cc, const backend *ref, const backend *b)
 {
-    const char *cname = "fill_range [3][50] from column 20, positions 1000..";
+    (void)ref;
+    const float *ref_mean = NULL;
+    const char *cname = cc->name;
     const char *bname = sift_backend_kind_name(b->kind);
     sift_tensor *ix = NULL, *x = NULL, *m = NULL;
     sift_graph *g = NULL;
@@ -367,7 +372,7 @@ static void fill_and_mean_on(const backend *b, const float *ref_mean)
     CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
     CHECK_OK(sift_op_fill_range(g, 20, 1000, ix), cname, bname);
     CHECK_OK(sift_op_mean_rows(g, x, m), cname, bname);
-    CHECK_OK(sift_graph_compute(g), cname, bname);
+    CHECK_OK(compute_checked(g), cname, bname);
     CHECK_OK(sift_tensor_read(ix, 0, buf, sizeof buf), cname, bname);
     int wrong = 0;
     for (int l = 0; l < 3; l++)
@@ -399,6 +404,7 @@ typedef struct {
     int64_t n, len; /* cache rows, list length (gather) or listed positions before pos0 (sparse) */
     int t;          /* sparse: queries */
     int lists;
+    int op;         /* 0: gather_attend_rope; 1: causal_attend_sparse */
 } attn2_case;
 
 /* op 0: gather_attend_rope; op 1: causal_attend_sparse. variant 0: the op over the case's list;
@@ -454,7 +460,7 @@ static float *run_attn2(const backend *b, const attn2_case *c, int op, int varia
     else if (op == 0) CHECK_OK(sift_op_gather_attend_rope(g, tq, tk, tv, ti, scale, &rope, to), cname, bname);
     else if (variant == 1) CHECK_OK(sift_op_causal_attend(g, tq, tk, tv, pos0, scale, to), cname, bname);
     else CHECK_OK(sift_op_causal_attend_sparse(g, tq, tk, tv, ti, pos0, scale, to), cname, bname);
-    CHECK_OK(sift_graph_compute(g), cname, bname);
+    CHECK_OK(compute_checked(g), cname, bname);
     res = read_all(to, nout);
 out:
     sift_graph_destroy(g);
@@ -467,88 +473,89 @@ out:
     return res;
 }
 
-static void attn2_on_all(const backend *bs, int nb, const attn2_case *c, int op)
+static void attn2_check(const conf_case *cc, const backend *rb, const backend *dut)
 {
-    char cname[128];
-    snprintf(cname, sizeof cname, "%s N=%-6lld H=%d/%d D=%-3d %s n=%lld%s L=%d", op ? "sparse  " : "ropegath", (long long)c->n,
-             c->hq, c->hkv, c->d, sift_dtype_name(c->kv), (long long)c->len,
-             op ? "" : (c->mode == SIFT_ROPE_NEOX ? " neox" : " adj"), c->lists);
+    const attn2_case *c = cc->params;
+    const int op = c->op;
+    const char *cname = cc->name;
     size_t nref = 0;
-    float *ref = run_attn2(&bs[0], c, op, 0, &nref, cname);
+    float *ref = run_attn2(rb, c, op, 0, &nref, cname);
     if (!ref) return;
-    if (!all_finite(ref, nref)) fail(cname, "cpu", "NaN or Inf in the reference output");
-    for (int bi = 1; bi < nb; bi++) {
+    if (dut == rb) {
+        check_reference_finite(cname, ref, nref);
+    } else {
+        if (!all_finite(ref, nref)) fail(cname, "cpu", "NaN or Inf in the reference output");
         size_t n = 0;
-        float *got = run_attn2(&bs[bi], c, op, 0, &n, cname);
-        if (got) compare_floats(cname, sift_backend_kind_name(bs[bi].kind), ref, got, nref,
+        float *got = run_attn2(dut, c, op, 0, &n, cname);
+        if (got) compare_floats(cname, sift_backend_kind_name(dut->kind), ref, got, nref,
                                 op == 0 && c->kv == SIFT_F32 ? 1e-6 : attn_bound(c->kv));
         free(got);
     }
-    /* the definition, on every backend: the same numbers up to rounding */
+    /* the definition, on the backend under test: the same numbers up to rounding */
     const bool has_definition = op == 1 || (c->lists == 1 && c->kv == SIFT_F32);
-    for (int bi = 0; has_definition && bi < nb; bi++) {
-        char name[160];
+    if (has_definition) {
+        const backend *b = dut;
+        char name[224];
         snprintf(name, sizeof name, "%s %s", cname, op ? "all earlier = causal" : "= gather of rotated keys");
         size_t n1 = 0, n2 = 0;
-        float *def = run_attn2(&bs[bi], c, op, 1, &n1, name);
-        float *alt = op == 1 ? run_attn2(&bs[bi], c, op, 2, &n2, name) : run_attn2(&bs[bi], c, op, 0, &n2, name);
-        if (def && alt) compare_floats(name, sift_backend_kind_name(bs[bi].kind), def, alt, n1, op ? attn_bound(c->kv) : 1e-6);
+        float *def = run_attn2(b, c, op, 1, &n1, name);
+        float *alt = op == 1 ? run_attn2(b, c, op, 2, &n2, name) : run_attn2(b, c, op, 0, &n2, name);
+        if (def && alt) compare_floats(name, sift_backend_kind_name(b->kind), def, alt, n1, op ? attn_bound(c->kv) : 1e-6);
         free(def);
         free(alt);
     }
     free(ref);
 }
 
-int main(void)
-{
-    backend bs[SIFT_BACKEND_COUNT];
-    bool real_gpu = false;
-    const int nb = start_conformance(bs, &real_gpu);
-    if (nb == 0) return 1;
-    rng_state = 2024;
+static void add_edge_cases(void) {}
 
+void cases_cache(const suite_options *o)
+{
+    char name[160];
+    const int64_t big = o->max_rows < 70000 ? o->max_rows : 70000;
     const paged_case pcs[] = {
         {8, 8, 64, SIFT_F16, 1000, 16, 7},   {32, 8, 128, SIFT_F16, 4096, 64, 33}, {28, 4, 128, SIFT_F32, 777, 1, 5},
-        {8, 1, 64, SIFT_F32, 255, 256, 1},   {8, 4, 8, SIFT_F32, 300, 16, 20},     {32, 8, 128, SIFT_F16, 70000, 256, 3},
+        {8, 1, 64, SIFT_F32, 255, 256, 1},   {8, 4, 8, SIFT_F32, 300, 16, 20},     {32, 8, 128, SIFT_F16, big, 256, 3},
     };
-    for (size_t i = 0; i < sizeof pcs / sizeof pcs[0]; i++) paged_on_all(bs, nb, &pcs[i]);
+    for (size_t i = 0; i < sizeof pcs / sizeof pcs[0]; i++) {
+        const paged_case *c = &pcs[i];
+        snprintf(name, sizeof name, "paged    N=%-7lld H=%d/%d D=%-3d %s P=%lld", (long long)c->n, c->hq, c->hkv, c->d,
+                 sift_dtype_name(c->kv), (long long)c->page);
+        registry_add("cache", name, paged_check, NULL, c, sizeof *c);
+    }
+    registry_add("cache", "skip_if  score/vote/select under flags {1, 0}", predicate_check, NULL, NULL, 0);
 
-    float *ref_scores = predicate_on(&bs[0], NULL);
-    for (int bi = 1; bi < nb; bi++) free(predicate_on(&bs[bi], ref_scores));
-    free(ref_scores);
-
-    const int expect_never[SC_STEPS] = {0};
-    int expect_always[SC_STEPS];
-    int hits_09 = 0, hits_always = 0;
+    sel_cache_case sc[3] = {{.theta = 0.9f}, {.theta = 1.0f}, {.theta = -1.0f}};
     for (int i = 0, seen_full = 0; i < SC_STEPS; i++) {
-        expect_always[i] = sc_full[i] && seen_full; /* theta -1: every full step after a valid one */
-        seen_full = sc_full[i]; /* a step that is not full invalidates */
-        hits_09 += sc_expect_09[i];
-        hits_always += expect_always[i];
+        sc[0].expect[i] = sc_expect_09[i];
+        sc[2].expect[i] = sc_full[i] && seen_full; /* theta -1: every full step after a valid one */
+        seen_full = sc_full[i];                    /* a step that is not full invalidates */
+        sc[0].hits += sc[0].expect[i];
+        sc[2].hits += sc[2].expect[i];
     }
-    for (int bi = 0; bi < nb; bi++) {
-        sel_cache_on(&bs[bi], 0.9f, sc_expect_09, hits_09);
-        sel_cache_on(&bs[bi], 1.0f, expect_never, 0);
-        sel_cache_on(&bs[bi], -1.0f, expect_always, hits_always);
+    for (int i = 0; i < 3; i++) { /* theta 1: never */
+        snprintf(name, sizeof name, "sel_cache_check theta=%g, %d steps", (double)sc[i].theta, SC_STEPS);
+        registry_add("cache", name, sel_cache_on, NULL, &sc[i], sizeof sc[i]);
     }
-
-    for (int bi = 0; bi < nb; bi++) fill_and_mean_on(&bs[bi], NULL);
+    registry_add("cache", "fill_range [3][50] from column 20, positions 1000..", fill_and_mean_on, NULL, NULL, 0);
 
     const attn2_case acs[] = {
-        {8, 4, 64, 64, SIFT_F32, SIFT_ROPE_ADJACENT, 2000, 300, 0, 1},
-        {32, 8, 128, 128, SIFT_F16, SIFT_ROPE_NEOX, 5000, 1200, 0, 1},
-        {8, 8, 64, 32, SIFT_F32, SIFT_ROPE_NEOX, 700, 255, 0, 1},
-        {28, 4, 128, 64, SIFT_F16, SIFT_ROPE_ADJACENT, 3000, 600, 0, 4},
-        {8, 4, 8, 8, SIFT_F32, SIFT_ROPE_ADJACENT, 600, 100, 0, 1},
+        {8, 4, 64, 64, SIFT_F32, SIFT_ROPE_ADJACENT, 2000, 300, 0, 1, 0},
+        {32, 8, 128, 128, SIFT_F16, SIFT_ROPE_NEOX, 5000, 1200, 0, 1, 0},
+        {8, 8, 64, 32, SIFT_F32, SIFT_ROPE_NEOX, 700, 255, 0, 1, 0},
+        {28, 4, 128, 64, SIFT_F16, SIFT_ROPE_ADJACENT, 3000, 600, 0, 4, 0},
+        {8, 4, 8, 8, SIFT_F32, SIFT_ROPE_ADJACENT, 600, 100, 0, 1, 0},
+        {8, 4, 64, 64, SIFT_F32, SIFT_ROPE_ADJACENT, 1500, 200, 300, 1, 1},
+        {32, 8, 128, 128, SIFT_F16, SIFT_ROPE_ADJACENT, 4000, 700, 512, 1, 1},
+        {28, 4, 128, 128, SIFT_F16, SIFT_ROPE_ADJACENT, 2100, 300, 77, 4, 1},
+        {8, 1, 64, 64, SIFT_F32, SIFT_ROPE_ADJACENT, 40, 0, 33, 1, 1},
     };
-    for (size_t i = 0; i < sizeof acs / sizeof acs[0]; i++) attn2_on_all(bs, nb, &acs[i], 0);
-    const attn2_case scs[] = {
-        {8, 4, 64, 64, SIFT_F32, SIFT_ROPE_ADJACENT, 1500, 200, 300, 1},
-        {32, 8, 128, 128, SIFT_F16, SIFT_ROPE_ADJACENT, 4000, 700, 512, 1},
-        {28, 4, 128, 128, SIFT_F16, SIFT_ROPE_ADJACENT, 2100, 300, 77, 4},
-        {8, 1, 64, 64, SIFT_F32, SIFT_ROPE_ADJACENT, 40, 0, 33, 1},
-    };
-    for (size_t i = 0; i < sizeof scs / sizeof scs[0]; i++) attn2_on_all(bs, nb, &scs[i], 1);
-
-    return finish_backends(bs, nb, "");
+    for (size_t i = 0; i < sizeof acs / sizeof acs[0]; i++) {
+        const attn2_case *c = &acs[i];
+        snprintf(name, sizeof name, "%s N=%-6lld H=%d/%d D=%-3d %s n=%lld%s L=%d", c->op ? "sparse  " : "ropegath",
+                 (long long)c->n, c->hq, c->hkv, c->d, sift_dtype_name(c->kv), (long long)c->len,
+                 c->op ? "" : (c->mode == SIFT_ROPE_NEOX ? " neox" : " adj"), c->lists);
+        registry_add("cache", name, attn2_check, NULL, c, sizeof *c);
+    }
+    add_edge_cases();
 }

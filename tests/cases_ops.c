@@ -1,0 +1,854 @@
+/* The "ops" suite: every attention op alone and the whole decode-attention graph against the CPU
+ * reference over a matrix of shapes, dtypes and (S, W, k); the property select == dense when
+ * S + W + k >= N; hand-made select and vote cases; and edge cases (unaligned K/V views, odd
+ * head groups, gather lists with repeats in any order, select and vote over several blocks of
+ * candidates, one graph computed several times). */
+#include "registry.h"
+
+/* Index lists must be ascending and in range; then equal as sets to the reference (both are
+ * ascending, so element-wise). When `votes` is given, positions that differ are accepted where
+ * their reference votes tie with the list's threshold within rel_tol (SPEC §10). */
+static void compare_index_lists(const char *cname, const char *bname, const int32_t *ref, const int32_t *got,
+                                int64_t lists, int64_t len, int64_t n_ctx, const float *votes, int64_t sink,
+                                int64_t cand, int64_t budget, double rel_tol)
+{
+    int64_t differ = 0, untied = 0;
+    for (int64_t l = 0; l < lists; l++) {
+        const int32_t *r = ref + l * len, *g = got + l * len;
+        for (int64_t j = 0; j < len; j++) {
+            if (g[j] < 0 || g[j] >= n_ctx || (j > 0 && g[j] <= g[j - 1])) {
+                fail(cname, bname, "index list not ascending, has duplicates or is out of range");
+                return;
+            }
+        }
+        /* symmetric difference of two ascending lists */
+        int64_t a = 0, b = 0;
+        float thr = 0.0f;
+        if (votes && budget > 0 && cand > 0) { /* the reference's smallest chosen vote = the threshold */
+            thr = INFINITY;
+            for (int64_t j = 0; j < len; j++) {
+                int64_t c = r[j] - sink;
+                if (c >= 0 && c < cand) thr = fminf(thr, votes[l * cand + c]);
+            }
+        }
+        while (a < len || b < len) {
+            int32_t x;
+            if (b >= len || (a < len && r[a] < g[b])) x = r[a++];
+            else if (a >= len || g[b] < r[a]) x = g[b++];
+            else {
+                a++;
+                b++;
+                continue;
+            }
+            differ++;
+            int64_t c = x - sink;
+            bool tied = votes && c >= 0 && c < cand &&
+                        fabsf(votes[l * cand + c] - thr) <= (float)rel_tol * fmaxf(fabsf(thr), 1e-30f);
+            if (!tied) untied++;
+        }
+    }
+    char metric[32];
+    snprintf(metric, sizeof metric, "idx-diff");
+    report(cname, bname, metric, (double)untied, 0.0, untied == 0);
+    if (differ && !untied) printf("%-58s %-7s (%lld positions differ on votes tied within %.0e)\n", cname, bname,
+                                  (long long)differ, rel_tol);
+}
+
+/* ---- one case, run on one backend ------------------------------------------------------------- */
+
+typedef enum { OP_SCORE, OP_VOTE_SUM, OP_VOTE_MAX, OP_SELECT, OP_GATHER, OP_DENSE, OP_GRAPH } case_op;
+static const char *const case_op_names[] = {"score", "vote-sum", "vote-max", "select", "gather", "dense", "graph"};
+
+typedef struct {
+    case_op op;
+    int hq, hkv, d;
+    sift_dtype kv;
+    sift_select_params sel;
+    int lists;                /* gather: 1 or Hkv; graph: from vote mode */
+    sift_vote_mode vote;      /* graph */
+    bool ties;                /* select: votes drawn from a few values, to exercise the tie rule */
+} test_case;
+
+/* Everything a case needs on the host, made once per case and shared by all backends. */
+typedef struct {
+    host_tensor q, k, v, in2; /* in2: scores (vote), votes (select) or indices (gather) */
+    int64_t begin, end;
+} case_inputs;
+
+typedef struct {
+    float *f;    /* float output (score, vote, attention) */
+    int32_t *i;  /* index output (select, graph) */
+    size_t nf, ni;
+    bool ok;
+} case_outputs;
+
+static void outputs_free(case_outputs *o)
+{
+    free(o->f);
+    free(o->i);
+    memset(o, 0, sizeof *o);
+}
+
+static float attn_scale(int d) { return 1.0f / sqrtf((float)d); }
+
+static void describe(const test_case *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "%-8s N=%-7lld H=%d/%d D=%-3d %s S=%lld W=%lld k=%lld L=%d", case_op_names[c->op],
+             (long long)c->sel.n_ctx, c->hq, c->hkv, c->d, sift_dtype_name(c->kv), (long long)c->sel.sink,
+             (long long)c->sel.window, (long long)c->sel.budget, c->lists);
+}
+
+/* K and V are the bulk of every case; consecutive cases of one shape share them (at a million
+ * tokens, making them costs more than the cases). The cache owns them. */
+static host_tensor kv_cache[2];
+static host_tensor cached_kv(int which, sift_dtype dtype, const int64_t *shape)
+{
+    host_tensor *h = &kv_cache[which];
+    if (!h->f || h->dtype != dtype || memcmp(h->shape, shape, 3 * sizeof *shape) != 0) {
+        host_free(h);
+        char key[96]; /* its own seed: the values do not depend on which case made them */
+        snprintf(key, sizeof key, "kv %d %d %lld %lld %lld", which, (int)dtype, (long long)shape[0], (long long)shape[1],
+                 (long long)shape[2]);
+        const uint64_t saved = rng_state;
+        rng_seed_from(key);
+        *h = host_random(dtype, 3, shape, 1.0f);
+        rng_state = saved;
+    }
+    return *h;
+}
+
+static void make_inputs(const test_case *c, case_inputs *in)
+{
+    memset(in, 0, sizeof *in);
+    const int64_t n = c->sel.n_ctx;
+    in->q = host_random(SIFT_F32, 2, (int64_t[]){c->hq, c->d}, 1.0f);
+    if (c->op != OP_VOTE_SUM && c->op != OP_VOTE_MAX && c->op != OP_SELECT) {
+        in->k = cached_kv(0, c->kv, (int64_t[]){c->hkv, n, c->d});
+        if (c->op != OP_SCORE) in->v = cached_kv(1, c->kv, (int64_t[]){c->hkv, n, c->d});
+    }
+    const int64_t cand = sift_select_candidates(&c->sel);
+    switch (c->op) {
+    case OP_SCORE:
+        in->begin = c->sel.sink < n ? c->sel.sink : n;
+        in->end = in->begin + cand;
+        break;
+    case OP_VOTE_SUM:
+    case OP_VOTE_MAX: in->in2 = host_random(SIFT_F32, 2, (int64_t[]){c->hq, cand}, 3.0f); break;
+    case OP_SELECT:
+        in->in2 = host_random(SIFT_F32, 2, (int64_t[]){c->lists, cand}, 1.0f);
+        if (c->ties)
+            for (size_t j = 0; j < in->in2.n; j++) in->in2.f[j] = floorf(in->in2.f[j] * 2.0f) * 0.5f;
+        break;
+    case OP_GATHER: {
+        /* each list: a random ascending subset of [0, N) of length about N/3 (at least 1) */
+        int64_t len = n / 3 > 0 ? n / 3 : 1;
+        if (len > 4096) len = 4096;
+        in->in2 = host_new(SIFT_I32, 2, (int64_t[]){c->lists, len});
+        for (int l = 0; l < c->lists; l++) {
+            int64_t picked = 0;
+            for (int64_t p = 0; p < n && picked < len; p++) {
+                /* keep p with probability (needed / remaining): a uniform sorted sample */
+                if ((double)rng_uniform() * (double)(n - p) < (double)(len - picked)) in->in2.i[l * len + picked++] = (int32_t)p;
+            }
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+static void inputs_free(case_inputs *in)
+{
+    host_free(&in->q);
+    host_free(&in->in2);
+}
+
+/* Runs the case on one backend; outputs in host memory. */
+static case_outputs run_case(const backend *b, const test_case *c, const case_inputs *in, const char *cname)
+{
+    case_outputs res = {0};
+    const char *bname = sift_backend_kind_name(b->kind);
+    sift_tensor *q = NULL, *k = NULL, *v = NULL, *in2 = NULL, *idx_graph = NULL;
+    guarded outf = {0}, outi = {0};
+    sift_graph *g = NULL;
+    const float scale = attn_scale(c->d);
+    const int64_t cand = sift_select_candidates(&c->sel), nsel = sift_select_count(&c->sel);
+    sift_status st;
+
+    CHECK_OK(upload(b->ctx, &in->q, &q), cname, bname);
+    if (in->k.n || in->k.f) CHECK_OK(upload(b->ctx, &in->k, &k), cname, bname);
+    if (in->v.n || in->v.f) CHECK_OK(upload(b->ctx, &in->v, &v), cname, bname);
+    if (in->in2.f || in->in2.i) CHECK_OK(upload(b->ctx, &in->in2, &in2), cname, bname);
+
+    switch (c->op) {
+    case OP_SCORE:
+        CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, in->end - in->begin}, &outf), cname, bname);
+        CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+        CHECK_OK(sift_op_score(g, q, k, in->begin, in->end, scale, outf.view), cname, bname);
+        break;
+    case OP_VOTE_SUM:
+    case OP_VOTE_MAX: {
+        const bool sum = c->op == OP_VOTE_SUM;
+        CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){sum ? 1 : c->hkv, cand}, &outf), cname, bname);
+        CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+        CHECK_OK(sift_op_vote(g, sum ? SIFT_VOTE_SOFTMAX_SUM : SIFT_VOTE_KVHEAD_MAX, in2, outf.view), cname, bname);
+        break;
+    }
+    case OP_SELECT:
+        CHECK_OK(guarded_new(b->ctx, SIFT_I32, 2, (int64_t[]){c->lists, nsel}, &outi), cname, bname);
+        CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+        CHECK_OK(sift_op_select(g, in2, &c->sel, outi.view), cname, bname);
+        break;
+    case OP_GATHER:
+        CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, c->d}, &outf), cname, bname);
+        CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+        CHECK_OK(sift_op_gather_attend(g, q, k, v, in2, scale, outf.view), cname, bname);
+        break;
+    case OP_DENSE:
+        CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, c->d}, &outf), cname, bname);
+        CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+        CHECK_OK(sift_op_dense_attend(g, q, k, v, c->sel.n_ctx, scale, outf.view), cname, bname);
+        break;
+    case OP_GRAPH: {
+        CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, c->d}, &outf), cname, bname);
+        sift_attn_config cfg = {.n_q_heads = c->hq, .n_kv_heads = c->hkv, .head_dim = c->d, .sel = c->sel,
+                                .vote = c->vote, .mode = SIFT_ATTN_SELECT};
+        CHECK_OK(sift_attn_graph(b->ctx, &cfg, q, k, v, outf.view, &g, &idx_graph), cname, bname);
+        break;
+    }
+    }
+    CHECK_OK(compute_checked(g), cname, bname);
+    if (outf.view) {
+        res.nf = outf.n;
+        res.f = malloc((res.nf ? res.nf : 1) * 4);
+        if (!guarded_read(&outf, res.f, &st)) {
+            fail(cname, bname, st == SIFT_OK ? "guard region around the output was overwritten" : "read failed");
+            goto out;
+        }
+    }
+    if (outi.view) {
+        res.ni = outi.n;
+        res.i = malloc((res.ni ? res.ni : 1) * 4);
+        if (!guarded_read(&outi, res.i, &st)) {
+            fail(cname, bname, st == SIFT_OK ? "guard region around the indices was overwritten" : "read failed");
+            goto out;
+        }
+    }
+    if (idx_graph) {
+        res.ni = (size_t)(sift_tensor_dim(idx_graph, 0) * sift_tensor_dim(idx_graph, 1));
+        res.i = malloc((res.ni ? res.ni : 1) * 4);
+        CHECK_OK(sift_tensor_read(idx_graph, 0, res.i, res.ni * 4), cname, bname);
+    }
+    res.ok = true;
+out:
+    sift_graph_destroy(g);
+    guarded_free(&outf);
+    guarded_free(&outi);
+    sift_tensor_destroy(q);
+    sift_tensor_destroy(k);
+    sift_tensor_destroy(v);
+    sift_tensor_destroy(in2);
+    if (!res.ok) outputs_free(&res);
+    return res;
+}
+
+/* Reference votes of a graph case, for judging index differences on near-ties. */
+static float *reference_votes(const backend *cpu, const test_case *c, const case_inputs *in)
+{
+    const int64_t cand = sift_select_candidates(&c->sel);
+    if (cand == 0) return NULL;
+    test_case sc = *c;
+    sc.op = OP_SCORE;
+    case_inputs si = *in;
+    si.begin = c->sel.sink;
+    si.end = c->sel.sink + cand;
+    case_outputs scores = run_case(cpu, &sc, &si, "reference scores");
+    if (!scores.ok) return NULL;
+    test_case vc = *c;
+    vc.op = c->vote == SIFT_VOTE_SOFTMAX_SUM ? OP_VOTE_SUM : OP_VOTE_MAX;
+    case_inputs vi = {0};
+    vi.q = in->q;
+    vi.in2 = (host_tensor){.dtype = SIFT_F32, .ndim = 2, .shape = {c->hq, cand}, .n = scores.nf, .f = scores.f};
+    case_outputs votes = run_case(cpu, &vc, &vi, "reference votes");
+    outputs_free(&scores);
+    float *v = votes.f;
+    votes.f = NULL;
+    outputs_free(&votes);
+    return v;
+}
+
+static double bound_for(const test_case *c)
+{
+    if (c->op == OP_SCORE || c->op == OP_VOTE_SUM || c->op == OP_VOTE_MAX) return 1e-7; /* exact f32 ops */
+    return c->kv == SIFT_F16 ? 5e-4 : 1e-7;
+}
+
+static void ops_check(const conf_case *cc, const backend *ref, const backend *dut)
+{
+    const test_case *c = cc->params;
+    const char *cname = cc->name;
+    case_inputs in;
+    make_inputs(c, &in);
+    case_outputs want = run_case(ref, c, &in, cname);
+    if (!want.ok) {
+        inputs_free(&in);
+        return;
+    }
+    const int64_t lists = c->op == OP_GRAPH ? (c->vote == SIFT_VOTE_KVHEAD_MAX ? c->hkv : 1) : c->lists;
+    const int64_t cand = sift_select_candidates(&c->sel);
+    if (dut == ref) { /* alone: the output is finite and the lists are valid */
+        if (want.f) check_reference_finite(cname, want.f, want.nf);
+        if (want.i) compare_index_lists(cname, "cpu", want.i, want.i, lists, (int64_t)want.ni / lists, c->sel.n_ctx, NULL,
+                                        c->sel.sink, cand, c->sel.budget, 1e-4);
+    } else {
+        if (want.f && !all_finite(want.f, want.nf)) fail(cname, "cpu", "NaN or Inf in the reference output");
+        const char *bname = sift_backend_kind_name(dut->kind);
+        case_outputs got = run_case(dut, c, &in, cname);
+        if (got.ok) {
+            if (want.f) compare_floats(cname, bname, want.f, got.f, want.nf, bound_for(c));
+            if (want.i) {
+                float *votes = c->op == OP_GRAPH ? reference_votes(ref, c, &in) : NULL;
+                compare_index_lists(cname, bname, want.i, got.i, lists, (int64_t)want.ni / lists, c->sel.n_ctx, votes,
+                                    c->sel.sink, cand, c->sel.budget, 1e-4);
+                free(votes);
+            }
+        }
+        outputs_free(&got);
+    }
+    outputs_free(&want);
+    inputs_free(&in);
+}
+
+/* SPEC §3: when S + W + k >= N the selected attention equals dense attention, on every backend. */
+static void property_select_equals_dense(const conf_case *cc, const backend *ref, const backend *dut)
+{
+    (void)ref;
+    const test_case *c = cc->params;
+    const char *cname = cc->name;
+    case_inputs in;
+    make_inputs(c, &in);
+    {
+        const char *bname = sift_backend_kind_name(dut->kind);
+        test_case dc = *c;
+        dc.op = OP_DENSE;
+        case_outputs sel = run_case(dut, c, &in, cname), dense = run_case(dut, &dc, &in, cname);
+        if (sel.ok && dense.ok) {
+            bool all = true;
+            const int64_t lists = c->vote == SIFT_VOTE_KVHEAD_MAX ? c->hkv : 1;
+            for (int64_t l = 0; l < lists; l++)
+                for (int64_t j = 0; j < c->sel.n_ctx; j++) all = all && sel.i[l * c->sel.n_ctx + j] == j;
+            if (!all || (int64_t)sel.ni != lists * c->sel.n_ctx) fail(cname, bname, "selection did not keep every token");
+            else compare_floats(cname, bname, dense.f, sel.f, dense.nf, 1e-7);
+        }
+        outputs_free(&sel);
+        outputs_free(&dense);
+    }
+    inputs_free(&in);
+}
+
+/* ---- hand-made cases: the reference itself against values worked out by hand ---------------- */
+
+/* select: N = 20, S = 2, W = 3 over C = [2, 17), votes with ties (and a -0 equal to +0). */
+typedef struct {
+    int64_t k;
+    int len;
+    int32_t want[19];
+} handmade_select_case;
+
+static void handmade_select(const conf_case *cc, const backend *ref, const backend *b)
+{
+    (void)ref;
+    static const float votes[15] = {0.1f, 0.5f, 0.2f, 0.5f, 0.0f, 0.3f, 0.5f, -0.0f,
+                                    0.3f, 0.3f, 0.1f, 0.2f, 0.5f, 0.4f, 0.0f};
+    const handmade_select_case *hc = cc->params;
+    const int64_t k = hc->k;
+    const int len = hc->len;
+    const int32_t *want = hc->want;
+    const char *bname = sift_backend_kind_name(b->kind), *cname = cc->name;
+    sift_select_params p = {.n_ctx = 20, .sink = 2, .window = 3, .budget = k};
+    sift_tensor *vt = NULL, *it = NULL;
+    sift_graph *g = NULL;
+    int32_t got[32] = {0};
+    if (sift_select_count(&p) != len) {
+        fail(cname, bname, "sift_select_count disagrees with the hand count");
+        return;
+    }
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){1, 15}, &vt), cname, bname);
+    CHECK_OK(sift_tensor_write(vt, 0, votes, sizeof votes), cname, bname);
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_I32, 2, (int64_t[]){1, len}, &it), cname, bname);
+    CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+    CHECK_OK(sift_op_select(g, vt, &p, it), cname, bname);
+    CHECK_OK(compute_checked(g), cname, bname);
+    CHECK_OK(sift_tensor_read(it, 0, got, (size_t)len * 4), cname, bname);
+    int wrong = 0;
+    for (int j = 0; j < len; j++) wrong += got[j] != want[j];
+    report(cname, bname, "wrong", wrong, 0, wrong == 0);
+out:
+    sift_graph_destroy(g);
+    sift_tensor_destroy(vt);
+    sift_tensor_destroy(it);
+}
+
+/* vote: two heads over three candidates. Head 0 scores {0, ln 2, ln 3} -> {1/6, 2/6, 3/6};
+ * head 1 scores {5, 5, 5} -> 1/3 each. Sum: {1/2, 2/3, 5/6}. Max over the two: {5, 5, 5}. */
+static void handmade_vote(const conf_case *cc, const backend *ref, const backend *b)
+{
+    (void)ref;
+    const char *bname = sift_backend_kind_name(b->kind), *cname = cc->name;
+    const float s[6] = {0.0f, logf(2.0f), logf(3.0f), 5.0f, 5.0f, 5.0f};
+    const float want_sum[3] = {0.5f, 2.0f / 3.0f, 5.0f / 6.0f};
+    sift_tensor *st = NULL, *vs = NULL, *vm = NULL;
+    sift_graph *g = NULL;
+    float got_sum[3], got_max[3];
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){2, 3}, &st), cname, bname);
+    CHECK_OK(sift_tensor_write(st, 0, s, sizeof s), cname, bname);
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){1, 3}, &vs), cname, bname);
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){1, 3}, &vm), cname, bname);
+    CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+    CHECK_OK(sift_op_vote(g, SIFT_VOTE_SOFTMAX_SUM, st, vs), cname, bname);
+    CHECK_OK(sift_op_vote(g, SIFT_VOTE_KVHEAD_MAX, st, vm), cname, bname);
+    CHECK_OK(compute_checked(g), cname, bname);
+    CHECK_OK(sift_tensor_read(vs, 0, got_sum, sizeof got_sum), cname, bname);
+    CHECK_OK(sift_tensor_read(vm, 0, got_max, sizeof got_max), cname, bname);
+    double err = 0.0;
+    for (int j = 0; j < 3; j++) err = fmax(err, fabs(got_sum[j] - want_sum[j]) + fabs(got_max[j] - 5.0f));
+    report(cname, bname, "max-err", err, 1e-6, err <= 1e-6);
+out:
+    sift_graph_destroy(g);
+    sift_tensor_destroy(st);
+    sift_tensor_destroy(vs);
+    sift_tensor_destroy(vm);
+}
+
+static void add_handmade(void)
+{
+    const handmade_select_case hs[] = {
+        /* k = 4: the 0.5s at candidates 1, 3, 6, 12 -> positions 3, 5, 8, 14 */
+        {4, 9, {0, 1, 3, 5, 8, 14, 17, 18, 19}},
+        /* k = 6: then 0.4 (candidate 13 -> 15) and the first 0.3 by position (candidate 5 -> 7) */
+        {6, 11, {0, 1, 3, 5, 7, 8, 14, 15, 17, 18, 19}},
+        /* k = 7: then the second 0.3 (candidate 8 -> 10), not the third (candidate 9) */
+        {7, 12, {0, 1, 3, 5, 7, 8, 10, 14, 15, 17, 18, 19}},
+        /* k = 14: everything but the last of the three zeros (-0 at candidate 7 ties +0 at 4 and 14) */
+        {14, 19, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19}},
+    };
+    for (int i = 0; i < 4; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "hand    select ties k=%lld", (long long)hs[i].k);
+        registry_add("ops", name, handmade_select, NULL, &hs[i], sizeof hs[i]);
+    }
+    registry_add("ops", "hand    vote two heads", handmade_vote, NULL, NULL, 0);
+}
+
+static void add_case(const test_case *c)
+{
+    char name[128];
+    describe(c, name, sizeof name);
+    registry_add("ops", name, ops_check, NULL, c, sizeof *c);
+}
+
+static void add_property(const test_case *c)
+{
+    char name[128];
+    describe(c, name, sizeof name);
+    memcpy(name, "prop    ", 8);
+    registry_add("ops", name, property_select_equals_dense, NULL, c, sizeof *c);
+}
+
+/* ---- the matrix -------------------------------------------------------------------------------- */
+
+/* ---- edge cases ------------------------------------------------------------------------------ */
+
+typedef struct {
+    sift_tensor *parent, *view;
+} placed;
+
+/* A tensor at byte offset `off` inside a larger one (off = 0: a plain tensor). */
+static placed place(sift_context *ctx, sift_dtype dt, int nd, const int64_t *shape, size_t off, const void *data)
+{
+    placed p = {0};
+    size_t n = sift_dtype_size(dt);
+    for (int i = 0; i < nd; i++) n *= (size_t)shape[i];
+    if (off) {
+        const int64_t total = (int64_t)((n + off) / sift_dtype_size(dt)) + 1;
+        TRY(sift_tensor_create(ctx, dt, 1, &total, &p.parent));
+        TRY(sift_tensor_view(p.parent, dt, nd, shape, off, &p.view));
+    } else {
+        TRY(sift_tensor_create(ctx, dt, nd, shape, &p.view));
+    }
+    if (data && n) TRY(sift_tensor_write(p.view, 0, data, n));
+    return p;
+}
+static void unplace(placed *p)
+{
+    sift_tensor_destroy(p->view);
+    sift_tensor_destroy(p->parent);
+}
+
+/* The reference's numbers against the backend's: named by the check, reported under the case's backend. */
+static void check(const char *what, const float *ref, const float *got, size_t n, double bound)
+{
+    compare_floats(what, running_backend, ref, got, n, bound);
+}
+
+static void check_idx(const char *what, const int32_t *ref, const int32_t *got, size_t n)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += ref[i] != got[i];
+    report(what, running_backend, "wrong", (double)bad, 0.0, bad == 0);
+}
+
+/* One layer's inputs, the same on both contexts. */
+typedef struct {
+    int hq, hkv, d;
+    int64_t ncap;
+    sift_dtype dt;
+    float *q;
+    void *k, *v; /* in dt */
+} layer;
+
+static void *kv_data(sift_dtype dt, size_t n)
+{
+    float *f = malloc(n * sizeof *f);
+    for (size_t i = 0; i < n; i++) f[i] = roundf((2.0f * rng_uniform() - 1.0f) * 2.0f * 256.0f) / 256.0f;
+    if (dt == SIFT_F32) return f;
+    uint16_t *h = malloc(n * 2);
+    sift_f32_to_f16(h, f, n);
+    free(f);
+    return h;
+}
+
+static layer make_layer(int hq, int hkv, int d, int64_t ncap, sift_dtype dt)
+{
+    layer L = {hq, hkv, d, ncap, dt, malloc((size_t)hq * d * sizeof(float)), NULL, NULL};
+    for (int i = 0; i < hq * d; i++) L.q[i] = (2.0f * rng_uniform() - 1.0f);
+    const size_t n = (size_t)hkv * (size_t)ncap * (size_t)d;
+    L.k = kv_data(dt, n);
+    L.v = kv_data(dt, n);
+    return L;
+}
+
+/* score, gather (given lists) and dense on one context; K/V placed at kv_off bytes. */
+static void run_ops(sift_context *ctx, const layer *L, size_t kv_off, const int32_t *idx, int lists, int64_t len,
+                    int64_t n_ctx, float *scores, float *gathered, float *dense)
+{
+    const int64_t qs[2] = {L->hq, L->d}, kvs[3] = {L->hkv, L->ncap, L->d};
+    const int64_t ss[2] = {L->hq, n_ctx - 3}, is[2] = {lists, len};
+    placed q = place(ctx, SIFT_F32, 2, qs, 0, L->q), k = place(ctx, L->dt, 3, kvs, kv_off, L->k),
+           v = place(ctx, L->dt, 3, kvs, kv_off, L->v), ix = place(ctx, SIFT_I32, 2, is, 0, idx),
+           sc = place(ctx, SIFT_F32, 2, ss, 4, NULL), o1 = place(ctx, SIFT_F32, 2, qs, 4, NULL),
+           o2 = place(ctx, SIFT_F32, 2, qs, 0, NULL);
+    sift_graph *g;
+    TRY(sift_graph_create(ctx, &g));
+    const float scale = 1.0f / sqrtf((float)L->d);
+    TRY(sift_op_score(g, q.view, k.view, 3, n_ctx, scale, sc.view));
+    TRY(sift_op_gather_attend(g, q.view, k.view, v.view, ix.view, scale, o1.view));
+    TRY(sift_op_dense_attend(g, q.view, k.view, v.view, n_ctx, scale, o2.view));
+    TRY(compute_checked(g));
+    TRY(sift_tensor_read(sc.view, 0, scores, (size_t)L->hq * (size_t)(n_ctx - 3) * 4));
+    TRY(sift_tensor_read(o1.view, 0, gathered, (size_t)L->hq * L->d * 4));
+    TRY(sift_tensor_read(o2.view, 0, dense, (size_t)L->hq * L->d * 4));
+    sift_graph_destroy(g);
+    placed *all[] = {&q, &k, &v, &ix, &sc, &o1, &o2};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) unplace(all[i]);
+}
+
+static void ops_case(sift_context *cpu, sift_context *dut, int hq, int hkv, int d, sift_dtype dt, int64_t n,
+                     size_t kv_off, int lists)
+{
+    layer L = make_layer(hq, hkv, d, n + 5, dt);
+    const int64_t len = 3 * n / 2 + 1; /* repeats and any order */
+    int32_t *idx = malloc((size_t)lists * (size_t)len * sizeof *idx);
+    for (int64_t i = 0; i < lists * len; i++) idx[i] = (int32_t)(rng_next() % (uint64_t)n);
+    const size_t ns = (size_t)hq * (size_t)(n - 3), no = (size_t)hq * d;
+    float *s0 = malloc(ns * 4), *s1 = malloc(ns * 4), *g0 = malloc(no * 4), *g1 = malloc(no * 4), *d0 = malloc(no * 4),
+          *d1 = malloc(no * 4);
+    run_ops(cpu, &L, kv_off, idx, lists, len, n, s0, g0, d0);
+    run_ops(dut, &L, kv_off, idx, lists, len, n, s1, g1, d1);
+    char name[160];
+    const double b = dt == SIFT_F16 ? 5e-4 : 1e-7;
+    snprintf(name, sizeof name, "score  H=%d/%d D=%d %s N=%lld kv_off=%zu", hq, hkv, d, sift_dtype_name(dt), (long long)n, kv_off);
+    check(name, s0, s1, ns, 1e-7);
+    snprintf(name, sizeof name, "gather H=%d/%d D=%d %s N=%lld kv_off=%zu lists=%d len=%lld", hq, hkv, d, sift_dtype_name(dt),
+             (long long)n, kv_off, lists, (long long)len);
+    check(name, g0, g1, no, b);
+    snprintf(name, sizeof name, "dense  H=%d/%d D=%d %s N=%lld kv_off=%zu", hq, hkv, d, sift_dtype_name(dt), (long long)n, kv_off);
+    check(name, d0, d1, no, b);
+    free(idx), free(s0), free(s1), free(g0), free(g1), free(d0), free(d1);
+    free(L.q), free(L.k), free(L.v);
+}
+
+/* The decode graph computed `runs` times (untimed and timed alternately): same output each time. */
+static void repeat_case(sift_context *cpu, sift_context *dut, int hq, int hkv, int64_t n, sift_vote_mode vote, int runs)
+{
+    const int d = 128;
+    layer L = make_layer(hq, hkv, d, n, SIFT_F16);
+    sift_attn_config cfg = {hq, hkv, d, {n, 4, 16, 37}, vote, SIFT_ATTN_SELECT};
+    const int64_t lists = vote == SIFT_VOTE_KVHEAD_MAX ? hkv : 1, cnt = sift_select_count(&cfg.sel);
+    float *ref = malloc((size_t)hq * d * 4), *got = malloc((size_t)hq * d * 4);
+    int32_t *iref = malloc((size_t)(lists * cnt) * 4), *igot = malloc((size_t)(lists * cnt) * 4);
+    sift_context *ctxs[2] = {cpu, dut};
+    for (int c = 0; c < 2; c++) {
+        const int64_t qs[2] = {hq, d}, kvs[3] = {hkv, n, d};
+        placed q = place(ctxs[c], SIFT_F32, 2, qs, 0, L.q), k = place(ctxs[c], L.dt, 3, kvs, 0, L.k),
+               v = place(ctxs[c], L.dt, 3, kvs, 0, L.v), o = place(ctxs[c], SIFT_F32, 2, qs, 0, NULL);
+        sift_graph *g;
+        sift_tensor *idx;
+        TRY(sift_attn_graph(ctxs[c], &cfg, q.view, k.view, v.view, o.view, &g, &idx));
+        for (int r = 0; r < (c ? runs : 1); r++) {
+            double us[8];
+            if (r % 2) TRY(sift_graph_compute_timed(g, us));
+            else TRY(compute_checked(g));
+            float *dst = c ? got : ref;
+            int32_t *idst = c ? igot : iref;
+            TRY(sift_tensor_read(o.view, 0, dst, (size_t)hq * d * 4));
+            TRY(sift_tensor_read(idx, 0, idst, (size_t)(lists * cnt) * 4));
+            if (c) {
+                char name[160];
+                snprintf(name, sizeof name, "repeat run %d H=%d/%d N=%lld %s indices", r, hq, hkv, (long long)n,
+                         vote == SIFT_VOTE_KVHEAD_MAX ? "kvhead-max" : "softmax-sum");
+                check_idx(name, iref, igot, (size_t)(lists * cnt));
+                snprintf(name, sizeof name, "repeat run %d H=%d/%d N=%lld output", r, hq, hkv, (long long)n);
+                check(name, ref, got, (size_t)hq * d, 5e-4);
+            }
+        }
+        sift_graph_destroy(g);
+        unplace(&q), unplace(&k), unplace(&v), unplace(&o);
+    }
+    free(ref), free(got), free(iref), free(igot), free(L.q), free(L.k), free(L.v);
+}
+
+/* select alone on given votes: lists x cand, values drawn from few levels (ties), -0 among +0. */
+static void select_case(sift_context *cpu, sift_context *dut, int lists, int64_t cand, int64_t S, int64_t W,
+                        int64_t k, int levels)
+{
+    const sift_select_params p = {cand + S + W, S, W, k};
+    const int64_t cnt = sift_select_count(&p), vs[2] = {lists, cand}, is[2] = {lists, cnt};
+    float *v = malloc((size_t)(lists * cand) * 4);
+    for (int64_t i = 0; i < lists * cand; i++) {
+        const uint64_t r = rng_next();
+        const int lv = (int)((r >> 1) % (uint64_t)levels);
+        v[i] = lv == 0 ? ((r & 1) ? -0.0f : 0.0f) : (float)(lv - levels / 2) * 0.125f;
+    }
+    int32_t *r[2];
+    sift_context *ctxs[2] = {cpu, dut};
+    for (int c = 0; c < 2; c++) {
+        r[c] = malloc((size_t)(lists * cnt + 1) * 4);
+        placed vt = place(ctxs[c], SIFT_F32, 2, vs, 0, v), ix = place(ctxs[c], SIFT_I32, 2, is, 4, NULL);
+        sift_graph *g;
+        TRY(sift_graph_create(ctxs[c], &g));
+        TRY(sift_op_select(g, vt.view, &p, ix.view));
+        TRY(compute_checked(g));
+        TRY(compute_checked(g)); /* twice: the histograms carried between runs */
+        if (lists * cnt > 0) TRY(sift_tensor_read(ix.view, 0, r[c], (size_t)(lists * cnt) * 4));
+        sift_graph_destroy(g);
+        unplace(&vt), unplace(&ix);
+    }
+    char name[160];
+    snprintf(name, sizeof name, "select lists=%d |C|=%lld S=%lld W=%lld k=%lld levels=%d", lists, (long long)cand,
+             (long long)S, (long long)W, (long long)k, levels);
+    check_idx(name, r[0], r[1], (size_t)(lists * cnt));
+    free(r[0]), free(r[1]), free(v);
+}
+
+/* vote alone over m scores (several partial blocks). */
+static void vote_case(sift_context *cpu, sift_context *dut, int hq, int hkv, int64_t m, sift_vote_mode mode)
+{
+    const int64_t ss[2] = {hq, m}, lists = mode == SIFT_VOTE_KVHEAD_MAX ? hkv : 1, vs[2] = {lists, m};
+    float *s = malloc((size_t)(hq * m) * 4), *r[2];
+    for (int64_t i = 0; i < hq * m; i++) s[i] = 4.0f * (2.0f * rng_uniform() - 1.0f);
+    sift_context *ctxs[2] = {cpu, dut};
+    for (int c = 0; c < 2; c++) {
+        r[c] = malloc((size_t)(lists * m) * 4);
+        placed st = place(ctxs[c], SIFT_F32, 2, ss, 0, s), vt = place(ctxs[c], SIFT_F32, 2, vs, 8, NULL);
+        sift_graph *g;
+        TRY(sift_graph_create(ctxs[c], &g));
+        TRY(sift_op_vote(g, mode, st.view, vt.view));
+        TRY(compute_checked(g));
+        TRY(sift_tensor_read(vt.view, 0, r[c], (size_t)(lists * m) * 4));
+        sift_graph_destroy(g);
+        unplace(&st), unplace(&vt);
+    }
+    char name[160];
+    snprintf(name, sizeof name, "vote %s H=%d/%d M=%lld", mode == SIFT_VOTE_KVHEAD_MAX ? "kvhead-max" : "softmax-sum", hq,
+             hkv, (long long)m);
+    check(name, r[0], r[1], (size_t)(lists * m), 1e-7);
+    free(r[0]), free(r[1]), free(s);
+}
+
+typedef enum { E_OPS, E_REPEAT, E_SELECT, E_VOTE } edge_kind;
+typedef struct {
+    edge_kind kind;
+    int hq, hkv, d, lists, levels;
+    sift_dtype dt;
+    int64_t n, s, w, k;
+    size_t kv_off;
+    sift_vote_mode vote;
+} edge_case;
+
+static void edge_check(const conf_case *cc, const backend *ref, const backend *dut)
+{
+    const edge_case *e = cc->params;
+    switch (e->kind) {
+    case E_OPS: ops_case(ref->ctx, dut->ctx, e->hq, e->hkv, e->d, e->dt, e->n, e->kv_off, e->lists); break;
+    case E_REPEAT: repeat_case(ref->ctx, dut->ctx, e->hq, e->hkv, e->n, e->vote, 4); break;
+    case E_SELECT: select_case(ref->ctx, dut->ctx, e->lists, e->n, e->s, e->w, e->k, e->levels); break;
+    case E_VOTE: vote_case(ref->ctx, dut->ctx, e->hq, e->hkv, e->n, e->vote); break;
+    }
+}
+
+/* Edge cases (first written for the CUDA emulator; every backend runs them): K/V views at
+ * offsets that are not 16-byte aligned, query-head groups larger than 8 and odd ones, one graph
+ * computed several times (untimed and timed: graph replay, carried histograms), gather lists
+ * with repeated and unsorted positions, select and vote over several blocks of candidates with
+ * heavy ties and signed zeros, k at block boundaries. */
+static void add_edge_cases(void)
+{
+    const edge_case es[] = {
+        /* unaligned K/V views (2 and 4 bytes off), both dtypes and both D */
+        {E_OPS, 8, 2, 128, 1, 0, SIFT_F16, 300, 0, 0, 0, 2, 0},
+        {E_OPS, 8, 2, 64, 2, 0, SIFT_F16, 131, 0, 0, 0, 6, 0},
+        {E_OPS, 4, 4, 128, 4, 0, SIFT_F32, 97, 0, 0, 0, 4, 0},
+        {E_OPS, 6, 3, 64, 1, 0, SIFT_F32, 70, 0, 0, 0, 12, 0},
+        /* head groups: 12 (8 + 4), 18 (8 + 8 + 2), 5 and 7 (padded to 8), 3 (padded to 4), 2, 1 */
+        {E_OPS, 24, 2, 128, 2, 0, SIFT_F16, 200, 0, 0, 0, 0, 0},
+        {E_OPS, 18, 1, 64, 1, 0, SIFT_F32, 77, 0, 0, 0, 0, 0},
+        {E_OPS, 5, 1, 128, 1, 0, SIFT_F16, 150, 0, 0, 0, 0, 0},
+        {E_OPS, 14, 2, 64, 2, 0, SIFT_F16, 90, 0, 0, 0, 0, 0},
+        {E_OPS, 3, 1, 128, 1, 0, SIFT_F32, 66, 0, 0, 0, 0, 0},
+        {E_OPS, 4, 2, 64, 2, 0, SIFT_F16, 40, 0, 0, 0, 0, 0},
+        /* repeated runs of one graph, radix path (|C| > k) */
+        {E_REPEAT, 8, 2, 128, 0, 0, SIFT_F16, 600, 0, 0, 0, 0, SIFT_VOTE_SOFTMAX_SUM},
+        {E_REPEAT, 8, 2, 128, 0, 0, SIFT_F16, 600, 0, 0, 0, 0, SIFT_VOTE_KVHEAD_MAX},
+        /* select and vote over several blocks of 4096 candidates (n: candidates) */
+        {E_SELECT, 0, 0, 0, 1, 7, SIFT_F32, 4096 * 2 + 1, 3, 5, 4096, 0, 0},
+        {E_SELECT, 0, 0, 0, 3, 3, SIFT_F32, 9000, 0, 0, 4095, 0, 0},
+        {E_SELECT, 0, 0, 0, 2, 50, SIFT_F32, 12289, 128, 512, 12288, 0, 0},
+        {E_SELECT, 0, 0, 0, 2, 2, SIFT_F32, 10000, 1, 1, 1, 0, 0},
+        {E_SELECT, 0, 0, 0, 1, 1, SIFT_F32, 10000, 0, 7, 5000, 0, 0}, /* all equal: the first k by position */
+        {E_SELECT, 0, 0, 0, 1, 1000, SIFT_F32, 20000, 4, 0, 2048, 0, 0},
+        {E_VOTE, 8, 2, 0, 0, 0, SIFT_F32, 9001, 0, 0, 0, 0, SIFT_VOTE_SOFTMAX_SUM},
+        {E_VOTE, 4, 4, 0, 0, 0, SIFT_F32, 4097, 0, 0, 0, 0, SIFT_VOTE_KVHEAD_MAX},
+        {E_VOTE, 28, 4, 0, 0, 0, SIFT_F32, 12000, 0, 0, 0, 0, SIFT_VOTE_SOFTMAX_SUM},
+    };
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++) {
+        const edge_case *e = &es[i];
+        char name[128];
+        switch (e->kind) {
+        case E_OPS:
+            snprintf(name, sizeof name, "edge    score/gather/dense H=%d/%d D=%d %s N=%lld kv_off=%zu L=%d", e->hq, e->hkv,
+                     e->d, sift_dtype_name(e->dt), (long long)e->n, e->kv_off, e->lists);
+            break;
+        case E_REPEAT:
+            snprintf(name, sizeof name, "edge    graph run 4 times H=%d/%d N=%lld %s", e->hq, e->hkv, (long long)e->n,
+                     e->vote == SIFT_VOTE_KVHEAD_MAX ? "kvhead-max" : "softmax-sum");
+            break;
+        case E_SELECT:
+            snprintf(name, sizeof name, "edge    select L=%d |C|=%lld S=%lld W=%lld k=%lld levels=%d", e->lists,
+                     (long long)e->n, (long long)e->s, (long long)e->w, (long long)e->k, e->levels);
+            break;
+        case E_VOTE:
+            snprintf(name, sizeof name, "edge    vote %s H=%d/%d M=%lld",
+                     e->vote == SIFT_VOTE_KVHEAD_MAX ? "kvhead-max" : "softmax-sum", e->hq, e->hkv, (long long)e->n);
+            break;
+        }
+        registry_add("ops", name, edge_check, NULL, e, sizeof *e);
+    }
+}
+
+void cases_ops(const suite_options *o)
+{
+    const int64_t max_n = o->max_n;
+    const int64_t ns_all[] = {1, 7, 255, 4096, 33000, 131072, 1048576};
+    const int heads[][2] = {{8, 8}, {32, 8}, {28, 4}, {8, 1}};
+    const int dims[] = {64, 128};
+    const sift_dtype kvs[] = {SIFT_F16, SIFT_F32};
+    const int64_t budgets[] = {0, 16, 2048, -1 /* >= N */};
+    const int64_t sinks[] = {0, 4, 128};
+    const int64_t windows[] = {0, 64, 512};
+    add_handmade();
+
+    /* head dimensions other than the tuned 64 and 128 (any multiple of 8 up to 128): score and the
+     * attention ops, f16 and f32, MHA and GQA, short and longer contexts */
+    const int odd_dims[] = {8, 24, 40, 72, 96, 120};
+    for (int di = 0; di < 6; di++)
+        for (int ki = 0; ki < 2; ki++) {
+            const int64_t n = (di + ki) % 2 ? 255 : 4096;
+            const int hi = (di + ki) % 3 == 0 ? 0 : (di + ki) % 3 == 1 ? 2 : 3;
+            test_case c = {.hq = heads[hi][0], .hkv = heads[hi][1], .d = odd_dims[di], .kv = kvs[ki], .lists = 1};
+            c.sel = (sift_select_params){.n_ctx = n, .sink = 4, .window = 64, .budget = 16};
+            c.op = OP_SCORE;
+            add_case(&c);
+            c.op = OP_GATHER;
+            c.lists = ki ? c.hkv : 1;
+            add_case(&c);
+            c.lists = 1;
+            c.op = OP_DENSE;
+            add_case(&c);
+            c.op = OP_GRAPH;
+            add_case(&c);
+        }
+
+    int combo = 0;
+    for (size_t ni = 0; ni < sizeof ns_all / sizeof ns_all[0]; ni++) {
+        const int64_t n = ns_all[ni];
+        if (n > max_n) continue;
+        const bool huge = n > 33000; /* large contexts: the standard shape only, to bound CPU time */
+        for (int hi = 0; hi < 4; hi++) {
+            if (huge && hi != 1) continue;
+            for (int di = 0; di < 2; di++) {
+                if (huge && dims[di] != 128) continue;
+                for (int ki = 0; ki < 2; ki++) {
+                    test_case base = {.hq = heads[hi][0], .hkv = heads[hi][1], .d = dims[di], .kv = kvs[ki], .lists = 1};
+                    /* (k, S, W) cycles through all 36 combinations across the matrix */
+                    const int64_t kk = budgets[combo % 4], ss = sinks[(combo / 4) % 3], ww = windows[(combo / 12) % 3];
+                    combo++;
+                    base.sel = (sift_select_params){.n_ctx = n, .sink = ss, .window = ww, .budget = kk < 0 ? n : kk};
+
+                    test_case c = base;
+                    c.op = OP_SCORE;
+                    add_case(&c);
+                    if (ki == 0 && (di == 0 || huge)) { /* vote and select depend on neither D nor the KV type */
+                        c.op = OP_VOTE_SUM;
+                        add_case(&c);
+                        c.op = OP_VOTE_MAX;
+                        add_case(&c);
+                        for (int ties = 0; ties < 2; ties++) {
+                            c.op = OP_SELECT;
+                            c.ties = ties;
+                            c.lists = ties ? c.hkv : 1;
+                            add_case(&c);
+                        }
+                        c.ties = false;
+                    }
+                    c.op = OP_GATHER;
+                    c.lists = (combo % 2) ? c.hkv : 1;
+                    add_case(&c);
+                    c.lists = 1;
+                    c.op = OP_DENSE;
+                    add_case(&c);
+                    c.op = OP_GRAPH;
+                    c.vote = (combo % 3 == 2) ? SIFT_VOTE_KVHEAD_MAX : SIFT_VOTE_SOFTMAX_SUM;
+                    c.lists = c.vote == SIFT_VOTE_KVHEAD_MAX ? c.hkv : 1;
+                    add_case(&c);
+                    /* the standard serving configuration at every context */
+                    if (!huge || ki == 0) {
+                        c.sel = (sift_select_params){.n_ctx = n, .sink = 128, .window = 512, .budget = 2048};
+                        c.vote = SIFT_VOTE_SOFTMAX_SUM;
+                        c.lists = 1;
+                        if (hi == 1 && di == 1) add_case(&c);
+                    }
+                    /* property: S + W + k >= N keeps every token, and equals dense */
+                    if (n <= 33000 && hi % 2 == di) {
+                        c.sel = (sift_select_params){.n_ctx = n, .sink = ss, .window = ww, .budget = n};
+                        c.vote = (combo % 2) ? SIFT_VOTE_KVHEAD_MAX : SIFT_VOTE_SOFTMAX_SUM;
+                        c.lists = c.vote == SIFT_VOTE_KVHEAD_MAX ? c.hkv : 1;
+                        add_property(&c);
+                    }
+                }
+            }
+        }
+    }
+
+    add_edge_cases();
+}
