@@ -583,7 +583,8 @@ static void repeat_case(sift_context *cpu, sift_context *dut, int hq, int hkv, i
 {
     const int d = 128;
     layer L = make_layer(hq, hkv, d, n, SIFT_F16);
-    sift_attn_config cfg = {hq, hkv, d, {n, 4, 16, 37}, vote, SIFT_ATTN_SELECT};
+    sift_attn_config cfg = {.n_q_heads = hq, .n_kv_heads = hkv, .head_dim = d, .sel = {n, 4, 16, 37}, .vote = vote,
+                            .mode = SIFT_ATTN_SELECT};
     const int64_t lists = vote == SIFT_VOTE_KVHEAD_MAX ? hkv : 1, cnt = sift_select_count(&cfg.sel);
     float *ref = malloc((size_t)hq * d * 4), *got = malloc((size_t)hq * d * 4);
     int32_t *iref = malloc((size_t)(lists * cnt) * 4), *igot = malloc((size_t)(lists * cnt) * 4);
