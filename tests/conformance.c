@@ -2,7 +2,7 @@
  * against the CPU reference, or times them (--perf). Prints one line per check; a failure names
  * its case and backend.
  *
- *   sift-conformance [--backend cpu|vulkan|cuda] [--suite ops|model|cache|all] [--list]
+ *   sift-conformance [--backend cpu|vulkan|cuda] [--suite ops|model|cache|attn|all] [--list]
  *   sift-conformance --perf [--backend B] [--suite perf|ops|model|all] [--shape 8b|small] [--prefill T] [--repeat R]
  *
  * Exit status: 0 all passed, 1 a failure, 77 the backend cannot be opened here (Meson's skip).
@@ -114,7 +114,7 @@ static void run_check(const conf_case *c, const backend *ref, const backend *dut
 
 static int usage(FILE *f, int status)
 {
-    fputs("usage: sift-conformance [--backend cpu|vulkan|cuda] [--suite ops|model|cache|all] [--list]\n"
+    fputs("usage: sift-conformance [--backend cpu|vulkan|cuda] [--suite ops|model|cache|attn|all] [--list]\n"
           "       sift-conformance --perf [--backend B] [--suite perf|ops|model|all] [--shape 8b|small]\n"
           "                        [--prefill T] [--repeat R]\n"
           "\n"
@@ -181,6 +181,7 @@ int main(int argc, char **argv)
     cases_ops(&o);
     cases_model(&o);
     cases_cache(&o);
+    cases_attn(&o);
     if (perf || list) cases_perf(&o);
 
     int ran = 0, unsupported = 0;

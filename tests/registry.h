@@ -44,6 +44,7 @@ typedef struct {
 void cases_ops(const suite_options *o);
 void cases_model(const suite_options *o);
 void cases_cache(const suite_options *o);
+void cases_attn(const suite_options *o);
 void cases_perf(const suite_options *o);
 
 /* When the CPU is under test alone, a comparison against the reference has nothing to compare:
