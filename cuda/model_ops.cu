@@ -364,7 +364,8 @@ using namespace sift_cuda;
 extern "C" cudaError_t sift_cuda_get_rows_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
     (void)dev;
-    if (n->src[1]->shape[0] > 65535) return beyond_limit(plan, "get_rows of more than 65535 ids"); // the engine's chunks are far shorter
+    // grid y: one row of blocks per id (the engine's chunks are far shorter)
+    if (n->src[1]->shape[0] > 65535) return beyond_limit(plan, "get_rows of more than 65535 ids");
     return cudaSuccess;
 }
 
@@ -478,8 +479,9 @@ extern "C" cudaError_t sift_cuda_sel_cache_check_plan(const sift_cuda_device *de
                                                       sift_cuda_plan *plan)
 {
     (void)dev;
-    const uintptr_t q = reinterpret_cast<uintptr_t>(dev_ptr(n->src[0])), st = reinterpret_cast<uintptr_t>(dev_ptr(n->dst));
-    plan->aligned = q % 16 == 0 && st % 16 == 0 && (n->src[0]->shape[0] * n->src[0]->shape[1]) % 4 == 0;
+    const uintptr_t q = reinterpret_cast<uintptr_t>(dev_ptr(n->src[0]));
+    const uintptr_t state = reinterpret_cast<uintptr_t>(dev_ptr(n->dst));
+    plan->aligned = q % 16 == 0 && state % 16 == 0 && (n->src[0]->shape[0] * n->src[0]->shape[1]) % 4 == 0;
     return cudaSuccess;
 }
 

@@ -246,7 +246,8 @@ extern "C" cudaError_t sift_cuda_attend_plan(const sift_cuda_device *dev, const 
     const KernelInfo k = kernel_info(true, a.kv.f16, a.kv.d, gc, general);
     cudaError_t e = plan_splits(dev, k, a.kv.hkv * plan->chunks * a.tokens, a.n, &plan->blocks, &plan->split_len);
     if (e != cudaSuccess) return e;
-    if ((int64_t)plan->blocks * a.tokens > INT32_MAX) return beyond_limit(plan, "more than 2^31 - 1 blocks of tokens x splits");
+    if ((int64_t)plan->blocks * a.tokens > INT32_MAX)
+        return beyond_limit(plan, "more than 2^31 - 1 blocks of tokens x splits");
     const size_t rows = (size_t)plan->blocks * (size_t)a.tokens * (size_t)a.hq;
     plan->scratch_bytes = rows * (size_t)a.kv.d * sizeof(float) + rows * sizeof(float2);
     return cudaSuccess;

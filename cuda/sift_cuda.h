@@ -76,8 +76,9 @@ sift_cuda_launch_fn sift_cuda_matmul_launch;
 /* model_ops.cu (eltwise: add and swiglu) */
 sift_cuda_plan_fn sift_cuda_get_rows_plan, sift_cuda_rmsnorm_plan, sift_cuda_kv_write_plan,
     sift_cuda_sel_cache_check_plan, sift_cuda_fill_range_plan;
-sift_cuda_launch_fn sift_cuda_get_rows_launch, sift_cuda_rmsnorm_launch, sift_cuda_rope_launch, sift_cuda_eltwise_launch,
-    sift_cuda_kv_write_launch, sift_cuda_sel_cache_check_launch, sift_cuda_fill_range_launch, sift_cuda_mean_rows_launch;
+sift_cuda_launch_fn sift_cuda_get_rows_launch, sift_cuda_rmsnorm_launch, sift_cuda_rope_launch,
+    sift_cuda_eltwise_launch, sift_cuda_kv_write_launch, sift_cuda_sel_cache_check_launch, sift_cuda_fill_range_launch,
+    sift_cuda_mean_rows_launch;
 
 #ifdef __cplusplus
 }

@@ -114,7 +114,8 @@ extern "C" cudaError_t sift_cuda_vote_plan(const sift_cuda_device *dev, const si
         return cudaSuccess;
     }
     const int64_t blocks = (m + VCH - 1) / VCH;
-    if (blocks > INT32_MAX || hq > 65535) return beyond_limit(plan, "SOFTMAX_SUM votes over more than 65535 heads or 2^31 blocks");
+    if (blocks > INT32_MAX || hq > 65535)
+        return beyond_limit(plan, "SOFTMAX_SUM votes over more than 65535 heads or 2^31 blocks per head");
     plan->blocks = (int)blocks;
     plan->scratch_bytes = ((size_t)hq * (size_t)blocks + (size_t)hq) * sizeof(float2);
     return cudaSuccess;

@@ -1,10 +1,11 @@
 /* The CUDA backend: device memory through the CUDA runtime (linked statically), one stream, the
- * kernels in the .cu files of cuda/ (docs/kernels.md).
+ * kernels in the .cu files of cuda/ (docs/kernels.md), reached through one table indexed by op
+ * (cuda_ops: each op's plan and launch, sift_cuda.h).
  *
  * Tensors are plain cudaMalloc allocations, zeroed like the CPU backend's. A graph's launch
  * geometry and scratch (vote partials, radix histograms, attention partials) are planned once per
  * graph version and cached in g->backend_cache; untimed runs replay the node sequence as a CUDA
- * graph recorded on first use (SIFT_CUDA_GRAPH=0 launches the kernels one by one instead), timed
+ * graph recorded on the second run (SIFT_CUDA_GRAPH=0 launches the kernels one by one instead), timed
  * runs launch directly with an event pair around each node. Every run ends with a stream
  * synchronization; every CUDA error becomes SIFT_E_BACKEND naming the call. */
 #include "backend.h"
