@@ -30,6 +30,8 @@
 
 namespace sift_cuda {
 
+enum { MM_NONE = 0, MM_VEC, MM_TILED }; // sift_cuda_plan.path
+
 // The kernels' parameters (passed by value), built from the node and its plan by the launch.
 struct MatmulArgs {
     const float *x;
@@ -433,7 +435,7 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
     return cudaSuccess;
 }
 
-// path (SIFT_CUDA_MM_*); matrix-vector: rows_per_block, groups_per_lane, smem.
+// path (MM_*); matrix-vector: rows_per_block, groups_per_lane, smem.
 extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
     const MatmulArgs a = matmul_args(n, nullptr);
@@ -448,7 +450,7 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
     if (!vec) {
         if ((a.t + GT - 1) / GT > 2147483647 || (a.n + GN - 1) / GN > 65535)
             return beyond_limit(plan, "a tiled matmul of more than 2^37 tokens or 2^22 rows of w");
-        plan->path = SIFT_CUDA_MM_TILED;
+        plan->path = MM_TILED;
         return cudaSuccess;
     }
     // R: 8 rows per block unless that leaves fewer than 3 blocks per multiprocessor
@@ -459,7 +461,7 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
     const int u = mv_groups_per_lane(w, R);
     const size_t smem = mv_smem(w, R, u); // <= mv_smem_max(w), the limit matmul_init set
     if ((a.n + R - 1) / R > 2147483647) return beyond_limit(plan, "a matrix-vector product over 2^31 blocks of rows");
-    plan->path = SIFT_CUDA_MM_VEC;
+    plan->path = MM_VEC;
     plan->rows_per_block = R;
     plan->groups_per_lane = u;
     plan->smem = smem;
@@ -472,11 +474,11 @@ extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, cons
     (void)dev, (void)scratch;
     const MatmulArgs a = matmul_args(n, plan);
     switch (plan->path) {
-    case SIFT_CUDA_MM_VEC: {
+    case MM_VEC: {
         const unsigned blocks = (unsigned)((a.n + a.rows_per_block - 1) / a.rows_per_block);
         return launch(mv_kernel_for(a.wtype), dim3(blocks), dim3(NT), plan->smem, st, a);
     }
-    case SIFT_CUDA_MM_TILED: {
+    case MM_TILED: {
         const bool wvec = reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.row_bytes % 16 == 0;
         const bool xvec = reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && a.k % 4 == 0;
         const dim3 grid((unsigned)((a.t + GT - 1) / GT), (unsigned)((a.n + GN - 1) / GN));

@@ -36,7 +36,7 @@ cudaError_t sift_cuda_init(int device, sift_cuda_device *dev);
 /* What a plan decides; each op uses the fields its plan function names, the rest stay 0. */
 typedef struct sift_cuda_plan {
     int path;             /* which kernels: select 1 = radix select; attention 1 = the general kernels;
-                           * matmul SIFT_CUDA_MM_* */
+                           * matmul 1 = matrix-vector, 2 = tiled (0: nothing to do) */
     int aligned;          /* operands 16-byte aligned, vector copies and loads (score, attention, sel_cache_check) */
     int chunks;           /* score, attention: query-head chunks per KV head */
     int blocks;           /* score, attention: splits of the positions; vote: partial blocks per head;
@@ -53,8 +53,6 @@ typedef struct sift_cuda_plan {
     const char *why;      /* a plan refused with cudaErrorInvalidConfiguration (a limit of the CUDA
                            * kernels: SIFT_E_LIMIT) or cudaErrorNotSupported (SIFT_E_UNSUPPORTED): which one */
 } sift_cuda_plan;
-
-enum { SIFT_CUDA_MM_NONE = 0, SIFT_CUDA_MM_VEC, SIFT_CUDA_MM_TILED };
 
 /* The functions of every op have these types. A plan fills what its op needs (the comment above its
  * definition says which fields) into a zeroed plan; an op with nothing to decide has none. A launch
