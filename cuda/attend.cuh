@@ -20,7 +20,7 @@
 // the identity index list; causal attention (prefill) too, with T queries per head, query t over
 // positions [0, pos0 + t]: grid x covers (token, split), a block's range is cut at its token's end.
 // Sparse prefill (causal_attend_sparse) is causal attention over the sequence "the list, then
-// [pos0, pos0 + t]" (sift_cuda_attend in sift_cuda.h).
+// [pos0, pos0 + t]" (AttendArgs).
 //
 // Rows are located through kv_locate / kv_at (common.cuh), the one address map: paged K/V (a page
 // table read on the device) and plain K/V alike; absent rows are never read (zero-filled, masked).
@@ -36,6 +36,54 @@
 namespace sift_cuda {
 
 constexpr int TILE_BYTES = 16384; // one tile of K (or of V) in shared memory
+
+// The kernels' parameters (passed by value), built from the node and its plan by the launches.
+
+// score: scores[h][j] = scale * dot(q[h], K[g(h)][begin + j]), j < m.
+struct ScoreArgs {
+    const float *q;    // [hq][d]
+    KvMap kv;
+    int hq;
+    int64_t begin, m;
+    float scale;
+    float *scores;     // [hq][m]
+    const float *skip; // predicate (sift_graph_skip_if): nothing happens when *skip != 0; NULL: none
+    int chunks;        // head chunks per KV head (G split into groups of <= 8)
+    int splits;        // blocks along the positions
+    int64_t split_len; // positions per block, a multiple of the tile
+    int aligned;       // K rows 16-byte aligned: cp.async; else element copies
+};
+
+// gather_attend / dense_attend / causal_attend / causal_attend_sparse: query row (token t, head h)
+// attends the entries e < n_t of a position sequence: entry e is position idx[list][e] for
+// e < list_len, else range0 + e. n_t = n, or for causal attention min(n, tok_base + t + 1).
+//   gather: the list (list_len = n);            dense: [0, n) (no list, range0 = 0);
+//   causal: [0, pos0 + t] (tok_base = pos0);     sparse: the list, then [pos0, pos0 + t]
+//           (list_len = L, n = L + T, tok_base = L, range0 = pos0 - L).
+// rope_tab (gather only): the key of entry e is rotated to position e before its dot product
+// (SPEC §6): pair p < rope_half turns by (c, s) = rope_tab[e * rope_half + p]; pairs are elements
+// (2p, 2p + 1), or (p, p + rope_half) with rope_neox. Rotary keys, and V rows mapped apart from K's
+// (kv.v_own_map), run the general kernels (at most 4 query heads per block).
+struct AttendArgs {
+    const float *q;          // [tokens][hq][d]
+    KvMap kv;
+    const int32_t *idx;      // [lists][list_len], or NULL
+    int idx_lists;           // 1 (shared) or hkv
+    int64_t list_len;        // entries per list (0 without one)
+    int64_t n;               // entries of the longest sequence
+    int64_t range0;          // entry e >= list_len is position range0 + e
+    int hq;
+    int tokens;              // queries per head: 1, or T for causal attention (may be 0)
+    int causal;              // token t attends to the first tok_base + t + 1 entries only
+    int64_t tok_base;
+    float scale;
+    float *out;              // [tokens][hq][d]
+    const float2 *rope_tab;  // [>= n][rope_half] (cos, sin), or NULL: keys as stored
+    int rope_half, rope_neox; // 0 without rope_tab
+    int chunks, splits;
+    int64_t split_len;
+    int aligned;
+};
 
 template <typename T, int D> struct Tile {
     static constexpr int RB = D * (int)sizeof(T); // bytes per row
@@ -60,7 +108,7 @@ template <typename T, int D, int GC> constexpr size_t attend_smem(int stages)
            (size_t)stages * C::TR * sizeof(int);
 }
 
-// Rotary keys (SPEC §6, sift_cuda_attend.rope_*): which pairs turn, and by which angles.
+// Rotary keys (SPEC §6, AttendArgs.rope_*): which pairs turn, and by which angles.
 struct RopeArgs {
     const float2 *tab; // [entries][half] (cos, sin) of entry e's angles
     int half, neox;
@@ -131,7 +179,7 @@ __device__ __forceinline__ void load_positions(int32_t (&pos)[Tile<T, D>::CPT], 
 // thread copies CPT chunks of 16 bytes; consecutive threads, consecutive chunks of a row (the same
 // column in every tile).
 template <typename T, int D, bool WITH_V, bool OWN_V>
-__device__ __forceinline__ void issue_tile(unsigned char *ks, unsigned char *vs, int *spos, const sift_cuda_kv &kv, int g,
+__device__ __forceinline__ void issue_tile(unsigned char *ks, unsigned char *vs, int *spos, const KvMap &kv, int g,
                                            const int32_t (&pos)[Tile<T, D>::CPT], bool aligned)
 {
     using C = Tile<T, D>;
@@ -243,7 +291,7 @@ __device__ __forceinline__ void qk_tile(const T *Ks, const float (&qr)[GC][8], f
 // ---- score ------------------------------------------------------------------------------------
 
 template <typename T, int D, int GC>
-__global__ void __launch_bounds__(NT, 2) score_kernel(const sift_cuda_score a, const int stages)
+__global__ void __launch_bounds__(NT, 2) score_kernel(const ScoreArgs a, const int stages)
 {
     if (skipped(a.skip)) return;
     using C = Tile<T, D>;
@@ -297,7 +345,7 @@ __global__ void __launch_bounds__(NT, 2) score_kernel(const sift_cuda_score a, c
 // ---- attention ----------------------------------------------------------------------------------
 
 template <typename T, int D, int GC, bool GENERAL>
-__global__ void __launch_bounds__(NT, 2) attend_kernel(const sift_cuda_attend a, const int stages, float *part_o,
+__global__ void __launch_bounds__(NT, 2) attend_kernel(const AttendArgs a, const int stages, float *part_o,
                                                        float2 *part_ml)
 {
     using C = Tile<T, D>;
@@ -454,8 +502,8 @@ __global__ void __launch_bounds__(NT, 2) attend_kernel(const sift_cuda_attend a,
 
 // ---- host side shared by score_attend.cu and attend_rope.cu ---------------------------------------
 
-using ScoreKernel = void (*)(sift_cuda_score, int);
-using AttendKernel = void (*)(sift_cuda_attend, int, float *, float2 *);
+using ScoreKernel = void (*)(ScoreArgs, int);
+using AttendKernel = void (*)(AttendArgs, int, float *, float2 *);
 
 struct KernelInfo {
     ScoreKernel score;   // one of these two

@@ -1,5 +1,6 @@
-// Device helpers shared by the CUDA kernels: K/V row addressing, 16-byte loads of f16/f32 rows,
-// cp.async, warp reductions, the float order key of select.
+// Helpers shared by the CUDA kernels: K/V row addressing, 16-byte loads of f16/f32 rows, cp.async,
+// warp reductions, the float order key of select; on the host, the node's operands (device
+// pointers, the K/V address maps) and kernel launches.
 #pragma once
 
 #ifdef SIFT_CUDA_EMU
@@ -26,13 +27,36 @@ constexpr int NT = 256; // threads per block, every kernel
 
 __device__ __forceinline__ float neg_inf() { return -__int_as_float(0x7f800000); }
 
-// ---- where a K/V row lives (sift_cuda_rows in sift_cuda.h; engine/backend.h: sift_kv_phys_row) --
-// THE address map of K and V, in two steps so that kernels can look rows up ahead of their copies:
+// ---- where a K/V row lives (engine/backend.h: sift_kv_phys_row) ---------------------------------
+// THE address map of the kernels: every kernel that reads or writes K/V goes through kv_locate
+// (logical position -> physical row) and kv_at (physical row -> address). Logical row j of KV
+// head g is the element base + g * stride0 + row(j) * stride1, where row(j) = j without a page
+// table, and with one (sift_tensor_paged_view) row(j) = (pages[j >> page_shift] << page_shift) |
+// (j & (P - 1)), absent when the page number is outside [0, pool_pages). The table is a device
+// pointer read at run time: the host may rewrite it between computes, and a recorded CUDA graph
+// stays valid.
+struct RowMap {
+    const void *base;         // element 0 of the tensor (a paged view: of its pool)
+    int64_t stride0, stride1; // elements between KV heads, between (physical) rows
+    const int32_t *pages;     // page table [logical rows >> page_shift], or NULL: not paged
+    int page_shift;           // log2 P
+    int pool_pages;           // pages in the pool; its rows (pool_pages << page_shift) are below 2^31
+};
+
+// K and V of one layer: logically [Hkv][ncap][D], f16 or f32 (both the same type).
+struct KvMap {
+    RowMap k, v;    // v.base may be NULL (score)
+    int64_t ncap;   // logical positions in the cache (index bound)
+    int hkv, d, f16;
+    int v_own_map;  // V's rows are not at K's physical rows (another page table, page size or pool, or
+                    // only one of them paged): looked up separately
+};
+
 // kv_locate: logical position -> physical row, or -1 where the position is outside [0, ncap) or its
 // page names no page of the pool (such rows are never read nor written). Without a page table
 // (one uniform, predictable branch) it is the identity. The page table is read here, on the device,
 // at run time. Shifts and masks only: no division per row.
-__device__ __forceinline__ int32_t kv_locate(const sift_cuda_rows &r, int64_t ncap, int64_t pos)
+__device__ __forceinline__ int32_t kv_locate(const RowMap &r, int64_t ncap, int64_t pos)
 {
     if (pos < 0 || pos >= ncap) return -1;
     const int32_t p = (int32_t)pos; // ncap <= INT32_MAX
@@ -42,7 +66,7 @@ __device__ __forceinline__ int32_t kv_locate(const sift_cuda_rows &r, int64_t nc
     return (page << r.page_shift) | (p & ((1 << r.page_shift) - 1));
 }
 // kv_at: physical row -> address of its first element in KV head g.
-template <typename T> __device__ __forceinline__ T *kv_at(const sift_cuda_rows &r, int g, int32_t row)
+template <typename T> __device__ __forceinline__ T *kv_at(const RowMap &r, int g, int32_t row)
 {
     return static_cast<T *>(const_cast<void *>(r.base)) + (int64_t)g * r.stride0 + (int64_t)row * r.stride1;
 }
@@ -212,6 +236,72 @@ __device__ __forceinline__ uint32_t order_key(float f)
     if ((bits & 0x7fffffffu) == 0) bits = 0;
     return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
 }
+
+// ---- host: the node's operands ----------------------------------------------------------------
+
+// The device address of a tensor's first element (views start t->offset bytes into their
+// parent's storage), or NULL for no tensor.
+template <typename T = void> static inline T *dev_ptr(const sift_tensor *t)
+{
+    return t && t->impl ? reinterpret_cast<T *>(static_cast<char *>(t->impl) + t->offset) : nullptr;
+}
+
+// A predicated node's flag (sift_graph_skip_if), or NULL.
+static inline const float *skip_flag(const sift_node *n)
+{
+    return n->skip ? dev_ptr<const float>(n->skip) + n->skip_elem : nullptr;
+}
+
+// Whether the kernels can address t's rows: a paged view's pool has fewer than 2^31 rows per KV head
+// (the logical rows of every K/V operand are, by the engine's checks).
+static inline bool rows_addressable(const sift_tensor *t)
+{
+    return !t || !t->pages || t->parent->shape[1] <= INT32_MAX;
+}
+
+// The address map of a K/V operand (NULL: none): its storage and strides, and for a paged view
+// (engine/backend.h; its page size a power of two dividing the pool's rows) its pool, page table
+// (a device pointer: read by the kernels at run time) and page size.
+static inline RowMap row_map(const sift_tensor *t)
+{
+    RowMap r = {};
+    if (!t) return r;
+    r.base = dev_ptr(t);
+    r.stride0 = t->stride[0];
+    r.stride1 = t->stride[1];
+    if (!t->pages) return r;
+    int shift = 0;
+    while (((int64_t)1 << shift) < t->page_size) shift++;
+    r.pages = dev_ptr<const int32_t>(t->pages);
+    r.page_shift = shift;
+    r.pool_pages = r.pages ? (int)(t->parent->shape[1] / t->page_size) : 0; // an empty table: every row absent
+    return r;
+}
+
+static inline KvMap kv_map(const sift_tensor *k, const sift_tensor *v)
+{
+    KvMap kv = {};
+    kv.k = row_map(k);
+    kv.v = row_map(v);
+    kv.ncap = k->shape[1];
+    kv.hkv = (int)k->shape[0];
+    kv.d = (int)k->shape[2];
+    kv.f16 = k->dtype == SIFT_F16;
+    const bool same = kv.k.pages == kv.v.pages &&
+                      (!kv.k.pages || (kv.k.page_shift == kv.v.page_shift && kv.k.pool_pages == kv.v.pool_pages));
+    kv.v_own_map = v && !same;
+    return kv;
+}
+
+// A plan refused for a limit of the kernels (SIFT_E_LIMIT in the backend), saying which.
+static inline cudaError_t beyond_limit(sift_cuda_plan *plan, const char *why)
+{
+    plan->why = why;
+    return cudaErrorInvalidConfiguration;
+}
+
+// Raises the matrix-vector kernels' dynamic shared memory limits (matmul.cu; part of sift_cuda_init).
+cudaError_t matmul_init(const sift_cuda_device *dev);
 
 // Host: launches kernel k on stream st and returns the launch error (in the emulator: runs it).
 template <typename... P, typename... A>

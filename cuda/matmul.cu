@@ -30,6 +30,21 @@
 
 namespace sift_cuda {
 
+enum { MM_NONE = 0, MM_VEC, MM_TILED }; // sift_cuda_plan.path
+
+// The kernels' parameters (passed by value), built from the node and its plan by the launch.
+struct MatmulArgs {
+    const float *x;
+    const void *w;
+    const float *bias;   // NULL: none
+    float *out;
+    int64_t t, k, n;
+    int wtype;           // w's sift_dtype
+    size_t row_bytes;    // bytes of one row of w
+    int rows_per_block;  // matrix-vector: rows of w per block (8, 4, 2 or 1)
+    int mv_u;            // matrix-vector: weight groups per lane and pipeline stage
+};
+
 // ---- matrix-vector ------------------------------------------------------------------------------
 
 constexpr int MV_WARPS = NT / 32;
@@ -38,11 +53,11 @@ constexpr int MV_STAGE_BUDGET = 3584; // bytes of weights + x per warp and stage
 
 __host__ __device__ constexpr int fmt_group(int w) // values per group
 {
-    return w == SIFT_CUDA_W_F32 ? 4 : (w == SIFT_CUDA_W_F16 || w == SIFT_CUDA_W_BF16) ? 8 : 32;
+    return w == SIFT_F32 ? 4 : (w == SIFT_F16 || w == SIFT_BF16) ? 8 : 32;
 }
 __host__ __device__ constexpr int fmt_group_bytes(int w)
 {
-    return w == SIFT_CUDA_W_Q8_0 ? 34 : w == SIFT_CUDA_W_Q4_0 ? 18 : 16;
+    return w == SIFT_Q8_0 ? 34 : w == SIFT_Q4_0 ? 18 : 16;
 }
 
 // The shared-memory layout of one warp's stage: R rows of rs bytes (the row's span of sg groups,
@@ -61,7 +76,7 @@ __host__ __device__ inline MvLayout mv_layout(int wtype, int R, int u)
     const int gb = fmt_group_bytes(wtype), g = fmt_group(wtype);
     L.sg = u * 32 / R;
     const int span = L.sg * gb;
-    const bool quant = wtype == SIFT_CUDA_W_Q8_0 || wtype == SIFT_CUDA_W_Q4_0;
+    const bool quant = wtype == SIFT_Q8_0 || wtype == SIFT_Q4_0;
     // f32/f16/bf16 spans start 16-byte aligned; q spans anywhere in their first chunk, and the
     // word reads of their last group pass its end by up to 2 bytes
     L.nch = quant ? (span + 15 + 15) / 16 : span / 16;
@@ -86,7 +101,7 @@ __device__ __forceinline__ int mv_xpos(int e) { return e + 4 * (e >> 5); }
 // address in shared memory: 16-byte aligned for f32/f16/bf16, even for q8_0/q4_0).
 template <int W> __device__ __forceinline__ float mv_dot(const unsigned char *w, const float *x, float acc);
 
-template <> __device__ __forceinline__ float mv_dot<SIFT_CUDA_W_F32>(const unsigned char *w, const float *x, float acc)
+template <> __device__ __forceinline__ float mv_dot<SIFT_F32>(const unsigned char *w, const float *x, float acc)
 {
     const float4 a = *reinterpret_cast<const float4 *>(w), b = *reinterpret_cast<const float4 *>(x);
     acc = fmaf(a.x, b.x, acc);
@@ -117,11 +132,11 @@ __device__ __forceinline__ float dot8_words(const uint4 &u, const float *x, floa
     }
     return acc;
 }
-template <> __device__ __forceinline__ float mv_dot<SIFT_CUDA_W_F16>(const unsigned char *w, const float *x, float acc)
+template <> __device__ __forceinline__ float mv_dot<SIFT_F16>(const unsigned char *w, const float *x, float acc)
 {
     return dot8_words(*reinterpret_cast<const uint4 *>(w), x, acc, false);
 }
-template <> __device__ __forceinline__ float mv_dot<SIFT_CUDA_W_BF16>(const unsigned char *w, const float *x, float acc)
+template <> __device__ __forceinline__ float mv_dot<SIFT_BF16>(const unsigned char *w, const float *x, float acc)
 {
     return dot8_words(*reinterpret_cast<const uint4 *>(w), x, acc, true);
 }
@@ -136,7 +151,7 @@ template <int NW> __device__ __forceinline__ unsigned load_words(const unsigned 
     return (unsigned)(a & 3) * 8;
 }
 
-template <> __device__ __forceinline__ float mv_dot<SIFT_CUDA_W_Q8_0>(const unsigned char *w, const float *x, float acc)
+template <> __device__ __forceinline__ float mv_dot<SIFT_Q8_0>(const unsigned char *w, const float *x, float acc)
 {
     unsigned v[9];
     const unsigned sh = load_words<9>(w, v);
@@ -154,7 +169,7 @@ template <> __device__ __forceinline__ float mv_dot<SIFT_CUDA_W_Q8_0>(const unsi
     return fmaf(d, s, acc);
 }
 
-template <> __device__ __forceinline__ float mv_dot<SIFT_CUDA_W_Q4_0>(const unsigned char *w, const float *x, float acc)
+template <> __device__ __forceinline__ float mv_dot<SIFT_Q4_0>(const unsigned char *w, const float *x, float acc)
 {
     unsigned v[5];
     const unsigned sh = load_words<5>(w, v);
@@ -178,7 +193,7 @@ template <> __device__ __forceinline__ float mv_dot<SIFT_CUDA_W_Q4_0>(const unsi
     return fmaf(d, s, acc);
 }
 
-template <int W> __global__ void __launch_bounds__(NT) mv_kernel(const sift_cuda_matmul a)
+template <int W> __global__ void __launch_bounds__(NT) mv_kernel(const MatmulArgs a)
 {
     constexpr int G = fmt_group(W), GB = fmt_group_bytes(W);
     SIFT_DYNAMIC_SMEM(smem);
@@ -261,7 +276,7 @@ template <int W> __global__ void __launch_bounds__(NT) mv_kernel(const sift_cuda
 
 constexpr int GT = 64, GN = 64, GK = 32, GPAD = 4;
 
-__global__ void __launch_bounds__(NT) gemm_kernel(const sift_cuda_matmul a, const int wvec, const int xvec)
+__global__ void __launch_bounds__(NT) gemm_kernel(const MatmulArgs a, const int wvec, const int xvec)
 {
     __shared__ __align__(16) float Xs[2][GK][GT + GPAD];
     __shared__ __align__(16) float Ws[2][GK][GN + GPAD];
@@ -339,16 +354,16 @@ __global__ void __launch_bounds__(NT) gemm_kernel(const sift_cuda_matmul a, cons
 
 // ---- host -----------------------------------------------------------------------------------------
 
-using MvKernel = void (*)(sift_cuda_matmul);
+using MvKernel = void (*)(MatmulArgs);
 
 static MvKernel mv_kernel_for(int wtype)
 {
     switch (wtype) {
-    case SIFT_CUDA_W_F32: return &mv_kernel<SIFT_CUDA_W_F32>;
-    case SIFT_CUDA_W_F16: return &mv_kernel<SIFT_CUDA_W_F16>;
-    case SIFT_CUDA_W_BF16: return &mv_kernel<SIFT_CUDA_W_BF16>;
-    case SIFT_CUDA_W_Q8_0: return &mv_kernel<SIFT_CUDA_W_Q8_0>;
-    default: return &mv_kernel<SIFT_CUDA_W_Q4_0>;
+    case SIFT_F32: return &mv_kernel<SIFT_F32>;
+    case SIFT_F16: return &mv_kernel<SIFT_F16>;
+    case SIFT_BF16: return &mv_kernel<SIFT_BF16>;
+    case SIFT_Q8_0: return &mv_kernel<SIFT_Q8_0>;
+    default: return &mv_kernel<SIFT_Q4_0>;
     }
 }
 
@@ -359,7 +374,7 @@ static size_t mv_smem(int wtype, int R, int u)
 
 // The fewest rows per block: q4_0 keeps 8 (its x values outweigh its weights: they must be shared
 // by many rows), q8_0 at least 4, the others down to 1.
-static int mv_rmin(int wtype) { return wtype == SIFT_CUDA_W_Q4_0 ? 8 : wtype == SIFT_CUDA_W_Q8_0 ? 4 : 1; }
+static int mv_rmin(int wtype) { return wtype == SIFT_Q4_0 ? 8 : wtype == SIFT_Q8_0 ? 4 : 1; }
 
 // U for R rows per block: as many groups per lane and stage as the stage budget allows (1 .. 8).
 static int mv_groups_per_lane(int wtype, int R)
@@ -384,9 +399,29 @@ static size_t mv_smem_max(int wtype)
 
 using namespace sift_cuda;
 
-extern "C" cudaError_t sift_cuda_matmul_init(const sift_cuda_device *dev)
+static MatmulArgs matmul_args(const sift_node *n, const sift_cuda_plan *plan)
 {
-    for (int w = SIFT_CUDA_W_F32; w <= SIFT_CUDA_W_Q4_0; w++) {
+    const sift_tensor *w = n->src[1];
+    MatmulArgs a = {};
+    a.x = dev_ptr<const float>(n->src[0]);
+    a.w = dev_ptr<const void>(w);
+    a.bias = n->n_src > 2 ? dev_ptr<const float>(n->src[2]) : nullptr;
+    a.out = dev_ptr<float>(n->dst);
+    a.t = n->src[0]->shape[0];
+    a.k = n->src[0]->shape[1];
+    a.n = w->shape[0];
+    a.wtype = (int)w->dtype;
+    a.row_bytes = sift_dtype_row_bytes(w->dtype, w->shape[1]);
+    if (plan) {
+        a.rows_per_block = plan->rows_per_block;
+        a.mv_u = plan->groups_per_lane;
+    }
+    return a;
+}
+
+cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
+{
+    for (const sift_dtype w : {SIFT_F32, SIFT_F16, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0}) {
         const void *fn = reinterpret_cast<const void *>(mv_kernel_for(w));
         // the plans' largest (about 95 KiB; with the static reduction array, within every sm_80+
         // device's limit: 163 KiB on A100, 99 KiB on sm_86/89, 227 KiB on H100/H200)
@@ -400,52 +435,54 @@ extern "C" cudaError_t sift_cuda_matmul_init(const sift_cuda_device *dev)
     return cudaSuccess;
 }
 
-extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, sift_cuda_matmul *a)
+// path (MM_*); matrix-vector: rows_per_block, groups_per_lane, smem.
+extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
-    a->path = SIFT_CUDA_MM_NONE;
-    a->rows_per_block = 0;
-    a->mv_u = 0;
-    a->smem = 0;
-    if (a->t <= 0 || a->n <= 0) return cudaSuccess;
-    const int w = a->wtype;
-    const bool quant = w == SIFT_CUDA_W_Q8_0 || w == SIFT_CUDA_W_Q4_0;
-    const uintptr_t wp = reinterpret_cast<uintptr_t>(a->w), xp = reinterpret_cast<uintptr_t>(a->x);
+    const MatmulArgs a = matmul_args(n, nullptr);
+    if (a.t <= 0 || a.n <= 0) return cudaSuccess;
+    const int w = a.wtype;
+    const bool quant = w == SIFT_Q8_0 || w == SIFT_Q4_0;
+    const uintptr_t wp = reinterpret_cast<uintptr_t>(a.w), xp = reinterpret_cast<uintptr_t>(a.x);
     // matrix-vector: one token, x 16-byte aligned, whole groups; f32/f16/bf16 rows 16-byte aligned
     // (q rows are even, which the funnel shifts need)
-    const bool vec = a->t == 1 && a->k > 0 && xp % 16 == 0 && a->k % fmt_group(w) == 0 &&
-                     (quant ? wp % 2 == 0 : wp % 16 == 0 && a->row_bytes % 16 == 0);
+    const bool vec = a.t == 1 && a.k > 0 && xp % 16 == 0 && a.k % fmt_group(w) == 0 &&
+                     (quant ? wp % 2 == 0 : wp % 16 == 0 && a.row_bytes % 16 == 0);
     if (!vec) {
-        if ((a->t + GT - 1) / GT > 2147483647 || (a->n + GN - 1) / GN > 65535) return cudaErrorInvalidConfiguration;
-        a->path = SIFT_CUDA_MM_TILED;
+        if ((a.t + GT - 1) / GT > 2147483647 || (a.n + GN - 1) / GN > 65535)
+            return beyond_limit(plan, "a tiled matmul of more than 2^37 tokens or 2^22 rows of w");
+        plan->path = MM_TILED;
         return cudaSuccess;
     }
     // R: 8 rows per block unless that leaves fewer than 3 blocks per multiprocessor
     const int rmin = mv_rmin(w);
     int R = 8;
-    while (R > rmin && (a->n + R - 1) / R < 3 * (int64_t)dev->sm_count) R /= 2;
+    while (R > rmin && (a.n + R - 1) / R < 3 * (int64_t)dev->sm_count) R /= 2;
     // U: groups per lane and stage, as many as the stage budget allows
     const int u = mv_groups_per_lane(w, R);
-    const size_t smem = mv_smem(w, R, u); // <= mv_smem_max(w), the limit sift_cuda_matmul_init set
-    if ((a->n + R - 1) / R > 2147483647) return cudaErrorInvalidConfiguration;
-    a->path = SIFT_CUDA_MM_VEC;
-    a->rows_per_block = R;
-    a->mv_u = u;
-    a->smem = smem;
+    const size_t smem = mv_smem(w, R, u); // <= mv_smem_max(w), the limit matmul_init set
+    if ((a.n + R - 1) / R > 2147483647) return beyond_limit(plan, "a matrix-vector product over 2^31 blocks of rows");
+    plan->path = MM_VEC;
+    plan->rows_per_block = R;
+    plan->groups_per_lane = u;
+    plan->smem = smem;
     return cudaSuccess;
 }
 
-extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_matmul *a, cudaStream_t st)
+extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, const sift_node *n,
+                                               const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
 {
-    switch (a->path) {
-    case SIFT_CUDA_MM_VEC: {
-        const unsigned blocks = (unsigned)((a->n + a->rows_per_block - 1) / a->rows_per_block);
-        return launch(mv_kernel_for(a->wtype), dim3(blocks), dim3(NT), a->smem, st, *a);
+    (void)dev, (void)scratch;
+    const MatmulArgs a = matmul_args(n, plan);
+    switch (plan->path) {
+    case MM_VEC: {
+        const unsigned blocks = (unsigned)((a.n + a.rows_per_block - 1) / a.rows_per_block);
+        return launch(mv_kernel_for(a.wtype), dim3(blocks), dim3(NT), plan->smem, st, a);
     }
-    case SIFT_CUDA_MM_TILED: {
-        const bool wvec = reinterpret_cast<uintptr_t>(a->w) % 16 == 0 && a->row_bytes % 16 == 0;
-        const bool xvec = reinterpret_cast<uintptr_t>(a->x) % 16 == 0 && a->k % 4 == 0;
-        const dim3 grid((unsigned)((a->t + GT - 1) / GT), (unsigned)((a->n + GN - 1) / GN));
-        return launch(gemm_kernel, grid, dim3(NT), 0, st, *a, (int)wvec, (int)xvec);
+    case MM_TILED: {
+        const bool wvec = reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.row_bytes % 16 == 0;
+        const bool xvec = reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && a.k % 4 == 0;
+        const dim3 grid((unsigned)((a.t + GT - 1) / GT), (unsigned)((a.n + GN - 1) / GN));
+        return launch(gemm_kernel, grid, dim3(NT), 0, st, a, (int)wvec, (int)xvec);
     }
     default: return cudaSuccess;
     }

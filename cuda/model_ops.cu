@@ -9,11 +9,88 @@
 
 namespace sift_cuda {
 
+// The kernels' parameters (passed by value), built from the node by the launches.
+
+// get_rows: out[t] = row ids[t] of table [rows][e] as f32 (zeros for an id outside [0, rows)).
+struct GetRowsArgs {
+    const void *table;
+    int wtype;          // the table's sift_dtype
+    int64_t rows, e;
+    size_t row_bytes;
+    const int32_t *ids; // [t]
+    int64_t t;
+    float *out;         // [t][e]
+};
+
+// rmsnorm: out[t] = x[t] * (1 / sqrt(mean(x[t]^2) + eps)) * w.
+struct RmsnormArgs {
+    const float *x, *w;
+    float *out;
+    int64_t rows, e;
+    float eps;
+};
+
+// rope of x [t][h][d] into out; pair i of the first n_rot elements turns by
+// theta = (pos0 + t) * freq[i] / factors[i], freq the node's rope_freq.
+struct RopeKernelArgs {
+    const float *x;
+    const float *factors; // [n_rot / 2] or NULL
+    float *out;
+    int64_t t;
+    int h, d, n_rot, neox;
+    int64_t pos0;
+    float freq[SIFT_MAX_HEAD_DIM / 2];
+};
+
+// add: out = a + b; swiglu: out = a / (1 + exp(-a)) * b; n elements.
+struct EltwiseArgs {
+    const float *a, *b;
+    float *out;
+    int64_t n;
+    int swiglu;
+};
+
+// kv_write: cache[h][pos0 + t] = src[t][h] (src f32 [t][h][d]; cache f16, rounded to nearest even
+// as sift_float_to_half rounds, or f32); rows without a page are not written.
+struct KvWriteArgs {
+    const float *src;
+    RowMap cache;  // base is writable
+    int64_t ncap;  // logical rows of the cache
+    int f16;
+    int64_t t;
+    int h, d;
+    int64_t pos0;
+};
+
+// sel_cache_check (include/sift.h): one block; state f32 [qn + 4] = q_ref, then REUSE, HITS,
+// STEPS, VALID (the SIFT_SEL_CACHE_* order).
+struct SelCacheArgs {
+    const float *q; // [qn]
+    float *state;
+    int64_t qn;
+    float theta;
+    int full;
+    int vec;        // q and state 16-byte aligned and qn a multiple of 4: vector loads
+};
+
+// fill_range: idx[l][col0 + i] = start + i for i < len - col0, every list l < lists.
+struct FillRangeArgs {
+    int32_t *idx;
+    int64_t lists, len, col0, start;
+};
+
+// mean_rows: out[i] = (sum over t in order of x[t][i]) / rows, as the CPU reference sums.
+struct MeanRowsArgs {
+    const float *x;
+    float *out;
+    int64_t rows, e;
+};
+
 // ---- get_rows: one block per (token, slice of NT * 8 elements) ---------------------------------
 
 constexpr int GR_PER_THREAD = 8;
 
-__global__ void __launch_bounds__(NT) get_rows_kernel(const sift_cuda_get_rows a)
+__global__ void __launch_bounds__(NT) get_rows_kernel(const GetRowsArgs a)
 {
     const int64_t t = blockIdx.y;
     const int64_t e0 = (int64_t)blockIdx.x * NT * GR_PER_THREAD;
@@ -43,7 +120,7 @@ __device__ __forceinline__ float block_sum(float x)
     return s; // every thread
 }
 
-__global__ void __launch_bounds__(NT) rmsnorm_kernel(const sift_cuda_rmsnorm a)
+__global__ void __launch_bounds__(NT) rmsnorm_kernel(const RmsnormArgs a)
 {
     const float *x = a.x + (int64_t)blockIdx.x * a.e;
     float *out = a.out + (int64_t)blockIdx.x * a.e;
@@ -82,7 +159,7 @@ __device__ __forceinline__ void rope_sincos(float theta, float &s, float &c)
 // j >= n_rot/2 are elements 2j, 2j+1 (the last one alone when D is odd) of the part that passes
 // through.
 
-__global__ void __launch_bounds__(NT) rope_kernel(const __grid_constant__ sift_cuda_rope a)
+__global__ void __launch_bounds__(NT) rope_kernel(const __grid_constant__ RopeKernelArgs a)
 {
     const int half = (a.d + 1) / 2, rh = a.n_rot / 2;
     const int64_t total = a.t * a.h * half;
@@ -110,7 +187,7 @@ __global__ void __launch_bounds__(NT) rope_kernel(const __grid_constant__ sift_c
 
 // ---- add, swiglu ----------------------------------------------------------------------------------
 
-__global__ void __launch_bounds__(NT) eltwise_kernel(const sift_cuda_eltwise a)
+__global__ void __launch_bounds__(NT) eltwise_kernel(const EltwiseArgs a)
 {
     const int64_t stride = (int64_t)gridDim.x * NT;
     for (int64_t i = (int64_t)blockIdx.x * NT + threadIdx.x; i < a.n; i += stride) {
@@ -141,7 +218,7 @@ __device__ __forceinline__ uint16_t float_to_half_bits(float f)
 
 // Rows are located through kv_locate / kv_at (common.cuh), the address map every K/V kernel uses:
 // a paged cache's row without a page is not written.
-__global__ void __launch_bounds__(NT) kv_write_kernel(const sift_cuda_kv_write a)
+__global__ void __launch_bounds__(NT) kv_write_kernel(const KvWriteArgs a)
 {
     const int64_t total = a.t * a.h * a.d;
     const int64_t i = (int64_t)blockIdx.x * NT + threadIdx.x;
@@ -182,7 +259,7 @@ __device__ __forceinline__ double warp_sum_d(double x)
     return x;
 }
 
-__global__ void __launch_bounds__(SC_NT) sel_cache_kernel(const sift_cuda_sel_cache a)
+__global__ void __launch_bounds__(SC_NT) sel_cache_kernel(const SelCacheArgs a)
 {
     __shared__ double part[3][SC_NT / 32];
     __shared__ int s_copy;
@@ -253,7 +330,7 @@ __global__ void __launch_bounds__(SC_NT) sel_cache_kernel(const sift_cuda_sel_ca
 
 // ---- fill_range: grid (column blocks, lists) -------------------------------------------------------
 
-__global__ void __launch_bounds__(NT) fill_range_kernel(const sift_cuda_fill_range a)
+__global__ void __launch_bounds__(NT) fill_range_kernel(const FillRangeArgs a)
 {
     const int64_t i = (int64_t)blockIdx.x * NT + threadIdx.x;
     if (a.col0 + i >= a.len) return;
@@ -262,7 +339,7 @@ __global__ void __launch_bounds__(NT) fill_range_kernel(const sift_cuda_fill_ran
 
 // ---- mean_rows: one thread per column, the rows summed in order as the CPU reference sums them ------
 
-__global__ void __launch_bounds__(NT) mean_rows_kernel(const sift_cuda_mean_rows a)
+__global__ void __launch_bounds__(NT) mean_rows_kernel(const MeanRowsArgs a)
 {
     const int64_t i = (int64_t)blockIdx.x * NT + threadIdx.x;
     if (i >= a.e) return;
@@ -281,59 +358,179 @@ static unsigned blocks_for(int64_t n, int64_t per_block)
 
 using namespace sift_cuda;
 
-extern "C" cudaError_t sift_cuda_get_rows_launch(const sift_cuda_get_rows *a, cudaStream_t st)
+// The plans check the kernels' limits (sel_cache_check's also the alignment); the launches build
+// the kernels' parameters from the node.
+
+extern "C" cudaError_t sift_cuda_get_rows_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
-    if (a->t <= 0 || a->e <= 0) return cudaSuccess;
-    if (a->t > 65535) return cudaErrorInvalidConfiguration; // the engine's chunks are far shorter
-    const dim3 grid(blocks_for(a->e, (int64_t)NT * GR_PER_THREAD), (unsigned)a->t);
-    return launch(get_rows_kernel, grid, dim3(NT), 0, st, *a);
+    (void)dev;
+    // grid y: one row of blocks per id (the engine's chunks are far shorter)
+    if (n->src[1]->shape[0] > 65535) return beyond_limit(plan, "get_rows of more than 65535 ids");
+    return cudaSuccess;
 }
 
-extern "C" cudaError_t sift_cuda_rmsnorm_launch(const sift_cuda_rmsnorm *a, cudaStream_t st)
+extern "C" cudaError_t sift_cuda_get_rows_launch(const sift_cuda_device *dev, const sift_node *n,
+                                                 const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
 {
-    if (a->rows <= 0 || a->e <= 0) return cudaSuccess;
-    return launch(rmsnorm_kernel, dim3((unsigned)a->rows), dim3(NT), 0, st, *a);
+    (void)dev, (void)plan, (void)scratch;
+    const sift_tensor *table = n->src[0];
+    GetRowsArgs a = {};
+    a.table = dev_ptr<const void>(table);
+    a.wtype = (int)table->dtype;
+    a.rows = table->shape[0];
+    a.e = table->shape[1];
+    a.row_bytes = sift_dtype_row_bytes(table->dtype, table->shape[1]);
+    a.ids = dev_ptr<const int32_t>(n->src[1]);
+    a.t = n->src[1]->shape[0];
+    a.out = dev_ptr<float>(n->dst);
+    if (a.t <= 0 || a.e <= 0) return cudaSuccess;
+    const dim3 grid(blocks_for(a.e, (int64_t)NT * GR_PER_THREAD), (unsigned)a.t);
+    return launch(get_rows_kernel, grid, dim3(NT), 0, st, a);
 }
 
-extern "C" cudaError_t sift_cuda_rope_launch(const sift_cuda_rope *a, cudaStream_t st)
+extern "C" cudaError_t sift_cuda_rmsnorm_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
-    const int64_t total = a->t * a->h * ((a->d + 1) / 2);
+    (void)dev;
+    if (n->src[0]->shape[0] > INT32_MAX) return beyond_limit(plan, "rmsnorm of 2^31 rows or more");
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t sift_cuda_rmsnorm_launch(const sift_cuda_device *dev, const sift_node *n,
+                                                const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+{
+    (void)dev, (void)plan, (void)scratch;
+    RmsnormArgs a = {};
+    a.x = dev_ptr<const float>(n->src[0]);
+    a.w = dev_ptr<const float>(n->src[1]);
+    a.out = dev_ptr<float>(n->dst);
+    a.rows = n->src[0]->shape[0];
+    a.e = n->src[0]->shape[1];
+    a.eps = n->p.eps;
+    if (a.rows <= 0 || a.e <= 0) return cudaSuccess;
+    return launch(rmsnorm_kernel, dim3((unsigned)a.rows), dim3(NT), 0, st, a);
+}
+
+extern "C" cudaError_t sift_cuda_rope_launch(const sift_cuda_device *dev, const sift_node *n,
+                                             const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+{
+    (void)dev, (void)plan, (void)scratch;
+    const sift_tensor *x = n->src[0];
+    RopeKernelArgs a = {};
+    a.x = dev_ptr<const float>(x);
+    a.factors = n->n_src > 1 ? dev_ptr<const float>(n->src[1]) : nullptr;
+    a.out = dev_ptr<float>(n->dst);
+    a.t = x->shape[0];
+    a.h = (int)x->shape[1];
+    a.d = (int)x->shape[2];
+    a.n_rot = n->p.rope.n_rot;
+    a.neox = n->p.rope.mode == SIFT_ROPE_NEOX;
+    a.pos0 = n->p.pos0;
+    memcpy(a.freq, n->p.rope_freq, (size_t)(a.n_rot / 2) * sizeof a.freq[0]); // n_rot <= SIFT_MAX_HEAD_DIM
+    const int64_t total = a.t * a.h * ((a.d + 1) / 2);
     if (total <= 0) return cudaSuccess;
-    if (a->n_rot / 2 > SIFT_CUDA_ROPE_MAX_PAIRS) return cudaErrorInvalidValue;
-    return launch(rope_kernel, dim3(blocks_for(total, NT)), dim3(NT), 0, st, *a);
+    return launch(rope_kernel, dim3(blocks_for(total, NT)), dim3(NT), 0, st, a);
 }
 
-extern "C" cudaError_t sift_cuda_eltwise_launch(const sift_cuda_eltwise *a, cudaStream_t st)
+extern "C" cudaError_t sift_cuda_eltwise_launch(const sift_cuda_device *dev, const sift_node *n,
+                                                const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
 {
-    if (a->n <= 0) return cudaSuccess;
-    int64_t blocks = (a->n + NT - 1) / NT;
+    (void)dev, (void)plan, (void)scratch;
+    EltwiseArgs a = {};
+    a.a = dev_ptr<const float>(n->src[0]);
+    a.b = dev_ptr<const float>(n->src[1]);
+    a.out = dev_ptr<float>(n->dst);
+    a.n = (int64_t)(n->dst->nbytes / sizeof(float));
+    a.swiglu = n->op == SIFT_OP_SWIGLU;
+    if (a.n <= 0) return cudaSuccess;
+    int64_t blocks = (a.n + NT - 1) / NT;
     if (blocks > 65536) blocks = 65536; // grid-stride beyond
-    return launch(eltwise_kernel, dim3((unsigned)blocks), dim3(NT), 0, st, *a);
+    return launch(eltwise_kernel, dim3((unsigned)blocks), dim3(NT), 0, st, a);
 }
 
-extern "C" cudaError_t sift_cuda_kv_write_launch(const sift_cuda_kv_write *a, cudaStream_t st)
+extern "C" cudaError_t sift_cuda_kv_write_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
-    const int64_t total = a->t * a->h * a->d;
+    (void)dev;
+    if (n->dst->shape[1] > INT32_MAX || !rows_addressable(n->dst))
+        return beyond_limit(plan, "kv_write into a cache of 2^31 rows or more per KV head");
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t sift_cuda_kv_write_launch(const sift_cuda_device *dev, const sift_node *n,
+                                                 const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+{
+    (void)dev, (void)plan, (void)scratch;
+    const sift_tensor *src = n->src[0], *cache = n->dst;
+    KvWriteArgs a = {};
+    a.src = dev_ptr<const float>(src);
+    a.cache = row_map(cache);
+    a.ncap = cache->shape[1];
+    a.f16 = cache->dtype == SIFT_F16;
+    a.t = src->shape[0];
+    a.h = (int)src->shape[1];
+    a.d = (int)src->shape[2];
+    a.pos0 = n->p.pos0;
+    const int64_t total = a.t * a.h * a.d;
     if (total <= 0) return cudaSuccess;
-    return launch(kv_write_kernel, dim3(blocks_for(total, NT)), dim3(NT), 0, st, *a);
+    return launch(kv_write_kernel, dim3(blocks_for(total, NT)), dim3(NT), 0, st, a);
 }
 
-extern "C" cudaError_t sift_cuda_sel_cache_launch(const sift_cuda_sel_cache *a, cudaStream_t st)
+// aligned: q and the state 16-byte aligned and their length a multiple of 4 (vector loads).
+extern "C" cudaError_t sift_cuda_sel_cache_check_plan(const sift_cuda_device *dev, const sift_node *n,
+                                                      sift_cuda_plan *plan)
 {
-    if (a->qn <= 0) return cudaSuccess;
-    return launch(sel_cache_kernel, dim3(1), dim3(SC_NT), 0, st, *a);
+    (void)dev;
+    const uintptr_t q = reinterpret_cast<uintptr_t>(dev_ptr(n->src[0]));
+    const uintptr_t state = reinterpret_cast<uintptr_t>(dev_ptr(n->dst));
+    plan->aligned = q % 16 == 0 && state % 16 == 0 && (n->src[0]->shape[0] * n->src[0]->shape[1]) % 4 == 0;
+    return cudaSuccess;
 }
 
-extern "C" cudaError_t sift_cuda_fill_range_launch(const sift_cuda_fill_range *a, cudaStream_t st)
+extern "C" cudaError_t sift_cuda_sel_cache_check_launch(const sift_cuda_device *dev, const sift_node *n,
+                                                        const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
 {
-    const int64_t w = a->len - a->col0;
-    if (a->lists <= 0 || w <= 0) return cudaSuccess;
-    if (a->lists > 65535) return cudaErrorInvalidConfiguration;
-    return launch(fill_range_kernel, dim3(blocks_for(w, NT), (unsigned)a->lists), dim3(NT), 0, st, *a);
+    (void)dev, (void)scratch;
+    SelCacheArgs a = {};
+    a.q = dev_ptr<const float>(n->src[0]);
+    a.state = dev_ptr<float>(n->dst);
+    a.qn = n->src[0]->shape[0] * n->src[0]->shape[1];
+    a.theta = n->p.theta;
+    a.full = n->p.full != 0;
+    a.vec = plan->aligned;
+    if (a.qn <= 0) return cudaSuccess;
+    return launch(sel_cache_kernel, dim3(1), dim3(SC_NT), 0, st, a);
 }
 
-extern "C" cudaError_t sift_cuda_mean_rows_launch(const sift_cuda_mean_rows *a, cudaStream_t st)
+extern "C" cudaError_t sift_cuda_fill_range_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
-    if (a->rows <= 0 || a->e <= 0) return cudaSuccess;
-    return launch(mean_rows_kernel, dim3(blocks_for(a->e, NT)), dim3(NT), 0, st, *a);
+    (void)dev;
+    if (n->dst->shape[0] > 65535) return beyond_limit(plan, "fill_range over more than 65535 lists");
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t sift_cuda_fill_range_launch(const sift_cuda_device *dev, const sift_node *n,
+                                                   const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+{
+    (void)dev, (void)plan, (void)scratch;
+    FillRangeArgs a = {};
+    a.idx = dev_ptr<int32_t>(n->dst);
+    a.lists = n->dst->shape[0];
+    a.len = n->dst->shape[1];
+    a.col0 = n->p.col0;
+    a.start = n->p.start;
+    const int64_t w = a.len - a.col0;
+    if (a.lists <= 0 || w <= 0) return cudaSuccess;
+    return launch(fill_range_kernel, dim3(blocks_for(w, NT), (unsigned)a.lists), dim3(NT), 0, st, a);
+}
+
+extern "C" cudaError_t sift_cuda_mean_rows_launch(const sift_cuda_device *dev, const sift_node *n,
+                                                  const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+{
+    (void)dev, (void)plan, (void)scratch;
+    MeanRowsArgs a = {};
+    a.x = dev_ptr<const float>(n->src[0]);
+    a.out = dev_ptr<float>(n->dst);
+    a.rows = n->src[0]->shape[0];
+    a.e = n->src[0]->shape[1];
+    if (a.rows <= 0 || a.e <= 0) return cudaSuccess;
+    return launch(mean_rows_kernel, dim3(blocks_for(a.e, NT)), dim3(NT), 0, st, a);
 }

@@ -60,12 +60,12 @@ static int heads_per_block(int G, bool general = false)
 
 static size_t smem_for(const KernelInfo &k, int stages) { return stages >= 3 ? k.smem3 : k.smem2; }
 
-static bool rows_aligned(const sift_cuda_rows &r, size_t es)
+static bool rows_aligned(const RowMap &r, size_t es)
 {
     return r.base == nullptr || (((uintptr_t)r.base % 16) == 0 && ((size_t)r.stride0 * es) % 16 == 0 &&
                                  ((size_t)r.stride1 * es) % 16 == 0);
 }
-static bool kv_aligned(const sift_cuda_kv &kv)
+static bool kv_aligned(const KvMap &kv)
 {
     const size_t es = kv.f16 ? 2 : 4;
     return rows_aligned(kv.k, es) && rows_aligned(kv.v, es);
@@ -131,63 +131,144 @@ extern "C" cudaError_t sift_cuda_init(int device, sift_cuda_device *dev)
     dev->stages = stages;
     dev->smem_per_sm = (size_t)per_sm;
     dev->smem_optin = (size_t)optin;
-    return cudaSuccess;
+    return matmul_init(dev);
 }
 
-extern "C" cudaError_t sift_cuda_score_plan(const sift_cuda_device *dev, sift_cuda_score *a)
+// ---- score --------------------------------------------------------------------------------------
+
+static ScoreArgs score_args(const sift_node *n, const sift_cuda_plan *plan)
 {
-    const int G = a->hq / a->kv.hkv, gc = heads_per_block(G);
-    a->chunks = (G + gc - 1) / gc;
-    a->aligned = kv_aligned(a->kv);
-    a->splits = 0;
-    a->split_len = 0;
-    if (a->m <= 0) return cudaSuccess;
-    const KernelInfo k = kernel_info(false, a->kv.f16, a->kv.d, gc);
-    return plan_splits(dev, k, a->kv.hkv * a->chunks, a->m, &a->splits, &a->split_len);
+    ScoreArgs a = {};
+    a.q = dev_ptr<const float>(n->src[0]);
+    a.kv = kv_map(n->src[1], nullptr);
+    a.hq = (int)n->src[0]->shape[0];
+    a.begin = n->p.begin;
+    a.m = n->p.end - n->p.begin;
+    a.scale = n->p.scale;
+    a.scores = dev_ptr<float>(n->dst);
+    a.skip = skip_flag(n);
+    if (plan) {
+        a.chunks = plan->chunks;
+        a.splits = plan->blocks;
+        a.split_len = plan->split_len;
+        a.aligned = plan->aligned;
+    }
+    return a;
 }
 
-extern "C" cudaError_t sift_cuda_score_launch(const sift_cuda_device *dev, const sift_cuda_score *a, cudaStream_t st)
+// chunks, aligned; blocks (splits) and split_len when there are positions.
+extern "C" cudaError_t sift_cuda_score_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
-    if (a->m <= 0 || a->splits <= 0) return cudaSuccess;
-    const KernelInfo k = kernel_info(false, a->kv.f16, a->kv.d, heads_per_block(a->hq / a->kv.hkv));
-    const dim3 grid((unsigned)a->splits, (unsigned)a->kv.hkv, (unsigned)a->chunks);
-    return launch(k.score, grid, dim3(NT), smem_for(k, dev->stages), st, *a, dev->stages);
+    if (!rows_addressable(n->src[1])) return beyond_limit(plan, "a K pool of 2^31 rows or more per KV head");
+    const ScoreArgs a = score_args(n, nullptr);
+    const int G = a.hq / a.kv.hkv, gc = heads_per_block(G);
+    plan->chunks = (G + gc - 1) / gc;
+    plan->aligned = kv_aligned(a.kv);
+    if (a.m <= 0) return cudaSuccess;
+    const KernelInfo k = kernel_info(false, a.kv.f16, a.kv.d, gc);
+    return plan_splits(dev, k, a.kv.hkv * plan->chunks, a.m, &plan->blocks, &plan->split_len);
 }
 
-extern "C" cudaError_t sift_cuda_attend_plan(const sift_cuda_device *dev, sift_cuda_attend *a)
+extern "C" cudaError_t sift_cuda_score_launch(const sift_cuda_device *dev, const sift_node *n,
+                                              const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
 {
-    const bool general = a->rope_tab != nullptr || a->kv.v_own_map;
-    const int G = a->hq / a->kv.hkv, gc = heads_per_block(G, general);
-    a->chunks = (G + gc - 1) / gc;
-    a->aligned = kv_aligned(a->kv);
-    a->splits = 0;
-    a->split_len = 0;
-    a->scratch_bytes = 0;
-    if (a->n <= 0 || a->tokens <= 0) return cudaSuccess;
-    const KernelInfo k = kernel_info(true, a->kv.f16, a->kv.d, gc, general);
-    cudaError_t e = plan_splits(dev, k, a->kv.hkv * a->chunks * a->tokens, a->n, &a->splits, &a->split_len);
+    (void)scratch;
+    const ScoreArgs a = score_args(n, plan);
+    if (a.m <= 0 || a.splits <= 0) return cudaSuccess;
+    const KernelInfo k = kernel_info(false, a.kv.f16, a.kv.d, heads_per_block(a.hq / a.kv.hkv));
+    const dim3 grid((unsigned)a.splits, (unsigned)a.kv.hkv, (unsigned)a.chunks);
+    return launch(k.score, grid, dim3(NT), smem_for(k, dev->stages), st, a, dev->stages);
+}
+
+// ---- gather_attend, dense_attend, causal_attend, causal_attend_sparse -----------------------------
+
+// The sequence each query row attends (AttendArgs): gather, the list; dense, [0, N); causal,
+// [0, pos0 + t]; sparse, the list then [pos0, pos0 + t].
+static AttendArgs attend_args(const sift_node *n, const sift_cuda_plan *plan)
+{
+    const bool list = n->op == SIFT_OP_GATHER_ATTEND || n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE;
+    const bool causal = n->op == SIFT_OP_CAUSAL_ATTEND || n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE;
+    const sift_tensor *q = n->src[0], *idx = list ? n->src[3] : nullptr;
+    AttendArgs a = {};
+    a.q = dev_ptr<const float>(q);
+    a.kv = kv_map(n->src[1], n->src[2]);
+    a.idx = dev_ptr<const int32_t>(idx);
+    a.idx_lists = list ? (int)idx->shape[0] : 1;
+    a.list_len = list ? idx->shape[1] : 0;
+    a.tokens = causal ? (int)q->shape[0] : 1;
+    a.hq = (int)q->shape[causal ? 1 : 0];
+    a.causal = causal;
+    switch (n->op) {
+    case SIFT_OP_GATHER_ATTEND: a.n = a.list_len; break;
+    case SIFT_OP_DENSE_ATTEND: a.n = n->p.n_ctx; break;
+    case SIFT_OP_CAUSAL_ATTEND:
+        a.n = n->p.pos0 + q->shape[0];
+        a.tok_base = n->p.pos0;
+        break;
+    default: // sparse
+        a.n = a.list_len + q->shape[0];
+        a.tok_base = a.list_len;
+        a.range0 = n->p.pos0 - a.list_len;
+        break;
+    }
+    a.scale = n->p.scale;
+    a.out = dev_ptr<float>(n->dst);
+    if (plan) {
+        if (plan->rope_tab) {
+            a.rope_tab = static_cast<const float2 *>(plan->rope_tab);
+            a.rope_half = n->p.rope.n_rot / 2;
+            a.rope_neox = n->p.rope.mode == SIFT_ROPE_NEOX;
+        }
+        a.chunks = plan->chunks;
+        a.splits = plan->blocks;
+        a.split_len = plan->split_len;
+        a.aligned = plan->aligned;
+    }
+    return a;
+}
+
+// path (1: the general kernels), chunks, aligned; with entries and tokens blocks (splits),
+// split_len, scratch_bytes (the splits' partials) and, for rotary keys, rope_rows.
+extern "C" cudaError_t sift_cuda_attend_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
+{
+    if (!rows_addressable(n->src[1]) || !rows_addressable(n->src[2]))
+        return beyond_limit(plan, "a K/V pool of 2^31 rows or more per KV head");
+    const AttendArgs a = attend_args(n, nullptr);
+    if (a.causal && (int64_t)a.tokens * a.hq > INT32_MAX / 2)
+        return beyond_limit(plan, "causal attention over more than 2^30 (token, head) rows");
+    const bool general = n->p.rope_keys || a.kv.v_own_map;
+    const int G = a.hq / a.kv.hkv, gc = heads_per_block(G, general);
+    plan->path = general;
+    plan->chunks = (G + gc - 1) / gc;
+    plan->aligned = kv_aligned(a.kv);
+    if (a.n <= 0 || a.tokens <= 0) return cudaSuccess;
+    if (n->p.rope_keys) plan->rope_rows = a.n;
+    const KernelInfo k = kernel_info(true, a.kv.f16, a.kv.d, gc, general);
+    cudaError_t e = plan_splits(dev, k, a.kv.hkv * plan->chunks * a.tokens, a.n, &plan->blocks, &plan->split_len);
     if (e != cudaSuccess) return e;
-    if ((int64_t)a->splits * a->tokens > INT32_MAX) return cudaErrorInvalidConfiguration;
-    const size_t rows = (size_t)a->splits * (size_t)a->tokens * (size_t)a->hq;
-    a->scratch_bytes = rows * (size_t)a->kv.d * sizeof(float) + rows * sizeof(float2);
+    if ((int64_t)plan->blocks * a.tokens > INT32_MAX)
+        return beyond_limit(plan, "more than 2^31 - 1 blocks of tokens x splits");
+    const size_t rows = (size_t)plan->blocks * (size_t)a.tokens * (size_t)a.hq;
+    plan->scratch_bytes = rows * (size_t)a.kv.d * sizeof(float) + rows * sizeof(float2);
     return cudaSuccess;
 }
 
-extern "C" cudaError_t sift_cuda_attend_launch(const sift_cuda_device *dev, const sift_cuda_attend *a, void *scratch,
-                                               cudaStream_t st)
+extern "C" cudaError_t sift_cuda_attend_launch(const sift_cuda_device *dev, const sift_node *n,
+                                               const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
 {
-    const int d = a->kv.d;
-    const int rows = a->tokens * a->hq; // query rows (the backend keeps T * Hq below 2^30)
+    const AttendArgs a = attend_args(n, plan);
+    const int d = a.kv.d;
+    const int rows = a.tokens * a.hq; // query rows (the plan keeps T * Hq below 2^30)
     if (rows <= 0) return cudaSuccess;
-    if (a->n <= 0 || a->splits <= 0) // an empty list attends to nothing: zeros
-        return cudaMemsetAsync(a->out, 0, (size_t)rows * (size_t)d * sizeof(float), st);
-    const bool general = a->rope_tab != nullptr || a->kv.v_own_map;
-    const KernelInfo k = kernel_info(true, a->kv.f16, d, heads_per_block(a->hq / a->kv.hkv, general), general);
-    const size_t parts = (size_t)a->splits * (size_t)rows;
+    if (a.n <= 0 || a.splits <= 0) // an empty list attends to nothing: zeros
+        return cudaMemsetAsync(a.out, 0, (size_t)rows * (size_t)d * sizeof(float), st);
+    const bool general = plan->path != 0;
+    const KernelInfo k = kernel_info(true, a.kv.f16, d, heads_per_block(a.hq / a.kv.hkv, general), general);
+    const size_t parts = (size_t)a.splits * (size_t)rows;
     float *part_o = static_cast<float *>(scratch);
     float2 *part_ml = reinterpret_cast<float2 *>(part_o + parts * (size_t)d);
-    const dim3 grid((unsigned)a->splits * (unsigned)a->tokens, (unsigned)a->kv.hkv, (unsigned)a->chunks);
-    cudaError_t e = launch(k.attend, grid, dim3(NT), smem_for(k, dev->stages), st, *a, dev->stages, part_o, part_ml);
+    const dim3 grid((unsigned)a.splits * (unsigned)a.tokens, (unsigned)a.kv.hkv, (unsigned)a.chunks);
+    cudaError_t e = launch(k.attend, grid, dim3(NT), smem_for(k, dev->stages), st, a, dev->stages, part_o, part_ml);
     if (e != cudaSuccess) return e;
-    return launch(attend_merge, dim3((unsigned)rows), dim3(128), 0, st, part_o, part_ml, a->splits, rows, d, a->out);
+    return launch(attend_merge, dim3((unsigned)rows), dim3(128), 0, st, part_o, part_ml, a.splits, rows, d, a.out);
 }

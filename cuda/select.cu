@@ -17,6 +17,7 @@
 //
 // Histograms of pass 1..3 are zeroed by pass 0; the pass-0 histogram is zeroed by select_compact
 // for the next run (and by sift_cuda_select_reset once, and after a failed run).
+// The selection layout (sink, first candidate, chosen, window) is the node's (n->p.layout).
 //
 // Predicated (sift_graph_skip_if): every kernel returns at once when the node's flag is set, so a
 // skipped run leaves the output and the histograms (zeroed for the next run) as they were.
@@ -259,12 +260,12 @@ struct SelectScratch {
     uint2 *state;   // [lists]: T, krem
 };
 
-static SelectScratch select_scratch(const sift_cuda_select *a, void *scratch)
+static SelectScratch select_scratch(int lists, int blocks, void *scratch)
 {
     SelectScratch s;
     s.hist = static_cast<uint32_t *>(scratch);
-    s.counts = reinterpret_cast<uint2 *>(s.hist + (size_t)4 * a->lists * 256);
-    s.state = s.counts + (size_t)a->lists * a->blocks;
+    s.counts = reinterpret_cast<uint2 *>(s.hist + (size_t)4 * lists * 256);
+    s.state = s.counts + (size_t)lists * blocks;
     return s;
 }
 
@@ -272,53 +273,61 @@ static SelectScratch select_scratch(const sift_cuda_select *a, void *scratch)
 
 using namespace sift_cuda;
 
-extern "C" cudaError_t sift_cuda_select_plan(const sift_cuda_device *dev, sift_cuda_select *a)
+// path (1: radix select, when 0 < chosen < |C|; otherwise all or none of C), and for the radix
+// select blocks (per list) and scratch_bytes. The layout is the node's (n->p.layout).
+extern "C" cudaError_t sift_cuda_select_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
     (void)dev;
-    a->sink_len = a->sink < a->n_ctx ? a->sink : a->n_ctx;
-    a->win_begin = a->n_ctx - a->window > a->sink_len ? a->n_ctx - a->window : a->sink_len;
-    a->chosen = a->budget < a->cand ? a->budget : a->cand;
-    a->radix = a->chosen > 0 && a->chosen < a->cand;
-    a->blocks = 0;
-    a->scratch_bytes = 0;
-    if (a->count != a->sink_len + a->chosen + (a->n_ctx - a->win_begin)) return cudaErrorInvalidValue;
-    if (a->cand > INT32_MAX || a->n_ctx > INT32_MAX) return cudaErrorInvalidValue;
-    if (a->radix) {
-        a->blocks = (int)((a->cand + SCH - 1) / SCH);
-        a->scratch_bytes = (size_t)4 * a->lists * 256 * sizeof(uint32_t) +
-                           ((size_t)a->lists * a->blocks + (size_t)a->lists) * sizeof(uint2);
+    const sift_select_layout *l = &n->p.layout;
+    const int64_t lists = n->src[0]->shape[0], cand = n->src[0]->shape[1];
+    plan->path = l->chosen > 0 && l->chosen < cand;
+    if (plan->path && lists > 65535) return beyond_limit(plan, "radix select over more than 65535 lists");
+    if (plan->path) {
+        plan->blocks = (int)((cand + SCH - 1) / SCH);
+        plan->scratch_bytes = (size_t)4 * lists * 256 * sizeof(uint32_t) +
+                              ((size_t)lists * plan->blocks + (size_t)lists) * sizeof(uint2);
     }
     return cudaSuccess;
 }
 
-extern "C" cudaError_t sift_cuda_select_reset(const sift_cuda_select *a, void *scratch, cudaStream_t st)
+extern "C" cudaError_t sift_cuda_select_reset(const sift_cuda_device *dev, const sift_node *n,
+                                              const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
 {
-    if (!a->radix) return cudaSuccess;
-    return cudaMemsetAsync(scratch, 0, (size_t)4 * a->lists * 256 * sizeof(uint32_t), st);
+    (void)dev;
+    if (!plan->path) return cudaSuccess;
+    return cudaMemsetAsync(scratch, 0, (size_t)4 * n->src[0]->shape[0] * 256 * sizeof(uint32_t), st);
 }
 
-extern "C" cudaError_t sift_cuda_select_launch(const sift_cuda_select *a, void *scratch, cudaStream_t st)
+extern "C" cudaError_t sift_cuda_select_launch(const sift_cuda_device *dev, const sift_node *n,
+                                               const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
 {
-    const int64_t total = (int64_t)a->lists * a->count;
+    (void)dev;
+    const sift_select_layout *l = &n->p.layout;
+    const float *votes = dev_ptr<const float>(n->src[0]), *skip = skip_flag(n);
+    int32_t *out = dev_ptr<int32_t>(n->dst);
+    const int lists = (int)n->src[0]->shape[0];
+    const int64_t cand = n->src[0]->shape[1];
+    const bool radix = plan->path != 0;
+    const int64_t total = (int64_t)lists * l->count;
     if (total == 0) return cudaSuccess;
-    if (!a->radix || a->sink_len > 0 || a->win_begin < a->n_ctx) {
+    if (!radix || l->sink > 0 || l->win_count > 0) {
         int64_t blocks = (total + NT - 1) / NT;
         if (blocks > 4096) blocks = 4096;
-        cudaError_t e = launch(select_fill, dim3((unsigned)blocks), dim3(NT), 0, st, a->out, total, a->count, a->sink_len,
-                               a->chosen, !a->radix, a->sink, a->win_begin, a->skip);
+        cudaError_t e = launch(select_fill, dim3((unsigned)blocks), dim3(NT), 0, st, out, total, l->count, l->sink,
+                               l->chosen, !radix, l->first, l->win_begin, skip);
         if (e != cudaSuccess) return e;
     }
-    if (!a->radix) return cudaSuccess;
-    const SelectScratch s = select_scratch(a, scratch);
-    const dim3 grid((unsigned)a->blocks, (unsigned)a->lists);
-    const uint32_t k = (uint32_t)a->chosen;
+    if (!radix) return cudaSuccess;
+    const SelectScratch s = select_scratch(lists, plan->blocks, scratch);
+    const dim3 grid((unsigned)plan->blocks, (unsigned)lists);
+    const uint32_t k = (uint32_t)l->chosen;
     for (int pass = 0; pass < 4; pass++) {
-        cudaError_t e = launch(select_hist, grid, dim3(NT), 0, st, a->votes, a->cand, a->lists, k, pass, s.hist, a->skip);
+        cudaError_t e = launch(select_hist, grid, dim3(NT), 0, st, votes, cand, lists, k, pass, s.hist, skip);
         if (e != cudaSuccess) return e;
     }
-    cudaError_t e = launch(select_count, grid, dim3(NT), 0, st, a->votes, a->cand, a->lists, k, s.hist, a->blocks,
-                           s.counts, s.state, a->skip);
+    cudaError_t e = launch(select_count, grid, dim3(NT), 0, st, votes, cand, lists, k, s.hist, plan->blocks, s.counts,
+                           s.state, skip);
     if (e != cudaSuccess) return e;
-    return launch(select_compact, grid, dim3(NT), 0, st, a->votes, a->cand, a->blocks, s.counts, s.state, s.hist,
-                  a->out, a->count, a->sink_len, a->sink, a->skip);
+    return launch(select_compact, grid, dim3(NT), 0, st, votes, cand, plan->blocks, s.counts, s.state, s.hist, out,
+                  l->count, l->sink, l->first, skip);
 }

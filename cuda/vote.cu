@@ -103,34 +103,46 @@ __global__ void __launch_bounds__(NT) vote_kvmax(const float *scores, int64_t m,
 
 using namespace sift_cuda;
 
-extern "C" cudaError_t sift_cuda_vote_plan(const sift_cuda_device *dev, sift_cuda_vote *a)
+// blocks (SOFTMAX_SUM: of the partial pass, per head) and scratch_bytes.
+extern "C" cudaError_t sift_cuda_vote_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
     (void)dev;
-    a->blocks = 0;
-    a->scratch_bytes = 0;
-    if (a->m <= 0 || a->kvhead_max) return cudaSuccess;
-    const int64_t blocks = (a->m + VCH - 1) / VCH;
-    if (blocks > INT32_MAX) return cudaErrorInvalidValue;
-    a->blocks = (int)blocks;
-    a->scratch_bytes = ((size_t)a->hq * (size_t)blocks + (size_t)a->hq) * sizeof(float2);
+    const int64_t hq = n->src[0]->shape[0], m = n->src[0]->shape[1];
+    if (m <= 0) return cudaSuccess;
+    if (n->p.vote == SIFT_VOTE_KVHEAD_MAX) {
+        if (n->dst->shape[0] > 65535) return beyond_limit(plan, "KVHEAD_MAX votes over more than 65535 KV heads");
+        return cudaSuccess;
+    }
+    const int64_t blocks = (m + VCH - 1) / VCH;
+    if (blocks > INT32_MAX || hq > 65535)
+        return beyond_limit(plan, "SOFTMAX_SUM votes over more than 65535 heads or 2^31 blocks per head");
+    plan->blocks = (int)blocks;
+    plan->scratch_bytes = ((size_t)hq * (size_t)blocks + (size_t)hq) * sizeof(float2);
     return cudaSuccess;
 }
 
-extern "C" cudaError_t sift_cuda_vote_launch(const sift_cuda_vote *a, void *scratch, cudaStream_t st)
+extern "C" cudaError_t sift_cuda_vote_launch(const sift_cuda_device *dev, const sift_node *n,
+                                             const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
 {
-    if (a->m <= 0) return cudaSuccess;
-    if (a->kvhead_max) {
-        const int64_t blocks = (a->m + NT - 1) / NT;
-        return launch(vote_kvmax, dim3((unsigned)blocks, (unsigned)a->hkv), dim3(NT), 0, st, a->scores, a->m,
-                      a->hq / a->hkv, a->votes, a->skip);
+    (void)dev;
+    const float *scores = dev_ptr<const float>(n->src[0]), *skip = skip_flag(n);
+    float *votes = dev_ptr<float>(n->dst);
+    const int hq = (int)n->src[0]->shape[0];
+    const int64_t m = n->src[0]->shape[1];
+    if (m <= 0) return cudaSuccess;
+    if (n->p.vote == SIFT_VOTE_KVHEAD_MAX) {
+        const int hkv = (int)n->dst->shape[0];
+        const int64_t blocks = (m + NT - 1) / NT;
+        return launch(vote_kvmax, dim3((unsigned)blocks, (unsigned)hkv), dim3(NT), 0, st, scores, m, hq / hkv, votes,
+                      skip);
     }
     float2 *part = static_cast<float2 *>(scratch);
-    float2 *stats = part + (size_t)a->hq * (size_t)a->blocks;
-    cudaError_t e = launch(vote_partial, dim3((unsigned)a->blocks, (unsigned)a->hq), dim3(NT), 0, st, a->scores, a->m,
-                           a->blocks, part, a->skip);
+    float2 *stats = part + (size_t)hq * (size_t)plan->blocks;
+    cudaError_t e = launch(vote_partial, dim3((unsigned)plan->blocks, (unsigned)hq), dim3(NT), 0, st, scores, m,
+                           plan->blocks, part, skip);
     if (e != cudaSuccess) return e;
-    e = launch(vote_stats, dim3((unsigned)a->hq), dim3(NT), 0, st, part, a->blocks, stats, a->skip);
+    e = launch(vote_stats, dim3((unsigned)hq), dim3(NT), 0, st, part, plan->blocks, stats, skip);
     if (e != cudaSuccess) return e;
-    const int64_t blocks = (a->m + NT - 1) / NT;
-    return launch(vote_sum, dim3((unsigned)blocks), dim3(NT), 0, st, a->scores, a->m, a->hq, stats, a->votes, a->skip);
+    const int64_t blocks = (m + NT - 1) / NT;
+    return launch(vote_sum, dim3((unsigned)blocks), dim3(NT), 0, st, scores, m, hq, stats, votes, skip);
 }

@@ -26,10 +26,10 @@ __device__ __forceinline__ float byte_as_float(unsigned w, int i, float bias) //
 __device__ __forceinline__ float weight_at(const unsigned char *row, int wtype, int64_t k)
 {
     switch (wtype) {
-    case SIFT_CUDA_W_F32: return __ldg(reinterpret_cast<const float *>(row) + k);
-    case SIFT_CUDA_W_F16: return half_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(row) + k));
-    case SIFT_CUDA_W_BF16: return bf16_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(row) + k));
-    case SIFT_CUDA_W_Q8_0: {
+    case SIFT_F32: return __ldg(reinterpret_cast<const float *>(row) + k);
+    case SIFT_F16: return half_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(row) + k));
+    case SIFT_BF16: return bf16_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(row) + k));
+    case SIFT_Q8_0: {
         const unsigned char *b = row + (k >> 5) * 34;
         const float d = half_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(b)));
         return (float)(signed char)__ldg(b + 2 + (k & 31)) * d;
@@ -55,8 +55,8 @@ __device__ __forceinline__ void weight_load8(const unsigned char *row, int wtype
         for (int i = 0; i < 8; i++) v[i] = 0.0f;
         return;
     }
-    if (wtype == SIFT_CUDA_W_Q8_0 || wtype == SIFT_CUDA_W_Q4_0) {
-        const bool q8 = wtype == SIFT_CUDA_W_Q8_0;
+    if (wtype == SIFT_Q8_0 || wtype == SIFT_Q4_0) {
+        const bool q8 = wtype == SIFT_Q8_0;
         const unsigned char *b = row + (k0 >> 5) * (q8 ? 34 : 18);
         const float d = half_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(b)));
         const int j = (int)(k0 & 31);
@@ -80,7 +80,7 @@ __device__ __forceinline__ void weight_load8(const unsigned char *row, int wtype
         return;
     }
     if (vec && k0 + 8 <= k) {
-        if (wtype == SIFT_CUDA_W_F32) {
+        if (wtype == SIFT_F32) {
             const float4 a = __ldg(reinterpret_cast<const float4 *>(row) + k0 / 4);
             const float4 b = __ldg(reinterpret_cast<const float4 *>(row) + k0 / 4 + 1);
             v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
@@ -89,7 +89,7 @@ __device__ __forceinline__ void weight_load8(const unsigned char *row, int wtype
             const unsigned w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                if (wtype == SIFT_CUDA_W_F16) {
+                if (wtype == SIFT_F16) {
                     v[2 * i] = half_bits_to_float(w[i] & 0xffffu);
                     v[2 * i + 1] = half_bits_to_float(w[i] >> 16);
                 } else {

@@ -1,10 +1,11 @@
 /* The CUDA backend: device memory through the CUDA runtime (linked statically), one stream, the
- * kernels in the .cu files of cuda/ (docs/kernels.md).
+ * kernels in the .cu files of cuda/ (docs/kernels.md), reached through one table indexed by op
+ * (cuda_ops: each op's plan and launch, sift_cuda.h).
  *
  * Tensors are plain cudaMalloc allocations, zeroed like the CPU backend's. A graph's launch
  * geometry and scratch (vote partials, radix histograms, attention partials) are planned once per
  * graph version and cached in g->backend_cache; untimed runs replay the node sequence as a CUDA
- * graph recorded on first use (SIFT_CUDA_GRAPH=0 launches the kernels one by one instead), timed
+ * graph recorded on the second run (SIFT_CUDA_GRAPH=0 launches the kernels one by one instead), timed
  * runs launch directly with an event pair around each node. Every run ends with a stream
  * synchronization; every CUDA error becomes SIFT_E_BACKEND naming the call. */
 #include "backend.h"
@@ -18,14 +19,14 @@
 #include <string.h>
 
 /* The (cos, sin) table of gather_attend_rope (SPEC §6): row r, pair p turns by theta = r * freq[p],
- * computed on the host with the CPU reference's powf, cosf and sinf (the same angles to the bit).
- * One per (n_rot, base), grown as longer lists come; a grown-out table stays allocated until the
- * backend closes, since plans of older graphs may still point at it. */
+ * freq the node's rope_freq, computed on the host with the CPU reference's cosf and sinf (the same
+ * angles to the bit). One per frequency set, grown as longer lists come; a grown-out table stays
+ * allocated until the backend closes, since plans of older graphs may still point at it. */
 typedef struct cuda_rope_table {
-    int n_rot;
-    float base;
+    int half; /* pairs per row: n_rot / 2 */
+    float freq[SIFT_MAX_HEAD_DIM / 2];
     int64_t rows;
-    void *dev; /* float2 [rows][n_rot / 2] */
+    void *dev; /* float2 [rows][half] */
 } cuda_rope_table;
 
 typedef struct cuda_backend {
@@ -39,22 +40,36 @@ typedef struct cuda_backend {
     int n_ropes;
 } cuda_backend;
 
+/* The ops the backend runs (sift_cuda.h): plan (NULL: nothing to plan), launch, and reset (NULL:
+ * none) for scratch that carries over between runs and must be zeroed before the first run and
+ * after a failed one. An op without a launch is not supported. */
+typedef struct cuda_op {
+    sift_cuda_plan_fn *plan;
+    sift_cuda_launch_fn *launch, *reset;
+} cuda_op;
+
+static const cuda_op cuda_ops[SIFT_OP_COUNT] = {
+    [SIFT_OP_SCORE] = {sift_cuda_score_plan, sift_cuda_score_launch, NULL},
+    [SIFT_OP_VOTE] = {sift_cuda_vote_plan, sift_cuda_vote_launch, NULL},
+    [SIFT_OP_SELECT] = {sift_cuda_select_plan, sift_cuda_select_launch, sift_cuda_select_reset},
+    [SIFT_OP_GATHER_ATTEND] = {sift_cuda_attend_plan, sift_cuda_attend_launch, NULL},
+    [SIFT_OP_DENSE_ATTEND] = {sift_cuda_attend_plan, sift_cuda_attend_launch, NULL},
+    [SIFT_OP_GET_ROWS] = {sift_cuda_get_rows_plan, sift_cuda_get_rows_launch, NULL},
+    [SIFT_OP_RMSNORM] = {sift_cuda_rmsnorm_plan, sift_cuda_rmsnorm_launch, NULL},
+    [SIFT_OP_MATMUL] = {sift_cuda_matmul_plan, sift_cuda_matmul_launch, NULL},
+    [SIFT_OP_ROPE] = {NULL, sift_cuda_rope_launch, NULL},
+    [SIFT_OP_SWIGLU] = {NULL, sift_cuda_eltwise_launch, NULL},
+    [SIFT_OP_ADD] = {NULL, sift_cuda_eltwise_launch, NULL},
+    [SIFT_OP_KV_WRITE] = {sift_cuda_kv_write_plan, sift_cuda_kv_write_launch, NULL},
+    [SIFT_OP_CAUSAL_ATTEND] = {sift_cuda_attend_plan, sift_cuda_attend_launch, NULL},
+    [SIFT_OP_SEL_CACHE_CHECK] = {sift_cuda_sel_cache_check_plan, sift_cuda_sel_cache_check_launch, NULL},
+    [SIFT_OP_FILL_RANGE] = {sift_cuda_fill_range_plan, sift_cuda_fill_range_launch, NULL},
+    [SIFT_OP_MEAN_ROWS] = {NULL, sift_cuda_mean_rows_launch, NULL},
+    [SIFT_OP_CAUSAL_ATTEND_SPARSE] = {sift_cuda_attend_plan, sift_cuda_attend_launch, NULL},
+};
+
 typedef struct cuda_plan {
-    union {
-        sift_cuda_score score;
-        sift_cuda_vote vote;
-        sift_cuda_select select;
-        sift_cuda_attend attend;
-        sift_cuda_get_rows get_rows;
-        sift_cuda_rmsnorm rmsnorm;
-        sift_cuda_matmul matmul;
-        sift_cuda_rope rope;
-        sift_cuda_eltwise eltwise;
-        sift_cuda_kv_write kv_write;
-        sift_cuda_sel_cache sel_cache;
-        sift_cuda_fill_range fill_range;
-        sift_cuda_mean_rows mean_rows;
-    } u;
+    sift_cuda_plan k;
     size_t scratch_off;
 } cuda_plan;
 
@@ -64,7 +79,7 @@ typedef struct cuda_cache {
     cuda_plan *plans;
     void *scratch;
     size_t scratch_bytes;
-    int reset;             /* select histograms must be zeroed before the next run */
+    int reset;             /* scratch of the ops with a reset must be zeroed before the next run */
     int runs;              /* completed runs: the first launches directly, later ones replay a recording */
     cudaGraphExec_t exec;  /* the recorded node sequence, or NULL */
 } cuda_cache;
@@ -98,9 +113,6 @@ static sift_status no_device_memory(size_t bytes, const char *what)
                           bytes, (double)bytes / 1048576.0, what, (double)free_b / 1048576.0,
                           (double)total_b / 1048576.0);
 }
-
-/* The first element of a tensor's data (views start t->offset bytes into their parent's storage). */
-static void *data(const sift_tensor *t) { return t->impl ? (char *)t->impl + t->offset : NULL; }
 
 /* ---- tensors --------------------------------------------------------------------------------- */
 
@@ -175,73 +187,26 @@ static sift_status cuda_tensor_read(void *p, const sift_tensor *t, size_t offset
 
 /* ---- plans ----------------------------------------------------------------------------------- */
 
-/* The address map of a K/V operand (sift_cuda_rows): its storage and strides, and for a paged view
- * (engine/backend.h) its pool, page table (a device pointer: read by the kernels at run time) and
- * page size. */
-static sift_status rows_of(const sift_tensor *t, sift_cuda_rows *r, int i)
-{
-    memset(r, 0, sizeof *r);
-    if (!t) return SIFT_OK;
-    r->base = data(t);
-    r->stride0 = t->stride[0];
-    r->stride1 = t->stride[1];
-    if (!t->pages) return SIFT_OK;
-    const int64_t pool_rows = t->parent->shape[1], p = t->page_size;
-    int shift = 0;
-    while (((int64_t)1 << shift) < p) shift++;
-    if (((int64_t)1 << shift) != p || pool_rows % p != 0)
-        return sift_set_error(SIFT_E_INVALID, "cuda: node %d: '%s' has pages of %lld rows over a pool of %lld", i, t->name,
-                              (long long)p, (long long)pool_rows);
-    if (pool_rows > INT32_MAX)
-        return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: the pool of '%s' has %lld rows per KV head (the CUDA "
-                                                  "kernels address at most 2^31 - 1)",
-                              i, t->name, (long long)pool_rows);
-    r->pages = data(t->pages);
-    r->page_shift = shift;
-    r->pool_pages = (int)(pool_rows / p);
-    if (!r->pages) /* an empty page table: every row absent (never dereferenced: ncap is 0) */
-        r->pool_pages = 0;
-    return SIFT_OK;
-}
-
-static int same_map(const sift_cuda_rows *a, const sift_cuda_rows *b)
-{
-    return a->pages == b->pages && (!a->pages || (a->page_shift == b->page_shift && a->pool_pages == b->pool_pages));
-}
-
-static sift_status kv_of(const sift_tensor *k, const sift_tensor *v, int i, sift_cuda_kv *kv)
-{
-    memset(kv, 0, sizeof *kv);
-    sift_status s = rows_of(k, &kv->k, i);
-    if (s == SIFT_OK) s = rows_of(v, &kv->v, i);
-    if (s != SIFT_OK) return s;
-    kv->ncap = k->shape[1];
-    kv->hkv = (int)k->shape[0];
-    kv->d = (int)k->shape[2];
-    kv->f16 = k->dtype == SIFT_F16;
-    kv->v_own_map = v && !same_map(&kv->k, &kv->v);
-    return SIFT_OK;
-}
-
-/* The rope table of (n_rot, base) with at least `entries` rows (cuda_rope_table). */
+/* A rope table (cuda_rope_table) of n's frequencies with at least `entries` rows. */
 #define CUDA_ROPE_TABLE_MAX ((int64_t)1 << 24) /* (cos, sin) pairs: 128 MiB */
-static sift_status rope_table(cuda_backend *b, const sift_rope_params *rp, int64_t entries, int i, const void **out)
+static sift_status rope_table(cuda_backend *b, const sift_node *n, int64_t entries, int i, const void **out)
 {
-    const int half = rp->n_rot / 2;
+    const int half = n->p.rope.n_rot / 2; /* >= 1 (validated by the engine) */
+    const float *freq = n->p.rope_freq;
     int64_t have = 0;
     for (int t = 0; t < b->n_ropes; t++) {
         const cuda_rope_table *r = &b->ropes[t];
-        if (r->n_rot != rp->n_rot || memcmp(&r->base, &rp->base, sizeof r->base) != 0) continue;
+        if (r->half != half || memcmp(r->freq, freq, (size_t)half * sizeof *freq) != 0) continue;
         if (r->rows >= entries) {
             *out = r->dev;
             return SIFT_OK;
         }
         if (r->rows > have) have = r->rows;
     }
-    if (half < 1 || entries > CUDA_ROPE_TABLE_MAX / half)
+    if (entries > CUDA_ROPE_TABLE_MAX / half)
         return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: gather_attend_rope over %lld entries with n_rot = %d: the "
                                                   "CUDA backend rotates lists of at most %lld entries at this n_rot",
-                              i, (long long)entries, rp->n_rot, (long long)(CUDA_ROPE_TABLE_MAX / (half > 0 ? half : 1)));
+                              i, (long long)entries, 2 * half, (long long)(CUDA_ROPE_TABLE_MAX / half));
     int64_t rows = 2 * have > entries ? 2 * have : entries; /* grow geometrically */
     if (rows < 256) rows = 256;
     if (rows > CUDA_ROPE_TABLE_MAX / half) rows = CUDA_ROPE_TABLE_MAX / half;
@@ -249,21 +214,15 @@ static sift_status rope_table(cuda_backend *b, const sift_rope_params *rp, int64
     if (!grown) return sift_set_error(SIFT_E_NOMEM, "cuda: out of memory for a rope table");
     b->ropes = grown;
     const size_t bytes = (size_t)rows * (size_t)half * 2 * sizeof(float);
-    float *h = malloc(bytes), *freq = malloc((size_t)half * sizeof *freq);
-    if (!h || !freq) {
-        free(h);
-        free(freq);
-        return sift_set_error(SIFT_E_NOMEM, "cuda: out of memory for a rope table of %zu bytes", bytes);
-    }
+    float *h = malloc(bytes);
+    if (!h) return sift_set_error(SIFT_E_NOMEM, "cuda: out of memory for a rope table of %zu bytes", bytes);
     /* cpu_rope_row's expressions (backends/cpu/cpu_model_ops.c), at positions 0 .. rows-1 */
-    for (int p = 0; p < half; p++) freq[p] = powf(rp->base, -2.0f * (float)p / (float)rp->n_rot);
     for (int64_t r = 0; r < rows; r++)
         for (int p = 0; p < half; p++) {
             const float theta = (float)r * freq[p] / 1.0f;
             h[2 * (r * half + p)] = cosf(theta);
             h[2 * (r * half + p) + 1] = sinf(theta);
         }
-    free(freq);
     void *d = NULL;
     cudaError_t e = cudaMalloc(&d, bytes);
     if (e == cudaErrorMemoryAllocation) {
@@ -277,290 +236,38 @@ static sift_status rope_table(cuda_backend *b, const sift_rope_params *rp, int64
         if (d) cudaFree(d);
         return fail(e, "uploading a rope table");
     }
-    b->ropes[b->n_ropes++] = (cuda_rope_table){.n_rot = rp->n_rot, .base = rp->base, .rows = rows, .dev = d};
+    cuda_rope_table *t = &b->ropes[b->n_ropes++];
+    *t = (cuda_rope_table){.half = half, .rows = rows, .dev = d};
+    memcpy(t->freq, freq, (size_t)half * sizeof *freq);
     *out = d;
     return SIFT_OK;
 }
 
-/* Paged views are K/V operands only: k (src 1) and v (src 2) of the attention ops, kv_write's cache. */
-static sift_status check_paged(const sift_node *n, int i)
+static sift_status node_failed(cudaError_t e, const char *doing, int i, const sift_node *n)
 {
-    const bool kv_op = n->op == SIFT_OP_SCORE || n->op == SIFT_OP_GATHER_ATTEND || n->op == SIFT_OP_DENSE_ATTEND ||
-                       n->op == SIFT_OP_CAUSAL_ATTEND || n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE;
-    for (int s = 0; s < n->n_src; s++)
-        if (n->src[s] && n->src[s]->pages && !(kv_op && (s == 1 || s == 2)))
-            return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: %s takes the paged view '%s' as input %d (paged views "
-                                                      "are K/V operands only)",
-                                  i, sift_op_name(n->op), n->src[s]->name, s);
-    if (n->dst->pages && n->op != SIFT_OP_KV_WRITE)
-        return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: %s writes the paged view '%s' (only kv_write writes one)",
-                              i, sift_op_name(n->op), n->dst->name);
-    return SIFT_OK;
-}
-
-/* A predicated node's flag (sift_graph_skip_if), or NULL. */
-static const float *skip_flag(const sift_node *n)
-{
-    return n->skip ? (const float *)data(n->skip) + n->skip_elem : NULL;
-}
-
-static int weight_type(sift_dtype t)
-{
-    switch (t) {
-    case SIFT_F16: return SIFT_CUDA_W_F16;
-    case SIFT_BF16: return SIFT_CUDA_W_BF16;
-    case SIFT_Q8_0: return SIFT_CUDA_W_Q8_0;
-    case SIFT_Q4_0: return SIFT_CUDA_W_Q4_0;
-    default: return SIFT_CUDA_W_F32;
-    }
+    (void)cudaGetLastError();
+    return sift_set_error(SIFT_E_BACKEND, "cuda: %s node %d (%s) failed: %s (%s)", doing, i, sift_op_name(n->op),
+                          cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
 static sift_status plan_node(cuda_backend *b, const sift_node *n, int i, cuda_plan *pl, size_t *scratch)
 {
-    cudaError_t e = cudaSuccess;
-    size_t need = 0;
     memset(pl, 0, sizeof *pl);
-    sift_status st = check_paged(n, i);
-    if (st != SIFT_OK) return st;
-    switch (n->op) {
-    case SIFT_OP_SCORE: {
-        sift_cuda_score *a = &pl->u.score;
-        a->q = data(n->src[0]);
-        st = kv_of(n->src[1], NULL, i, &a->kv);
-        if (st != SIFT_OK) return st;
-        a->hq = (int)n->src[0]->shape[0];
-        a->begin = n->p.begin;
-        a->m = n->p.end - n->p.begin;
-        a->scale = n->p.scale;
-        a->scores = data(n->dst);
-        a->skip = skip_flag(n);
-        e = sift_cuda_score_plan(&b->dev, a);
-        break;
-    }
-    case SIFT_OP_VOTE: {
-        sift_cuda_vote *a = &pl->u.vote;
-        a->scores = data(n->src[0]);
-        a->hq = (int)n->src[0]->shape[0];
-        a->m = n->src[0]->shape[1];
-        a->kvhead_max = n->p.vote == SIFT_VOTE_KVHEAD_MAX;
-        a->hkv = (int)n->dst->shape[0];
-        a->votes = data(n->dst);
-        a->skip = skip_flag(n);
-        e = sift_cuda_vote_plan(&b->dev, a);
-        need = a->scratch_bytes;
-        break;
-    }
-    case SIFT_OP_SELECT: {
-        sift_cuda_select *a = &pl->u.select;
-        a->votes = data(n->src[0]);
-        a->lists = (int)n->src[0]->shape[0];
-        a->cand = n->src[0]->shape[1];
-        a->n_ctx = n->p.sel.n_ctx;
-        a->sink = n->p.sel.sink;
-        a->window = n->p.sel.window;
-        a->budget = n->p.sel.budget;
-        a->out = data(n->dst);
-        a->count = n->dst->shape[1];
-        a->skip = skip_flag(n);
-        e = sift_cuda_select_plan(&b->dev, a);
-        need = a->scratch_bytes;
-        break;
-    }
-    case SIFT_OP_GATHER_ATTEND:
-    case SIFT_OP_DENSE_ATTEND:
-    case SIFT_OP_CAUSAL_ATTEND:
-    case SIFT_OP_CAUSAL_ATTEND_SPARSE: {
-        /* The sequence each query row attends (sift_cuda_attend): gather, the list; dense, [0, N);
-         * causal, [0, pos0 + t]; sparse, the list then [pos0, pos0 + t]. */
-        sift_cuda_attend *a = &pl->u.attend;
-        const bool list = n->op == SIFT_OP_GATHER_ATTEND || n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE;
-        const bool causal = n->op == SIFT_OP_CAUSAL_ATTEND || n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE;
-        const sift_tensor *q = n->src[0], *idx = list ? n->src[3] : NULL;
-        a->q = data(q);
-        st = kv_of(n->src[1], n->src[2], i, &a->kv);
-        if (st != SIFT_OK) return st;
-        a->idx = list ? data(idx) : NULL;
-        a->idx_lists = list ? (int)idx->shape[0] : 1;
-        a->list_len = list ? idx->shape[1] : 0;
-        a->tokens = causal ? (int)q->shape[0] : 1;
-        a->hq = (int)q->shape[causal ? 1 : 0];
-        a->causal = causal;
-        switch (n->op) {
-        case SIFT_OP_GATHER_ATTEND: a->n = a->list_len; break;
-        case SIFT_OP_DENSE_ATTEND: a->n = n->p.n_ctx; break;
-        case SIFT_OP_CAUSAL_ATTEND:
-            a->n = n->p.pos0 + q->shape[0];
-            a->tok_base = n->p.pos0;
-            break;
-        default: /* sparse */
-            a->n = a->list_len + q->shape[0];
-            a->tok_base = a->list_len;
-            a->range0 = n->p.pos0 - a->list_len;
-            break;
-        }
-        a->scale = n->p.scale;
-        a->out = data(n->dst);
-        if (causal && q->shape[0] * q->shape[1] > INT32_MAX / 2)
-            return sift_set_error(SIFT_E_LIMIT, "cuda: node %d: %s of %lld tokens x %lld heads is too large", i,
-                                  sift_op_name(n->op), (long long)q->shape[0], (long long)q->shape[1]);
-        if (n->p.rope_keys) {
-            if (n->op != SIFT_OP_GATHER_ATTEND)
-                return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: rotary keys on %s (only gather_attend takes "
-                                                          "them)",
-                                      i, sift_op_name(n->op));
-            const sift_rope_params *rp = &n->p.rope;
-            if ((rp->mode != SIFT_ROPE_ADJACENT && rp->mode != SIFT_ROPE_NEOX) || rp->n_rot < 2 || rp->n_rot % 2 != 0 ||
-                rp->n_rot > a->kv.d)
-                return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: gather_attend_rope with n_rot = %d, mode %d, "
-                                                          "D = %d",
-                                      i, rp->n_rot, (int)rp->mode, a->kv.d);
-            if (a->n > 0) {
-                const void *tab = NULL;
-                st = rope_table(b, rp, a->n, i, &tab);
-                if (st != SIFT_OK) return st;
-                a->rope_tab = tab;
-                a->rope_half = rp->n_rot / 2;
-                a->rope_neox = rp->mode == SIFT_ROPE_NEOX;
-            }
-        }
-        e = sift_cuda_attend_plan(&b->dev, a);
-        need = a->scratch_bytes;
-        break;
-    }
-    case SIFT_OP_GET_ROWS: {
-        sift_cuda_get_rows *a = &pl->u.get_rows;
-        const sift_tensor *table = n->src[0];
-        a->table = data(table);
-        a->wtype = weight_type(table->dtype);
-        a->rows = table->shape[0];
-        a->e = table->shape[1];
-        a->row_bytes = sift_dtype_row_bytes(table->dtype, table->shape[1]);
-        a->ids = data(n->src[1]);
-        a->t = n->src[1]->shape[0];
-        a->out = data(n->dst);
-        if (a->t > 65535)
-            return sift_set_error(SIFT_E_LIMIT, "cuda: node %d: get_rows of %lld ids (at most 65535 per node)", i,
-                                  (long long)a->t);
-        break;
-    }
-    case SIFT_OP_RMSNORM: {
-        sift_cuda_rmsnorm *a = &pl->u.rmsnorm;
-        a->x = data(n->src[0]);
-        a->w = data(n->src[1]);
-        a->out = data(n->dst);
-        a->rows = n->src[0]->shape[0];
-        a->e = n->src[0]->shape[1];
-        a->eps = n->p.eps;
-        if (a->rows > INT32_MAX)
-            return sift_set_error(SIFT_E_LIMIT, "cuda: node %d: rmsnorm of %lld rows", i, (long long)a->rows);
-        break;
-    }
-    case SIFT_OP_MATMUL: {
-        sift_cuda_matmul *a = &pl->u.matmul;
-        const sift_tensor *w = n->src[1];
-        a->x = data(n->src[0]);
-        a->w = data(w);
-        a->bias = n->n_src > 2 && n->src[2] ? data(n->src[2]) : NULL;
-        a->out = data(n->dst);
-        a->t = n->src[0]->shape[0];
-        a->k = n->src[0]->shape[1];
-        a->n = w->shape[0];
-        a->wtype = weight_type(w->dtype);
-        a->row_bytes = sift_dtype_row_bytes(w->dtype, w->shape[1]);
-        e = sift_cuda_matmul_plan(&b->dev, a);
-        if (e == cudaErrorInvalidConfiguration)
-            return sift_set_error(SIFT_E_LIMIT, "cuda: node %d: matmul [%lld][%lld] x [%lld][%lld] exceeds the launch limits",
-                                  i, (long long)a->t, (long long)a->k, (long long)a->n, (long long)a->k);
-        break;
-    }
-    case SIFT_OP_ROPE: {
-        sift_cuda_rope *a = &pl->u.rope;
-        const sift_tensor *x = n->src[0];
-        a->x = data(x);
-        a->factors = n->n_src > 1 && n->src[1] ? data(n->src[1]) : NULL;
-        a->out = data(n->dst);
-        a->t = x->shape[0];
-        a->h = (int)x->shape[1];
-        a->d = (int)x->shape[2];
-        a->n_rot = n->p.rope.n_rot;
-        a->neox = n->p.rope.mode == SIFT_ROPE_NEOX;
-        a->pos0 = n->p.pos0;
-        if (a->n_rot / 2 > SIFT_CUDA_ROPE_MAX_PAIRS)
-            return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: rope with n_rot = %d (the CUDA kernel takes n_rot "
-                                                      "up to %d)",
-                                  i, a->n_rot, 2 * SIFT_CUDA_ROPE_MAX_PAIRS);
-        /* the CPU reference's expression, so that both backends turn by the same angles */
-        for (int j = 0; j < a->n_rot / 2; j++) a->freq[j] = powf(n->p.rope.base, -2.0f * (float)j / (float)a->n_rot);
-        break;
-    }
-    case SIFT_OP_SWIGLU:
-    case SIFT_OP_ADD: {
-        sift_cuda_eltwise *a = &pl->u.eltwise;
-        a->a = data(n->src[0]);
-        a->b = data(n->src[1]);
-        a->out = data(n->dst);
-        a->n = (int64_t)(n->dst->nbytes / sizeof(float));
-        a->swiglu = n->op == SIFT_OP_SWIGLU;
-        break;
-    }
-    case SIFT_OP_KV_WRITE: {
-        sift_cuda_kv_write *a = &pl->u.kv_write;
-        const sift_tensor *src = n->src[0], *cache = n->dst;
-        a->src = data(src);
-        st = rows_of(cache, &a->cache, i);
-        if (st != SIFT_OK) return st;
-        a->ncap = cache->shape[1];
-        a->f16 = cache->dtype == SIFT_F16;
-        a->t = src->shape[0];
-        a->h = (int)src->shape[1];
-        a->d = (int)src->shape[2];
-        a->pos0 = n->p.pos0;
-        if (a->ncap > INT32_MAX)
-            return sift_set_error(SIFT_E_LIMIT, "cuda: node %d: kv_write into a cache of %lld rows (at most 2^31 - 1)", i,
-                                  (long long)a->ncap);
-        break;
-    }
-    case SIFT_OP_SEL_CACHE_CHECK: {
-        sift_cuda_sel_cache *a = &pl->u.sel_cache;
-        a->q = data(n->src[0]);
-        a->state = data(n->dst);
-        a->qn = n->src[0]->shape[0] * n->src[0]->shape[1];
-        a->theta = n->p.theta;
-        a->full = n->p.full != 0;
-        a->vec = ((uintptr_t)a->q % 16) == 0 && ((uintptr_t)a->state % 16) == 0 && a->qn % 4 == 0;
-        break;
-    }
-    case SIFT_OP_FILL_RANGE: {
-        sift_cuda_fill_range *a = &pl->u.fill_range;
-        a->idx = data(n->dst);
-        a->lists = n->dst->shape[0];
-        a->len = n->dst->shape[1];
-        a->col0 = n->p.col0;
-        a->start = n->p.start;
-        if (a->lists > 65535)
-            return sift_set_error(SIFT_E_LIMIT, "cuda: node %d: fill_range over %lld lists (at most 65535)", i,
-                                  (long long)a->lists);
-        break;
-    }
-    case SIFT_OP_MEAN_ROWS: {
-        sift_cuda_mean_rows *a = &pl->u.mean_rows;
-        a->x = data(n->src[0]);
-        a->out = data(n->dst);
-        a->rows = n->src[0]->shape[0];
-        a->e = n->src[0]->shape[1];
-        break;
-    }
-    default:
-        return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: op '%s' is not implemented by the CUDA backend", i,
-                              sift_op_name(n->op));
-    }
-    if (e != cudaSuccess) {
+    const cuda_op *op = &cuda_ops[n->op];
+    cudaError_t e = op->plan ? op->plan(&b->dev, n, &pl->k) : cudaSuccess;
+    if (e == cudaErrorInvalidConfiguration || e == cudaErrorNotSupported) {
         (void)cudaGetLastError();
-        return sift_set_error(SIFT_E_BACKEND, "cuda: planning node %d (%s) failed: %s (%s)", i, sift_op_name(n->op),
-                              cudaGetErrorString(e), cudaGetErrorName(e));
+        return sift_set_error(e == cudaErrorNotSupported ? SIFT_E_UNSUPPORTED : SIFT_E_LIMIT,
+                              "cuda: node %d (%s): %s is beyond the CUDA kernels' limits", i, sift_op_name(n->op),
+                              pl->k.why ? pl->k.why : cudaGetErrorString(e));
+    }
+    if (e != cudaSuccess) return node_failed(e, "planning", i, n);
+    if (pl->k.rope_rows > 0) {
+        sift_status st = rope_table(b, n, pl->k.rope_rows, i, &pl->k.rope_tab);
+        if (st != SIFT_OK) return st;
     }
     pl->scratch_off = *scratch;
-    *scratch += (need + 255) & ~(size_t)255;
+    *scratch += (pl->k.scratch_bytes + 255) & ~(size_t)255;
     return SIFT_OK;
 }
 
@@ -611,40 +318,16 @@ static sift_status cache_build(cuda_backend *b, sift_graph *g, cuda_cache **out)
 
 /* ---- running --------------------------------------------------------------------------------- */
 
+static void *scratch_of(const cuda_cache *c, int i)
+{
+    return c->scratch ? (char *)c->scratch + c->plans[i].scratch_off : NULL;
+}
+
 static sift_status launch_node(cuda_backend *b, cuda_cache *c, const sift_graph *g, int i)
 {
     const sift_node *n = &g->nodes[i];
-    cuda_plan *pl = &c->plans[i];
-    void *scratch = c->scratch ? (char *)c->scratch + pl->scratch_off : NULL;
-    cudaError_t e = cudaSuccess;
-    switch (n->op) {
-    case SIFT_OP_SCORE: e = sift_cuda_score_launch(&b->dev, &pl->u.score, b->stream); break;
-    case SIFT_OP_VOTE: e = sift_cuda_vote_launch(&pl->u.vote, scratch, b->stream); break;
-    case SIFT_OP_SELECT: e = sift_cuda_select_launch(&pl->u.select, scratch, b->stream); break;
-    case SIFT_OP_GATHER_ATTEND:
-    case SIFT_OP_DENSE_ATTEND:
-    case SIFT_OP_CAUSAL_ATTEND:
-    case SIFT_OP_CAUSAL_ATTEND_SPARSE: e = sift_cuda_attend_launch(&b->dev, &pl->u.attend, scratch, b->stream); break;
-    case SIFT_OP_SEL_CACHE_CHECK: e = sift_cuda_sel_cache_launch(&pl->u.sel_cache, b->stream); break;
-    case SIFT_OP_FILL_RANGE: e = sift_cuda_fill_range_launch(&pl->u.fill_range, b->stream); break;
-    case SIFT_OP_MEAN_ROWS: e = sift_cuda_mean_rows_launch(&pl->u.mean_rows, b->stream); break;
-    case SIFT_OP_GET_ROWS: e = sift_cuda_get_rows_launch(&pl->u.get_rows, b->stream); break;
-    case SIFT_OP_RMSNORM: e = sift_cuda_rmsnorm_launch(&pl->u.rmsnorm, b->stream); break;
-    case SIFT_OP_MATMUL: e = sift_cuda_matmul_launch(&pl->u.matmul, b->stream); break;
-    case SIFT_OP_ROPE: e = sift_cuda_rope_launch(&pl->u.rope, b->stream); break;
-    case SIFT_OP_SWIGLU:
-    case SIFT_OP_ADD: e = sift_cuda_eltwise_launch(&pl->u.eltwise, b->stream); break;
-    case SIFT_OP_KV_WRITE: e = sift_cuda_kv_write_launch(&pl->u.kv_write, b->stream); break;
-    default:
-        return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: node %d: op '%s' is not implemented by the CUDA backend", i,
-                              sift_op_name(n->op));
-    }
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return sift_set_error(SIFT_E_BACKEND, "cuda: launching node %d (%s) failed: %s (%s)", i, sift_op_name(n->op),
-                              cudaGetErrorString(e), cudaGetErrorName(e));
-    }
-    return SIFT_OK;
+    cudaError_t e = cuda_ops[n->op].launch(&b->dev, n, &c->plans[i].k, scratch_of(c, i), b->stream);
+    return e == cudaSuccess ? SIFT_OK : node_failed(e, "launching", i, n);
 }
 
 static sift_status launch_all(cuda_backend *b, cuda_cache *c, const sift_graph *g)
@@ -694,10 +377,13 @@ static sift_status record(cuda_backend *b, cuda_cache *c, const sift_graph *g)
 static sift_status run(cuda_backend *b, cuda_cache *c, const sift_graph *g, double *node_us)
 {
     if (c->reset) {
-        for (int i = 0; i < c->n; i++)
-            if (g->nodes[i].op == SIFT_OP_SELECT && c->plans[i].u.select.radix)
-                CU(sift_cuda_select_reset(&c->plans[i].u.select, (char *)c->scratch + c->plans[i].scratch_off,
-                                          b->stream));
+        for (int i = 0; i < c->n; i++) {
+            const sift_node *n = &g->nodes[i];
+            cudaError_t e = cuda_ops[n->op].reset ? cuda_ops[n->op].reset(&b->dev, n, &c->plans[i].k, scratch_of(c, i),
+                                                                          b->stream)
+                                                  : cudaSuccess;
+            if (e != cudaSuccess) return node_failed(e, "resetting the scratch of", i, n);
+        }
         c->reset = 0;
     }
     sift_status s;
@@ -767,9 +453,16 @@ static sift_status cuda_graph_compute(void *p, sift_graph *g, double *node_us)
     return s;
 }
 
+static bool cuda_supports_op(void *p, const sift_node *n)
+{
+    (void)p;
+    return (unsigned)n->op < SIFT_OP_COUNT && cuda_ops[n->op].launch;
+}
+
 static const sift_backend_vtable cuda_vtable = {
     .name = "cuda",
     .destroy = cuda_destroy,
+    .supports_op = cuda_supports_op,
     .tensor_alloc = cuda_tensor_alloc,
     .tensor_free = cuda_tensor_free,
     .tensor_write = cuda_tensor_write,
@@ -839,7 +532,6 @@ sift_status sift_backend_cuda_open(void **be, const sift_backend_vtable **vt, ch
         return fail(e, "cudaStreamCreateWithFlags");
     }
     e = sift_cuda_init(device, &b->dev);
-    if (e == cudaSuccess) e = sift_cuda_matmul_init(&b->dev);
     if (e != cudaSuccess) {
         cuda_destroy(b);
         if (e == cudaErrorNotSupported)
