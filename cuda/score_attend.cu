@@ -182,35 +182,25 @@ extern "C" cudaError_t sift_cuda_score_launch(const sift_cuda_device *dev, const
 
 // ---- gather_attend, dense_attend, causal_attend, causal_attend_sparse -----------------------------
 
-// The sequence each query row attends (AttendArgs): gather, the list; dense, [0, N); causal,
-// [0, pos0 + t]; sparse, the list then [pos0, pos0 + t].
+// The sequence each query row attends: the node's walk (engine/backend.h), in AttendArgs' terms
+// (entry e >= list_len is position range0 + e; row t attends min(n, tok_base + t + 1) entries).
 static AttendArgs attend_args(const sift_node *n, const sift_cuda_plan *plan)
 {
-    const bool list = n->op == SIFT_OP_GATHER_ATTEND || n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE;
+    const sift_attend_walk *w = &n->p.walk;
     const bool causal = n->op == SIFT_OP_CAUSAL_ATTEND || n->op == SIFT_OP_CAUSAL_ATTEND_SPARSE;
-    const sift_tensor *q = n->src[0], *idx = list ? n->src[3] : nullptr;
+    const sift_tensor *q = n->src[0], *idx = n->n_src > 3 ? n->src[3] : nullptr;
     AttendArgs a = {};
     a.q = dev_ptr<const float>(q);
     a.kv = kv_map(n->src[1], n->src[2]);
     a.idx = dev_ptr<const int32_t>(idx);
-    a.idx_lists = list ? (int)idx->shape[0] : 1;
-    a.list_len = list ? idx->shape[1] : 0;
-    a.tokens = causal ? (int)q->shape[0] : 1;
-    a.hq = (int)q->shape[causal ? 1 : 0];
+    a.idx_lists = idx ? (int)idx->shape[0] : 1;
+    a.list_len = w->list_len;
+    a.tokens = (int)w->tokens;
+    a.hq = (int)q->shape[q->ndim - 2];
     a.causal = causal;
-    switch (n->op) {
-    case SIFT_OP_GATHER_ATTEND: a.n = a.list_len; break;
-    case SIFT_OP_DENSE_ATTEND: a.n = n->p.n_ctx; break;
-    case SIFT_OP_CAUSAL_ATTEND:
-        a.n = n->p.pos0 + q->shape[0];
-        a.tok_base = n->p.pos0;
-        break;
-    default: // sparse
-        a.n = a.list_len + q->shape[0];
-        a.tok_base = a.list_len;
-        a.range0 = n->p.pos0 - a.list_len;
-        break;
-    }
+    a.n = w->n;
+    a.tok_base = causal ? w->n - w->tokens : 0;
+    a.range0 = w->range0 - w->list_len;
     a.scale = n->p.scale;
     a.out = dev_ptr<float>(n->dst);
     if (plan) {
