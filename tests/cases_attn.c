@@ -44,6 +44,29 @@ static void random_lists(const attn_case *c, host_tensor *h)
     }
 }
 
+/* k candidates (every fifth from S on) get keys along their group's mean query, so that the top k
+ * stand well apart from the rest: the backends' votes, summed in different orders, then pick the
+ * same set, and the outputs compare to f32 rounding. Values stay exact in f16 (multiples of 1/256). */
+static void plant_keys(const attn_case *c, attn_inputs *in)
+{
+    const int64_t ncap = c->n + c->tokens, group = c->hq / c->hkv;
+    const sift_select_params sel = sel_of(c);
+    const int64_t cand = sift_select_candidates(&sel);
+    const float *q = in->q[0].f; /* a prefill chunk: its first row */
+    for (int64_t i = 0; i < c->budget && 5 * i < cand; i++) {
+        const int64_t pos = c->sink + 5 * i;
+        for (int64_t g = 0; g < c->hkv; g++) {
+            float *row = in->k.f + (g * ncap + pos) * c->d;
+            for (int64_t e = 0; e < c->d; e++) {
+                float m = 0.0f;
+                for (int64_t h = g * group; h < (g + 1) * group; h++) m += q[h * c->d + e];
+                row[e] = fminf(fmaxf(roundf(m / (float)group * 0.5f * 256.0f), -2047.0f), 2047.0f) / 256.0f;
+            }
+        }
+    }
+    if (in->k.h) sift_f32_to_f16(in->k.h, in->k.f, in->k.n);
+}
+
 static void make_attn_inputs(const attn_case *c, attn_inputs *in)
 {
     memset(in, 0, sizeof *in);
@@ -56,6 +79,7 @@ static void make_attn_inputs(const attn_case *c, attn_inputs *in)
     }
     in->k = host_random(c->kv, 3, kvshape, 1.0f);
     in->v = host_random(c->kv, 3, kvshape, 1.0f);
+    plant_keys(c, in);
     if (c->mode == SIFT_ATTN_LISTS) random_lists(c, &in->lists);
 }
 
