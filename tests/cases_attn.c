@@ -187,42 +187,35 @@ static void add(const attn_case *c, const char *what)
 void cases_attn(const suite_options *o)
 {
     (void)o;
-    const attn_case base = {.mode = SIFT_ATTN_SELECT, .vote = SIFT_VOTE_SOFTMAX_SUM, .hq = 8, .hkv = 2, .d = 64, .kv = SIFT_F16,
-                            .n = 700, .sink = 4, .window = 32, .budget = 64};
-    attn_case c = base;
-    c.mode = SIFT_ATTN_DENSE;
-    add(&c, "dense");
-    c = base;
-    add(&c, "tokenselect");
-    c.kv = SIFT_F32;
-    add(&c, "tokenselect");
-    c = base;
-    c.vote = SIFT_VOTE_KVHEAD_MAX;
-    add(&c, "tokenselect, kv-head max");
-    c = base;
-    c.cache = true;
-    add(&c, "tokenselect + selection cache");
-    c.vote = SIFT_VOTE_KVHEAD_MAX;
-    add(&c, "kv-head max + selection cache");
-    c = base;
-    c.mode = SIFT_ATTN_STREAMING;
-    add(&c, "streaming");
-    c.n = 90; /* everything fits: the whole context */
-    add(&c, "streaming");
-    c = base;
-    c.mode = SIFT_ATTN_LISTS;
-    add(&c, "lists");
-    c = base;
-    c.extrapolate = true;
-    add(&c, "tokenselect + extrapolation");
-    c.mode = SIFT_ATTN_STREAMING;
-    add(&c, "streaming + extrapolation");
-    c = base;
-    c.tokens = 16;
-    c.mode = SIFT_ATTN_DENSE;
-    add(&c, "causal");
-    c.mode = SIFT_ATTN_SELECT;
-    add(&c, "sparse");
-    c.n = 60; /* the candidates do not outnumber k: dense */
-    add(&c, "sparse, few candidates");
+    enum { SUM = SIFT_VOTE_SOFTMAX_SUM, MAX = SIFT_VOTE_KVHEAD_MAX };
+    /* each a change of the base case: 8/2 heads, D 64, f16, N 700, S 4, W 32, k 64 */
+    static const struct {
+        const char *what;
+        sift_attn_mode mode;
+        int vote;
+        sift_dtype kv;
+        int64_t n, tokens;
+        bool cache, extrapolate;
+    } variants[] = {
+        {"dense", SIFT_ATTN_DENSE, SUM, SIFT_F16, 700, 0, false, false},
+        {"tokenselect", SIFT_ATTN_SELECT, SUM, SIFT_F16, 700, 0, false, false},
+        {"tokenselect", SIFT_ATTN_SELECT, SUM, SIFT_F32, 700, 0, false, false},
+        {"tokenselect, kv-head max", SIFT_ATTN_SELECT, MAX, SIFT_F16, 700, 0, false, false},
+        {"tokenselect + selection cache", SIFT_ATTN_SELECT, SUM, SIFT_F16, 700, 0, true, false},
+        {"kv-head max + selection cache", SIFT_ATTN_SELECT, MAX, SIFT_F16, 700, 0, true, false},
+        {"streaming", SIFT_ATTN_STREAMING, SUM, SIFT_F16, 700, 0, false, false},
+        {"streaming, all fits", SIFT_ATTN_STREAMING, SUM, SIFT_F16, 90, 0, false, false},
+        {"lists", SIFT_ATTN_LISTS, SUM, SIFT_F16, 700, 0, false, false},
+        {"tokenselect + extrapolation", SIFT_ATTN_SELECT, SUM, SIFT_F16, 700, 0, false, true},
+        {"streaming + extrapolation", SIFT_ATTN_STREAMING, SUM, SIFT_F16, 700, 0, false, true},
+        {"causal", SIFT_ATTN_DENSE, SUM, SIFT_F16, 700, 16, false, false},
+        {"sparse", SIFT_ATTN_SELECT, SUM, SIFT_F16, 700, 16, false, false},
+        {"sparse, few candidates (dense)", SIFT_ATTN_SELECT, SUM, SIFT_F16, 60, 16, false, false},
+    };
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+        const attn_case c = {.mode = variants[i].mode, .vote = (sift_vote_mode)variants[i].vote, .hq = 8, .hkv = 2, .d = 64,
+                             .kv = variants[i].kv, .n = variants[i].n, .sink = 4, .window = 32, .budget = 64,
+                             .tokens = variants[i].tokens, .cache = variants[i].cache, .extrapolate = variants[i].extrapolate};
+        add(&c, variants[i].what);
+    }
 }
