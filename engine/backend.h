@@ -155,6 +155,9 @@ typedef struct sift_backend_vtable {
     void (*graph_release)(void *be, sift_graph *g);
     /* Validation-layer messages seen so far (NULL where the backend has none). */
     int64_t (*validation_messages)(void *be);
+    /* Whether the device is a CPU emulation of the backend's API (lavapipe, llvmpipe, SwiftShader):
+     * slower than the CPU backend, so never chosen on its own. NULL: a real device. */
+    bool (*is_emulated)(void *be);
 } sift_backend_vtable;
 
 /* Each backend exports one open function. It fills *be and *vt, writes a device description into

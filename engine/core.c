@@ -144,6 +144,11 @@ void sift_context_destroy(sift_context *ctx)
 sift_backend_kind sift_context_backend(const sift_context *ctx) { return ctx ? ctx->kind : SIFT_BACKEND_COUNT; }
 const char *sift_context_device_name(const sift_context *ctx) { return ctx ? ctx->device_name : ""; }
 
+int sift_context_is_emulated(const sift_context *ctx)
+{
+    return ctx && ctx->vt->is_emulated && ctx->vt->is_emulated(ctx->be);
+}
+
 int64_t sift_context_validation_messages(const sift_context *ctx)
 {
     if (!ctx || !ctx->vt->validation_messages) return 0;

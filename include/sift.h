@@ -67,6 +67,9 @@ SIFT_API void sift_context_destroy(sift_context *ctx);
 SIFT_API sift_backend_kind sift_context_backend(const sift_context *ctx);
 /* Human-readable device description, e.g. "NVIDIA H200 (Vulkan 1.3, f16 storage)". */
 SIFT_API const char *sift_context_device_name(const sift_context *ctx);
+/* 1 when the context's device is a CPU emulation of a GPU API (Vulkan on lavapipe or llvmpipe,
+ * VK_PHYSICAL_DEVICE_TYPE_CPU): it runs, but slower than the CPU backend. 0 otherwise. */
+SIFT_API int sift_context_is_emulated(const sift_context *ctx);
 /* Vulkan with SIFT_VULKAN_VALIDATION=1 in the environment loads the Khronos validation layer
  * (context creation fails if it is not installed), prints each message it reports to stderr and
  * counts them here. 0 on other backends. */

@@ -46,6 +46,11 @@ static sift_tensor *make(sift_context *ctx, sift_dtype t, int ndim, const int64_
 
 static void run_backend(sift_context *ctx, sift_context *other)
 {
+    /* a CPU emulation of a GPU API says so (the automatic backend choice passes it over) */
+    const char *dev = sift_context_device_name(ctx);
+    const int software = strstr(dev, "llvmpipe") || strstr(dev, "lavapipe") || strstr(dev, "SwiftShader");
+    expect_true(software ? "the device reports itself a CPU emulation" : "the device is no CPU emulation",
+                sift_context_is_emulated(ctx) == software);
     const int64_t n = 300;
     sift_tensor *q = make(ctx, SIFT_F32, 2, (int64_t[]){8, 64}, 1);
     sift_tensor *q6 = make(ctx, SIFT_F32, 2, (int64_t[]){6, 64}, 1);

@@ -57,7 +57,7 @@ static void usage(FILE *f)
           "  --skip N             retrieval: leave out the first N samples of each length (to split a run)\n"
           "  --length N           retrieval: only the samples of N tokens\n"
           "  --sel-cache T|off    TokenSelect's Selection Cache threshold (default off: selection alone)\n"
-          "  --backend B          cpu, vulkan or cuda (default: cuda if present, else vulkan, else cpu)\n"
+          "  --backend B          cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                       `sift devices` shows the choice)\n"
           "  --json               one JSON object per result line\n",
           f);
 }

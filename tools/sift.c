@@ -21,7 +21,8 @@ static void usage(FILE *f)
           "               with dense on a text, retrieval accuracy, attention recall and error\n"
           "  bench-attn   time one layer's decode attention, dense vs the selection pipeline, per stage\n"
           "  bench-decode time a model's decode steps at long contexts, dense vs selected attention\n"
-          "  devices      list the backends and the device each one would use\n"
+          "  devices      list the backends, the device each one would use, and the automatic choice\n"
+          "               (--json: as JSON)\n"
           "  help         this text; 'sift <command> --help' for a command's options\n",
           f);
 }
@@ -36,7 +37,7 @@ static void usage_bench(FILE *f)
           "bandwidth (the bytes the stage must move at least, over its time).\n"
           "\n"
           "options:\n"
-          "  --backend B     cpu, vulkan or cuda (default: cuda if present, else vulkan, else cpu)\n"
+          "  --backend B     cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                  `sift devices` shows the choice)\n"
           "  --ctx N         tokens in the KV cache (default 32768)\n"
           "  --budget k      tokens chosen by selection (default 2048)\n"
           "  --sink S        first tokens always kept (default 128)\n"
@@ -84,9 +85,18 @@ sift_status cli_open_backend(const char *name, sift_context **ctx)
         if (s != SIFT_OK) return s;
         return sift_context_create(kind, ctx);
     }
+    /* the automatic choice: a GPU, never a CPU emulation of one (lavapipe is far slower than the
+     * CPU backend), else the CPU */
     const sift_backend_kind order[] = {SIFT_BACKEND_CUDA, SIFT_BACKEND_VULKAN, SIFT_BACKEND_CPU};
     sift_status s = SIFT_E_UNAVAILABLE;
-    for (int i = 0; i < 3 && s != SIFT_OK; i++) s = sift_context_create(order[i], ctx);
+    for (int i = 0; i < 3 && s != SIFT_OK; i++) {
+        s = sift_context_create(order[i], ctx);
+        if (s == SIFT_OK && order[i] != SIFT_BACKEND_CPU && sift_context_is_emulated(*ctx)) {
+            sift_context_destroy(*ctx);
+            *ctx = NULL;
+            s = SIFT_E_UNAVAILABLE;
+        }
+    }
     return s;
 }
 
@@ -318,7 +328,7 @@ static void usage_run(FILE *f, const char *cmd)
             "  -m, --model PATH   GGUF model (F32, F16, BF16, Q8_0, Q4_0 weights)\n"
             "  -p, --prompt TEXT  prompt (default: empty: generation starts from BOS)\n"
             "  -n, --n-predict N  tokens to generate (default 128)\n"
-            "  --backend B        cpu, vulkan or cuda (default: cuda if present, else vulkan, else cpu)\n"
+            "  --backend B        cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                     `sift devices` shows the choice)\n"
             "  --policy P         decode attention: dense, tokenselect, streaming, h2o, snapkv, quest or\n"
             "                     oracle (default dense; see docs/policies.md); select = tokenselect\n"
             "  --budget k         tokens chosen per step by selection (default 2048)\n"
@@ -567,7 +577,7 @@ static int bench_decode(int argc, char **argv)
                    "  -m, --model PATH   GGUF model\n"
                    "  --ctx N[,N...]     contexts (default 8192,32768,131072)\n"
                    "  --steps S          timed steps per context and mode (default 16, after 2 warm-ups)\n"
-                   "  --backend B        cpu, vulkan or cuda (default: cuda if present, else vulkan, else cpu)\n"
+                   "  --backend B        cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                     `sift devices` shows the choice)\n"
                    "  --budget k --sink S --window W   selection (defaults 2048, 128, 512)\n"
                    "  --sel-cache T      the third mode: TokenSelect with the Selection Cache at threshold T\n"
                    "                     (default -1: every step after the first reuses, the cache's best case\n"
@@ -676,18 +686,71 @@ static int bench_decode(int argc, char **argv)
     return s == SIFT_OK ? 0 : 1;
 }
 
-static int devices(void)
+/* One line per backend (its device, or why it is unavailable) and the automatic choice with its
+ * reason; --json: the same as one JSON object. */
+static void json_string(const char *str)
 {
-    for (int b = 0; b < SIFT_BACKEND_COUNT; b++) {
-        sift_context *ctx = NULL;
-        const char *name = sift_backend_kind_name((sift_backend_kind)b);
-        if (sift_context_create((sift_backend_kind)b, &ctx) == SIFT_OK) {
-            printf("%-7s %s\n", name, sift_context_device_name(ctx));
-            sift_context_destroy(ctx);
-        } else {
-            printf("%-7s unavailable: %s\n", name, sift_last_error());
-        }
+    putchar('"');
+    for (const unsigned char *c = (const unsigned char *)str; *c; c++) {
+        if (*c == '"' || *c == '\\') printf("\\%c", *c);
+        else if (*c < 0x20) printf("\\u%04x", *c);
+        else putchar(*c);
     }
+    putchar('"');
+}
+
+static int devices(int argc, char **argv)
+{
+    const bool json = argc > 0 && !strcmp(argv[0], "--json");
+    if (argc > (json ? 1 : 0)) {
+        fprintf(stderr, "usage: sift devices [--json]\n");
+        return 2;
+    }
+    char device[SIFT_BACKEND_COUNT][256], reason[SIFT_BACKEND_COUNT][512];
+    bool available[SIFT_BACKEND_COUNT], emulated[SIFT_BACKEND_COUNT];
+    int choice = SIFT_BACKEND_CPU;
+    for (int b = SIFT_BACKEND_COUNT - 1; b >= 0; b--) { /* CUDA first, then Vulkan, then the CPU */
+        sift_context *ctx = NULL;
+        available[b] = sift_context_create((sift_backend_kind)b, &ctx) == SIFT_OK;
+        emulated[b] = available[b] && sift_context_is_emulated(ctx);
+        snprintf(device[b], sizeof device[b], "%s", available[b] ? sift_context_device_name(ctx) : "");
+        snprintf(reason[b], sizeof reason[b], "%s", available[b] ? "" : sift_last_error());
+        sift_context_destroy(ctx);
+    }
+    /* the choice is cli_open_backend's; the reason follows from what was found */
+    sift_context *chosen = NULL;
+    if (cli_open_backend(NULL, &chosen) == SIFT_OK) choice = (int)sift_context_backend(chosen);
+    sift_context_destroy(chosen);
+    const char *why = choice == SIFT_BACKEND_CUDA     ? "a CUDA device is present"
+                      : choice == SIFT_BACKEND_VULKAN ? "a Vulkan GPU is present and CUDA is not"
+                      : emulated[SIFT_BACKEND_VULKAN] ? "the only Vulkan device is a CPU emulation, slower than the CPU backend"
+                                                      : "no GPU backend has a usable device";
+    if (json) {
+        printf("{\"backends\": [");
+        for (int b = 0; b < SIFT_BACKEND_COUNT; b++) {
+            printf("%s{\"backend\": \"%s\", \"available\": %s, ", b ? ", " : "", sift_backend_kind_name((sift_backend_kind)b),
+                   available[b] ? "true" : "false");
+            if (available[b]) {
+                printf("\"device\": ");
+                json_string(device[b]);
+                printf(", \"emulated\": %s}", emulated[b] ? "true" : "false");
+            } else {
+                printf("\"reason\": ");
+                json_string(reason[b]);
+                printf("}");
+            }
+        }
+        printf("], \"choice\": \"%s\", \"why\": ", sift_backend_kind_name((sift_backend_kind)choice));
+        json_string(why);
+        printf("}\n");
+        return 0;
+    }
+    for (int b = 0; b < SIFT_BACKEND_COUNT; b++) {
+        const char *name = sift_backend_kind_name((sift_backend_kind)b);
+        if (available[b]) printf("%-7s %s%s\n", name, device[b], emulated[b] ? "  (a CPU emulation)" : "");
+        else printf("%-7s unavailable: %s\n", name, reason[b]);
+    }
+    printf("automatic choice: %s (%s)\n", sift_backend_kind_name((sift_backend_kind)choice), why);
     return 0;
 }
 
@@ -706,7 +769,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "run")) return run_model(argc - 2, argv + 2, false);
     if (!strcmp(cmd, "bench-decode")) return bench_decode(argc - 2, argv + 2);
     if (!strcmp(cmd, "logits")) return run_model(argc - 2, argv + 2, true);
-    if (!strcmp(cmd, "devices")) return devices();
+    if (!strcmp(cmd, "devices")) return devices(argc - 2, argv + 2);
     if (!strcmp(cmd, "eval")) return cli_eval(argc - 2, argv + 2);
     fprintf(stderr, "sift: unknown command '%s'\n\n", cmd);
     usage(stderr);

@@ -168,6 +168,12 @@ static int64_t vk_validation_messages(void *p)
     return be ? (int64_t)atomic_load(&be->validation_count) : 0;
 }
 
+static bool vk_is_emulated(void *p)
+{
+    const vkb *be = p;
+    return be->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+}
+
 static const sift_backend_vtable vk_vtable = {
     .name = "vulkan",
     .destroy = vk_destroy,
@@ -179,6 +185,7 @@ static const sift_backend_vtable vk_vtable = {
     .graph_compute = vk_graph_compute,
     .graph_release = vk_graph_release,
     .validation_messages = vk_validation_messages,
+    .is_emulated = vk_is_emulated,
 };
 
 /* ---- device choice ---- */
