@@ -282,18 +282,22 @@ static sift_status parse_tensor_info(cursor *c, sift_gguf *g, uint64_t i)
     if (t->n_dims > SIFT_GGUF_MAX_DIMS)
         return fail(g, SIFT_E_INVALID, "tensor '%s' has %u dimensions (at most %d)", SHOW(t->name), t->n_dims,
                     SIFT_GGUF_MAX_DIMS);
-    uint64_t n = 1;
+    /* ggml holds dimensions and element counts in int64. The bound is on the product of the
+     * nonzero dimensions (span), not only on the count: a zero dimension makes the count 0, but a
+     * reader still multiplies the other dimensions into strides, and those must fit too. */
+    uint64_t span = 1;
+    bool empty = false;
     for (int d = 0; d < SIFT_GGUF_MAX_DIMS; d++) t->dims[d] = 1;
     for (uint32_t d = 0; d < t->n_dims; d++) {
         s = read_u64(c, &t->dims[d], "tensor dimension");
         if (s != SIFT_OK) return s;
-        /* ggml holds dimensions and element counts in int64. */
-        if (t->dims[d] > (uint64_t)INT64_MAX || (t->dims[d] != 0 && n > (uint64_t)INT64_MAX / t->dims[d]))
+        if (t->dims[d] > (uint64_t)INT64_MAX || (t->dims[d] != 0 && span > (uint64_t)INT64_MAX / t->dims[d]))
             return fail(g, SIFT_E_INVALID, "tensor '%s': element count overflows at dimension %u (%llu)", SHOW(t->name),
                         d, (unsigned long long)t->dims[d]);
-        n *= t->dims[d];
+        if (t->dims[d] == 0) empty = true;
+        else span *= t->dims[d];
     }
-    t->n_elements = n;
+    t->n_elements = empty ? 0 : span;
 
     uint32_t type;
     s = read_u32(c, &type, "tensor type");
@@ -306,8 +310,25 @@ static sift_status parse_tensor_info(cursor *c, sift_gguf *g, uint64_t i)
     if (t->dims[0] % block_elems != 0)
         return fail(g, SIFT_E_INVALID, "tensor '%s': rows of %llu elements are not whole %s blocks of %u", SHOW(t->name),
                     (unsigned long long)t->dims[0], sift_gguf_tensor_type_name(type), block_elems);
-    /* n <= INT64_MAX and block_bytes <= 34 * block_elems: the quotient times block_bytes fits u64. */
-    t->nbytes = n / block_elems * block_bytes;
+    /* The byte size is not bounded by the element count: F32 takes 4 bytes an element, so 2^62
+     * elements would wrap to 0 bytes in u64 and pass the fits-in-file check. So each byte product
+     * is checked as it is formed, a row first, then the rows of each further dimension, against
+     * INT64_MAX (ggml's size type, and an offset any pointer into the mapping can take); zero
+     * dimensions are skipped as above so that an empty tensor's strides fit as well. */
+    if (t->dims[0] / block_elems > (uint64_t)INT64_MAX / block_bytes)
+        return fail(g, SIFT_E_INVALID, "tensor '%s': byte size overflows: a row of %llu %s elements takes more than "
+                    "2^63 bytes", SHOW(t->name), (unsigned long long)t->dims[0], sift_gguf_tensor_type_name(type));
+    uint64_t span_bytes = t->dims[0] / block_elems * block_bytes;
+    /* Rows of 0 bytes make every stride 0: only the element count, checked above, bounds them. */
+    for (uint32_t d = 1; d < t->n_dims && span_bytes != 0; d++) {
+        if (t->dims[d] == 0) continue;
+        if (span_bytes > (uint64_t)INT64_MAX / t->dims[d])
+            return fail(g, SIFT_E_INVALID, "tensor '%s': byte size overflows at dimension %u (%llu x %llu bytes of %s)",
+                        SHOW(t->name), d, (unsigned long long)t->dims[d], (unsigned long long)span_bytes,
+                        sift_gguf_tensor_type_name(type));
+        span_bytes *= t->dims[d];
+    }
+    t->nbytes = empty ? 0 : span_bytes;
 
     s = read_u64(c, &t->offset, "tensor offset");
     if (s != SIFT_OK) return s;
@@ -354,6 +375,7 @@ static sift_status place_tensors(sift_gguf *g)
         if (ex[i].offset < end)
             s = fail(g, SIFT_E_INVALID, "tensors '%s' and '%s' overlap in the data section", SHOW(g->tensors[last].name),
                      SHOW(g->tensors[ex[i].index].name));
+        /* offset + nbytes <= data_size, checked in the loop above without forming the sum. */
         if (ex[i].offset + ex[i].nbytes > end) {
             end = ex[i].offset + ex[i].nbytes;
             last = ex[i].index;
@@ -422,7 +444,7 @@ static sift_status parse(sift_gguf *g)
         if (s != SIFT_OK) return s;
     }
 
-    /* c.pos <= size < 2^63 and alignment <= 2^31: no overflow. */
+    /* c.pos <= size <= INT64_MAX (both opens refuse larger) and alignment <= 2^31: no overflow. */
     g->data_offset = (c.pos + g->alignment - 1) / g->alignment * g->alignment;
     if (g->data_offset > g->size) {
         /* A file without tensors may end without the padding. */

@@ -475,6 +475,50 @@ static void test_hparams(void)
     gb_free(&b);
 }
 
+/* Byte sizes at the edge of int64, mostly in pairs: the largest shape that fits opens, one step past it is
+ * refused with SIFT_E_INVALID and a message naming the tensor. Empty tensors (a zero dimension)
+ * carry the huge shapes: they need no data, yet a reader still forms their strides. */
+static void test_size_limits(void)
+{
+    const uint64_t big = 1ull << 61;
+    const struct {
+        uint32_t n_dims;
+        uint64_t dims[4];
+        uint32_t type;
+        bool opens;
+        const char *fragment;
+    } cases[] = {
+        /* The fuzzer's shape: 2^62 F32 elements, 2^64 bytes, 0 in u64. */
+        {2, {32, 1ull << 57}, 0, false, "tensor 'x': byte size overflows at dimension 1"},
+        {3, {32, 0, (1ull << 56) - 1}, 0, true, NULL},   /* 2^63 - 128 bytes */
+        {3, {32, 0, 1ull << 56}, 0, false, "tensor 'x': byte size overflows at dimension 2"},
+        {2, {big - 1, 0}, 0, true, NULL},                 /* rows of 2^63 - 4 bytes */
+        {2, {big, 0}, 0, false, "tensor 'x': byte size overflows: a row"},
+        {3, {32, 0, (1ull << 58) - 1}, 2, true, NULL},    /* Q4_0: 18 bytes a block of 32 */
+        {3, {32, 0, 1ull << 62}, 0, false, "tensor 'x': element count overflows at dimension 2"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        gguf_builder b = {0};
+        gb_header(&b, 1, 0);
+        gb_tensor_info(&b, "x", cases[i].n_dims, cases[i].dims, cases[i].type, 0);
+        gb_align(&b, 32);
+        sift_gguf *g = NULL;
+        sift_status s = sift_gguf_open_memory(b.data, b.len, "limits", &g);
+        if (cases[i].opens) {
+            CHECK(s == SIFT_OK, "limits[%zu] does not open: %s", i, sift_last_error());
+            const sift_gguf_tensor *t = g ? sift_gguf_find_tensor(g, "x") : NULL;
+            CHECK(t && t->n_elements == 0 && t->nbytes == 0, "limits[%zu]: an empty tensor", i);
+            float row[1];
+            if (t) CHECK(sift_dequant_row(t, 0, row) == SIFT_E_INVALID, "limits[%zu]: a row of an empty tensor", i);
+        } else {
+            CHECK(s == SIFT_E_INVALID && g == NULL && strstr(sift_last_error(), cases[i].fragment),
+                  "limits[%zu]: %s: %s", i, sift_status_name(s), sift_last_error());
+        }
+        sift_gguf_close(g);
+        gb_free(&b);
+    }
+}
+
 static void test_arguments(void)
 {
     sift_gguf *g = (sift_gguf *)&g;
@@ -551,6 +595,7 @@ int main(int argc, char **argv)
     test_all_types(32);
     test_all_types(64);
     test_hparams();
+    test_size_limits();
     test_stories(argv[2]);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;

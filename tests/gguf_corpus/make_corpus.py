@@ -189,6 +189,20 @@ def broken():
     yield 'tensor_dims_overflow', patch(patch(good, dims_at, '<Q', 2 ** 32), dims_at + 8, '<Q', 2 ** 32), 'overflows'
     yield 'tensor_dim_huge', patch(good, dims_at, '<Q', 2 ** 63), 'overflows'
     yield 'tensor_size_past_eof', patch(good, dims_at + 8, '<Q', 2 ** 40), 'run past the end'
+    # Byte sizes that overflow while the element count fits. [32, 2^57] F32 is 2^62 elements, whose
+    # 2^64 bytes wrap to 0 in u64 (the shape of fuzz_f32_size_overflow.gguf, the fuzzer's find).
+    yield 'tensor_bytes_overflow', patch(good, dims_at + 8, '<Q', 2 ** 57), \
+        "tensor 'token_embd.weight': byte size overflows at dimension 1"
+    # Q8_0's 34 bytes a block of 32 take [32, 2^58 - 1] past 2^63 bytes but not past 2^64: the bound is int64's.
+    yield 'tensor_q8_0_bytes_past_int64', gguf([], [('q', [32, 2 ** 58 - 1], Q8_0_T, b'')])[0], \
+        "tensor 'q': byte size overflows at dimension 1"
+    # Empty tensors (a zero dimension) whose other dimensions still overflow the strides a reader forms.
+    yield 'tensor_empty_row_bytes_overflow', gguf([], [('r', [2 ** 62, 0], F32_T, b'')])[0], \
+        "tensor 'r': byte size overflows: a row"
+    yield 'tensor_empty_bytes_overflow', gguf([], [('e', [32, 0, 2 ** 57], F32_T, b'')])[0], \
+        "tensor 'e': byte size overflows at dimension 2"
+    yield 'tensor_empty_count_overflow', gguf([], [('e', [32, 0, 2 ** 62], F32_T, b'')])[0], \
+        "tensor 'e': element count overflows at dimension 2"
     yield 'tensor_partial_block', gguf([], [('q', [33], Q8_0_T, bytes(68))])[0], 'not whole Q8_0 blocks'
     yield 'alignment_zero', gguf([('general.alignment', U32, 0)], [])[0], 'not a power of two'
     yield 'alignment_not_pow2', gguf([('general.alignment', U32, 48)], [])[0], 'not a power of two'
