@@ -37,7 +37,7 @@ void registry_add(const char *suite, const char *name, case_check_fn check, case
     c->build = build;
     c->params = malloc(size ? size : 1);
     if (!c->params) exit(2);
-    memcpy(c->params, params, size);
+    if (size) memcpy(c->params, params, size);
 }
 
 void built_graph_free(built_graph *b)
