@@ -12,6 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef SIFT_VERSION_STRING
+#define SIFT_VERSION_STRING "unknown"
+#endif
+
 static void usage(FILE *f)
 {
     fputs("usage: sift <command> [options]\n"
@@ -24,7 +28,8 @@ static void usage(FILE *f)
           "  bench-attn   time one layer's decode attention, dense vs the selection pipeline, per stage\n"
           "  bench-decode time a model's decode steps at long contexts, dense vs selected attention\n"
           "  devices      list the backends and the device each one would use\n"
-          "  help         this text; 'sift <command> --help' for a command's options\n",
+          "  help         this text; 'sift <command> --help' for a command's options\n"
+          "  --version    print the version\n",
           f);
 }
 
@@ -48,7 +53,8 @@ static void usage_bench(FILE *f)
           "  --kv f16|f32    K/V element type (default f16)\n"
           "  --vote sum|max  head soft vote (TokenSelect) or per-KV-head max (default sum)\n"
           "  --repeat R      timed repeats (default 20, after 3 warm-ups)\n"
-          "  --json          print one JSON object instead of the table\n"
+          "  --json          print one JSON object instead of the table (gbps is null for a stage timed\n"
+          "                  at 0 us; the table prints - there)\n"
           "\n"
           "With the soft vote and more candidates than k, a third graph times a Selection Cache hit: the\n"
           "cosine check, score/vote/select skipped on the device, the window moved, gather_attend.\n",
@@ -269,13 +275,20 @@ static int bench_attn(int argc, char **argv)
                sift_dtype_name(kv), vote == SIFT_VOTE_SOFTMAX_SUM ? "sum" : "max", (long long)repeat);
         for (int r = 0; r < n_graphs; r++) {
             printf("%s{\"graph\": \"%s\", \"total_us\": %.3f, \"stages\": [", r ? ", " : "", rr[r]->graph, rr[r]->total_us);
-            for (int i = 0; i < rr[r]->n_nodes; i++)
-                printf("%s{\"op\": \"%s\", \"us\": %.3f, \"bytes\": %.0f, \"gbps\": %.1f}", i ? ", " : "", rr[r]->names[i],
-                       rr[r]->us[i], rr[r]->bytes[i], rr[r]->bytes[i] / (rr[r]->us[i] * 1e3));
+            for (int i = 0; i < rr[r]->n_nodes; i++) {
+                char gbps[32] = "null"; /* a stage timed at 0 us has no bandwidth */
+                if (rr[r]->us[i] > 0) snprintf(gbps, sizeof gbps, "%.1f", rr[r]->bytes[i] / (rr[r]->us[i] * 1e3));
+                printf("%s{\"op\": \"%s\", \"us\": %.3f, \"bytes\": %.0f, \"gbps\": %s}", i ? ", " : "", rr[r]->names[i],
+                       rr[r]->us[i], rr[r]->bytes[i], gbps);
+            }
             printf("]}");
         }
-        printf("], \"select_over_dense\": %.4f", rs.total_us / rd.total_us);
-        if (cached) printf(", \"cached_over_dense\": %.4f", rc.total_us / rd.total_us);
+        if (rd.total_us > 0) {
+            printf("], \"select_over_dense\": %.4f", rs.total_us / rd.total_us);
+            if (cached) printf(", \"cached_over_dense\": %.4f", rc.total_us / rd.total_us);
+        } else {
+            printf("], \"select_over_dense\": null%s", cached ? ", \"cached_over_dense\": null" : "");
+        }
         printf("}\n");
     } else {
         printf("sift bench-attn  backend %s: %s\n", sift_backend_kind_name(sift_context_backend(ctx)),
@@ -285,13 +298,20 @@ static int bench_attn(int argc, char **argv)
                (long long)window, (long long)budget, vote == SIFT_VOTE_SOFTMAX_SUM ? "sum" : "max", (long long)repeat);
         printf("%-8s %-15s %12s %10s %12s\n", "graph", "stage", "us", "GB/s", "MB moved");
         for (int r = 0; r < n_graphs; r++) {
-            for (int i = 0; i < rr[r]->n_nodes; i++)
-                printf("%-8s %-15s %12.1f %10.1f %12.2f\n", rr[r]->graph, rr[r]->names[i], rr[r]->us[i],
-                       rr[r]->bytes[i] / (rr[r]->us[i] * 1e3), rr[r]->bytes[i] / 1e6);
+            for (int i = 0; i < rr[r]->n_nodes; i++) {
+                char gbps[32] = "-";
+                if (rr[r]->us[i] > 0) snprintf(gbps, sizeof gbps, "%.1f", rr[r]->bytes[i] / (rr[r]->us[i] * 1e3));
+                printf("%-8s %-15s %12.1f %10s %12.2f\n", rr[r]->graph, rr[r]->names[i], rr[r]->us[i], gbps, rr[r]->bytes[i] / 1e6);
+            }
             printf("%-8s %-15s %12.1f\n", rr[r]->graph, "total", rr[r]->total_us);
         }
-        printf("\nselect / dense: %.3f\n", rs.total_us / rd.total_us);
-        if (cached) printf("cached / dense: %.3f  (a Selection Cache hit: check, skipped stages, window, gather)\n", rc.total_us / rd.total_us);
+        if (rd.total_us > 0) {
+            printf("\nselect / dense: %.3f\n", rs.total_us / rd.total_us);
+            if (cached)
+                printf("cached / dense: %.3f  (a Selection Cache hit: check, skipped stages, window, gather)\n", rc.total_us / rd.total_us);
+        } else {
+            printf("\nselect / dense: -  (dense timed at 0 us)\n");
+        }
     }
 done:
     if (s != SIFT_OK) fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
@@ -319,26 +339,32 @@ static void usage_run(FILE *f, const char *cmd)
             "options:\n"
             "  -m, --model PATH   GGUF model (F32, F16, BF16, Q8_0, Q4_0 weights)\n"
             "  -p, --prompt TEXT  prompt (default: empty: generation starts from BOS)\n"
-            "  -n, --n-predict N  tokens to generate (default 128)\n"
+            "  -f, --file FILE    read the prompt from FILE (instead of -p)\n"
+            "  -n, --n-predict N  tokens to generate (default 128); generation stops early, with a\n"
+            "                     message, when the context is full\n"
             "  --backend B        cpu, vulkan or cuda (default: cuda if present, else vulkan, else cpu)\n"
             "  --policy P         decode attention: dense, tokenselect, streaming, h2o, snapkv, quest or\n"
             "                     oracle (default dense; see docs/policies.md); select = tokenselect\n"
             "  --budget k         tokens chosen per step by selection (default 2048)\n"
             "  --sink S           first tokens always attended (default 128)\n"
             "  --window W         last tokens always attended (default 512)\n"
+            "                     (S, W, k are used by the selection policies only; where the defaults\n"
+            "                     cover the whole context, those not given become ctx/64, ctx/16, ctx/4,\n"
+            "                     with a warning)\n"
             "  --sel-cache T|off  TokenSelect's Selection Cache: reuse a layer's index set while the\n"
             "                     query's cosine to the one that chose it is >= T (default 0.9)\n"
             "  --extrapolate      length extrapolation: keys cached before RoPE, positions over the\n"
             "                     selected set (tokenselect or streaming; prefill runs token by token)\n"
             "  --sparse-prefill   prefill chunks attend the top-k chosen by the chunk's mean query\n"
-            "  -c, --ctx N        tokens per sequence (default: the model's training context)\n"
+            "  -c, --ctx N        tokens per sequence, prompt included (default: the model's training\n"
+            "                     context)\n"
             "  --kv f16|f32       KV cache type (default f16)\n"
-            "  --page-size P      KV cache page in tokens, a power of two (default 256)\n"
+            "  --page-size P      KV cache page in tokens, a power of two from 1 to 2^20 (default 256)\n"
             "  --chunk N          prefill tokens per step (default 512)\n"
             "  --temp T           temperature; 0 is greedy (default 0.8 for run, 0 for logits)\n"
             "  --top-k K          sample from the K most likely tokens (default 40; 0: off)\n"
             "  --top-p P          sample from the smallest set of probability P (default 0.95; 1: off)\n"
-            "  -s, --seed S       sampling seed (default 1)\n",
+            "  -s, --seed S       sampling seed (default 1; -1: a random seed, printed to stderr)\n",
             cmd,
             strcmp(cmd, "run") == 0
                 ? "Streams the generated text to stdout; prints the KV cache size, prefill progress and the\n"
@@ -857,6 +883,10 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("sift %s\n", SIFT_VERSION_STRING);
         return 0;
     }
     if (!strcmp(cmd, "bench-attn")) return bench_attn(argc - 2, argv + 2);
