@@ -14,6 +14,7 @@
  * only the public API. */
 #include "cli.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@ typedef struct {
     sift_policy policies[SIFT_POLICY_COUNT * 2];
     bool extrapolated[SIFT_POLICY_COUNT * 2]; /* the policy runs with keys cached before RoPE */
     int n_policies;
-    int64_t budgets[16];
+    int64_t *budgets; /* n_budgets values (malloc'd) */
     int n_budgets;
     int64_t sink, window, prefix, max_tokens, samples, skip, length;
     float sel_cache;
@@ -48,33 +49,51 @@ static void usage(FILE *f)
           "  --policies LIST      comma-separated (default dense,tokenselect,streaming,h2o,snapkv,quest,oracle);\n"
           "                       tokenselect+x and streaming+x run with length extrapolation (SPEC 6) in a\n"
           "                       session of their own, prefilled token by token\n"
-          "  --budgets LIST       k values (default 64,128,256)\n"
+          "  --budgets LIST       k values, any number of them (default 64,128,256; dense runs once)\n"
           "  --sink S             (default 4)\n"
           "  --window W           (default 64)\n"
           "  --prefix N           text: tokens prefilled before scoring starts (default 256)\n"
           "  --max-tokens N       text: use at most N tokens of the file (default 4096)\n"
           "  --samples N          retrieval: at most N samples of each length (default: all)\n"
           "  --skip N             retrieval: leave out the first N samples of each length (to split a run)\n"
-          "  --length N           retrieval: only the samples of N tokens\n"
+          "  --length N           retrieval: only the samples of N tokens, BOS included (a length\n"
+          "                       no sample has is an error that lists those present)\n"
           "  --sel-cache T|off    TokenSelect's Selection Cache threshold (default off: selection alone)\n"
           "  --backend B          cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                       `sift devices` shows the choice)\n"
           "  --json               one JSON object per result line\n",
           f);
 }
 
-static bool parse_list_i64(const char *s, int64_t *out, int cap, int *n)
+/* A comma-separated list of whole numbers >= 0, of any length, into a new array *out (replacing
+ * the previous one on success). */
+static bool parse_list_i64(const char *s, int64_t **out, int *n)
 {
-    *n = 0;
-    while (s && *s && *n < cap) {
+    if (!s || !*s) return false;
+    size_t cap = 1;
+    for (const char *c = s; *c; c++) cap += *c == ',';
+    if (cap > 100000) return false;
+    int64_t *v = malloc(cap * sizeof *v);
+    if (!v) return false;
+    int got = 0;
+    while (*s) {
         char *end;
-        const long long v = strtoll(s, &end, 10);
-        if (end == s || v < 0) return false;
-        out[(*n)++] = v;
+        errno = 0;
+        const long long x = strtoll(s, &end, 10);
+        if (end == s || x < 0 || errno || (*end && *end != ',') || (*end == ',' && !end[1])) {
+            free(v);
+            return false;
+        }
+        v[got++] = x;
         s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') return false;
     }
-    return *n > 0;
+    free(*out);
+    *out = v;
+    *n = got;
+    return true;
 }
+
+/* Rows of a policy: dense ignores the budget and runs once. */
+static int budgets_of(const eval_options *o, int pi) { return o->policies[pi] == SIFT_POLICY_DENSE ? 1 : o->n_budgets; }
 
 static bool parse_policies(const char *s, eval_options *o)
 {
@@ -268,7 +287,7 @@ static int eval_text(const eval_options *o, sift_context *ctx, sift_model *m, co
                "top1=dense", "recall", "out error", "sel-cache");
     for (int pi = 0; pi < o->n_policies && st == SIFT_OK; pi++) {
         const sift_policy p = o->policies[pi];
-        for (int bi = 0; bi < (p == SIFT_POLICY_DENSE ? 1 : o->n_budgets) && st == SIFT_OK; bi++) {
+        for (int bi = 0; bi < budgets_of(o, pi) && st == SIFT_OK; bi++) {
             const int64_t k = o->budgets[bi];
             run_result r = {0};
             sift_session *run_in = NULL;
@@ -392,13 +411,15 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
     sample *smp = NULL;
     int n_smp = 0;
     if (load_samples(o->retrieval_path, m, info, &smp, &n_smp) != 0) return 1;
-    /* lengths present, ascending */
-    int64_t lengths[16];
-    int n_len = 0;
-    for (int i = 0; i < n_smp; i++) {
+    /* lengths present, ascending (as many as there are samples) */
+    int64_t *lengths = malloc((size_t)n_smp * sizeof *lengths);
+    int *used = calloc((size_t)n_smp, sizeof *used), *seen_of = calloc((size_t)n_smp, sizeof *seen_of);
+    bool *chosen = calloc((size_t)n_smp, sizeof *chosen);
+    int n_len = 0, n_chosen = 0;
+    for (int i = 0; lengths && i < n_smp; i++) {
         bool seen = false;
         for (int j = 0; j < n_len; j++) seen = seen || lengths[j] == smp[i].n;
-        if (!seen && n_len < 16) lengths[n_len++] = smp[i].n;
+        if (!seen) lengths[n_len++] = smp[i].n;
     }
     for (int i = 1; i < n_len; i++)
         for (int j = i; j > 0 && lengths[j] < lengths[j - 1]; j--) {
@@ -407,11 +428,13 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
             lengths[j - 1] = t;
         }
     const int rows = o->n_policies * o->n_budgets;
-    int64_t *correct = calloc((size_t)(rows * n_len), sizeof *correct), *answers = calloc((size_t)(rows * n_len), sizeof *answers);
+    int64_t *correct = calloc((size_t)rows * (size_t)n_smp, sizeof *correct),
+            *answers = calloc((size_t)rows * (size_t)n_smp, sizeof *answers);
     int64_t *sc_hits = calloc((size_t)rows, sizeof *sc_hits), *sc_steps = calloc((size_t)rows, sizeof *sc_steps);
-    int used[16] = {0}, seen_of[16] = {0};
-    sift_status st = correct && answers && sc_hits && sc_steps ? SIFT_OK : SIFT_E_NOMEM;
-    if (!o->json) fprintf(stderr, "sift eval: %d samples from %s on %s\n", n_smp, o->retrieval_path, sift_context_device_name(ctx));
+    sift_status st = lengths && used && seen_of && chosen && correct && answers && sc_hits && sc_steps ? SIFT_OK : SIFT_E_NOMEM;
+    int rc = st == SIFT_OK ? 0 : 1;
+    if (st != SIFT_OK) fprintf(stderr, "sift eval: out of host memory for %d samples\n", n_smp);
+    /* the samples that run: --length, then --skip, then --samples, per length */
     for (int i = 0; i < n_smp && st == SIFT_OK; i++) {
         int li = 0;
         while (lengths[li] != smp[i].n) li++;
@@ -419,6 +442,25 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
         if (seen_of[li]++ < o->skip) continue;
         if (o->samples > 0 && used[li] >= o->samples) continue;
         used[li]++;
+        chosen[i] = true;
+        n_chosen++;
+    }
+    if (st == SIFT_OK && n_chosen == 0) {
+        fprintf(stderr, "sift eval: no samples to run in %s", o->retrieval_path);
+        if (o->length > 0) fprintf(stderr, " of length %lld", (long long)o->length);
+        if (o->skip > 0) fprintf(stderr, " after --skip %lld", (long long)o->skip);
+        fprintf(stderr, " (sample lengths present, in tokens with BOS:");
+        for (int li = 0; li < n_len; li++) fprintf(stderr, " %lld", (long long)lengths[li]);
+        fprintf(stderr, ")\n");
+        rc = 1;
+        st = SIFT_E_INVALID;
+    }
+    if (!o->json) fprintf(stderr, "sift eval: %d samples from %s on %s\n", n_smp, o->retrieval_path, sift_context_device_name(ctx));
+    int done_n = 0;
+    for (int i = 0; i < n_smp && st == SIFT_OK; i++) {
+        if (!chosen[i]) continue;
+        int li = 0;
+        while (lengths[li] != smp[i].n) li++;
         /* prefill up to a little before the first answer: the query's own tokens run under the policy */
         const int64_t from = smp[i].first_answer > 16 ? smp[i].first_answer - 16 : 1;
         sift_session *s = NULL, *sx = NULL;
@@ -426,7 +468,7 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
         st = sift_session_create(m, &cfg, &s);
         if (st == SIFT_OK) st = sift_session_eval(s, smp[i].ids, (size_t)from, NULL);
         for (int pi = 0; pi < o->n_policies && st == SIFT_OK; pi++)
-            for (int bi = 0; bi < o->n_budgets && st == SIFT_OK; bi++) {
+            for (int bi = 0; bi < budgets_of(o, pi) && st == SIFT_OK; bi++) {
                 run_result r = {0};
                 sift_session *run_in = NULL;
                 st = session_for(o, pi, o->budgets[bi], m, s, smp[i].ids, smp[i].n, from, &sx, &run_in);
@@ -440,9 +482,9 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
             }
         sift_session_destroy(s);
         sift_session_destroy(sx);
-        if (!o->json) fprintf(stderr, "\rsift eval: sample %d of %d done", i + 1, n_smp);
+        if (!o->json) fprintf(stderr, "\rsift eval: sample %d of %d done", ++done_n, n_chosen);
     }
-    if (!o->json) fputc('\n', stderr);
+    if (!o->json && n_chosen > 0) fputc('\n', stderr);
     if (st == SIFT_OK) {
         if (!o->json) {
             printf("sift eval  %s  retrieval accuracy (answer characters, greedy); S=%lld W=%lld\n\n%-14s %7s", o->model_path,
@@ -452,7 +494,7 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
             printf(" %9s\n", "all");
         }
         for (int pi = 0; pi < o->n_policies; pi++)
-            for (int bi = 0; bi < o->n_budgets; bi++) {
+            for (int bi = 0; bi < budgets_of(o, pi); bi++) {
                 char label[32];
                 policy_label(o, pi, label, sizeof label);
                 int64_t c_all = 0, a_all = 0;
@@ -466,7 +508,8 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
                     if (o->json)
                         printf("{\"mode\": \"retrieval\", \"policy\": \"%s\", \"budget\": %lld, \"length\": %lld, \"samples\": %d, "
                                "\"answers\": %lld, \"accuracy\": %.4f, \"sel_cache_hits\": %lld, \"sel_cache_steps\": %lld}\n",
-                               label, (long long)o->budgets[bi], (long long)lengths[li], used[li], (long long)a,
+                               label, o->policies[pi] == SIFT_POLICY_DENSE ? 0LL : (long long)o->budgets[bi],
+                               (long long)lengths[li], used[li], (long long)a,
                                a ? (double)c / (double)a : 0.0, (long long)sc_hits[row], (long long)sc_steps[row]);
                     else
                         printf(" %8.1f%%", a ? 100.0 * (double)c / (double)a : 0.0);
@@ -477,7 +520,7 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
                 else if (!o->json)
                     printf(" %8.1f%%\n", a_all ? 100.0 * (double)c_all / (double)a_all : 0.0);
             }
-    } else {
+    } else if (rc == 0) {
         fprintf(stderr, "sift eval: %s\n", sift_last_error());
     }
     for (int i = 0; i < n_smp; i++) {
@@ -489,35 +532,41 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
     free(answers);
     free(sc_hits);
     free(sc_steps);
+    free(lengths);
+    free(used);
+    free(seen_of);
+    free(chosen);
     return st == SIFT_OK ? 0 : 1;
 }
 
-int cli_eval(int argc, char **argv)
+static int eval_main(int argc, char **argv, eval_options *o)
 {
-    eval_options o = {.sink = 4, .window = 64, .prefix = 256, .max_tokens = 4096, .sel_cache = SIFT_SEL_CACHE_OFF};
-    parse_policies("dense,tokenselect,streaming,h2o,snapkv,quest,oracle", &o);
-    parse_list_i64("64,128,256", o.budgets, 16, &o.n_budgets);
+        parse_policies("dense,tokenselect,streaming,h2o,snapkv,quest,oracle", o);
+    if (!parse_list_i64("64,128,256", &o->budgets, &o->n_budgets)) {
+        fprintf(stderr, "sift eval: out of host memory\n");
+        return 1;
+    }
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = val != NULL, takes = true;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(a, "--json")) o.json = true, takes = false, ok = true;
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) o.model_path = val;
-        else if (!strcmp(a, "--backend")) o.backend = val;
-        else if (!strcmp(a, "--text")) o.text_path = val;
-        else if (!strcmp(a, "--retrieval")) o.retrieval_path = val;
-        else if (!strcmp(a, "--policies")) ok = parse_policies(val, &o);
-        else if (!strcmp(a, "--budgets")) ok = parse_list_i64(val, o.budgets, 16, &o.n_budgets);
-        else if (!strcmp(a, "--sink")) ok = cli_parse_i64(val, &o.sink) && o.sink >= 0;
-        else if (!strcmp(a, "--window")) ok = cli_parse_i64(val, &o.window) && o.window >= 0;
-        else if (!strcmp(a, "--prefix")) ok = cli_parse_i64(val, &o.prefix) && o.prefix >= 1;
-        else if (!strcmp(a, "--max-tokens")) ok = cli_parse_i64(val, &o.max_tokens) && o.max_tokens >= 2;
-        else if (!strcmp(a, "--samples")) ok = cli_parse_i64(val, &o.samples) && o.samples >= 0;
-        else if (!strcmp(a, "--skip")) ok = cli_parse_i64(val, &o.skip) && o.skip >= 0;
-        else if (!strcmp(a, "--length")) ok = cli_parse_i64(val, &o.length) && o.length >= 1;
-        else if (!strcmp(a, "--sel-cache")) ok = cli_parse_sel_cache(val, &o.sel_cache);
+        } else if (!strcmp(a, "--json")) o->json = true, takes = false, ok = true;
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model_path = val;
+        else if (!strcmp(a, "--backend")) o->backend = val;
+        else if (!strcmp(a, "--text")) o->text_path = val;
+        else if (!strcmp(a, "--retrieval")) o->retrieval_path = val;
+        else if (!strcmp(a, "--policies")) ok = parse_policies(val, o);
+        else if (!strcmp(a, "--budgets")) ok = parse_list_i64(val, &o->budgets, &o->n_budgets);
+        else if (!strcmp(a, "--sink")) ok = cli_parse_i64(val, &o->sink) && o->sink >= 0;
+        else if (!strcmp(a, "--window")) ok = cli_parse_i64(val, &o->window) && o->window >= 0;
+        else if (!strcmp(a, "--prefix")) ok = cli_parse_i64(val, &o->prefix) && o->prefix >= 1;
+        else if (!strcmp(a, "--max-tokens")) ok = cli_parse_i64(val, &o->max_tokens) && o->max_tokens >= 2;
+        else if (!strcmp(a, "--samples")) ok = cli_parse_i64(val, &o->samples) && o->samples >= 0;
+        else if (!strcmp(a, "--skip")) ok = cli_parse_i64(val, &o->skip) && o->skip >= 0;
+        else if (!strcmp(a, "--length")) ok = cli_parse_i64(val, &o->length) && o->length >= 1;
+        else if (!strcmp(a, "--sel-cache")) ok = cli_parse_sel_cache(val, &o->sel_cache);
         else {
             fprintf(stderr, "sift eval: unknown option '%s' (see --help)\n", a);
             return 2;
@@ -528,14 +577,14 @@ int cli_eval(int argc, char **argv)
         }
         if (takes) i++;
     }
-    if (!o.model_path || (!o.text_path == !o.retrieval_path)) {
+    if (!o->model_path || (!o->text_path == !o->retrieval_path)) {
         fprintf(stderr, "sift eval: give a model (-m) and one of --text or --retrieval (see --help)\n");
         return 2;
     }
     sift_context *ctx = NULL;
     sift_model *m = NULL;
-    sift_status st = cli_open_backend(o.backend, &ctx);
-    if (st == SIFT_OK) st = sift_model_load(ctx, o.model_path, &m);
+    sift_status st = cli_open_backend(o->backend, &ctx);
+    if (st == SIFT_OK) st = sift_model_load(ctx, o->model_path, &m);
     if (st != SIFT_OK) {
         fprintf(stderr, "sift eval: %s\n", sift_last_error());
         sift_context_destroy(ctx);
@@ -543,8 +592,16 @@ int cli_eval(int argc, char **argv)
     }
     sift_model_info info;
     sift_model_get_info(m, &info);
-    const int rc = o.text_path ? eval_text(&o, ctx, m, &info) : eval_retrieval(&o, ctx, m, &info);
+    const int rc = o->text_path ? eval_text(o, ctx, m, &info) : eval_retrieval(o, ctx, m, &info);
     sift_model_destroy(m);
     sift_context_destroy(ctx);
+    return rc;
+}
+
+int cli_eval(int argc, char **argv)
+{
+    eval_options o = {.sink = 4, .window = 64, .prefix = 256, .max_tokens = 4096, .sel_cache = SIFT_SEL_CACHE_OFF};
+    const int rc = eval_main(argc, argv, &o);
+    free(o.budgets);
     return rc;
 }

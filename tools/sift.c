@@ -5,10 +5,16 @@
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#ifndef SIFT_VERSION_STRING
+#define SIFT_VERSION_STRING "unknown"
+#endif
 
 static void usage(FILE *f)
 {
@@ -23,7 +29,8 @@ static void usage(FILE *f)
           "  bench-decode time a model's decode steps at long contexts, dense vs selected attention\n"
           "  devices      list the backends, the device each one would use, and the automatic choice\n"
           "               (--json: as JSON)\n"
-          "  help         this text; 'sift <command> --help' for a command's options\n",
+          "  help         this text; 'sift <command> --help' for a command's options\n"
+          "  --version    print the version\n",
           f);
 }
 
@@ -47,7 +54,8 @@ static void usage_bench(FILE *f)
           "  --kv f16|f32    K/V element type (default f16)\n"
           "  --vote sum|max  head soft vote (TokenSelect) or per-KV-head max (default sum)\n"
           "  --repeat R      timed repeats (default 20, after 3 warm-ups)\n"
-          "  --json          print one JSON object instead of the table\n"
+          "  --json          print one JSON object instead of the table (gbps is null for a stage timed\n"
+          "                  at 0 us; the table prints - there)\n"
           "\n"
           "With the soft vote and more candidates than k, a third graph times a Selection Cache hit: the\n"
           "cosine check, score/vote/select skipped on the device, the window moved, gather_attend.\n",
@@ -277,13 +285,20 @@ static int bench_attn(int argc, char **argv)
                sift_dtype_name(kv), vote == SIFT_VOTE_SOFTMAX_SUM ? "sum" : "max", (long long)repeat);
         for (int r = 0; r < n_graphs; r++) {
             printf("%s{\"graph\": \"%s\", \"total_us\": %.3f, \"stages\": [", r ? ", " : "", rr[r]->graph, rr[r]->total_us);
-            for (int i = 0; i < rr[r]->n_nodes; i++)
-                printf("%s{\"op\": \"%s\", \"us\": %.3f, \"bytes\": %.0f, \"gbps\": %.1f}", i ? ", " : "", rr[r]->names[i],
-                       rr[r]->us[i], rr[r]->bytes[i], rr[r]->bytes[i] / (rr[r]->us[i] * 1e3));
+            for (int i = 0; i < rr[r]->n_nodes; i++) {
+                char gbps[32] = "null"; /* a stage timed at 0 us has no bandwidth */
+                if (rr[r]->us[i] > 0) snprintf(gbps, sizeof gbps, "%.1f", rr[r]->bytes[i] / (rr[r]->us[i] * 1e3));
+                printf("%s{\"op\": \"%s\", \"us\": %.3f, \"bytes\": %.0f, \"gbps\": %s}", i ? ", " : "", rr[r]->names[i],
+                       rr[r]->us[i], rr[r]->bytes[i], gbps);
+            }
             printf("]}");
         }
-        printf("], \"select_over_dense\": %.4f", rs.total_us / rd.total_us);
-        if (cached) printf(", \"cached_over_dense\": %.4f", rc.total_us / rd.total_us);
+        if (rd.total_us > 0) {
+            printf("], \"select_over_dense\": %.4f", rs.total_us / rd.total_us);
+            if (cached) printf(", \"cached_over_dense\": %.4f", rc.total_us / rd.total_us);
+        } else {
+            printf("], \"select_over_dense\": null%s", cached ? ", \"cached_over_dense\": null" : "");
+        }
         printf("}\n");
     } else {
         printf("sift bench-attn  backend %s: %s\n", sift_backend_kind_name(sift_context_backend(ctx)),
@@ -293,13 +308,20 @@ static int bench_attn(int argc, char **argv)
                (long long)window, (long long)budget, vote == SIFT_VOTE_SOFTMAX_SUM ? "sum" : "max", (long long)repeat);
         printf("%-8s %-15s %12s %10s %12s\n", "graph", "stage", "us", "GB/s", "MB moved");
         for (int r = 0; r < n_graphs; r++) {
-            for (int i = 0; i < rr[r]->n_nodes; i++)
-                printf("%-8s %-15s %12.1f %10.1f %12.2f\n", rr[r]->graph, rr[r]->names[i], rr[r]->us[i],
-                       rr[r]->bytes[i] / (rr[r]->us[i] * 1e3), rr[r]->bytes[i] / 1e6);
+            for (int i = 0; i < rr[r]->n_nodes; i++) {
+                char gbps[32] = "-";
+                if (rr[r]->us[i] > 0) snprintf(gbps, sizeof gbps, "%.1f", rr[r]->bytes[i] / (rr[r]->us[i] * 1e3));
+                printf("%-8s %-15s %12.1f %10s %12.2f\n", rr[r]->graph, rr[r]->names[i], rr[r]->us[i], gbps, rr[r]->bytes[i] / 1e6);
+            }
             printf("%-8s %-15s %12.1f\n", rr[r]->graph, "total", rr[r]->total_us);
         }
-        printf("\nselect / dense: %.3f\n", rs.total_us / rd.total_us);
-        if (cached) printf("cached / dense: %.3f  (a Selection Cache hit: check, skipped stages, window, gather)\n", rc.total_us / rd.total_us);
+        if (rd.total_us > 0) {
+            printf("\nselect / dense: %.3f\n", rs.total_us / rd.total_us);
+            if (cached)
+                printf("cached / dense: %.3f  (a Selection Cache hit: check, skipped stages, window, gather)\n", rc.total_us / rd.total_us);
+        } else {
+            printf("\nselect / dense: -  (dense timed at 0 us)\n");
+        }
     }
 done:
     if (s != SIFT_OK) fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
@@ -327,26 +349,32 @@ static void usage_run(FILE *f, const char *cmd)
             "options:\n"
             "  -m, --model PATH   GGUF model (F32, F16, BF16, Q8_0, Q4_0 weights)\n"
             "  -p, --prompt TEXT  prompt (default: empty: generation starts from BOS)\n"
-            "  -n, --n-predict N  tokens to generate (default 128)\n"
+            "  -f, --file FILE    read the prompt from FILE (instead of -p)\n"
+            "  -n, --n-predict N  tokens to generate (default 128); generation stops early, with a\n"
+            "                     message, when the context is full\n"
             "  --backend B        cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                     `sift devices` shows the choice)\n"
             "  --policy P         decode attention: dense, tokenselect, streaming, h2o, snapkv, quest or\n"
             "                     oracle (default dense; see docs/policies.md); select = tokenselect\n"
             "  --budget k         tokens chosen per step by selection (default 2048)\n"
             "  --sink S           first tokens always attended (default 128)\n"
             "  --window W         last tokens always attended (default 512)\n"
+            "                     (S, W, k are used by the selection policies only; where the defaults\n"
+            "                     cover the whole context, those not given become ctx/64, ctx/16, ctx/4,\n"
+            "                     with a warning)\n"
             "  --sel-cache T|off  TokenSelect's Selection Cache: reuse a layer's index set while the\n"
             "                     query's cosine to the one that chose it is >= T (default 0.9)\n"
             "  --extrapolate      length extrapolation: keys cached before RoPE, positions over the\n"
             "                     selected set (tokenselect or streaming; prefill runs token by token)\n"
             "  --sparse-prefill   prefill chunks attend the top-k chosen by the chunk's mean query\n"
-            "  -c, --ctx N        tokens per sequence (default: the model's training context)\n"
+            "  -c, --ctx N        tokens per sequence, prompt included (default: the model's training\n"
+            "                     context)\n"
             "  --kv f16|f32       KV cache type (default f16)\n"
-            "  --page-size P      KV cache page in tokens, a power of two (default 256)\n"
+            "  --page-size P      KV cache page in tokens, a power of two from 1 to 2^20 (default 256)\n"
             "  --chunk N          prefill tokens per step (default 512)\n"
             "  --temp T           temperature; 0 is greedy (default 0.8 for run, 0 for logits)\n"
             "  --top-k K          sample from the K most likely tokens (default 40; 0: off)\n"
             "  --top-p P          sample from the smallest set of probability P (default 0.95; 1: off)\n"
-            "  -s, --seed S       sampling seed (default 1)\n",
+            "  -s, --seed S       sampling seed (default 1; -1: a random seed, printed to stderr)\n",
             cmd,
             strcmp(cmd, "run") == 0
                 ? "Streams the generated text to stdout; prints the KV cache size, prefill progress and the\n"
@@ -399,11 +427,63 @@ static void print_sel_cache(const sift_session *session, int n_layers, const cha
     fputc('\n', stderr);
 }
 
+/* "dense, tokenselect (or select), streaming, ..." for messages. */
+static void policy_choices(char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int p = 0; p < SIFT_POLICY_COUNT && at < len; p++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%s%s", p ? ", " : "", sift_policy_name((sift_policy)p),
+                               p == SIFT_POLICY_TOKENSELECT ? " (or select)" : "");
+}
+
+/* A whole file into a new NUL-terminated buffer (NULL with errno set when it cannot be read). */
+static char *read_whole_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 12, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        char *p = cap > SIZE_MAX / 4 ? NULL : realloc(buf, 2 * cap + 1);
+        if (!p) {
+            free(buf);
+            buf = NULL;
+            errno = ENOMEM;
+            break;
+        }
+        buf = p;
+        cap *= 2;
+    }
+    if (buf && ferror(f)) {
+        free(buf);
+        buf = NULL;
+        errno = EIO;
+    }
+    fclose(f);
+    if (buf) buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* A seed that differs from run to run (for --seed -1). */
+static uint64_t random_seed(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+    x ^= x >> 33, x *= 0xff51afd7ed558ccdull, x ^= x >> 33; /* mix */
+    return x & 0x7fffffffffffffffull;                     /* printable and accepted back by --seed */
+}
+
 static int run_model(int argc, char **argv, bool logits_mode)
 {
     const char *cmd = logits_mode ? "logits" : "run";
-    const char *model_path = NULL, *prompt = "", *backend = NULL;
+    const char *model_path = NULL, *prompt_arg = NULL, *prompt_file = NULL, *backend = NULL;
     int64_t n_predict = 128, budget = 2048, sink = 128, window = 512, ctx_len = 0, chunk = 512, top_k = 40, seed = 1;
+    bool sink_set = false, window_set = false, budget_set = false;
     double temp = logits_mode ? 0.0 : 0.8, top_p = 0.95;
     sift_policy policy = SIFT_POLICY_DENSE;
     sift_dtype kv = SIFT_F16;
@@ -413,6 +493,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = val != NULL;
+        const char *need = NULL; /* what a valid value is, for the message */
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage_run(stdout, cmd);
             return 0;
@@ -421,16 +502,20 @@ static int run_model(int argc, char **argv, bool logits_mode)
             else sparse_prefill = true;
             continue;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = val;
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = val;
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt_arg = val;
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) prompt_file = val;
         else if (!strcmp(a, "--backend")) backend = val;
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) ok = cli_parse_i64(val, &n_predict) && n_predict >= 0;
-        else if (!strcmp(a, "--budget")) ok = cli_parse_i64(val, &budget);
-        else if (!strcmp(a, "--sink")) ok = cli_parse_i64(val, &sink);
-        else if (!strcmp(a, "--window")) ok = cli_parse_i64(val, &window);
-        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) ok = cli_parse_i64(val, &ctx_len);
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict"))
+            ok = cli_parse_i64(val, &n_predict) && n_predict >= 0, need = "a whole number >= 0";
+        else if (!strcmp(a, "--budget")) ok = cli_parse_i64(val, &budget), budget_set = true;
+        else if (!strcmp(a, "--sink")) ok = cli_parse_i64(val, &sink), sink_set = true;
+        else if (!strcmp(a, "--window")) ok = cli_parse_i64(val, &window), window_set = true;
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx"))
+            ok = cli_parse_i64(val, &ctx_len) && ctx_len >= 0, need = "a number of tokens >= 1 (0: the model's)";
         else if (!strcmp(a, "--chunk")) ok = cli_parse_i64(val, &chunk);
         else if (!strcmp(a, "--top-k")) ok = cli_parse_i64(val, &top_k);
-        else if (!strcmp(a, "-s") || !strcmp(a, "--seed")) ok = cli_parse_i64(val, &seed);
+        else if (!strcmp(a, "-s") || !strcmp(a, "--seed"))
+            ok = cli_parse_i64(val, &seed) && seed >= -1, need = "a whole number >= 0, or -1 for a random seed";
         else if (!strcmp(a, "--temp") || !strcmp(a, "--top-p")) {
             char *end = NULL;
             double x = val ? strtod(val, &end) : 0.0;
@@ -439,19 +524,29 @@ static int run_model(int argc, char **argv, bool logits_mode)
             else if (ok) top_p = x;
         } else if (!strcmp(a, "--policy")) {
             ok = val && (!strcmp(val, "select") ? (policy = SIFT_POLICY_TOKENSELECT, true) : sift_policy_parse(val, &policy) == SIFT_OK);
+            if (!ok) {
+                char choices[256];
+                policy_choices(choices, sizeof choices);
+                fprintf(stderr, "sift %s: --policy needs one of %s%s%s%s\n", cmd, choices, val ? "; not '" : "", val ? val : "",
+                        val ? "'" : "");
+                return 2;
+            }
         } else if (!strcmp(a, "--sel-cache")) {
-            ok = cli_parse_sel_cache(val, &sel_cache);
+            ok = cli_parse_sel_cache(val, &sel_cache), need = "'off' or a threshold in [-1, 1]";
         } else if (!strcmp(a, "--page-size")) {
-            ok = cli_parse_i64(val, &page_size);
+            ok = cli_parse_i64(val, &page_size) && page_size >= 1 && page_size <= (1 << 20) && (page_size & (page_size - 1)) == 0;
+            need = "a power of two from 1 to 1048576 (tokens per KV page)";
         } else if (!strcmp(a, "--kv")) {
-            ok = val && (!strcmp(val, "f16") || !strcmp(val, "f32"));
+            ok = val && (!strcmp(val, "f16") || !strcmp(val, "f32")), need = "f16 or f32";
             if (ok) kv = !strcmp(val, "f16") ? SIFT_F16 : SIFT_F32;
         } else {
             fprintf(stderr, "sift %s: unknown option '%s' (see --help)\n", cmd, a);
             return 2;
         }
         if (!ok) {
-            fprintf(stderr, "sift %s: %s needs a valid value%s%s\n", cmd, a, val ? ", not " : "", val ? val : "");
+            if (!val) fprintf(stderr, "sift %s: %s needs a value%s%s\n", cmd, a, need ? ": " : "", need ? need : "");
+            else if (need) fprintf(stderr, "sift %s: %s needs %s, not '%s'\n", cmd, a, need, val);
+            else fprintf(stderr, "sift %s: %s needs a valid value, not '%s'\n", cmd, a, val);
             return 2;
         }
         i++;
@@ -460,24 +555,79 @@ static int run_model(int argc, char **argv, bool logits_mode)
         fprintf(stderr, "sift %s: no model given (-m MODEL.gguf; see --help)\n", cmd);
         return 2;
     }
+    if (prompt_arg && prompt_file) {
+        fprintf(stderr, "sift %s: give the prompt with -p or -f, not both\n", cmd);
+        return 2;
+    }
+    /* S, W, k matter to the selection policies only; dense ignores them (the engine's defaults) */
+    if (policy != SIFT_POLICY_DENSE) {
+        const struct { const char *flag; int64_t v; } swk[3] = {{"--sink", sink}, {"--window", window}, {"--budget", budget}};
+        for (int i = 0; i < 3; i++)
+            if (swk[i].v < 0) {
+                fprintf(stderr, "sift %s: %s needs a number of tokens >= 0, not %lld\n", cmd, swk[i].flag, (long long)swk[i].v);
+                return 2;
+            }
+    }
+    char *prompt_buf = NULL;
+    size_t plen = 0;
+    if (prompt_file) {
+        prompt_buf = read_whole_file(prompt_file, &plen);
+        if (!prompt_buf) {
+            fprintf(stderr, "sift %s: cannot read the prompt file %s: %s\n", cmd, prompt_file, strerror(errno));
+            return 1;
+        }
+        if (strlen(prompt_buf) != plen) {
+            fprintf(stderr, "sift %s: the prompt file %s contains a NUL byte (not text)\n", cmd, prompt_file);
+            free(prompt_buf);
+            return 1;
+        }
+    }
+    const char *prompt = prompt_buf ? prompt_buf : prompt_arg ? prompt_arg : "";
+    if (!prompt_buf) plen = strlen(prompt);
+    if (seed == -1) {
+        seed = (int64_t)random_seed();
+        fprintf(stderr, "sift %s: seed %lld (random; --seed %lld repeats this run)\n", cmd, (long long)seed, (long long)seed);
+    }
+
     sift_context *ctx = NULL;
     sift_model *model = NULL;
     sift_session *session = NULL;
     sift_sampler *sampler = NULL;
     int32_t *ids = NULL;
     float *logits = NULL;
+    bool reported = false; /* the failure's message is printed already */
     sift_status s = cli_open_backend(backend, &ctx);
     if (s == SIFT_OK) s = sift_model_load(ctx, model_path, &model);
     if (s != SIFT_OK) goto done;
     sift_model_info info;
     sift_model_get_info(model, &info);
+    const int64_t n_ctx = ctx_len ? ctx_len : info.n_ctx_train;
     sift_session_config cfg = sift_session_config_default();
+    if (policy != SIFT_POLICY_DENSE && n_ctx > 0) {
+        /* selection never runs where S + W + k covers the whole context: scale what was not given */
+        if (sink + window + budget >= n_ctx && !(sink_set && window_set && budget_set)) {
+            const int64_t s0 = sink, w0 = window, k0 = budget;
+            if (!sink_set) sink = n_ctx / 64;
+            if (!window_set) window = n_ctx / 16;
+            if (!budget_set) budget = n_ctx / 4;
+            fprintf(stderr,
+                    "sift %s: warning: S=%lld W=%lld k=%lld cover the whole context of %lld tokens, so %s would select "
+                    "nothing; using S=%lld W=%lld k=%lld (set --sink, --window, --budget to choose)\n",
+                    cmd, (long long)s0, (long long)w0, (long long)k0, (long long)n_ctx, sift_policy_name(policy), (long long)sink,
+                    (long long)window, (long long)budget);
+        }
+        if (sink + window + budget >= n_ctx)
+            fprintf(stderr,
+                    "sift %s: warning: S + W + k = %lld >= the context of %lld tokens: %s selects nothing and every step "
+                    "attends every token (lower --sink, --window or --budget, or raise -c/--ctx)\n",
+                    cmd, (long long)(sink + window + budget), (long long)n_ctx, sift_policy_name(policy));
+        cfg.sink = sink;
+        cfg.window = window;
+        cfg.budget = budget;
+    }
     cfg.n_ctx = ctx_len;
     cfg.kv_type = kv;
     cfg.policy = policy;
-    cfg.sink = sink;
-    cfg.window = window;
-    cfg.budget = budget;
     cfg.chunk = chunk;
     cfg.page_size = page_size;
     cfg.sel_cache = sel_cache;
@@ -485,24 +635,39 @@ static int run_model(int argc, char **argv, bool logits_mode)
     cfg.sparse_prefill = sparse_prefill;
     cfg.progress = logits_mode ? NULL : show_progress;
     if ((s = sift_session_create(model, &cfg, &session)) != SIFT_OK) goto done;
-    const size_t plen = strlen(prompt), cap = plen + 8 + (size_t)n_predict;
-    ids = malloc(cap * sizeof *ids);
+    /* the prompt's tokens, and in logits mode the greedy ones after them: never more than fit */
+    const size_t room = (size_t)(n_predict < n_ctx ? n_predict : n_ctx);
+    ids = plen < SIZE_MAX / 8 - room - 8 ? malloc((plen + 8 + room) * sizeof *ids) : NULL;
     logits = malloc((size_t)info.n_vocab * sizeof *logits);
     if (!ids || !logits) {
+        fprintf(stderr, "sift %s: out of host memory for a prompt of %zu bytes\n", cmd, plen);
         s = SIFT_E_NOMEM;
+        reported = true;
         goto done;
     }
     size_t n_prompt = 0;
     if ((s = sift_model_tokenize(model, prompt, plen, info.bos >= 0, ids, plen + 8, &n_prompt)) != SIFT_OK) goto done;
+    if ((int64_t)n_prompt > n_ctx) {
+        fprintf(stderr, "sift %s: the prompt is %zu tokens, more than the context of %lld tokens; raise it with -c/--ctx\n", cmd,
+                n_prompt, (long long)n_ctx);
+        s = SIFT_E_LIMIT;
+        reported = true;
+        goto done;
+    }
     sift_sampler_config scfg = {.temperature = (float)temp, .top_k = (int)top_k, .top_p = (float)top_p, .seed = (uint64_t)seed};
     if ((s = sift_sampler_create(&scfg, &sampler)) != SIFT_OK) goto done;
-    if (!logits_mode)
-        fprintf(stderr, "sift run: %s on %s: %s, %d layers, %d/%d heads of %d; KV cache %.1f MB (%lld tokens, %s, pages of %lld); policy %s%s\n",
+    if (!logits_mode) {
+        char swk[96] = "";
+        if (policy != SIFT_POLICY_DENSE)
+            snprintf(swk, sizeof swk, " (S=%lld W=%lld k=%lld)", (long long)sink, (long long)window, (long long)budget);
+        fprintf(stderr, "sift run: %s on %s: %s, %d layers, %d/%d heads of %d; KV cache %.1f MB (%lld tokens, %s, pages of %lld); policy %s%s%s\n",
                 model_path, sift_context_device_name(ctx), info.arch, info.n_layers, info.n_heads, info.n_kv_heads,
-                info.head_dim, (double)sift_session_kv_bytes(session) / 1e6, (long long)(cfg.n_ctx ? cfg.n_ctx : info.n_ctx_train),
-                sift_dtype_name(kv), (long long)page_size, sift_policy_name(policy), extrapolate ? ", extrapolation" : "");
+                info.head_dim, (double)sift_session_kv_bytes(session) / 1e6, (long long)n_ctx, sift_dtype_name(kv),
+                (long long)page_size, sift_policy_name(policy), swk, extrapolate ? ", extrapolation" : "");
+    }
     double t0 = wall_s(), t_prefill = 0.0;
     size_t n_ids = n_prompt;
+    bool full = false; /* stopped because the context is full */
     if (logits_mode) { /* one forward pass per token, as a token-by-token oracle records them */
         for (size_t i = 0; i < n_ids && s == SIFT_OK; i++) {
             if ((s = sift_session_eval(session, &ids[i], 1, logits)) != SIFT_OK) break;
@@ -510,8 +675,14 @@ static int run_model(int argc, char **argv, bool logits_mode)
             printf("{\"pos\": %zu, \"token\": %d, \"argmax\": %d, \"logits\": [", i, ids[i], best);
             for (int v = 0; v < info.n_vocab; v++) printf("%s%.6g", v ? ", " : "", (double)logits[v]);
             printf("]}\n");
-            if (i + 1 == n_ids && (int64_t)(n_ids - n_prompt) < n_predict) ids[n_ids++] = best;
+            if (i + 1 == n_ids && (int64_t)(n_ids - n_prompt) < n_predict) {
+                if ((int64_t)n_ids >= n_ctx) full = true;
+                else ids[n_ids++] = best;
+            }
         }
+        if (s == SIFT_OK && full)
+            fprintf(stderr, "sift logits: context full (%lld tokens): stopped after %zu greedy steps of %lld; raise it with -c/--ctx\n",
+                    (long long)n_ctx, n_ids - n_prompt, (long long)n_predict);
         goto done;
     }
     for (size_t i = 0; i < n_prompt; i++) { /* echo the prompt */
@@ -533,11 +704,19 @@ static int run_model(int argc, char **argv, bool logits_mode)
         fflush(stdout);
         generated++;
         if (generated == n_predict) break;
+        if (sift_session_pos(session) >= n_ctx) { /* no room for this token's K/V: the next step cannot run */
+            full = true;
+            break;
+        }
         s = sift_session_eval(session, &next, 1, logits);
     }
     const double t_decode = wall_s() - t1;
     printf("\n");
     if (s == SIFT_OK) {
+        if (full)
+            fprintf(stderr, "sift run: context full: stopped after %lld generated tokens of %lld (the context holds %lld tokens, "
+                            "%zu of them the prompt); raise it with -c/--ctx\n",
+                    (long long)generated, (long long)n_predict, (long long)n_ctx, n_prompt);
         fprintf(stderr, "sift run: prefill %zu tokens in %.3f s (%.1f tokens/s); decode %lld tokens in %.3f s (%.1f tokens/s); KV cache in use %.2f MB\n",
                 n_prompt, t_prefill, t_prefill > 0 ? (double)n_prompt / t_prefill : 0.0, (long long)generated, t_decode,
                 t_decode > 0 ? (double)(generated > 0 ? generated - 1 : 0) / t_decode : 0.0,
@@ -545,7 +724,11 @@ static int run_model(int argc, char **argv, bool logits_mode)
         print_sel_cache(session, info.n_layers, "sift run");
     }
 done:
-    if (s != SIFT_OK) fprintf(stderr, "sift %s: %s\n", cmd, sift_last_error());
+    if (s != SIFT_OK && !reported) {
+        const char *e = sift_last_error();
+        fprintf(stderr, "sift %s: %s\n", cmd, e && *e ? e : sift_status_name(s));
+    }
+    free(prompt_buf);
     free(ids);
     free(logits);
     sift_sampler_destroy(sampler);
@@ -763,6 +946,10 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
         usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("sift %s\n", SIFT_VERSION_STRING);
         return 0;
     }
     if (!strcmp(cmd, "bench-attn")) return bench_attn(argc - 2, argv + 2);

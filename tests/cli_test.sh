@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# The sift command line: exit codes and messages of run, logits, eval and bench-attn on the CPU.
+# usage: cli_test.sh SIFT_BINARY SHARED_DIR RETRIEVAL_MODEL PROJECT_VERSION
+# The checks that need ../shared's stories260K are skipped (exit 77 after the others) where it is absent.
+set -u
+SIFT=$1 SHARED=$2 RMODEL=$3 VERSION=$4
+M=$SHARED/models/stories260K.gguf
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0 checks=0
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# sift ARGS...: runs the binary (30 s at most), output in $T/out and $T/err, exit status in $rc
+sift() { timeout 30 "$SIFT" "$@" >"$T/out" 2>"$T/err"; rc=$?; }
+expect_rc() { checks=$((checks + 1)); [ "$rc" -eq "$1" ] || fail "$2: exit $rc, want $1; stderr: $(head -c 600 "$T/err")"; }
+# expect_in FILE TEXT WHAT: FILE ($T/out or $T/err) contains TEXT (fixed string)
+expect_in() { checks=$((checks + 1)); grep -qF -- "$2" "$T/$1" || fail "$3: $1 lacks '$2'; it has: $(head -c 600 "$T/$1")"; }
+expect_not_in() { checks=$((checks + 1)); ! grep -qF -- "$2" "$T/$1" || fail "$3: $1 has '$2'"; }
+expect_eq() { checks=$((checks + 1)); [ "$1" = "$2" ] || fail "$3: '$1', want '$2'"; }
+# every line of stderr that starts with "sift <cmd>:" says something after it
+no_empty_message() { checks=$((checks + 1)); ! grep -qE '^sift [a-z-]+: *$' "$T/err" || fail "$1: an empty error message"; }
+
+# ---- without a model ---------------------------------------------------------------------------
+sift --version
+expect_rc 0 "--version"
+expect_eq "$(cat "$T/out")" "sift $VERSION" "--version"
+sift --help
+expect_in out "--version" "sift --help lists --version"
+sift run --help
+expect_rc 0 "run --help"
+for flag in "-f, --file FILE" "-1: a random seed" "a power of two from 1 to 2^20" "when the context is full"; do
+    expect_in out "$flag" "run --help"
+done
+
+# bench-attn on the CPU: the stages a Selection Cache hit skips take 0 us; no inf in JSON or table
+sift bench-attn --backend cpu --ctx 2048 --budget 128 --sink 16 --window 64 --heads 4/2 --dim 64 --repeat 1 --json
+expect_rc 0 "bench-attn --json"
+expect_not_in out "inf" "bench-attn --json"
+expect_not_in out "nan" "bench-attn --json"
+expect_in out '"op": "score", "us": 0.000, "bytes": ' "bench-attn --json: a skipped stage"
+expect_in out '"gbps": null}' "bench-attn --json: null bandwidth at 0 us"
+if command -v python3 >/dev/null; then
+    checks=$((checks + 1))
+    python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$T/out" || fail "bench-attn --json is not JSON"
+fi
+sift bench-attn --backend cpu --ctx 2048 --budget 128 --sink 16 --window 64 --heads 4/2 --dim 64 --repeat 1
+expect_rc 0 "bench-attn"
+expect_not_in out "inf" "bench-attn table"
+checks=$((checks + 1))
+grep -qE '^cached +score +0\.0 +- ' "$T/out" || fail "bench-attn table: '-' for a stage at 0 us: $(cat "$T/out")"
+
+# ---- sift eval on the retrieval model (in the source tree) -------------------------------------
+# 17 samples of 17 lengths (19 .. 35 tokens with BOS), one record and its query each; and a second
+# sample of the first length
+{
+    echo "# cli test: 18 samples"
+    for i in $(seq 0 16); do
+        dots=$(printf '%*s' "$i" '' | tr ' ' '.')
+        echo "#ABC:123;${dots}?ABC:123;"
+        echo "$((14 + i)) $((15 + i)) $((16 + i))"
+    done
+    echo "#XYZ:456;?XYZ:456;"
+    echo "14 15 16"
+} >"$T/r.txt"
+E=(eval -m "$RMODEL" --backend cpu --retrieval "$T/r.txt" --sink 1 --window 2)
+sift "${E[@]}" --policies dense,streaming --budgets 2,4
+expect_rc 0 "eval, 17 lengths"
+header=$(grep -E '^policy +budget' "$T/out")
+expect_eq "$(echo "$header" | wc -w)" "$((2 + 17 + 1))" "eval, 17 lengths: columns of the header"
+expect_in out " 35       all" "eval, 17 lengths: the 17th length, 35"
+expect_eq "$(grep -c '^dense ' "$T/out")" 1 "eval: the dense row once"
+expect_eq "$(grep -c '^streaming ' "$T/out")" 2 "eval: a streaming row per budget"
+# --skip 1: only the second sample of length 19 is left
+sift "${E[@]}" --policies dense --skip 1
+expect_rc 0 "eval --skip 1, 17 lengths"
+expect_in err "sample 1 of 1 done" "eval --skip 1"
+expect_eq "$(grep -E '^policy +budget' "$T/out" | wc -w)" 4 "eval --skip 1: one length column"
+# 17 budgets: 17 rows
+sift "${E[@]}" --policies dense,streaming --budgets 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17 --length 19
+expect_rc 0 "eval, 17 budgets"
+expect_eq "$(grep -c '^streaming ' "$T/out")" 17 "eval, 17 budgets: rows"
+expect_in out "streaming           17 " "eval, 17 budgets: the 17th"
+# --length matching no sample
+sift "${E[@]}" --policies dense,streaming --budgets 2 --length 99
+expect_rc 1 "eval --length 99"
+expect_in err "no samples to run in $T/r.txt of length 99 (sample lengths present, in tokens with BOS: 19 20" "eval --length 99"
+expect_not_in out "%" "eval --length 99: no accuracy table"
+sift "${E[@]}" --policies dense --skip 5
+expect_rc 1 "eval --skip 5"
+expect_in err "after --skip 5" "eval --skip 5"
+
+# ---- stories260K ---------------------------------------------------------------------------------
+if [ ! -f "$M" ]; then
+    echo "checks passed: $((checks - fails)) of $checks"
+    [ "$fails" -eq 0 ] || exit 1
+    echo "SKIP: $M is absent: sift run checks not run"
+    exit 77
+fi
+R=(run -m "$M" --backend cpu)
+
+# running out of context: a clean stop with the count, the flag and the speed line
+sift "${R[@]}" -n 100 --ctx 16 --temp 0
+expect_rc 0 "run, context full"
+expect_in err "sift run: context full: stopped after 16 generated tokens of 100 (the context holds 16 tokens, 1 of them the prompt); raise it with -c/--ctx" "run, context full"
+expect_in err "; decode 16 tokens in " "run, context full: the speed line"
+# -n far beyond the context: sized by the context, not by -n
+sift "${R[@]}" -n 99999999999 --ctx 16 --temp 0
+expect_rc 0 "run -n 99999999999 --ctx 16"
+expect_in err "stopped after 16 generated tokens of 99999999999" "run -n 99999999999 --ctx 16"
+no_empty_message "run -n 99999999999 --ctx 16"
+sift logits -m "$M" --backend cpu -n 99999999999 --ctx 4
+expect_rc 0 "logits -n 99999999999 --ctx 4"
+expect_eq "$(wc -l <"$T/out")" 4 "logits --ctx 4: forward passes"
+expect_in err "context full (4 tokens): stopped after 3 greedy steps of 99999999999" "logits --ctx 4"
+# a prompt longer than the context: no echo, a hint; the same with extrapolation
+P="Once upon a time there was a little girl who loved to play in the park"
+for x in "" "--extrapolate --policy tokenselect"; do
+    # shellcheck disable=SC2086
+    sift "${R[@]}" -p "$P" --ctx 8 $x
+    expect_rc 1 "run, prompt over the context $x"
+    expect_in err "sift run: the prompt is 24 tokens, more than the context of 8 tokens; raise it with -c/--ctx" "run, prompt over the context $x"
+    expect_eq "$(wc -c <"$T/out")" 0 "run, prompt over the context $x: nothing echoed"
+done
+# an error the engine reports has its message
+sift "${R[@]}" -m "$T/none.gguf"
+expect_rc 1 "run, missing model"
+expect_in err "$T/none.gguf" "run, missing model"
+no_empty_message "run, missing model"
+
+# tokenselect on a small context: the defaults scaled (only those not given), selection runs
+sift "${R[@]}" --policy tokenselect --ctx 512 -n 400 --temp 0
+expect_rc 0 "run tokenselect --ctx 512"
+expect_in err "warning: S=128 W=512 k=2048 cover the whole context of 512 tokens, so tokenselect would select nothing; using S=8 W=32 k=128" "run tokenselect --ctx 512"
+expect_in err "policy tokenselect (S=8 W=32 k=128)" "run tokenselect --ctx 512: the banner"
+expect_in err "sift run: Selection Cache hits " "run tokenselect --ctx 512: the hit rate"
+sift "${R[@]}" --policy tokenselect --ctx 512 -n 4 --budget 100
+expect_in err "using S=8 W=32 k=100" "run tokenselect --budget 100"
+sift "${R[@]}" --policy tokenselect --ctx 512 -n 4 --sink 4 --window 16 --budget 64
+expect_rc 0 "run tokenselect, S W k given"
+expect_not_in err "warning" "run tokenselect, S W k given"
+sift "${R[@]}" --policy tokenselect --ctx 512 -n 4 --sink 400 --window 100 --budget 64
+expect_in err "warning: S + W + k = 564 >= the context of 512 tokens" "run tokenselect, S W k too large"
+
+# flag checks
+sift "${R[@]}" --page-size 0
+expect_rc 2 "run --page-size 0"
+expect_in err "sift run: --page-size needs a power of two from 1 to 1048576 (tokens per KV page), not '0'" "run --page-size 0"
+sift "${R[@]}" --page-size 48
+expect_rc 2 "run --page-size 48"
+sift "${R[@]}" --page-size 16 -n 2
+expect_rc 0 "run --page-size 16"
+expect_in err "pages of 16)" "run --page-size 16: the banner"
+sift "${R[@]}" --policy nonsense
+expect_rc 2 "run --policy nonsense"
+expect_in err "--policy needs one of dense, tokenselect (or select), streaming, h2o, snapkv, quest, oracle; not 'nonsense'" "run --policy nonsense"
+sift "${R[@]}" --budget -1 -n 2
+expect_rc 0 "run --budget -1 (dense)"
+sift "${R[@]}" --budget -1 --policy streaming -n 2
+expect_rc 2 "run --budget -1 --policy streaming"
+expect_in err "sift run: --budget needs a number of tokens >= 0, not -1" "run --budget -1 --policy streaming"
+
+# --seed -1: a random seed, printed; that seed repeats the run
+sift "${R[@]}" -n 24 --seed -1 --temp 1
+expect_rc 0 "run --seed -1"
+seed1=$(sed -n 's/^sift run: seed \([0-9]*\) (random.*/\1/p' "$T/err")
+text1=$(cat "$T/out")
+sift "${R[@]}" -n 24 --seed -1 --temp 1
+seed2=$(sed -n 's/^sift run: seed \([0-9]*\) (random.*/\1/p' "$T/err")
+checks=$((checks + 1))
+[ -n "$seed1" ] && [ -n "$seed2" ] && [ "$seed1" != "$seed2" ] || fail "run --seed -1: seeds '$seed1' and '$seed2'"
+sift "${R[@]}" -n 24 --seed "$seed1" --temp 1
+expect_eq "$(cat "$T/out")" "$text1" "run --seed <the printed seed>"
+sift "${R[@]}" --seed -2
+expect_rc 2 "run --seed -2"
+
+# -f FILE: the same as -p with the file's text
+printf 'Once upon a time' >"$T/prompt.txt"
+sift "${R[@]}" -n 12 --temp 0 -p "Once upon a time"
+text_p=$(cat "$T/out")
+sift "${R[@]}" -n 12 --temp 0 -f "$T/prompt.txt"
+expect_rc 0 "run -f"
+expect_eq "$(cat "$T/out")" "$text_p" "run -f: the text of -p"
+expect_in err "prefill 5 tokens" "run -f: the prompt's tokens"
+sift "${R[@]}" --file "$T/absent.txt"
+expect_rc 1 "run --file absent"
+expect_in err "sift run: cannot read the prompt file $T/absent.txt: " "run --file absent"
+sift "${R[@]}" -f "$T/prompt.txt" -p x
+expect_rc 2 "run -f and -p"
+
+echo "checks passed: $((checks - fails)) of $checks"
+[ "$fails" -eq 0 ]
