@@ -32,6 +32,25 @@ for flag in "-f, --file FILE" "-1: a random seed" "a power of two from 1 to 2^20
     expect_in out "$flag" "run --help"
 done
 
+# the automatic backend: never a CPU emulation of a GPU (lavapipe), whatever else is present
+sift devices --json
+expect_rc 0 "devices --json"
+if command -v python3 >/dev/null; then
+    checks=$((checks + 1))
+    python3 - "$T/out" <<'PY' || fail "devices --json: $(cat "$T/out")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+by = {b["backend"]: b for b in d["backends"]}
+choice = by[d["choice"]]
+assert choice["available"] and not choice["emulated"], "chose an unavailable or emulated device"
+if by["cuda"]["available"]: assert d["choice"] == "cuda"
+elif by["vulkan"]["available"] and not by["vulkan"]["emulated"]: assert d["choice"] == "vulkan"
+else: assert d["choice"] == "cpu"
+PY
+fi
+sift devices
+expect_in out "automatic choice: " "devices names its choice"
+
 # bench-attn on the CPU: the stages a Selection Cache hit skips take 0 us; no inf in JSON or table
 sift bench-attn --backend cpu --ctx 2048 --budget 128 --sink 16 --window 64 --heads 4/2 --dim 64 --repeat 1 --json
 expect_rc 0 "bench-attn --json"
