@@ -155,6 +155,9 @@ typedef struct sift_backend_vtable {
     void (*graph_release)(void *be, sift_graph *g);
     /* Validation-layer messages seen so far (NULL where the backend has none). */
     int64_t (*validation_messages)(void *be);
+    /* Sets the host threads the backend computes with (n >= 1, checked by the engine); results
+     * must not depend on it. NULL: the backend has no such setting, and the call is ignored. */
+    sift_status (*set_threads)(void *be, int n);
 } sift_backend_vtable;
 
 /* Each backend exports one open function. It fills *be and *vt, writes a device description into
