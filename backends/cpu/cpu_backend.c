@@ -186,7 +186,7 @@ typedef struct node_job {
 
 /* s[h][j] = scale * sift_dot_f32(q[h], K[g(h)][begin + j]) for KV head g = item % hkv and the
  * block item / hkv of positions; each K row is read once for its group of heads. */
-static void score_block(void *arg, int64_t item, int thread)
+CPU_HOT_LOOP static void score_block(void *arg, int64_t item, int thread)
 {
     (void)thread;
     const node_job *job = arg;
@@ -288,7 +288,7 @@ static sift_status op_select(cpu_backend *be, const sift_node *n)
 
 /* Query rows per item of an attention: each K/V row is read (and converted from f16) once for the
  * block's rows instead of once per row; the dominant cost of causal prefill before. */
-enum { ATTEND_ROWS = 32 };
+enum { ATTEND_ROWS = 64 };
 
 /* Query rows [t0, t0 + ATTEND_ROWS) of the heads of KV head g, g and the block from the item; each
  * row t over its walk (sift_attend_walk): the first first_len + t entries of the list (its KV
@@ -296,7 +296,7 @@ enum { ATTEND_ROWS = 32 };
  *   o[h] = sum_e softmax_e(scale * q[h].K[g][pos(e)]) * V[g][pos(e)]
  * in one pass over the entries in order with a running max (online softmax), exactly as a row
  * alone would: the block only shares the reading of each K/V row among its rows. */
-static void attend_block(void *arg, int64_t item, int thread)
+CPU_HOT_LOOP static void attend_block(void *arg, int64_t item, int thread)
 {
     const node_job *job = arg;
     const sift_node *n = job->n;
@@ -314,7 +314,9 @@ static void attend_block(void *arg, int64_t item, int thread)
                               .list_len = w->list_len, .range_start = w->range0};
     const float *qd = cpu_data(q), scale = n->p.scale;
     float *od = cpu_data(n->dst);
-    float *mx = cpu_scratch(job->be, thread), *l = mx + ATTEND_ROWS * group; /* per (row, head) */
+    /* per (row, head) of the block: running max and sum, and one entry's score, correction, weight */
+    float *mx = cpu_scratch(job->be, thread), *l = mx + ATTEND_ROWS * group, *sc = l + ATTEND_ROWS * group;
+    float *corr = sc + ATTEND_ROWS * group, *wgt = corr + ATTEND_ROWS * group;
     float krow[SIFT_MAX_HEAD_DIM], vrow[SIFT_MAX_HEAD_DIM];
     for (int64_t t = t0; t < t1; t++)
         for (int64_t h = 0; h < group; h++) {
@@ -327,22 +329,29 @@ static void attend_block(void *arg, int64_t item, int thread)
         if (!kv_row(k, g, pos, krow)) continue; /* a position outside the cache is never read */
         kv_row(v, g, pos, vrow);
         if (n->p.rope_keys) cpu_rope_row(krow, (float)e, NULL, &n->p.rope, n->p.rope_freq); /* SPEC §6: the key at list rank e sits at position e */
-        /* row t visits entry e when e < first_len + t */
-        for (int64_t t = e - first_len + 1 > t0 ? e - first_len + 1 : t0; t < t1; t++)
+        /* rows [tf, t1) visit entry e (row t does when e < first_len + t): their (row, head)
+         * pairs are r in [(tf - t0) * group, (t1 - t0) * group). Three passes over them, each
+         * pair's arithmetic in the order of one online-softmax step; the libm calls of pass 2
+         * then run in a loop of their own instead of between the vector loops. */
+        const int64_t tf = e - first_len + 1 > t0 ? e - first_len + 1 : t0, r0 = (tf - t0) * group;
+        for (int64_t t = tf; t < t1; t++) /* 1: the scores */
+            for (int64_t h = 0; h < group; h++)
+                sc[(t - t0) * group + h] = scale * sift_dot_f32(qd + (t * hq + g * group + h) * d, krow, d);
+        for (int64_t r = r0; r < (t1 - t0) * group; r++) { /* 2: the running max, sum and weights */
+            const float m_new = fmaxf(mx[r], sc[r]);
+            /* while the max stands (nearly every entry of a long walk) the correction is
+             * exp(0) = 1 exactly: the call is skipped, not the arithmetic. An infinite max
+             * still gets exp(inf - inf) = NaN. */
+            corr[r] = m_new == mx[r] && isfinite(m_new) ? 1.0f : expf(mx[r] - m_new);
+            wgt[r] = expf(sc[r] - m_new);
+            l[r] = l[r] * corr[r] + wgt[r];
+            mx[r] = m_new;
+        }
+        for (int64_t t = tf; t < t1; t++) /* 3: the outputs */
             for (int64_t h = 0; h < group; h++) {
                 const int64_t r = (t - t0) * group + h;
-                const float *qh = qd + (t * hq + g * group + h) * d;
                 float *oh = od + (t * hq + g * group + h) * d;
-                const float s = scale * sift_dot_f32(qh, krow, d);
-                const float m_new = fmaxf(mx[r], s);
-                /* while the max stands (nearly every entry of a long walk) the correction is
-                 * exp(0) = 1 exactly: the call is skipped, not the arithmetic. An infinite max
-                 * still gets exp(inf - inf) = NaN. */
-                const float corr = m_new == mx[r] && isfinite(m_new) ? 1.0f : expf(mx[r] - m_new);
-                const float wgt = expf(s - m_new);
-                l[r] = l[r] * corr + wgt;
-                for (int64_t i = 0; i < d; i++) oh[i] = oh[i] * corr + wgt * vrow[i];
-                mx[r] = m_new;
+                for (int64_t i = 0; i < d; i++) oh[i] = oh[i] * corr[r] + wgt[r] * vrow[i];
             }
     }
     for (int64_t t = t0; t < t1; t++)
@@ -360,7 +369,7 @@ static sift_status op_attend(cpu_backend *be, const sift_node *n)
     const sift_tensor *q = n->src[0], *k = n->src[1];
     const sift_attend_walk *w = &n->p.walk;
     const int64_t hkv = k->shape[0], d = k->shape[2], hq = q->shape[q->ndim - 2], group = hq / hkv;
-    const sift_status s = cpu_reserve(be, (size_t)(2 * ATTEND_ROWS * group));
+    const sift_status s = cpu_reserve(be, (size_t)(5 * ATTEND_ROWS * group));
     if (s != SIFT_OK) return s;
     node_job job = {.be = be, .n = n, .blocks = (w->tokens + ATTEND_ROWS - 1) / ATTEND_ROWS};
     cpu_parallel_for(be, hkv * job.blocks, (double)w->tokens * (double)w->n * (double)hq * (double)d, attend_block, &job);

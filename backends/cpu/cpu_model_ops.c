@@ -52,7 +52,7 @@ typedef struct matmul_job {
 } matmul_job;
 
 /* Output columns [j0, j0 + MATMUL_ROWS) of every token: out[t][j] = dot(x[t], w[j]) (+ bias[j]). */
-static void matmul_rows(void *arg, int64_t item, int thread)
+CPU_HOT_LOOP static void matmul_rows(void *arg, int64_t item, int thread)
 {
     const matmul_job *job = arg;
     const sift_tensor *x = job->n->src[0], *w = job->n->src[1];
