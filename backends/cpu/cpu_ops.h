@@ -9,8 +9,18 @@
 /* The heavy loops are also compiled for AVX2 and picked at run time where the CPU has it. The
  * arithmetic is the same: sift_dot_f32's eight sums are eight lanes whatever the vector width,
  * C11 mode keeps the compiler from contracting a * b + c into FMAs, so results stay bit-identical;
- * only more of each loop runs per instruction. */
-#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
+ * only more of each loop runs per instruction. Not in sanitizer builds: the run-time pick (an
+ * ifunc resolver) runs before the sanitizer's runtime starts, and crashes under it.
+ * (GCC names the sanitizers with __SANITIZE_*__, clang with __has_feature.) */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define CPU_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define CPU_SANITIZED 1
+#endif
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && !defined(CPU_SANITIZED)
 #define CPU_HOT_LOOP __attribute__((target_clones("avx2", "default")))
 #else
 #define CPU_HOT_LOOP
