@@ -18,6 +18,10 @@ struct cpu_backend;
 typedef struct cpu_worker {
     struct cpu_backend *be;
     int index; /* 1 .. n_threads - 1 */
+    /* The generation when the worker was started: a job posted before the thread first takes
+     * the lock is still new to it (reading the generation in the thread would miss that job,
+     * and the caller would wait for it forever). */
+    unsigned started_at;
     pthread_t thread;
 } cpu_worker;
 
@@ -54,7 +58,7 @@ static void *worker_main(void *p)
     const cpu_worker *w = p;
     cpu_backend *be = w->be;
     pthread_mutex_lock(&be->lock);
-    unsigned seen = be->generation;
+    unsigned seen = w->started_at;
     for (;;) {
         while (!be->quit && be->generation == seen) pthread_cond_wait(&be->wake, &be->lock);
         if (be->quit) break;
@@ -138,7 +142,7 @@ static sift_status pool_start(cpu_backend *be, int n)
     }
     be->n_threads = 1;
     for (int i = 0; i < n - 1; i++) {
-        be->workers[i] = (cpu_worker){.be = be, .index = i + 1};
+        be->workers[i] = (cpu_worker){.be = be, .index = i + 1, .started_at = be->generation};
         if (pthread_create(&be->workers[i].thread, NULL, worker_main, &be->workers[i]) != 0) {
             pool_stop(be);
             return sift_set_error(SIFT_E_UNAVAILABLE, "cpu: cannot start thread %d of %d", i + 2, n);
