@@ -158,6 +158,9 @@ typedef struct sift_backend_vtable {
     /* Whether the device is a CPU emulation of the backend's API (lavapipe, llvmpipe, SwiftShader):
      * slower than the CPU backend, so never chosen on its own. NULL: a real device. */
     bool (*is_emulated)(void *be);
+    /* Sets the host threads the backend computes with (n >= 1, checked by the engine); results
+     * must not depend on it. NULL: the backend has no such setting, and the call is ignored. */
+    sift_status (*set_threads)(void *be, int n);
 } sift_backend_vtable;
 
 /* Each backend exports one open function. It fills *be and *vt, writes a device description into

@@ -155,6 +155,14 @@ int64_t sift_context_validation_messages(const sift_context *ctx)
     return ctx->vt->validation_messages(ctx->be);
 }
 
+sift_status sift_context_set_threads(sift_context *ctx, int n)
+{
+    if (!ctx) return sift_set_error(SIFT_E_INVALID, "sift_context_set_threads: context is NULL");
+    if (n < 1) return sift_set_error(SIFT_E_INVALID, "sift_context_set_threads: %d threads (must be >= 1)", n);
+    if (!ctx->vt->set_threads) return SIFT_OK; /* a GPU backend: its host side is one thread */
+    return ctx->vt->set_threads(ctx->be, n);
+}
+
 /* ---- tensors ------------------------------------------------------------------------------- */
 
 /* Checks a shape and computes its element count, refusing negative dims and overflow. */

@@ -74,6 +74,10 @@ SIFT_API int sift_context_is_emulated(const sift_context *ctx);
  * (context creation fails if it is not installed), prints each message it reports to stderr and
  * counts them here. 0 on other backends. */
 SIFT_API int64_t sift_context_validation_messages(const sift_context *ctx);
+/* The threads the CPU backend computes with (n >= 1, else SIFT_E_INVALID); results are the same
+ * for every n. The default is the number of online cores, or SIFT_THREADS=<n> from the
+ * environment when the context is created. A no-op returning SIFT_OK on the GPU backends. */
+SIFT_API sift_status sift_context_set_threads(sift_context *ctx, int n);
 
 /* Element types. BF16, Q8_0 and Q4_0 are weight types (ggml's block layouts: Q8_0 is 32 values as
  * an f16 scale and 32 int8; Q4_0 is 32 values as an f16 scale and 16 bytes of nibbles, value =

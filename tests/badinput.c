@@ -251,6 +251,7 @@ int main(void)
     sift_context *bad = NULL;
     expect("unknown backend kind", sift_context_create((sift_backend_kind)42, &bad), SIFT_E_INVALID, NULL);
     expect("null out pointer", sift_context_create(SIFT_BACKEND_CPU, NULL), SIFT_E_INVALID, NULL);
+    expect("set_threads: null context", sift_context_set_threads(NULL, 2), SIFT_E_INVALID, "NULL");
 
     int64_t validation = 0;
     for (int b = 0; b < SIFT_BACKEND_COUNT; b++) {
@@ -261,7 +262,10 @@ int main(void)
             continue;
         }
         if (sift_context_create(SIFT_BACKEND_CPU, &other) != SIFT_OK) return 1;
-        run_backend(ctx, other);
+        expect("set_threads: 0 threads", sift_context_set_threads(ctx, 0), SIFT_E_INVALID, "0 threads");
+        expect("set_threads: -3 threads", sift_context_set_threads(ctx, -3), SIFT_E_INVALID, "-3");
+        expect("set_threads: 3 threads (a no-op on the GPUs)", sift_context_set_threads(ctx, 3), SIFT_OK, NULL);
+        run_backend(ctx, other); /* with 3 threads on the CPU: more than the cores here */
         validation += sift_context_validation_messages(ctx);
         sift_context_destroy(other);
         sift_context_destroy(ctx);

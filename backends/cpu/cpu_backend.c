@@ -3,10 +3,154 @@
 #include "cpu_ops.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+/* ---- the thread pool (cpu_ops.h) ----------------------------------------------------------- */
+
+struct cpu_backend;
+
+typedef struct cpu_worker {
+    struct cpu_backend *be;
+    int index; /* 1 .. n_threads - 1 */
+    /* The generation when the worker was started: a job posted before the thread first takes
+     * the lock is still new to it (reading the generation in the thread would miss that job,
+     * and the caller would wait for it forever). */
+    unsigned started_at;
+    pthread_t thread;
+} cpu_worker;
+
+struct cpu_backend {
+    int n_threads;          /* threads that run a parallel op, the calling thread included */
+    cpu_worker *workers;    /* n_threads - 1 */
+    float **scratch;        /* n_threads buffers of scratch_len floats */
+    size_t scratch_len;
+    /* The current job, published under lock with a new generation; the workers take its items
+     * from `next`. The calling thread waits until `busy` (workers still in the job) is 0. */
+    pthread_mutex_t lock;
+    pthread_cond_t wake, done;
+    unsigned generation;
+    int busy;
+    bool quit;
+    cpu_task task;
+    void *arg;
+    int64_t n_items;
+    atomic_llong next;
+};
+
+/* Takes items of the current job until none is left. */
+static void run_items(cpu_backend *be, cpu_task task, void *arg, int64_t n_items, int thread)
+{
+    for (;;) {
+        const int64_t i = atomic_fetch_add(&be->next, 1);
+        if (i >= n_items) return;
+        task(arg, i, thread);
+    }
+}
+
+static void *worker_main(void *p)
+{
+    const cpu_worker *w = p;
+    cpu_backend *be = w->be;
+    pthread_mutex_lock(&be->lock);
+    unsigned seen = w->started_at;
+    for (;;) {
+        while (!be->quit && be->generation == seen) pthread_cond_wait(&be->wake, &be->lock);
+        if (be->quit) break;
+        seen = be->generation;
+        const cpu_task task = be->task;
+        void *arg = be->arg;
+        const int64_t n_items = be->n_items;
+        pthread_mutex_unlock(&be->lock);
+        run_items(be, task, arg, n_items, w->index);
+        pthread_mutex_lock(&be->lock);
+        if (--be->busy == 0) pthread_cond_signal(&be->done);
+    }
+    pthread_mutex_unlock(&be->lock);
+    return NULL;
+}
+
+void cpu_parallel_for(cpu_backend *be, int64_t n_items, double work, cpu_task task, void *arg)
+{
+    if (be->n_threads == 1 || n_items < 2 || work < CPU_MIN_PARALLEL_WORK) {
+        for (int64_t i = 0; i < n_items; i++) task(arg, i, 0);
+        return;
+    }
+    pthread_mutex_lock(&be->lock);
+    be->task = task;
+    be->arg = arg;
+    be->n_items = n_items;
+    atomic_store(&be->next, 0);
+    be->busy = be->n_threads - 1;
+    be->generation++;
+    pthread_cond_broadcast(&be->wake);
+    pthread_mutex_unlock(&be->lock);
+    run_items(be, task, arg, n_items, 0);
+    pthread_mutex_lock(&be->lock);
+    while (be->busy > 0) pthread_cond_wait(&be->done, &be->lock);
+    pthread_mutex_unlock(&be->lock);
+}
+
+sift_status cpu_reserve(cpu_backend *be, size_t floats)
+{
+    if (floats <= be->scratch_len) return SIFT_OK;
+    for (int i = 0; i < be->n_threads; i++) {
+        float *p = realloc(be->scratch[i], floats * sizeof(float));
+        if (!p) return sift_set_error(SIFT_E_NOMEM, "cpu: out of memory for %zu scratch floats", floats);
+        be->scratch[i] = p;
+    }
+    be->scratch_len = floats;
+    return SIFT_OK;
+}
+
+float *cpu_scratch(cpu_backend *be, int thread) { return be->scratch[thread]; }
+
+/* Joins the workers and frees the scratch buffers: the pool of one thread, nothing allocated. */
+static void pool_stop(cpu_backend *be)
+{
+    pthread_mutex_lock(&be->lock);
+    be->quit = true;
+    pthread_cond_broadcast(&be->wake);
+    pthread_mutex_unlock(&be->lock);
+    for (int i = 0; i < be->n_threads - 1; i++) pthread_join(be->workers[i].thread, NULL);
+    for (int i = 0; i < be->n_threads; i++) free(be->scratch[i]);
+    free(be->scratch);
+    free(be->workers);
+    be->workers = NULL;
+    be->scratch = NULL;
+    be->scratch_len = 0;
+    be->n_threads = 1;
+    be->quit = false;
+}
+
+/* Starts n - 1 workers (the pool is stopped). On failure the pool is left stopped (one thread). */
+static sift_status pool_start(cpu_backend *be, int n)
+{
+    be->scratch = calloc((size_t)n, sizeof *be->scratch);
+    be->workers = calloc((size_t)(n > 1 ? n - 1 : 1), sizeof *be->workers);
+    if (!be->scratch || !be->workers) {
+        free(be->scratch);
+        free(be->workers);
+        be->scratch = NULL;
+        be->workers = NULL;
+        return sift_set_error(SIFT_E_NOMEM, "cpu: out of memory for %d threads", n);
+    }
+    be->n_threads = 1;
+    for (int i = 0; i < n - 1; i++) {
+        be->workers[i] = (cpu_worker){.be = be, .index = i + 1, .started_at = be->generation};
+        if (pthread_create(&be->workers[i].thread, NULL, worker_main, &be->workers[i]) != 0) {
+            pool_stop(be);
+            return sift_set_error(SIFT_E_UNAVAILABLE, "cpu: cannot start thread %d of %d", i + 2, n);
+        }
+        be->n_threads = i + 2; /* pool_stop joins the workers started so far */
+    }
+    return SIFT_OK;
+}
 
 /* The element offset of logical row `pos` of KV head `g` (paged or not), or -1 where the row is
  * absent: the one place that knows where a K/V row lives. */
@@ -35,27 +179,48 @@ static bool kv_row(const sift_tensor *t, int64_t g, int64_t pos, float *dst)
     return true;
 }
 
-/* s[h][j] = scale * sift_dot_f32(q[h], K[g(h)][begin + j]); each K row is read once for its group of heads. */
-static sift_status op_score(const sift_node *n)
+/* Candidate positions per item of score. */
+enum { SCORE_POSITIONS = 256 };
+
+typedef struct node_job {
+    cpu_backend *be;
+    const sift_node *n;
+    int64_t blocks; /* items per KV head */
+} node_job;
+
+/* s[h][j] = scale * sift_dot_f32(q[h], K[g(h)][begin + j]) for KV head g = item % hkv and the
+ * block item / hkv of positions; each K row is read once for its group of heads. */
+CPU_HOT_LOOP static void score_block(void *arg, int64_t item, int thread)
 {
+    (void)thread;
+    const node_job *job = arg;
+    const sift_node *n = job->n;
     const sift_tensor *q = n->src[0], *k = n->src[1];
     const int64_t hq = q->shape[0], hkv = k->shape[0], d = q->shape[1], m = n->p.end - n->p.begin;
-    const int64_t group = hq / hkv;
+    const int64_t group = hq / hkv, g = item % hkv, j0 = item / hkv * SCORE_POSITIONS;
+    const int64_t j1 = j0 + SCORE_POSITIONS < m ? j0 + SCORE_POSITIONS : m;
     float *s = cpu_data(n->dst);
     float row[SIFT_MAX_HEAD_DIM];
-    for (int64_t g = 0; g < hkv; g++) {
-        for (int64_t j = 0; j < m; j++) {
-            kv_row(k, g, n->p.begin + j, row);
-            for (int64_t h = g * group; h < (g + 1) * group; h++)
-                s[h * m + j] = n->p.scale * sift_dot_f32((const float *)cpu_data(q) + h * d, row, d);
-        }
+    for (int64_t j = j0; j < j1; j++) {
+        kv_row(k, g, n->p.begin + j, row);
+        for (int64_t h = g * group; h < (g + 1) * group; h++)
+            s[h * m + j] = n->p.scale * sift_dot_f32((const float *)cpu_data(q) + h * d, row, d);
     }
+}
+
+static sift_status op_score(cpu_backend *be, const sift_node *n)
+{
+    const int64_t hq = n->src[0]->shape[0], hkv = n->src[1]->shape[0], d = n->src[0]->shape[1];
+    const int64_t m = n->p.end - n->p.begin;
+    node_job job = {.be = be, .n = n, .blocks = (m + SCORE_POSITIONS - 1) / SCORE_POSITIONS};
+    cpu_parallel_for(be, hkv * job.blocks, (double)hq * (double)m * (double)d, score_block, &job);
     return SIFT_OK;
 }
 
 /* SOFTMAX_SUM: v[j] = sum_h softmax_j(s[h][j]).  KVHEAD_MAX: u[g][j] = max over g's heads of s[h][j]. */
-static sift_status op_vote(const sift_node *n)
+static sift_status op_vote(cpu_backend *be, const sift_node *n)
 {
+    (void)be;
     const sift_tensor *sc = n->src[0];
     const int64_t hq = sc->shape[0], m = sc->shape[1];
     const float *s = cpu_data(sc);
@@ -103,8 +268,9 @@ static int ascending(const void *a, const void *b)
     return (i > j) - (i < j);
 }
 
-static sift_status op_select(const sift_node *n)
+static sift_status op_select(cpu_backend *be, const sift_node *n)
 {
+    (void)be;
     const sift_select_layout *ly = &n->p.layout;
     const int64_t lists = n->dst->shape[0], count = ly->count, cand = ly->cand, chosen = ly->chosen;
     int32_t *order = malloc((size_t)(cand ? cand : 1) * sizeof *order);
@@ -124,69 +290,100 @@ static sift_status op_select(const sift_node *n)
     return SIFT_OK;
 }
 
-/* o[h] = sum_t softmax_t(scale * q[h].K[g][t]) * V[g][t] for the group's heads, in one pass with a
- * running max per head (online softmax). Each K/V row is read once for the whole group. */
-sift_status cpu_attend_group(const float *q, float *o, int64_t group, const sift_tensor *k, const sift_tensor *v,
-                             int64_t g, const cpu_positions *at, int64_t len, float scale, const sift_rope_params *rope,
-                             const float *rope_freq)
-{
-    const int64_t d = k->shape[2];
-    float *mx = malloc(2 * (size_t)group * sizeof *mx), *l = mx + group;
-    float krow[SIFT_MAX_HEAD_DIM], vrow[SIFT_MAX_HEAD_DIM];
-    if (!mx) return sift_set_error(SIFT_E_NOMEM, "cpu attention: out of memory");
-    for (int64_t h = 0; h < group; h++) {
-        mx[h] = -INFINITY;
-        l[h] = 0.0f;
-        for (int64_t i = 0; i < d; i++) o[h * d + i] = 0.0f;
-    }
-    for (int64_t t = 0; t < len; t++) {
-        const int64_t pos = cpu_position(at, t);
-        if (!kv_row(k, g, pos, krow)) continue; /* a position outside the cache is never read */
-        kv_row(v, g, pos, vrow);
-        if (rope) cpu_rope_row(krow, (float)t, NULL, rope, rope_freq); /* SPEC §6: the key at list rank t sits at position t */
-        for (int64_t h = 0; h < group; h++) {
-            const float s = scale * sift_dot_f32(q + h * d, krow, d);
-            const float m_new = fmaxf(mx[h], s);
-            const float corr = expf(mx[h] - m_new), w = expf(s - m_new);
-            l[h] = l[h] * corr + w;
-            for (int64_t i = 0; i < d; i++) o[h * d + i] = o[h * d + i] * corr + w * vrow[i];
-            mx[h] = m_new;
-        }
-    }
-    for (int64_t h = 0; h < group; h++) {
-        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f; /* nothing attended (an empty list, or no row present): zeros */
-        for (int64_t i = 0; i < d; i++) o[h * d + i] *= inv;
-    }
-    free(mx);
-    return SIFT_OK;
-}
+/* Query rows per item of an attention: each K/V row is read (and converted from f16) once for the
+ * block's rows instead of once per row; the dominant cost of causal prefill before. */
+enum { ATTEND_ROWS = 64 };
 
-/* Every attention op: each query row t and KV head g over its walk (sift_attend_walk): the list
- * (its KV head's, or the shared one), then a range of positions. */
-static sift_status op_attend(const sift_node *n)
+/* Query rows [t0, t0 + ATTEND_ROWS) of the heads of KV head g, g and the block from the item; each
+ * row t over its walk (sift_attend_walk): the first first_len + t entries of the list (its KV
+ * head's, or the shared one), then the range. For each query head:
+ *   o[h] = sum_e softmax_e(scale * q[h].K[g][pos(e)]) * V[g][pos(e)]
+ * in one pass over the entries in order with a running max (online softmax), exactly as a row
+ * alone would: the block only shares the reading of each K/V row among its rows. */
+CPU_HOT_LOOP static void attend_block(void *arg, int64_t item, int thread)
 {
+    const node_job *job = arg;
+    const sift_node *n = job->n;
     const sift_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
     const sift_attend_walk *w = &n->p.walk;
     const int64_t hkv = k->shape[0], d = k->shape[2], hq = q->shape[q->ndim - 2], group = hq / hkv;
+    /* the last rows of a causal walk are the longest: their items come first, so that no thread
+     * is left alone with a long one at the end */
+    const int64_t g = item % hkv, t0 = (job->blocks - 1 - item / hkv) * ATTEND_ROWS;
+    const int64_t t1 = t0 + ATTEND_ROWS < w->tokens ? t0 + ATTEND_ROWS : w->tokens;
+    const int64_t first_len = w->n - (w->tokens - 1); /* entries of row 0 */
     const sift_tensor *idx = w->list_len > 0 ? n->src[3] : NULL;
-    sift_status s = SIFT_OK;
-    for (int64_t t = 0; t < w->tokens; t++) {
-        for (int64_t g = 0; g < hkv && s == SIFT_OK; g++) {
-            const float *qg = (const float *)cpu_data(q) + (t * hq + g * group) * d;
-            float *og = (float *)cpu_data(n->dst) + (t * hq + g * group) * d;
-            const int64_t list = idx && idx->shape[0] > 1 ? g : 0;
-            const cpu_positions at = {.list = idx ? (const int32_t *)cpu_data(idx) + list * idx->shape[1] : NULL,
-                                      .list_len = w->list_len, .range_start = w->range0};
-            s = cpu_attend_group(qg, og, group, k, v, g, &at, w->n - (w->tokens - 1 - t), n->p.scale,
-                                 n->p.rope_keys ? &n->p.rope : NULL, n->p.rope_freq);
+    const int64_t list = idx && idx->shape[0] > 1 ? g : 0;
+    const cpu_positions at = {.list = idx ? (const int32_t *)cpu_data(idx) + list * idx->shape[1] : NULL,
+                              .list_len = w->list_len, .range_start = w->range0};
+    const float *qd = cpu_data(q), scale = n->p.scale;
+    float *od = cpu_data(n->dst);
+    /* per (row, head) of the block: running max and sum, and one entry's score, correction, weight */
+    float *mx = cpu_scratch(job->be, thread), *l = mx + ATTEND_ROWS * group, *sc = l + ATTEND_ROWS * group;
+    float *corr = sc + ATTEND_ROWS * group, *wgt = corr + ATTEND_ROWS * group;
+    float krow[SIFT_MAX_HEAD_DIM], vrow[SIFT_MAX_HEAD_DIM];
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t h = 0; h < group; h++) {
+            mx[(t - t0) * group + h] = -INFINITY;
+            l[(t - t0) * group + h] = 0.0f;
+            for (int64_t i = 0; i < d; i++) od[(t * hq + g * group + h) * d + i] = 0.0f;
         }
+    for (int64_t e = 0; e < first_len + t1 - 1; e++) {
+        const int64_t pos = cpu_position(&at, e);
+        if (!kv_row(k, g, pos, krow)) continue; /* a position outside the cache is never read */
+        kv_row(v, g, pos, vrow);
+        if (n->p.rope_keys) cpu_rope_row(krow, (float)e, NULL, &n->p.rope, n->p.rope_freq); /* SPEC §6: the key at list rank e sits at position e */
+        /* rows [tf, t1) visit entry e (row t does when e < first_len + t): their (row, head)
+         * pairs are r in [(tf - t0) * group, (t1 - t0) * group). Three passes over them, each
+         * pair's arithmetic in the order of one online-softmax step; the libm calls of pass 2
+         * then run in a loop of their own instead of between the vector loops. */
+        const int64_t tf = e - first_len + 1 > t0 ? e - first_len + 1 : t0, r0 = (tf - t0) * group;
+        for (int64_t t = tf; t < t1; t++) /* 1: the scores */
+            for (int64_t h = 0; h < group; h++)
+                sc[(t - t0) * group + h] = scale * sift_dot_f32(qd + (t * hq + g * group + h) * d, krow, d);
+        for (int64_t r = r0; r < (t1 - t0) * group; r++) { /* 2: the running max, sum and weights */
+            const float m_new = fmaxf(mx[r], sc[r]);
+            /* while the max stands (nearly every entry of a long walk) the correction is
+             * exp(0) = 1 exactly: the call is skipped, not the arithmetic. An infinite max
+             * still gets exp(inf - inf) = NaN. */
+            corr[r] = m_new == mx[r] && isfinite(m_new) ? 1.0f : expf(mx[r] - m_new);
+            wgt[r] = expf(sc[r] - m_new);
+            l[r] = l[r] * corr[r] + wgt[r];
+            mx[r] = m_new;
+        }
+        for (int64_t t = tf; t < t1; t++) /* 3: the outputs */
+            for (int64_t h = 0; h < group; h++) {
+                const int64_t r = (t - t0) * group + h;
+                float *oh = od + (t * hq + g * group + h) * d;
+                for (int64_t i = 0; i < d; i++) oh[i] = oh[i] * corr[r] + wgt[r] * vrow[i];
+            }
     }
-    return s;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t h = 0; h < group; h++) {
+            const float lr = l[(t - t0) * group + h];
+            const float inv = lr > 0.0f ? 1.0f / lr : 0.0f; /* nothing attended (an empty list, or no row present): zeros */
+            for (int64_t i = 0; i < d; i++) od[(t * hq + g * group + h) * d + i] *= inv;
+        }
+}
+
+/* Every attention op: items are (KV head, block of query rows); decode has one row, so its items
+ * are the KV heads. */
+static sift_status op_attend(cpu_backend *be, const sift_node *n)
+{
+    const sift_tensor *q = n->src[0], *k = n->src[1];
+    const sift_attend_walk *w = &n->p.walk;
+    const int64_t hkv = k->shape[0], d = k->shape[2], hq = q->shape[q->ndim - 2], group = hq / hkv;
+    const sift_status s = cpu_reserve(be, (size_t)(5 * ATTEND_ROWS * group));
+    if (s != SIFT_OK) return s;
+    node_job job = {.be = be, .n = n, .blocks = (w->tokens + ATTEND_ROWS - 1) / ATTEND_ROWS};
+    cpu_parallel_for(be, hkv * job.blocks, (double)w->tokens * (double)w->n * (double)hq * (double)d, attend_block, &job);
+    return SIFT_OK;
 }
 
 /* SPEC §4: reuse the last index set while the query stays close to the one that chose it. */
-static sift_status op_sel_cache_check(const sift_node *n)
+static sift_status op_sel_cache_check(cpu_backend *be, const sift_node *n)
 {
+    (void)be;
     const float *q = cpu_data(n->src[0]);
     float *st = cpu_data(n->dst);
     const int64_t qn = n->src[0]->shape[0] * n->src[0]->shape[1];
@@ -210,8 +407,9 @@ static sift_status op_sel_cache_check(const sift_node *n)
     return SIFT_OK;
 }
 
-static sift_status op_fill_range(const sift_node *n)
+static sift_status op_fill_range(cpu_backend *be, const sift_node *n)
 {
+    (void)be;
     const int64_t lists = n->dst->shape[0], len = n->dst->shape[1];
     int32_t *idx = cpu_data(n->dst);
     for (int64_t l = 0; l < lists; l++)
@@ -219,8 +417,9 @@ static sift_status op_fill_range(const sift_node *n)
     return SIFT_OK;
 }
 
-static sift_status op_mean_rows(const sift_node *n)
+static sift_status op_mean_rows(cpu_backend *be, const sift_node *n)
 {
+    (void)be;
     const int64_t rows = n->src[0]->shape[0], e = n->src[0]->shape[1];
     const float *x = cpu_data(n->src[0]);
     float *out = cpu_data(n->dst);
@@ -235,7 +434,7 @@ static sift_status op_mean_rows(const sift_node *n)
 /* ---- the backend ---------------------------------------------------------------------------- */
 
 /* The CPU reference of every op, indexed by op: the CPU runs every op of the table. */
-typedef sift_status (*cpu_kernel)(const sift_node *n);
+typedef sift_status (*cpu_kernel)(cpu_backend *be, const sift_node *n);
 static const cpu_kernel cpu_kernels[SIFT_OP_COUNT] = {
     [SIFT_OP_SCORE] = op_score,
     [SIFT_OP_VOTE] = op_vote,
@@ -262,7 +461,24 @@ static bool cpu_supports_op(void *be, const sift_node *n)
     return cpu_kernels[n->op] != NULL;
 }
 
-static void cpu_destroy(void *be) { (void)be; }
+static void cpu_destroy(void *be)
+{
+    cpu_backend *cb = be;
+    pool_stop(cb);
+    pthread_mutex_destroy(&cb->lock);
+    pthread_cond_destroy(&cb->wake);
+    pthread_cond_destroy(&cb->done);
+    free(cb);
+}
+
+static sift_status cpu_set_threads(void *be, int n)
+{
+    cpu_backend *cb = be;
+    if (n < 1) return sift_set_error(SIFT_E_INVALID, "cpu: thread count %d (must be >= 1)", n);
+    if (n == cb->n_threads) return SIFT_OK;
+    pool_stop(cb);
+    return pool_start(cb, n);
+}
 
 static sift_status cpu_tensor_alloc(void *be, sift_tensor *t)
 {
@@ -302,7 +518,6 @@ static double now_us(void)
 
 static sift_status cpu_graph_compute(void *be, sift_graph *g, double *node_us)
 {
-    (void)be;
     for (int i = 0; i < g->n_nodes; i++) {
         const sift_node *n = &g->nodes[i];
         const double t0 = now_us();
@@ -310,7 +525,7 @@ static sift_status cpu_graph_compute(void *be, sift_graph *g, double *node_us)
             if (node_us) node_us[i] = 0.0;
             continue;
         }
-        const sift_status s = cpu_kernels[n->op](n);
+        const sift_status s = cpu_kernels[n->op](be, n);
         if (s != SIFT_OK) return s;
         if (node_us) node_us[i] = now_us() - t0;
     }
@@ -329,12 +544,46 @@ static const sift_backend_vtable cpu_vtable = {
     .tensor_read = cpu_tensor_read,
     .graph_compute = cpu_graph_compute,
     .graph_release = cpu_graph_release,
+    .set_threads = cpu_set_threads,
 };
+
+/* The thread count at open: SIFT_THREADS if set, else the online cores. */
+static sift_status default_threads(int *n)
+{
+    const char *env = getenv("SIFT_THREADS");
+    if (env && *env) {
+        char *end = NULL;
+        const long v = strtol(env, &end, 10);
+        if (*end || v < 1 || v > 1024)
+            return sift_set_error(SIFT_E_INVALID, "cpu: SIFT_THREADS=%s is not a thread count in 1..1024", env);
+        *n = (int)v;
+        return SIFT_OK;
+    }
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    *n = cores >= 1 ? (cores < 1024 ? (int)cores : 1024) : 1;
+    return SIFT_OK;
+}
 
 sift_status sift_backend_cpu_open(void **be, const sift_backend_vtable **vt, char *name, size_t name_len)
 {
     *be = NULL;
     *vt = &cpu_vtable;
+    int n = 1;
+    sift_status s = default_threads(&n);
+    if (s != SIFT_OK) return s;
+    cpu_backend *cb = calloc(1, sizeof *cb);
+    if (!cb) return sift_set_error(SIFT_E_NOMEM, "cpu: out of memory");
+    pthread_mutex_init(&cb->lock, NULL);
+    pthread_cond_init(&cb->wake, NULL);
+    pthread_cond_init(&cb->done, NULL);
+    atomic_init(&cb->next, 0);
+    cb->n_threads = 1;
+    s = pool_start(cb, n);
+    if (s != SIFT_OK) {
+        cpu_destroy(cb);
+        return s;
+    }
+    *be = cb;
     snprintf(name, name_len, "CPU reference (plain C, f32 accumulation)");
     return SIFT_OK;
 }

@@ -6,8 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-sift_status cpu_get_rows(const sift_node *n)
+sift_status cpu_get_rows(cpu_backend *be, const sift_node *n)
 {
+    (void)be;
     const sift_tensor *table = n->src[0], *ids = n->src[1];
     const int64_t rows = table->shape[0], e = table->shape[1], t_count = ids->shape[0];
     const size_t row_bytes = sift_dtype_row_bytes(table->dtype, e);
@@ -23,8 +24,9 @@ sift_status cpu_get_rows(const sift_node *n)
     return SIFT_OK;
 }
 
-sift_status cpu_rmsnorm(const sift_node *n)
+sift_status cpu_rmsnorm(cpu_backend *be, const sift_node *n)
 {
+    (void)be;
     const sift_tensor *x = n->src[0];
     const int64_t rows = x->shape[0], e = x->shape[1];
     const float *w = cpu_data(n->src[1]);
@@ -39,22 +41,46 @@ sift_status cpu_rmsnorm(const sift_node *n)
     return SIFT_OK;
 }
 
-/* out[t][j] = dot(x[t], w[j]) (+ bias[j]); each weight row is converted once for all tokens. */
-sift_status cpu_matmul(const sift_node *n)
+/* Weight rows per item of a matmul: converted once into the thread's scratch (16 rows of up to a
+ * few thousand values stay in L1/L2), then each token's row of x meets all of them while it is in
+ * cache, instead of all of x streaming past each weight row. */
+enum { MATMUL_ROWS = 16 };
+
+typedef struct matmul_job {
+    cpu_backend *be;
+    const sift_node *n;
+} matmul_job;
+
+/* Output columns [j0, j0 + MATMUL_ROWS) of every token: out[t][j] = dot(x[t], w[j]) (+ bias[j]). */
+CPU_HOT_LOOP static void matmul_rows(void *arg, int64_t item, int thread)
 {
-    const sift_tensor *x = n->src[0], *w = n->src[1];
-    const sift_tensor *bias = n->n_src > 2 ? n->src[2] : NULL;
+    const matmul_job *job = arg;
+    const sift_tensor *x = job->n->src[0], *w = job->n->src[1];
+    const sift_tensor *bias = job->n->n_src > 2 ? job->n->src[2] : NULL;
     const int64_t rows = x->shape[0], k = x->shape[1], outs = w->shape[0];
+    const int64_t j0 = item * MATMUL_ROWS, j1 = j0 + MATMUL_ROWS < outs ? j0 + MATMUL_ROWS : outs;
     const size_t row_bytes = sift_dtype_row_bytes(w->dtype, k);
-    float *wrow = malloc((size_t)k * sizeof *wrow);
-    if (!wrow) return sift_set_error(SIFT_E_NOMEM, "cpu matmul: out of memory");
-    float *out = cpu_data(n->dst);
-    for (int64_t j = 0; j < outs; j++) {
-        sift_row_to_f32(w->dtype, (const char *)cpu_data(w) + (size_t)j * row_bytes, wrow, k);
-        const float b = bias ? ((const float *)cpu_data(bias))[j] : 0.0f;
-        for (int64_t t = 0; t < rows; t++) out[t * outs + j] = sift_dot_f32((const float *)cpu_data(x) + t * k, wrow, k) + b;
+    float *wrows = cpu_scratch(job->be, thread), *out = cpu_data(job->n->dst);
+    for (int64_t j = j0; j < j1; j++)
+        sift_row_to_f32(w->dtype, (const char *)cpu_data(w) + (size_t)j * row_bytes, wrows + (j - j0) * k, k);
+    for (int64_t t = 0; t < rows; t++) {
+        const float *xt = (const float *)cpu_data(x) + t * k;
+        for (int64_t j = j0; j < j1; j++) {
+            const float b = bias ? ((const float *)cpu_data(bias))[j] : 0.0f;
+            out[t * outs + j] = sift_dot_f32(xt, wrows + (j - j0) * k, k) + b;
+        }
     }
-    free(wrow);
+}
+
+/* out[t][j] = dot(x[t], w[j]) (+ bias[j]); each weight row is converted once for all tokens. The
+ * items are blocks of output columns, so every element is the same sift_dot_f32 on any thread. */
+sift_status cpu_matmul(cpu_backend *be, const sift_node *n)
+{
+    const int64_t rows = n->src[0]->shape[0], k = n->src[0]->shape[1], outs = n->src[1]->shape[0];
+    const sift_status s = cpu_reserve(be, (size_t)(MATMUL_ROWS * k));
+    if (s != SIFT_OK) return s;
+    matmul_job job = {.be = be, .n = n};
+    cpu_parallel_for(be, (outs + MATMUL_ROWS - 1) / MATMUL_ROWS, (double)rows * (double)outs * (double)k, matmul_rows, &job);
     return SIFT_OK;
 }
 
@@ -73,8 +99,9 @@ void cpu_rope_row(float *x, float pos, const float *factors, const sift_rope_par
     }
 }
 
-sift_status cpu_rope(const sift_node *n)
+sift_status cpu_rope(cpu_backend *be, const sift_node *n)
 {
+    (void)be;
     const sift_tensor *x = n->src[0];
     const float *factors = n->n_src > 1 ? cpu_data(n->src[1]) : NULL;
     const int64_t rows = x->shape[0], heads = x->shape[1], d = x->shape[2];
@@ -85,8 +112,9 @@ sift_status cpu_rope(const sift_node *n)
     return SIFT_OK;
 }
 
-sift_status cpu_elementwise(const sift_node *n)
+sift_status cpu_elementwise(cpu_backend *be, const sift_node *n)
 {
+    (void)be;
     const float *a = cpu_data(n->src[0]), *b = cpu_data(n->src[1]);
     float *o = cpu_data(n->dst);
     const size_t count = n->dst->nbytes / sizeof(float);
@@ -95,8 +123,9 @@ sift_status cpu_elementwise(const sift_node *n)
     return SIFT_OK;
 }
 
-sift_status cpu_kv_write(const sift_node *n)
+sift_status cpu_kv_write(cpu_backend *be, const sift_node *n)
 {
+    (void)be;
     const sift_tensor *src = n->src[0], *cache = n->dst;
     const int64_t rows = src->shape[0], heads = src->shape[1], d = src->shape[2];
     for (int64_t t = 0; t < rows; t++)

@@ -4,8 +4,52 @@
 
 #include "backend.h"
 
+#include <stddef.h>
+
+/* The heavy loops are also compiled for AVX2 and picked at run time where the CPU has it. The
+ * arithmetic is the same: sift_dot_f32's eight sums are eight lanes whatever the vector width,
+ * C11 mode keeps the compiler from contracting a * b + c into FMAs, so results stay bit-identical;
+ * only more of each loop runs per instruction. Not in sanitizer builds: the run-time pick (an
+ * ifunc resolver) runs before the sanitizer's runtime starts, and crashes under it.
+ * (GCC names the sanitizers with __SANITIZE_*__, clang with __has_feature.) */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define CPU_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define CPU_SANITIZED 1
+#endif
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && !defined(CPU_SANITIZED)
+#define CPU_HOT_LOOP __attribute__((target_clones("avx2", "default")))
+#else
+#define CPU_HOT_LOOP
+#endif
+
 /* The first element of a tensor's data (views start t->offset bytes into their parent's storage). */
 static inline void *cpu_data(const sift_tensor *t) { return (char *)t->impl + t->offset; }
+
+/* ---- the thread pool ----------------------------------------------------------------------
+ * The backend owns n_threads - 1 worker threads (created at open and by set_threads, joined at
+ * destroy); the calling thread is thread 0. A parallel op hands out items [0, n_items) one at a
+ * time, in order, to whichever thread is free; each item writes its own output elements with the
+ * same arithmetic as a single thread would, so results do not depend on the thread count. */
+typedef struct cpu_backend cpu_backend;
+
+/* One item of a parallel op, run on thread `thread` (0 .. n_threads - 1). Items cannot fail:
+ * whatever they allocate is reserved beforehand (cpu_reserve). */
+typedef void (*cpu_task)(void *arg, int64_t item, int thread);
+
+/* Runs task(arg, i, .) for every i in [0, n_items) and returns when all have run. Work below
+ * `work` = min_work (an op's estimate, in multiply-adds) runs on the calling thread alone: waking
+ * the workers costs more than it saves. */
+void cpu_parallel_for(cpu_backend *be, int64_t n_items, double work, cpu_task task, void *arg);
+enum { CPU_MIN_PARALLEL_WORK = 1 << 16 };
+
+/* Makes each thread's scratch buffer at least `floats` floats (kept across ops). */
+sift_status cpu_reserve(cpu_backend *be, size_t floats);
+/* Thread `thread`'s scratch buffer (cpu_reserve). */
+float *cpu_scratch(cpu_backend *be, int thread);
 
 /* The element offset of logical row pos of KV head g in t's storage (paged or not), -1 if absent. */
 int64_t cpu_kv_offset(const sift_tensor *t, int64_t g, int64_t pos);
@@ -26,18 +70,11 @@ static inline int64_t cpu_position(const cpu_positions *at, int64_t i)
  * (sift_node_params.rope_freq); factors f32 [n_rot/2] or NULL). */
 void cpu_rope_row(float *x, float pos, const float *factors, const sift_rope_params *p, const float *freq);
 
-/* Attention of the `group` query heads q[group][D] of KV head g over `len` positions (see
- * cpu_positions), written to o[group][D]. rope (or NULL): rotate the key at entry i to position i,
- * with the frequencies rope_freq. */
-sift_status cpu_attend_group(const float *q, float *o, int64_t group, const sift_tensor *k, const sift_tensor *v,
-                             int64_t g, const cpu_positions *at, int64_t len, float scale, const sift_rope_params *rope,
-                             const float *rope_freq);
-
-sift_status cpu_get_rows(const sift_node *n);
-sift_status cpu_rmsnorm(const sift_node *n);
-sift_status cpu_matmul(const sift_node *n);
-sift_status cpu_rope(const sift_node *n);
-sift_status cpu_elementwise(const sift_node *n); /* add, swiglu */
-sift_status cpu_kv_write(const sift_node *n);
+sift_status cpu_get_rows(cpu_backend *be, const sift_node *n);
+sift_status cpu_rmsnorm(cpu_backend *be, const sift_node *n);
+sift_status cpu_matmul(cpu_backend *be, const sift_node *n);
+sift_status cpu_rope(cpu_backend *be, const sift_node *n);
+sift_status cpu_elementwise(cpu_backend *be, const sift_node *n); /* add, swiglu */
+sift_status cpu_kv_write(cpu_backend *be, const sift_node *n);
 
 #endif
