@@ -10,8 +10,11 @@
 bool cli_parse_i64(const char *s, int64_t *out);
 /* "off" (SIFT_SEL_CACHE_OFF) or a Selection Cache threshold in [-1, 1]. */
 bool cli_parse_sel_cache(const char *val, float *out);
-/* The named backend, or the first available of cuda, vulkan, cpu when name is NULL. */
-sift_status cli_open_backend(const char *name, sift_context **ctx);
+/* The named backend, or the automatic choice when name is NULL (CUDA, else a Vulkan GPU, else the
+ * CPU); threads > 0 sets the CPU backend's threads (0: one per core; other backends ignore it). */
+sift_status cli_open_backend(const char *name, int64_t threads, sift_context **ctx);
+/* -t/--threads: a thread count in 1 .. 4096. */
+bool cli_parse_threads(const char *s, int64_t *out);
 /* `sift eval` (tools/eval.c). */
 int cli_eval(int argc, char **argv);
 

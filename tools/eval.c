@@ -22,6 +22,7 @@
 
 typedef struct {
     const char *model_path, *backend, *text_path, *retrieval_path;
+    int64_t threads; /* -t: the CPU backend's threads, 0: one per core */
     sift_policy policies[SIFT_POLICY_COUNT * 2];
     bool extrapolated[SIFT_POLICY_COUNT * 2]; /* the policy runs with keys cached before RoPE */
     int n_policies;
@@ -60,6 +61,7 @@ static void usage(FILE *f)
           "                       no sample has is an error that lists those present)\n"
           "  --sel-cache T|off    TokenSelect's Selection Cache threshold (default off: selection alone)\n"
           "  --backend B          cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                       `sift devices` shows the choice)\n"
+          "  -t, --threads N      the CPU backend's threads (default: one per core)\n"
           "  --json               one JSON object per result line\n",
           f);
 }
@@ -555,6 +557,7 @@ static int eval_main(int argc, char **argv, eval_options *o)
         } else if (!strcmp(a, "--json")) o->json = true, takes = false, ok = true;
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model_path = val;
         else if (!strcmp(a, "--backend")) o->backend = val;
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = cli_parse_threads(val, &o->threads);
         else if (!strcmp(a, "--text")) o->text_path = val;
         else if (!strcmp(a, "--retrieval")) o->retrieval_path = val;
         else if (!strcmp(a, "--policies")) ok = parse_policies(val, o);
@@ -583,7 +586,7 @@ static int eval_main(int argc, char **argv, eval_options *o)
     }
     sift_context *ctx = NULL;
     sift_model *m = NULL;
-    sift_status st = cli_open_backend(o->backend, &ctx);
+    sift_status st = cli_open_backend(o->backend, o->threads, &ctx);
     if (st == SIFT_OK) st = sift_model_load(ctx, o->model_path, &m);
     if (st != SIFT_OK) {
         fprintf(stderr, "sift eval: %s\n", sift_last_error());

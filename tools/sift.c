@@ -45,6 +45,7 @@ static void usage_bench(FILE *f)
           "\n"
           "options:\n"
           "  --backend B     cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                  `sift devices` shows the choice)\n"
+          "  -t, --threads N the CPU backend's threads (default: one per core)\n"
           "  --ctx N         tokens in the KV cache (default 32768)\n"
           "  --budget k      tokens chosen by selection (default 2048)\n"
           "  --sink S        first tokens always kept (default 128)\n"
@@ -85,7 +86,7 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-sift_status cli_open_backend(const char *name, sift_context **ctx)
+static sift_status open_backend(const char *name, sift_context **ctx)
 {
     if (name) {
         sift_backend_kind kind;
@@ -107,6 +108,18 @@ sift_status cli_open_backend(const char *name, sift_context **ctx)
     }
     return s;
 }
+
+sift_status cli_open_backend(const char *name, int64_t threads, sift_context **ctx)
+{
+    sift_status s = open_backend(name, ctx);
+    if (s == SIFT_OK && threads > 0 && (s = sift_context_set_threads(*ctx, (int)threads)) != SIFT_OK) {
+        sift_context_destroy(*ctx);
+        *ctx = NULL;
+    }
+    return s;
+}
+
+bool cli_parse_threads(const char *s, int64_t *out) { return cli_parse_i64(s, out) && *out >= 1 && *out <= 4096; }
 
 /* Fills a tensor with pseudo-random values in [-1, 1) in slabs, so a 4 GB cache needs no 4 GB host copy. */
 static sift_status fill_random(sift_tensor *t, uint64_t seed)
@@ -175,6 +188,7 @@ static sift_status time_graph(sift_graph *g, int repeat, bench_result *r)
 static int bench_attn(int argc, char **argv)
 {
     const char *backend = NULL;
+    int64_t threads = 0; /* -t: the CPU backend's threads, 0: one per core */
     int64_t n_ctx = 32768, budget = 2048, sink = 128, window = 512, hq = 32, hkv = 8, dim = 128, repeat = 20;
     sift_dtype kv = SIFT_F16;
     sift_vote_mode vote = SIFT_VOTE_SOFTMAX_SUM;
@@ -189,6 +203,7 @@ static int bench_attn(int argc, char **argv)
             json = true;
             takes = false;
         } else if (!strcmp(a, "--backend")) backend = val, ok = val != NULL;
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = cli_parse_threads(val, &threads);
         else if (!strcmp(a, "--ctx")) ok = cli_parse_i64(val, &n_ctx);
         else if (!strcmp(a, "--budget")) ok = cli_parse_i64(val, &budget);
         else if (!strcmp(a, "--sink")) ok = cli_parse_i64(val, &sink);
@@ -226,7 +241,7 @@ static int bench_attn(int argc, char **argv)
     }
 
     sift_context *ctx = NULL;
-    sift_status s = cli_open_backend(backend, &ctx);
+    sift_status s = cli_open_backend(backend, threads, &ctx);
     if (s != SIFT_OK) {
         fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
         return 1;
@@ -353,6 +368,7 @@ static void usage_run(FILE *f, const char *cmd)
             "  -n, --n-predict N  tokens to generate (default 128); generation stops early, with a\n"
             "                     message, when the context is full\n"
             "  --backend B        cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                     `sift devices` shows the choice)\n"
+            "  -t, --threads N    the CPU backend's threads (default: one per core)\n"
             "  --policy P         decode attention: dense, tokenselect, streaming, h2o, snapkv, quest or\n"
             "                     oracle (default dense; see docs/policies.md); select = tokenselect\n"
             "  --budget k         tokens chosen per step by selection (default 2048)\n"
@@ -482,6 +498,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
 {
     const char *cmd = logits_mode ? "logits" : "run";
     const char *model_path = NULL, *prompt_arg = NULL, *prompt_file = NULL, *backend = NULL;
+    int64_t threads = 0; /* -t: the CPU backend's threads, 0: one per core */
     int64_t n_predict = 128, budget = 2048, sink = 128, window = 512, ctx_len = 0, chunk = 512, top_k = 40, seed = 1;
     bool sink_set = false, window_set = false, budget_set = false;
     double temp = logits_mode ? 0.0 : 0.8, top_p = 0.95;
@@ -505,6 +522,8 @@ static int run_model(int argc, char **argv, bool logits_mode)
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt_arg = val;
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) prompt_file = val;
         else if (!strcmp(a, "--backend")) backend = val;
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads"))
+            ok = cli_parse_threads(val, &threads), need = "a thread count in 1 .. 4096";
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict"))
             ok = cli_parse_i64(val, &n_predict) && n_predict >= 0, need = "a whole number >= 0";
         else if (!strcmp(a, "--budget")) ok = cli_parse_i64(val, &budget), budget_set = true;
@@ -596,7 +615,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
     int32_t *ids = NULL;
     float *logits = NULL;
     bool reported = false; /* the failure's message is printed already */
-    sift_status s = cli_open_backend(backend, &ctx);
+    sift_status s = cli_open_backend(backend, threads, &ctx);
     if (s == SIFT_OK) s = sift_model_load(ctx, model_path, &model);
     if (s != SIFT_OK) goto done;
     sift_model_info info;
@@ -741,6 +760,7 @@ done:
 static int bench_decode(int argc, char **argv)
 {
     const char *model_path = NULL, *backend = NULL, *ctx_list = "8192,32768,131072";
+    int64_t threads = 0; /* -t: the CPU backend's threads, 0: one per core */
     int64_t steps = 16, budget = 2048, sink = 128, window = 512;
     float sel_cache = -1.0f;
     bool json = false;
@@ -761,6 +781,7 @@ static int bench_decode(int argc, char **argv)
                    "  --ctx N[,N...]     contexts (default 8192,32768,131072)\n"
                    "  --steps S          timed steps per context and mode (default 16, after 2 warm-ups)\n"
                    "  --backend B        cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                     `sift devices` shows the choice)\n"
+            "  -t, --threads N    the CPU backend's threads (default: one per core)\n"
                    "  --budget k --sink S --window W   selection (defaults 2048, 128, 512)\n"
                    "  --sel-cache T      the third mode: TokenSelect with the Selection Cache at threshold T\n"
                    "                     (default -1: every step after the first reuses, the cache's best case\n"
@@ -770,6 +791,7 @@ static int bench_decode(int argc, char **argv)
         } else if (!strcmp(a, "--json")) json = true, takes = false, ok = true;
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = val;
         else if (!strcmp(a, "--backend")) backend = val;
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = cli_parse_threads(val, &threads);
         else if (!strcmp(a, "--ctx")) ctx_list = val;
         else if (!strcmp(a, "--steps")) ok = cli_parse_i64(val, &steps) && steps >= 1 && steps <= 10000;
         else if (!strcmp(a, "--budget")) ok = cli_parse_i64(val, &budget);
@@ -792,7 +814,7 @@ static int bench_decode(int argc, char **argv)
     }
     sift_context *ctx = NULL;
     sift_model *model = NULL;
-    sift_status s = cli_open_backend(backend, &ctx);
+    sift_status s = cli_open_backend(backend, threads, &ctx);
     if (s == SIFT_OK) {
         if (!json) fprintf(stderr, "sift bench-decode: loading %s on %s...\n", model_path, sift_context_device_name(ctx));
         s = sift_model_load(ctx, model_path, &model);
@@ -902,7 +924,7 @@ static int devices(int argc, char **argv)
     }
     /* the choice is cli_open_backend's; the reason follows from what was found */
     sift_context *chosen = NULL;
-    if (cli_open_backend(NULL, &chosen) == SIFT_OK) choice = (int)sift_context_backend(chosen);
+    if (cli_open_backend(NULL, 0, &chosen) == SIFT_OK) choice = (int)sift_context_backend(chosen);
     sift_context_destroy(chosen);
     const char *why = choice == SIFT_BACKEND_CUDA     ? "a CUDA device is present"
                       : choice == SIFT_BACKEND_VULKAN ? "a Vulkan GPU is present and CUDA is not"
