@@ -117,6 +117,16 @@ if [ ! -f "$M" ]; then
 fi
 R=(run -m "$M" --backend cpu)
 
+# -t: the CPU backend's threads change nothing in the output
+sift "${R[@]}" -p "Once upon a time" -n 24 --temp 0 -t 1
+one=$(cat "$T/out")
+sift "${R[@]}" -p "Once upon a time" -n 24 --temp 0 -t 3
+expect_rc 0 "run -t 3"
+expect_eq "$(cat "$T/out")" "$one" "run: -t 3 gives the text of -t 1"
+sift "${R[@]}" -p "Once" -t 0
+expect_rc 2 "run -t 0"
+expect_in err "-t needs a thread count in 1 .. 4096" "run -t 0"
+
 # running out of context: a clean stop with the count, the flag and the speed line
 sift "${R[@]}" -n 100 --ctx 16 --temp 0
 expect_rc 0 "run, context full"
