@@ -15,6 +15,9 @@ bool cli_parse_sel_cache(const char *val, float *out);
 sift_status cli_open_backend(const char *name, int64_t threads, sift_context **ctx);
 /* -t/--threads: a thread count in 1 .. 4096. */
 bool cli_parse_threads(const char *s, int64_t *out);
+/* A whole file into a new NUL-terminated buffer of *len bytes (NULL with errno set when it cannot
+ * be read). */
+char *cli_read_file(const char *path, size_t *len);
 /* `sift eval` (tools/eval.c). */
 int cli_eval(int argc, char **argv);
 

@@ -116,31 +116,6 @@ static bool parse_policies(const char *s, eval_options *o)
     return o->n_policies > 0;
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        const size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) break;
-        char *p = realloc(buf, 2 * cap + 1);
-        if (!p) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = p;
-        cap *= 2;
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 /* -log softmax(logits)[token], in double. */
 static double nll(const float *logits, int n_vocab, int32_t token)
 {
@@ -257,7 +232,7 @@ static const char *policy_label(const eval_options *o, int i, char *buf, size_t 
 static int eval_text(const eval_options *o, sift_context *ctx, sift_model *m, const sift_model_info *info)
 {
     size_t len = 0;
-    char *text = read_file(o->text_path, &len);
+    char *text = cli_read_file(o->text_path, &len);
     if (!text) {
         fprintf(stderr, "sift eval: cannot read %s\n", o->text_path);
         return 1;
@@ -334,7 +309,7 @@ typedef struct {
 static int load_samples(const char *path, sift_model *m, const sift_model_info *info, sample **out, int *n_out)
 {
     size_t len = 0;
-    char *buf = read_file(path, &len);
+    char *buf = cli_read_file(path, &len);
     if (!buf) {
         fprintf(stderr, "sift eval: cannot read %s\n", path);
         return 1;

@@ -453,8 +453,7 @@ static void policy_choices(char *buf, size_t len)
                                p == SIFT_POLICY_TOKENSELECT ? " (or select)" : "");
 }
 
-/* A whole file into a new NUL-terminated buffer (NULL with errno set when it cannot be read). */
-static char *read_whole_file(const char *path, size_t *len)
+char *cli_read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -590,7 +589,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
     char *prompt_buf = NULL;
     size_t plen = 0;
     if (prompt_file) {
-        prompt_buf = read_whole_file(prompt_file, &plen);
+        prompt_buf = cli_read_file(prompt_file, &plen);
         if (!prompt_buf) {
             fprintf(stderr, "sift %s: cannot read the prompt file %s: %s\n", cmd, prompt_file, strerror(errno));
             return 1;
