@@ -110,7 +110,26 @@ expect_in err "after --skip 5" "eval --skip 5"
 
 # ---- stories260K ---------------------------------------------------------------------------------
 if [ ! -f "$M" ]; then
-    echo "checks passed: $((checks - fails)) of $checks"
+    # ---- sift demo: the retrieval model and its test set, found through the source tree -------------
+sift demo --samples 1 --backend cpu
+expect_rc 0 "demo --samples 1"
+expect_in out "1 sample of 4096 tokens" "demo: one sample of the shortest length"
+expect_in out "expected answers, sample 1: 785 048 957 354 968 871 363" "demo: the first sample's answers"
+for p in dense tokenselect quest streaming; do
+    checks=$((checks + 1))
+    grep -qE "^$p +[0-9? ]+ +[0-9]+\.[0-9]% +[0-9]+\.[0-9] KiB +[0-9]+\.[0-9] t/s\$" "$T/out" || fail "demo: no accuracy line for $p: $(cat "$T/out")"
+done
+checks=$((checks + 1))
+grep -qE '^dense +785 048 957 354 968 871 363 +100\.0% +2048\.0 KiB' "$T/out" || fail "demo: dense answers, accuracy, 2 MiB per layer: $(grep '^dense' "$T/out")"
+# S + k + W = 324 rows of K and V, 4 KV heads x 32 dims in f16: 162 KiB
+expect_in out "162.0 KiB" "demo: streaming's KV bytes"
+sift demo --samples 0
+expect_rc 2 "demo --samples 0"
+expect_in err "--samples needs a valid value" "demo --samples 0: message"
+sift demo --bogus
+expect_rc 2 "demo: unknown option"
+
+echo "checks passed: $((checks - fails)) of $checks"
     [ "$fails" -eq 0 ] || exit 1
     echo "SKIP: $M is absent: sift run checks not run"
     exit 77

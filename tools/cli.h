@@ -20,5 +20,7 @@ bool cli_parse_threads(const char *s, int64_t *out);
 char *cli_read_file(const char *path, size_t *len);
 /* `sift eval` (tools/eval.c). */
 int cli_eval(int argc, char **argv);
+/* `sift demo` (tools/eval.c). */
+int cli_demo(int argc, char **argv);
 
 #endif

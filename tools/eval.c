@@ -16,6 +16,8 @@
 
 #include <errno.h>
 #include <math.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +141,7 @@ typedef struct {
     int64_t scored, agree, correct, answers;
     double recall, err;
     int64_t quality_n, sc_hits, sc_steps;
+    double decode_s; /* wall time of the decode steps */
 } run_result;
 
 static sift_status decode_range(sift_session *s, const int32_t *ids, int64_t from, int64_t n, int n_vocab,
@@ -162,6 +165,13 @@ static sift_status decode_range(sift_session *s, const int32_t *ids, int64_t fro
     }
     free(logits);
     return st;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static sift_session_config session_config(const eval_options *o, int64_t n_ctx, bool extrapolate)
@@ -208,7 +218,9 @@ static sift_status run_policy(sift_session *s, const eval_options *o, sift_polic
     double rec0 = 0, err0 = 0;
     int64_t qn0 = 0;
     if (st == SIFT_OK && measure) st = sift_session_attention_quality(s, &rec0, &err0, &qn0);
+    const double t0 = now_s();
     if (st == SIFT_OK) st = decode_range(s, ids, from, n, n_vocab, dense_top1, top1_out, is_answer, r);
+    r->decode_s = now_s() - t0;
     if (st == SIFT_OK && measure) {
         double rec1, err1;
         int64_t qn1;
@@ -306,12 +318,21 @@ typedef struct {
     int64_t n, first_answer;
 } sample;
 
-static int load_samples(const char *path, sift_model *m, const sift_model_info *info, sample **out, int *n_out)
+static void free_samples(sample *v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(v[i].ids);
+        free(v[i].is_answer);
+    }
+    free(v);
+}
+
+static int load_samples(const char *who, const char *path, sift_model *m, const sift_model_info *info, sample **out, int *n_out)
 {
     size_t len = 0;
     char *buf = cli_read_file(path, &len);
     if (!buf) {
-        fprintf(stderr, "sift eval: cannot read %s\n", path);
+        fprintf(stderr, "%s: cannot read %s\n", who, path);
         return 1;
     }
     int cap = 0, n = 0;
@@ -341,8 +362,8 @@ static int load_samples(const char *path, sift_model *m, const sift_model_info *
             size_t got = 0;
             if (!sp->ids || !sp->is_answer || sift_model_tokenize(m, text, tl, info->bos >= 0, sp->ids, tl + 8, &got) != SIFT_OK ||
                 got != tl + (info->bos >= 0)) {
-                fprintf(stderr, "sift eval: sample %d of %s does not tokenize to one token per character (%zu tokens, %zu chars)\n",
-                        n + 1, path, got, tl);
+                fprintf(stderr, "%s: sample %d of %s does not tokenize to one token per character (%zu tokens, %zu chars)\n",
+                        who, n + 1, path, got, tl);
                 free(sp->ids);
                 free(sp->is_answer);
                 rc = 1;
@@ -362,7 +383,7 @@ static int load_samples(const char *path, sift_model *m, const sift_model_info *
                 p = end;
             }
             if (sp->first_answer < 1) {
-                fprintf(stderr, "sift eval: sample %d of %s has no answer offsets\n", n + 1, path);
+                fprintf(stderr, "%s: sample %d of %s has no answer offsets\n", who, n + 1, path);
                 free(sp->ids);
                 free(sp->is_answer);
                 rc = 1;
@@ -374,10 +395,15 @@ static int load_samples(const char *path, sift_model *m, const sift_model_info *
         line = nl ? nl + 1 : NULL;
     }
     free(buf);
+    if (rc != 0) {
+        free_samples(v, n);
+        v = NULL;
+        n = 0;
+    }
     *out = v;
     *n_out = n;
     if (rc == 0 && n == 0) {
-        fprintf(stderr, "sift eval: no samples in %s\n", path);
+        fprintf(stderr, "%s: no samples in %s\n", who, path);
         rc = 1;
     }
     return rc;
@@ -387,7 +413,7 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
 {
     sample *smp = NULL;
     int n_smp = 0;
-    if (load_samples(o->retrieval_path, m, info, &smp, &n_smp) != 0) return 1;
+    if (load_samples("sift eval", o->retrieval_path, m, info, &smp, &n_smp) != 0) return 1;
     /* lengths present, ascending (as many as there are samples) */
     int64_t *lengths = malloc((size_t)n_smp * sizeof *lengths);
     int *used = calloc((size_t)n_smp, sizeof *used), *seen_of = calloc((size_t)n_smp, sizeof *seen_of);
@@ -500,11 +526,7 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
     } else if (rc == 0) {
         fprintf(stderr, "sift eval: %s\n", sift_last_error());
     }
-    for (int i = 0; i < n_smp; i++) {
-        free(smp[i].ids);
-        free(smp[i].is_answer);
-    }
-    free(smp);
+    free_samples(smp, n_smp);
     free(correct);
     free(answers);
     free(sc_hits);
@@ -582,4 +604,198 @@ int cli_eval(int argc, char **argv)
     const int rc = eval_main(argc, argv, &o);
     free(o.budgets);
     return rc;
+}
+
+/* ---- sift demo ----------------------------------------------------------------------------------
+ * The retrieval model on a few of its shortest test samples under dense, TokenSelect, Quest and
+ * streaming at one budget: the answers, the accuracy, the KV bytes one decode step reads per layer,
+ * and the decode speed. The model and its test set are looked for relative to the current
+ * directory, then to the source tree. */
+
+#ifndef SIFT_SOURCE_ROOT
+#define SIFT_SOURCE_ROOT "."
+#endif
+
+#define DEMO_MODEL "tools/retrieval/model/retrieval.gguf"
+#define DEMO_SAMPLES "tools/retrieval/model/retrieval_test.txt"
+
+static void usage_demo(FILE *f)
+{
+    fputs("usage: sift demo [options]\n"
+          "\n"
+          "Runs the retrieval model the repository ships (" DEMO_MODEL ") on the\n"
+          "shortest samples of its test set (" DEMO_SAMPLES ", 4096 tokens each):\n"
+          "each sample is prefilled once, then its queries are decoded under dense, tokenselect, quest\n"
+          "and streaming attention (k = 256, S = 4, W = 64). Prints, per policy, the answers of the\n"
+          "first sample (expected and produced), the accuracy on all answer characters, the K/V bytes\n"
+          "one decode step reads per layer (computed from the model's shape, f16 K/V) and the decode\n"
+          "speed. The files are looked for in the current directory, then in the source tree.\n"
+          "\n"
+          "options:\n"
+          "  -m, --model PATH     the retrieval model (default " DEMO_MODEL ")\n"
+          "  --samples N          samples to run, 1 .. 16 (default 3)\n"
+          "  --backend B          cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n"
+          "                       `sift devices` shows the choice)\n"
+          "  -t, --threads N      the CPU backend's threads (default: one per core)\n",
+          f);
+}
+
+/* rel relative to the current directory if it is there, else to the source tree, into buf. */
+static const char *demo_find(const char *rel, char *buf, size_t len)
+{
+    if (access(rel, R_OK) == 0) return rel;
+    snprintf(buf, len, "%s/%s", SIFT_SOURCE_ROOT, rel);
+    return access(buf, R_OK) == 0 ? buf : NULL;
+}
+
+/* The answer characters of a sample as text, runs separated by spaces: the expected tokens
+ * (top1 NULL) or those predicted. Characters that are not one byte print as '?'. */
+static void demo_answers(const sift_model *m, const sample *sp, const int32_t *top1, char *buf, size_t len)
+{
+    size_t at = 0;
+    for (int64_t i = 0; i < sp->n && at + 2 < len; i++) {
+        if (!sp->is_answer[i]) continue;
+        if (at > 0 && !sp->is_answer[i - 1]) buf[at++] = ' ';
+        char piece[16];
+        size_t pl = 0;
+        const int32_t id = top1 ? top1[i] : sp->ids[i];
+        if (sift_model_token_piece(m, id, piece, sizeof piece, &pl) != SIFT_OK || pl != 1 || piece[0] < 0x21 || piece[0] > 0x7e)
+            piece[0] = '?';
+        buf[at++] = piece[0];
+    }
+    buf[at] = 0;
+}
+
+static int demo_run(const char *model_path, const char *samples_path, int64_t n_want, const char *backend, int64_t threads)
+{
+    static const sift_policy policies[] = {SIFT_POLICY_DENSE, SIFT_POLICY_TOKENSELECT, SIFT_POLICY_QUEST, SIFT_POLICY_STREAMING};
+    enum { NP = sizeof policies / sizeof policies[0] };
+    int64_t budget = 256;
+    eval_options o = {.sink = 4, .window = 64, .budgets = &budget, .n_budgets = 1, .sel_cache = SIFT_SEL_CACHE_OFF};
+    sift_context *ctx = NULL;
+    sift_model *m = NULL;
+    sift_status st = cli_open_backend(backend, threads, &ctx);
+    if (st == SIFT_OK) st = sift_model_load(ctx, model_path, &m);
+    if (st != SIFT_OK) {
+        fprintf(stderr, "sift demo: %s\n", sift_last_error());
+        sift_context_destroy(ctx);
+        return 1;
+    }
+    sift_model_info info;
+    sift_model_get_info(m, &info);
+    sample *smp = NULL;
+    int n_smp = 0;
+    if (load_samples("sift demo", samples_path, m, &info, &smp, &n_smp) != 0) {
+        sift_model_destroy(m);
+        sift_context_destroy(ctx);
+        return 1;
+    }
+    int64_t len = smp[0].n;
+    for (int i = 1; i < n_smp; i++) len = smp[i].n < len ? smp[i].n : len;
+    int32_t *top1 = calloc((size_t)len, sizeof *top1);
+    char expected[128] = "", produced[NP][128];
+    int64_t correct[NP] = {0}, answers[NP] = {0}, decoded[NP] = {0};
+    double decode_s[NP] = {0}, prefill_s = 0;
+    int ran = 0;
+    st = top1 ? SIFT_OK : SIFT_E_NOMEM;
+    fprintf(stderr, "sift demo: running on %s\n", sift_context_device_name(ctx));
+    for (int i = 0; i < n_smp && ran < n_want && st == SIFT_OK; i++) {
+        if (smp[i].n != len) continue;
+        const int64_t from = smp[i].first_answer > 16 ? smp[i].first_answer - 16 : 1;
+        sift_session *s = NULL;
+        sift_session_config cfg = session_config(&o, len, false);
+        st = sift_session_create(m, &cfg, &s);
+        const double t0 = now_s();
+        if (st == SIFT_OK) st = sift_session_eval(s, smp[i].ids, (size_t)from, NULL);
+        prefill_s += now_s() - t0;
+        for (int pi = 0; pi < NP && st == SIFT_OK; pi++) {
+            run_result r;
+            st = run_policy(s, &o, policies[pi], budget, smp[i].ids, from, len, info.n_vocab, NULL, top1, smp[i].is_answer,
+                            false, &r);
+            if (st != SIFT_OK) break;
+            correct[pi] += r.correct;
+            answers[pi] += r.answers;
+            decoded[pi] += r.scored;
+            decode_s[pi] += r.decode_s;
+            if (ran == 0) demo_answers(m, &smp[i], top1, produced[pi], sizeof produced[pi]);
+        }
+        if (st == SIFT_OK && ran == 0) demo_answers(m, &smp[i], NULL, expected, sizeof expected);
+        sift_session_destroy(s);
+        if (st == SIFT_OK) fprintf(stderr, "\rsift demo: sample %d of %lld done", ++ran, (long long)n_want);
+    }
+    if (ran > 0) fputc('\n', stderr);
+    if (st != SIFT_OK) {
+        fprintf(stderr, "sift demo: %s\n", sift_last_error());
+    } else {
+        /* bytes one decode step reads per layer at the full context N = len: a row is one token's
+         * K (or V) over the KV heads, f16 */
+        const double row = (double)info.n_kv_heads * (double)info.head_dim * 2.0, n = (double)len;
+        const double kept = (double)(o.sink + budget + o.window);
+        const double pages = ceil(n / 16.0);
+        printf("sift demo: a %d-layer retrieval model (%d KV heads x %d dims, f16 K/V) on %s\n", info.n_layers,
+               info.n_kv_heads, info.head_dim, sift_context_device_name(ctx));
+        printf("%d sample%s of %lld tokens, each prefilled once (%.1f s in all), then its queries decoded\n"
+               "under each policy: k = %lld, S = %lld, W = %lld (S + k + W = %.0f of %lld tokens)\n\n",
+               ran, ran == 1 ? "" : "s", (long long)len, prefill_s, (long long)budget, (long long)o.sink,
+               (long long)o.window, kept, (long long)len);
+        printf("expected answers, sample 1: %s\n\n", expected);
+        printf("%-12s %-28s %9s %14s %9s\n", "policy", "answers, sample 1", "accuracy", "KV read/layer", "decode");
+        for (int pi = 0; pi < NP; pi++) {
+            double bytes = 2.0 * kept * row;
+            if (policies[pi] == SIFT_POLICY_DENSE) bytes = 2.0 * n * row;
+            if (policies[pi] == SIFT_POLICY_TOKENSELECT) bytes += (n - (double)(o.sink + o.window)) * row;
+            if (policies[pi] == SIFT_POLICY_QUEST) bytes += 2.0 * pages * row;
+            printf("%-12s %-28s %8.1f%% %10.1f KiB %6.1f t/s\n", sift_policy_name(policies[pi]), produced[pi],
+                   answers[pi] ? 100.0 * (double)correct[pi] / (double)answers[pi] : 0.0, bytes / 1024.0,
+                   decode_s[pi] > 0 ? (double)decoded[pi] / decode_s[pi] : 0.0);
+        }
+        printf("\naccuracy: answer characters predicted right (greedy), %lld per policy\n", (long long)answers[0]);
+        printf("KV read per decode step and layer, at N = %lld: dense reads K and V of all N tokens;\n"
+               "the others read K and V of the S + k + W tokens they attend, plus, for tokenselect, the K of\n"
+               "the N - S - W tokens it scores, and for quest a min and a max key per 16-token page\n"
+               "(counted as f16; sift keeps them on the host)\n",
+               (long long)len);
+        printf("decode: every policy runs in evaluation mode (a host mirror of the cache, so that all run\n"
+               "after one prefill), which costs time: compare the policies, not with `sift run`\n");
+    }
+    free(top1);
+    free_samples(smp, n_smp);
+    sift_model_destroy(m);
+    sift_context_destroy(ctx);
+    return st == SIFT_OK ? 0 : 1;
+}
+
+int cli_demo(int argc, char **argv)
+{
+    const char *model = NULL, *backend = NULL;
+    int64_t samples = 3, threads = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = val != NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage_demo(stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model = val;
+        else if (!strcmp(a, "--backend")) backend = val;
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = cli_parse_threads(val, &threads);
+        else if (!strcmp(a, "--samples")) ok = cli_parse_i64(val, &samples) && samples >= 1 && samples <= 16;
+        else {
+            fprintf(stderr, "sift demo: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "sift demo: %s needs a valid value%s%s\n", a, val ? ", not " : "", val ? val : "");
+            return 2;
+        }
+        i++;
+    }
+    char mbuf[4096], sbuf[4096];
+    if (!model) model = demo_find(DEMO_MODEL, mbuf, sizeof mbuf);
+    const char *samples_path = demo_find(DEMO_SAMPLES, sbuf, sizeof sbuf);
+    if (!model || !samples_path) {
+        fprintf(stderr, "sift demo: cannot find %s in the current directory or in %s (run it from the repository root)\n",
+                !model ? DEMO_MODEL : DEMO_SAMPLES, SIFT_SOURCE_ROOT);
+        return 1;
+    }
+    return demo_run(model, samples_path, samples, backend, threads);
 }

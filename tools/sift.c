@@ -21,6 +21,9 @@ static void usage(FILE *f)
     fputs("usage: sift <command> [options]\n"
           "\n"
           "commands:\n"
+          "  demo         the retrieval model the repository ships, on 4K-token prompts: answers,\n"
+          "               accuracy, KV bytes read per step and speed of dense, tokenselect, quest and\n"
+          "               streaming attention (run it from the repository root)\n"
           "  run          generate text from a GGUF model (llama, qwen2, mistral)\n"
           "  logits       write a model's per-step logits as JSON lines (for tests)\n"
           "  eval         quality of every selection policy at given budgets: perplexity and agreement\n"
@@ -979,6 +982,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "logits")) return run_model(argc - 2, argv + 2, true);
     if (!strcmp(cmd, "devices")) return devices(argc - 2, argv + 2);
     if (!strcmp(cmd, "eval")) return cli_eval(argc - 2, argv + 2);
+    if (!strcmp(cmd, "demo")) return cli_demo(argc - 2, argv + 2);
     fprintf(stderr, "sift: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;
