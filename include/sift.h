@@ -105,7 +105,7 @@ SIFT_API sift_status sift_tensor_create(sift_context *ctx, sift_dtype dtype, int
  * size), with its own dtype and shape. Destroy views before their parent. */
 SIFT_API sift_status sift_tensor_view(sift_tensor *parent, sift_dtype dtype, int ndim, const int64_t *shape,
                                       size_t byte_offset, sift_tensor **out);
-/* A paged view of a KV pool (SPEC §3: pages of P tokens and a page table per sequence).
+/* A paged view of a KV pool (docs/algorithms.md: pages of P tokens and a page table per sequence).
  * pool [Hkv][R][D] f16/f32 holds R physical rows per KV head; pages i32 [n_pages] maps logical page
  * p to physical page pages[p]; P = page_size, a power of two dividing R. The view has the shape
  * [Hkv][n_pages * P][D]: logical row j lives in physical row pages[j / P] * P + j % P. Every op that
@@ -157,7 +157,7 @@ SIFT_API sift_status sift_op_score(sift_graph *g, const sift_tensor *q, const si
 SIFT_API sift_status sift_op_vote(sift_graph *g, sift_vote_mode mode, const sift_tensor *scores,
                                   sift_tensor *votes);
 
-/* Selection window, SPEC §3.3: sink S, local window W, budget k over candidates C = [S, N - W). */
+/* Selection window, docs/algorithms.md: sink S, local window W, budget k over candidates C = [S, N - W). */
 typedef struct sift_select_params {
     int64_t n_ctx;  /* N */
     int64_t sink;   /* S */
@@ -225,7 +225,7 @@ SIFT_API sift_status sift_op_kv_write(sift_graph *g, const sift_tensor *src, int
 SIFT_API sift_status sift_op_causal_attend(sift_graph *g, const sift_tensor *q, const sift_tensor *k,
                                            const sift_tensor *v, int64_t pos0, float scale, sift_tensor *out);
 
-/* ---- saving work between steps (SPEC §4, §6, §7) ------------------------------------------- */
+/* ---- saving work between steps (docs/algorithms.md) ------------------------------------------- */
 
 /* Nodes appended after this call, until it is called again with flag NULL, do nothing at run time
  * when element `element` of the f32 tensor flag is non-zero (their outputs keep what they held).
@@ -240,7 +240,7 @@ enum {
     SIFT_SEL_CACHE_VALID,     /* 1 when q_ref belongs to a full selection that may be reused */
     SIFT_SEL_CACHE_EXTRA
 };
-/* The Selection Cache decision of one layer (SPEC §4). state f32 [Hq * D + SIFT_SEL_CACHE_EXTRA]
+/* The Selection Cache decision of one layer (docs/algorithms.md). state f32 [Hq * D + SIFT_SEL_CACHE_EXTRA]
  * (write zeros to start) holds q_ref and the counters above; q f32 [Hq][D] is this step's query.
  * full != 0 when this step's selection is a real top-k (N > S + W + k). Then the step reuses iff
  * VALID and theta < 1 and cos(q, q_ref) >= theta (cos = 0 when a norm is 0); HITS counts reuses
@@ -251,7 +251,7 @@ SIFT_API sift_status sift_op_sel_cache_check(sift_graph *g, const sift_tensor *q
 /* indices i32 [L][n]: indices[l][col0 + i] = start + i for i in [0, n - col0) (the local window
  * of a reused index set; positions may not exceed INT32_MAX). */
 SIFT_API sift_status sift_op_fill_range(sift_graph *g, int64_t col0, int64_t start, sift_tensor *indices);
-/* gather_attend for length extrapolation (SPEC §6): k holds keys before RoPE; the key at list
+/* gather_attend for length extrapolation (docs/algorithms.md): k holds keys before RoPE; the key at list
  * rank i (0-based) is rotated to position i before its dot product (p as for sift_op_rope, no
  * frequency factors). The caller rotates q to position n (the list length). */
 SIFT_API sift_status sift_op_gather_attend_rope(sift_graph *g, const sift_tensor *q, const sift_tensor *k,
@@ -259,7 +259,7 @@ SIFT_API sift_status sift_op_gather_attend_rope(sift_graph *g, const sift_tensor
                                                 const sift_rope_params *p, sift_tensor *out);
 /* out f32 [1][E] = the mean of the T rows of x f32 [T][E] (sparse prefill's chunk query). */
 SIFT_API sift_status sift_op_mean_rows(sift_graph *g, const sift_tensor *x, sift_tensor *out);
-/* Sparse prefill attention (SPEC §7): T queries q f32 [T][Hq][D] at positions pos0 .. pos0+T-1;
+/* Sparse prefill attention (docs/algorithms.md): T queries q f32 [T][Hq][D] at positions pos0 .. pos0+T-1;
  * query t attends the positions of its KV head's list in indices i32 [L][n] (L = 1 or Hkv, every
  * entry < pos0) and then [pos0, pos0 + t]. out f32 [T][Hq][D]. */
 SIFT_API sift_status sift_op_causal_attend_sparse(sift_graph *g, const sift_tensor *q, const sift_tensor *k,
@@ -306,7 +306,7 @@ typedef struct sift_attn_config {
     sift_vote_mode vote; /* SELECT: SOFTMAX_SUM (one list) or KVHEAD_MAX (one per KV head) */
     sift_attn_mode mode;
     sift_attn_scorer scorer;
-    /* SELECT, decode, SOFTMAX_SUM: the Selection Cache (SPEC §4) when sel_state is not NULL. The
+    /* SELECT, decode, SOFTMAX_SUM: the Selection Cache (docs/algorithms.md) when sel_state is not NULL. The
      * caller keeps sel_state f32 [Hq * D + SIFT_SEL_CACHE_EXTRA] (zeros to start) and sel_indices
      * i32 [1][count] across steps; sel_cache is the threshold theta (SIFT_SEL_CACHE_OFF: never reuse).
      * The cache acts only while the candidates outnumber k. */
@@ -314,7 +314,7 @@ typedef struct sift_attn_config {
     sift_tensor *sel_state, *sel_indices;
     /* LISTS: i32 [1 or Hkv][count], count = sift_select_count(&sel). */
     const sift_tensor *lists;
-    /* Decode under SELECT or STREAMING: length extrapolation (SPEC §6) when not NULL. q is then the
+    /* Decode under SELECT or STREAMING: length extrapolation (docs/algorithms.md) when not NULL. q is then the
      * query before RoPE and K holds keys before RoPE: the scoring query is rotated to position W,
      * the attention query to the last rank of the list, and the key at list rank i to position i. */
     const sift_rope_params *extrapolate;
@@ -326,7 +326,7 @@ typedef struct sift_attn_config {
  *   -> gather_attend (with the Selection Cache: sel_cache_check first, the three stages predicated
  *   on it, and the window moved by fill_range); STREAMING fills the sink and window lists; LISTS
  *   gathers over the caller's lists. When the candidates are empty, score and vote are left out.
- *   prefill, q and out [T][Hq][D]: DENSE is causal_attend; SELECT (SPEC §7) chooses one set among
+ *   prefill, q and out [T][Hq][D]: DENSE is causal_attend; SELECT (docs/algorithms.md) chooses one set among
  *   [0, N) from the chunk's mean query (mean_rows -> score -> vote -> select) and attends it and the
  *   chunk causally (causal_attend_sparse); it is dense while the candidates do not outnumber k.
  * If indices_out is not NULL it receives the index tensor the attention read (NULL when dense). */
@@ -363,7 +363,7 @@ SIFT_API sift_status sift_model_tokenize(const sift_model *m, const char *text, 
 /* The bytes one token adds to running text (control tokens: none). */
 SIFT_API sift_status sift_model_token_piece(const sift_model *m, int32_t id, char *buf, size_t cap, size_t *len);
 
-/* Decode selection policies (SPEC §3, §8), each attending at most S + k + W tokens:
+/* Decode selection policies (docs/algorithms.md), each attending at most S + k + W tokens:
  *   DENSE        every token;
  *   TOKENSELECT  exact scores, head soft vote, top-k, shared by the layer (on the device);
  *   STREAMING    sink S and the last W + k tokens (on the device);
@@ -399,7 +399,7 @@ typedef struct sift_session sift_session;
 typedef struct sift_session_config {
     int64_t n_ctx;          /* tokens per sequence (0: the model's training context) */
     sift_dtype kv_type;     /* SIFT_F16 or SIFT_F32 */
-    sift_policy policy;     /* decode attention (SPEC §3, §8) */
+    sift_policy policy;     /* decode attention (docs/algorithms.md) */
     int64_t sink, window, budget; /* S, W, k of the selection policies */
     int64_t chunk;          /* prefill tokens per graph (0: 512); also the most sequences in one batch */
     /* Keep every layer's output of the last eval for sift_session_layer_output (tests compare
@@ -411,14 +411,14 @@ typedef struct sift_session_config {
     int n_seq;              /* sequences sharing the KV pool (0: 1) */
     int64_t page_size;      /* tokens per KV page, a power of two (0: 256) */
     int64_t pool_tokens;    /* KV pool capacity over all sequences (0: n_seq * n_ctx, rounded up to pages) */
-    /* Selection Cache threshold theta (SPEC §4) of the TOKENSELECT policy: a decode step reuses a
+    /* Selection Cache threshold theta (docs/algorithms.md) of the TOKENSELECT policy: a decode step reuses a
      * layer's index set while cos(q, q_ref) >= theta. SIFT_SEL_CACHE_OFF (or any value > 1) turns
      * it off; 1 runs the check but never reuses. */
     float sel_cache;
-    /* Length extrapolation (SPEC §6, TOKENSELECT or STREAMING): keys cached before RoPE, positions
+    /* Length extrapolation (docs/algorithms.md, TOKENSELECT or STREAMING): keys cached before RoPE, positions
      * assigned over the selected set. Prefill then runs token by token. */
     int extrapolate;
-    /* Sparse prefill (SPEC §7, TOKENSELECT): each chunk attends sink, window and the top-k chosen
+    /* Sparse prefill (docs/algorithms.md, TOKENSELECT): each chunk attends sink, window and the top-k chosen
      * by the chunk's mean query instead of every earlier token. */
     int sparse_prefill;
     /* Evaluation: keep a host mirror of the cache and the last 32 prompt queries of each layer, so
