@@ -13,6 +13,9 @@ bool cli_parse_sel_cache(const char *val, float *out);
 /* The named backend, or the automatic choice when name is NULL (CUDA, else a Vulkan GPU, else the
  * CPU); threads > 0 sets the CPU backend's threads (0: one per core; other backends ignore it). */
 sift_status cli_open_backend(const char *name, int64_t threads, sift_context **ctx);
+/* cli_open_backend, then the model at path on it; 0, or 1 after printing "who: the error". */
+int cli_open_model(const char *who, const char *backend, int64_t threads, const char *path, sift_context **ctx,
+                   sift_model **m);
 /* -t/--threads: a thread count in 1 .. 4096. */
 bool cli_parse_threads(const char *s, int64_t *out);
 /* A whole file into a new NUL-terminated buffer of *len bytes (NULL with errno set when it cannot

@@ -583,13 +583,7 @@ static int eval_main(int argc, char **argv, eval_options *o)
     }
     sift_context *ctx = NULL;
     sift_model *m = NULL;
-    sift_status st = cli_open_backend(o->backend, o->threads, &ctx);
-    if (st == SIFT_OK) st = sift_model_load(ctx, o->model_path, &m);
-    if (st != SIFT_OK) {
-        fprintf(stderr, "sift eval: %s\n", sift_last_error());
-        sift_context_destroy(ctx);
-        return 1;
-    }
+    if (cli_open_model("sift eval", o->backend, o->threads, o->model_path, &ctx, &m) != 0) return 1;
     sift_model_info info;
     sift_model_get_info(m, &info);
     const int rc = o->text_path ? eval_text(o, ctx, m, &info) : eval_retrieval(o, ctx, m, &info);
@@ -674,13 +668,7 @@ static int demo_run(const char *model_path, const char *samples_path, int64_t n_
     eval_options o = {.sink = 4, .window = 64, .budgets = &budget, .n_budgets = 1, .sel_cache = SIFT_SEL_CACHE_OFF};
     sift_context *ctx = NULL;
     sift_model *m = NULL;
-    sift_status st = cli_open_backend(backend, threads, &ctx);
-    if (st == SIFT_OK) st = sift_model_load(ctx, model_path, &m);
-    if (st != SIFT_OK) {
-        fprintf(stderr, "sift demo: %s\n", sift_last_error());
-        sift_context_destroy(ctx);
-        return 1;
-    }
+    if (cli_open_model("sift demo", backend, threads, model_path, &ctx, &m) != 0) return 1;
     sift_model_info info;
     sift_model_get_info(m, &info);
     sample *smp = NULL;
@@ -697,7 +685,7 @@ static int demo_run(const char *model_path, const char *samples_path, int64_t n_
     int64_t correct[NP] = {0}, answers[NP] = {0}, decoded[NP] = {0};
     double decode_s[NP] = {0}, prefill_s = 0;
     int ran = 0;
-    st = top1 ? SIFT_OK : SIFT_E_NOMEM;
+    sift_status st = top1 ? SIFT_OK : SIFT_E_NOMEM;
     fprintf(stderr, "sift demo: running on %s\n", sift_context_device_name(ctx));
     for (int i = 0; i < n_smp && ran < n_want && st == SIFT_OK; i++) {
         if (smp[i].n != len) continue;

@@ -122,6 +122,20 @@ sift_status cli_open_backend(const char *name, int64_t threads, sift_context **c
     return s;
 }
 
+int cli_open_model(const char *who, const char *backend, int64_t threads, const char *path, sift_context **ctx,
+                   sift_model **m)
+{
+    *ctx = NULL;
+    *m = NULL;
+    sift_status s = cli_open_backend(backend, threads, ctx);
+    if (s == SIFT_OK) s = sift_model_load(*ctx, path, m);
+    if (s == SIFT_OK) return 0;
+    fprintf(stderr, "%s: %s\n", who, sift_last_error());
+    sift_context_destroy(*ctx);
+    *ctx = NULL;
+    return 1;
+}
+
 bool cli_parse_threads(const char *s, int64_t *out) { return cli_parse_i64(s, out) && *out >= 1 && *out <= 4096; }
 
 /* Fills a tensor with pseudo-random values in [-1, 1) in slabs, so a 4 GB cache needs no 4 GB host copy. */
