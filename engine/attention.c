@@ -58,7 +58,7 @@ static sift_status decode_lists(const attn *a, const sift_tensor *q_score, const
     const int64_t lists = !streaming && c->vote == SIFT_VOTE_KVHEAD_MAX ? c->n_kv_heads : 1;
     const int64_t cand = sift_select_candidates(sel), count = sift_select_count(sel), n = sel->n_ctx;
     /* the cache acts between full selections only: while every candidate is kept there is nothing to save */
-    const bool full = cand > sel->budget, cache = !streaming && c->sel_state && full;
+    const bool full = cand > sel->budget, cache = !streaming && c->sel_state && c->sel_cache <= 1.0f && full;
     sift_tensor *idx;
     if (cache) {
         const sift_tensor *kept = c->sel_indices;

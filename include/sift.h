@@ -306,10 +306,11 @@ typedef struct sift_attn_config {
     sift_vote_mode vote; /* SELECT: SOFTMAX_SUM (one list) or KVHEAD_MAX (one per KV head) */
     sift_attn_mode mode;
     sift_attn_scorer scorer;
-    /* SELECT, decode, SOFTMAX_SUM: the Selection Cache (docs/algorithms.md) when sel_state is not NULL. The
-     * caller keeps sel_state f32 [Hq * D + SIFT_SEL_CACHE_EXTRA] (zeros to start) and sel_indices
-     * i32 [1][count] across steps; sel_cache is the threshold theta (SIFT_SEL_CACHE_OFF: never reuse).
-     * The cache acts only while the candidates outnumber k. */
+    /* SELECT, decode: the Selection Cache (docs/algorithms.md) when sel_state is not NULL and
+     * sel_cache, the threshold theta, is in [-1, 1] (SIFT_SEL_CACHE_OFF leaves it out). The caller
+     * keeps sel_state f32 [Hq * D + SIFT_SEL_CACHE_EXTRA] (zeros to start) and sel_indices i32
+     * [lists][count] (lists: 1, or Hkv with KVHEAD_MAX) across steps. The cache acts only while the
+     * candidates outnumber k. */
     float sel_cache;
     sift_tensor *sel_state, *sel_indices;
     /* LISTS: i32 [1 or Hkv][count], count = sift_select_count(&sel). */

@@ -215,6 +215,13 @@ static void run_backend(sift_context *ctx, sift_context *other)
     expect("Selection Cache indices of the wrong length", sift_attn_graph(ctx, &ac, q, k, v, out, &bg, NULL), SIFT_E_SHAPE,
            "Selection Cache");
     expect("  (the graph is not returned)", bg == NULL ? SIFT_OK : SIFT_E_INVALID, SIFT_OK, NULL);
+    ac.sel_cache = SIFT_SEL_CACHE_OFF; /* the cache left out: its state and list are not looked at */
+    expect("Selection Cache off with a state given", sift_attn_graph(ctx, &ac, q, k, v, out, &bg, NULL), SIFT_OK, NULL);
+    int checks_in_graph = 0;
+    for (int i = 0; i < sift_graph_node_count(bg); i++) checks_in_graph += !strcmp(sift_graph_node_op_name(bg, i), "sel_cache_check");
+    expect_true("  (its graph holds no sel_cache_check)", bg && checks_in_graph == 0);
+    sift_graph_destroy(bg);
+    bg = NULL;
     sift_tensor_destroy(st_ok);
     sift_tensor_destroy(kept);
     sift_tensor_destroy(pv);
