@@ -182,12 +182,6 @@ static bool kv_row(const sift_tensor *t, int64_t g, int64_t pos, float *dst)
 /* Candidate positions per item of score. */
 enum { SCORE_POSITIONS = 256 };
 
-typedef struct node_job {
-    cpu_backend *be;
-    const sift_node *n;
-    int64_t blocks; /* items per KV head */
-} node_job;
-
 /* s[h][j] = scale * sift_dot_f32(q[h], K[g(h)][begin + j]) for KV head g = item % hkv and the
  * block item / hkv of positions; each K row is read once for its group of heads. */
 CPU_HOT_LOOP static void score_block(void *arg, int64_t item, int thread)
@@ -474,7 +468,6 @@ static void cpu_destroy(void *be)
 static sift_status cpu_set_threads(void *be, int n)
 {
     cpu_backend *cb = be;
-    if (n < 1) return sift_set_error(SIFT_E_INVALID, "cpu: thread count %d (must be >= 1)", n);
     if (n == cb->n_threads) return SIFT_OK;
     pool_stop(cb);
     return pool_start(cb, n);

@@ -46,15 +46,10 @@ sift_status cpu_rmsnorm(cpu_backend *be, const sift_node *n)
  * cache, instead of all of x streaming past each weight row. */
 enum { MATMUL_ROWS = 16 };
 
-typedef struct matmul_job {
-    cpu_backend *be;
-    const sift_node *n;
-} matmul_job;
-
 /* Output columns [j0, j0 + MATMUL_ROWS) of every token: out[t][j] = dot(x[t], w[j]) (+ bias[j]). */
 CPU_HOT_LOOP static void matmul_rows(void *arg, int64_t item, int thread)
 {
-    const matmul_job *job = arg;
+    const node_job *job = arg;
     const sift_tensor *x = job->n->src[0], *w = job->n->src[1];
     const sift_tensor *bias = job->n->n_src > 2 ? job->n->src[2] : NULL;
     const int64_t rows = x->shape[0], k = x->shape[1], outs = w->shape[0];
@@ -79,7 +74,7 @@ sift_status cpu_matmul(cpu_backend *be, const sift_node *n)
     const int64_t rows = n->src[0]->shape[0], k = n->src[0]->shape[1], outs = n->src[1]->shape[0];
     const sift_status s = cpu_reserve(be, (size_t)(MATMUL_ROWS * k));
     if (s != SIFT_OK) return s;
-    matmul_job job = {.be = be, .n = n};
+    node_job job = {.be = be, .n = n};
     cpu_parallel_for(be, (outs + MATMUL_ROWS - 1) / MATMUL_ROWS, (double)rows * (double)outs * (double)k, matmul_rows, &job);
     return SIFT_OK;
 }

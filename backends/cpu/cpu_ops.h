@@ -46,6 +46,14 @@ typedef void (*cpu_task)(void *arg, int64_t item, int thread);
 void cpu_parallel_for(cpu_backend *be, int64_t n_items, double work, cpu_task task, void *arg);
 enum { CPU_MIN_PARALLEL_WORK = 1 << 16 };
 
+/* What the items of a parallel op read: the backend (for the threads' scratch), the node, and
+ * where an op splits each KV head's work into blocks, the blocks per KV head. */
+typedef struct node_job {
+    cpu_backend *be;
+    const sift_node *n;
+    int64_t blocks;
+} node_job;
+
 /* Makes each thread's scratch buffer at least `floats` floats (kept across ops). */
 sift_status cpu_reserve(cpu_backend *be, size_t floats);
 /* Thread `thread`'s scratch buffer (cpu_reserve). */
