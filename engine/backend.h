@@ -92,13 +92,13 @@ typedef struct sift_attend_walk {
  * constructors fill them, derived values included; backends only read them. */
 typedef struct sift_node_params {
     int64_t begin, end;         /* score: candidate positions [begin, end) */
-    sift_select_params sel;     /* select: as given */
-    sift_select_layout layout;  /* select: derived from sel */
+    sift_select_params sel;     /* select, neighbor_fetch: as given */
+    sift_select_layout layout;  /* select, neighbor_fetch: derived from sel */
     int64_t n_ctx;              /* dense_attend */
     sift_attend_walk walk;      /* the attention ops: derived from their shapes and positions */
     float scale;                /* score, gather_attend, dense_attend, causal_attend(_sparse) */
     sift_vote_mode vote;        /* vote */
-    float eps;                  /* rmsnorm */
+    float eps;                  /* rmsnorm, layernorm */
     int64_t pos0;               /* rope, kv_write, causal_attend(_sparse): position of row 0 */
     sift_rope_params rope;      /* rope; gather_attend when rope_keys */
     /* rope, gather_attend with rope_keys: pair i of the first n_rot dims turns by
@@ -205,6 +205,7 @@ static inline uint32_t sift_order_key(uint32_t bits)
  * every backend's address function follows. */
 static inline int64_t sift_kv_phys_row(const sift_tensor *t, const int32_t *pages, int64_t j)
 {
+    if (j < 0 || j >= t->shape[1]) return -1; /* a skipped list entry (-1), or past the cache */
     if (!t->pages) return j;
     const int64_t page = pages[j / t->page_size], pool_pages = t->parent->shape[1] / t->page_size;
     if (page < 0 || page >= pool_pages) return -1;

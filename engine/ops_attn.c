@@ -99,6 +99,25 @@ sift_status sift_op_select(sift_graph *g, const sift_tensor *votes, const sift_s
     return sift_graph_push_node(g, &n);
 }
 
+sift_status sift_op_neighbor_fetch(sift_graph *g, const sift_tensor *indices, const sift_select_params *p,
+                                   sift_tensor *out)
+{
+    const char *op = "neighbor_fetch";
+    TRY(sift_need_tensor(g, indices, op, "indices"));
+    TRY(check_select_params(p));
+    TRY(sift_need_dtype(indices, SIFT_I32, op, "indices"));
+    TRY(sift_need_rank(indices, 2, op, "indices"));
+    const sift_select_layout l = sift_select_layout_of(p);
+    if (indices->shape[0] < 1 || indices->shape[1] != l.count)
+        return sift_set_error(SIFT_E_SHAPE, "neighbor_fetch: indices have %lld entries per list, select lays out %lld",
+                              (long long)indices->shape[1], (long long)l.count);
+    TRY(sift_check_out(g, out, SIFT_I32, indices->shape[0], l.count + l.chosen, op, "out"));
+    sift_node n = {.op = SIFT_OP_NEIGHBOR_FETCH, .n_src = 1, .src = {indices}, .dst = out};
+    n.p.sel = *p;
+    n.p.layout = l;
+    return sift_graph_push_node(g, &n);
+}
+
 /* gather_attend, with its keys rotated by rank when rope is not NULL (gather_attend_rope). */
 static sift_status gather_node(sift_graph *g, const char *op, const sift_tensor *q, const sift_tensor *k,
                                const sift_tensor *v, const sift_tensor *indices, float scale, const sift_rope_params *rope,
@@ -286,6 +305,8 @@ double sift_bytes_fill_range(const sift_node *n)
 {
     return (double)n->dst->shape[0] * (double)(n->dst->shape[1] - n->p.col0) * 4.0;
 }
+
+double sift_bytes_neighbor_fetch(const sift_node *n) { return (double)n->src[0]->nbytes + (double)n->dst->nbytes; }
 
 double sift_bytes_mean_rows(const sift_node *n) { return (double)n->src[0]->nbytes + (double)n->dst->nbytes; }
 

@@ -64,6 +64,31 @@ sift_status sift_op_rmsnorm(sift_graph *g, const sift_tensor *x, const sift_tens
     return sift_graph_push_node(g, &n);
 }
 
+sift_status sift_op_layernorm(sift_graph *g, const sift_tensor *x, const sift_tensor *weight, const sift_tensor *bias,
+                              float eps, sift_tensor *out)
+{
+    const char *op = "layernorm";
+    TRY(need_f32(g, x, op, "x"));
+    TRY(need_f32(g, weight, op, "weight"));
+    TRY(sift_need_rank(x, 2, op, "x"));
+    TRY(sift_need_rank(weight, 1, op, "weight"));
+    if (weight->shape[0] != x->shape[1])
+        return sift_set_error(SIFT_E_SHAPE, "layernorm: weight has %lld values for rows of %lld", (long long)weight->shape[0],
+                              (long long)x->shape[1]);
+    if (bias) {
+        TRY(need_f32(g, bias, op, "bias"));
+        TRY(sift_need_rank(bias, 1, op, "bias"));
+        if (bias->shape[0] != x->shape[1])
+            return sift_set_error(SIFT_E_SHAPE, "layernorm: bias has %lld values for rows of %lld",
+                                  (long long)bias->shape[0], (long long)x->shape[1]);
+    }
+    if (!(eps >= 0.0f) || eps > 1.0f) return sift_set_error(SIFT_E_INVALID, "layernorm: eps %g outside [0, 1]", (double)eps);
+    TRY(sift_check_out(g, out, SIFT_F32, x->shape[0], x->shape[1], op, "out"));
+    sift_node n = {.op = SIFT_OP_LAYERNORM, .n_src = bias ? 3 : 2, .src = {x, weight, bias}, .dst = out};
+    n.p.eps = eps;
+    return sift_graph_push_node(g, &n);
+}
+
 sift_status sift_op_matmul(sift_graph *g, const sift_tensor *x, const sift_tensor *w, const sift_tensor *bias,
                            sift_tensor *out)
 {
@@ -141,6 +166,16 @@ sift_status sift_op_swiglu(sift_graph *g, const sift_tensor *gate, const sift_te
     return elementwise(g, SIFT_OP_SWIGLU, gate, up, out);
 }
 
+sift_status sift_op_silu(sift_graph *g, const sift_tensor *x, sift_tensor *out)
+{
+    const char *op = "silu";
+    TRY(need_f32(g, x, op, "x"));
+    TRY(need_f32(g, out, op, "out"));
+    TRY(need_same_shape(x, out, op));
+    sift_node n = {.op = SIFT_OP_SILU, .n_src = 1, .src = {x}, .dst = out};
+    return sift_graph_push_node(g, &n);
+}
+
 sift_status sift_op_add(sift_graph *g, const sift_tensor *a, const sift_tensor *b, sift_tensor *out)
 {
     return elementwise(g, SIFT_OP_ADD, a, b, out);
@@ -213,6 +248,12 @@ static double two_in_one_out(const sift_node *n)
 double sift_bytes_rmsnorm(const sift_node *n) { return two_in_one_out(n); }
 double sift_bytes_swiglu(const sift_node *n) { return two_in_one_out(n); }
 double sift_bytes_add(const sift_node *n) { return two_in_one_out(n); }
+
+double sift_bytes_layernorm(const sift_node *n)
+{
+    return two_in_one_out(n) + (n->n_src > 2 ? (double)n->src[2]->nbytes : 0.0);
+}
+double sift_bytes_silu(const sift_node *n) { return (double)n->src[0]->nbytes + (double)n->dst->nbytes; }
 
 double sift_bytes_rope(const sift_node *n) { return 2.0 * (double)n->src[0]->nbytes; }
 

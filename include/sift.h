@@ -174,8 +174,9 @@ SIFT_API int64_t sift_select_count(const sift_select_params *p);
 SIFT_API sift_status sift_op_select(sift_graph *g, const sift_tensor *votes,
                                     const sift_select_params *p, sift_tensor *indices);
 /* out f32 [Hq][D]: exact attention of each head over its KV head's index list. indices i32 [L][n]
- * with L = 1 (shared by all heads) or L = Hkv; every index must be in [0, Ncap): no backend reads
- * outside the cache for one that is not, but its result is unspecified. n = 0 gives zeros. */
+ * with L = 1 (shared by all heads) or L = Hkv. An index outside [0, Ncap), -1 for instance, is
+ * skipped: it is never read and adds nothing (neighbor_fetch marks the neighbours it leaves out
+ * so). n = 0, or only skipped entries, gives zeros. */
 SIFT_API sift_status sift_op_gather_attend(sift_graph *g, const sift_tensor *q, const sift_tensor *k,
                                            const sift_tensor *v, const sift_tensor *indices,
                                            float scale, sift_tensor *out);
@@ -213,6 +214,12 @@ typedef struct sift_rope_params {
  * (Llama-3 frequency scaling) or NULL for none. out has x's shape. */
 SIFT_API sift_status sift_op_rope(sift_graph *g, const sift_tensor *x, int64_t pos0, const sift_tensor *factors,
                                   const sift_rope_params *p, sift_tensor *out);
+/* out[t] = (x[t] - mean(x[t])) / sqrt(var(x[t]) + eps) * weight + bias (the biased variance, as
+ * PyTorch's LayerNorm); x, out f32 [T][E], weight f32 [E], bias f32 [E] or NULL for none. */
+SIFT_API sift_status sift_op_layernorm(sift_graph *g, const sift_tensor *x, const sift_tensor *weight,
+                                       const sift_tensor *bias, float eps, sift_tensor *out);
+/* out = silu(x) = x / (1 + exp(-x)), elementwise; f32, equal shapes. */
+SIFT_API sift_status sift_op_silu(sift_graph *g, const sift_tensor *x, sift_tensor *out);
 /* out = silu(gate) * up, elementwise; f32, equal shapes. */
 SIFT_API sift_status sift_op_swiglu(sift_graph *g, const sift_tensor *gate, const sift_tensor *up, sift_tensor *out);
 /* out = a + b, elementwise; f32, equal shapes. */
@@ -248,6 +255,12 @@ enum {
  * theta = -1 always reuses after the first full step. */
 SIFT_API sift_status sift_op_sel_cache_check(sift_graph *g, const sift_tensor *q, float theta, int full,
                                              sift_tensor *state);
+/* Neighbour fetch (docs/algorithms.md, TokenButler): out i32 [L][count + chosen] from select's
+ * indices i32 [L][count] for the same p (count = sift_select_count(p), chosen = min(k, |C|)):
+ * each list's sink and chosen entries, then one entry per chosen position j: j + 1 when that is a
+ * candidate that is not chosen, else -1 (skipped by gather_attend), then the window. */
+SIFT_API sift_status sift_op_neighbor_fetch(sift_graph *g, const sift_tensor *indices, const sift_select_params *p,
+                                            sift_tensor *out);
 /* indices i32 [L][n]: indices[l][col0 + i] = start + i for i in [0, n - col0) (the local window
  * of a reused index set; positions may not exceed INT32_MAX). */
 SIFT_API sift_status sift_op_fill_range(sift_graph *g, int64_t col0, int64_t start, sift_tensor *indices);
@@ -293,7 +306,9 @@ typedef enum sift_attn_mode {
 
 /* What scores the candidates under SIFT_ATTN_SELECT. */
 typedef enum sift_attn_scorer {
-    SIFT_SCORER_EXACT = 0 /* TokenSelect: the real query against the cached keys, then the vote */
+    SIFT_SCORER_EXACT = 0, /* TokenSelect: the real query against the cached keys, then the vote */
+    SIFT_SCORER_BUTLER     /* TokenButler: a predictor's low-dimensional queries against the
+                            * low-dimensional keys (score_q, score_k), the max over each group */
 } sift_attn_scorer;
 
 typedef struct sift_attn_config {
@@ -313,6 +328,15 @@ typedef struct sift_attn_config {
      * candidates outnumber k. */
     float sel_cache;
     sift_tensor *sel_state, *sel_indices;
+    /* SELECT with the BUTLER scorer (docs/algorithms.md): score_q f32 [Hq][d'] are the predictor's
+     * queries for this layer and score_k [Hkv][Ncap][d'] (f16 or f32, may be paged) the projected
+     * keys; scores are scaled by 1/sqrt(d') and voted KVHEAD_MAX whatever `vote` says. With
+     * neighbor_fetch each list also holds the position after each chosen one (sift_op_neighbor_fetch).
+     * When sel_indices is given (i32 [Hkv][count], count with the neighbours) the lists are kept
+     * there; with reuse set as well, and the candidates outnumbering k, the step reuses them (the
+     * prediction interval): nothing is scored, only the window moves. */
+    const sift_tensor *score_q, *score_k;
+    int neighbor_fetch, reuse;
     /* LISTS: i32 [1 or Hkv][count], count = sift_select_count(&sel). */
     const sift_tensor *lists;
     /* Decode under SELECT or STREAMING: length extrapolation (docs/algorithms.md) when not NULL. q is then the

@@ -34,7 +34,7 @@ static host_tensor make_weight(sift_dtype t, int64_t rows, int64_t cols)
     return h;
 }
 
-typedef enum { M_GET_ROWS, M_RMSNORM, M_MATMUL, M_ROPE, M_SWIGLU, M_ADD, M_KV_WRITE, M_CAUSAL } mop;
+typedef enum { M_GET_ROWS, M_RMSNORM, M_MATMUL, M_ROPE, M_SWIGLU, M_ADD, M_KV_WRITE, M_CAUSAL, M_LAYERNORM, M_SILU } mop;
 
 /* A case: its recipe (op, sizes, weight type, variant), from which make_inputs draws the inputs. */
 typedef struct {
@@ -68,6 +68,8 @@ static sift_status build(sift_graph *g, const mcase *c, sift_tensor **in, sift_t
     case M_ADD: return sift_op_add(g, in[0], in[1], out);
     case M_KV_WRITE: return sift_op_kv_write(g, in[0], c->pos0, out);
     case M_CAUSAL: return sift_op_causal_attend(g, in[0], in[1], in[2], c->pos0, c->scale, out);
+    case M_LAYERNORM: return sift_op_layernorm(g, in[0], in[1], in[2], c->eps, out);
+    case M_SILU: return sift_op_silu(g, in[0], out);
     }
     return SIFT_E_INVALID;
 }
@@ -146,6 +148,17 @@ static void make_inputs(mcase *c)
             for (int i = 0; i < c->rope.n_rot / 2; i++) c->in[1].f[i] = 1.0f + 7.0f * rng_uniform();
         }
         set_out(c, SIFT_F32, 3, c->t, 4, c->k);
+        break;
+    case M_LAYERNORM: /* rows with a large common offset: the mean must come out before the variance */
+        c->in[0] = host_random(SIFT_F32, 2, (int64_t[]){c->t, c->k}, 2.0f);
+        for (size_t i = 0; i < c->in[0].n; i++) c->in[0].f[i] += 30.0f;
+        c->in[1] = host_random(SIFT_F32, 1, (int64_t[]){c->k}, 1.0f);
+        if (c->has[2]) c->in[2] = host_random(SIFT_F32, 1, (int64_t[]){c->k}, 1.0f);
+        set_out(c, SIFT_F32, 2, c->t, c->k, 0);
+        break;
+    case M_SILU:
+        c->in[0] = host_random(SIFT_F32, 2, (int64_t[]){7, 1001}, 12.0f);
+        set_out(c, SIFT_F32, 2, 7, 1001, 0);
         break;
     case M_SWIGLU:
     case M_ADD:
@@ -274,6 +287,17 @@ void cases_model(const suite_options *o)
                  c.rope.n_rot, c.rope.mode == SIFT_ROPE_NEOX ? "neox" : "adjacent", (long long)c.pos0,
                  c.has[1] ? " factors" : "");
         add_case(&c, name);
+    }
+    const int64_t ln_shapes[][2] = {{1, 256}, {7, 4096}, {3, 5}, {16, 512}};
+    for (int si = 0; si < 4; si++) {
+        const mcase c = {.op = M_LAYERNORM, .t = ln_shapes[si][0], .k = ln_shapes[si][1], .n_in = 3,
+                         .has = {1, 1, si != 2}, .bound = 1e-7, .eps = 1e-5f};
+        snprintf(name, sizeof name, "layernorm [%lld][%lld]%s", (long long)c.t, (long long)c.k, c.has[2] ? " + bias" : "");
+        add_case(&c, name);
+    }
+    {
+        const mcase c = {.op = M_SILU, .n_in = 1, .has = {1}, .bound = 1e-7};
+        add_case(&c, "silu     [7][1001]");
     }
     for (int which = 0; which < 2; which++) {
         const mcase c = {.op = which ? M_ADD : M_SWIGLU, .n_in = 2, .has = {1, 1}, .bound = 1e-7};

@@ -757,6 +757,133 @@ static void add_edge_cases(void)
     }
 }
 
+/* ---- TokenButler's pieces: neighbour fetch, and gather lists with skipped entries ------------- */
+
+/* neighbor_fetch on two hand-made lists, N = 20, S = 2, W = 3, k = 5 (candidates [2, 17)): a
+ * neighbour already chosen, one past the candidates (the window's first position), new ones. */
+static void handmade_neighbors(const conf_case *cc, const backend *ref, const backend *b)
+{
+    (void)ref;
+    const char *bname = sift_backend_kind_name(b->kind), *cname = cc->name;
+    const sift_select_params p = {.n_ctx = 20, .sink = 2, .window = 3, .budget = 5};
+    static const int32_t in[2][10] = {{0, 1, 3, 4, 8, 15, 16, 17, 18, 19}, {0, 1, 2, 5, 6, 7, 10, 17, 18, 19}};
+    static const int32_t want[2][15] = {{0, 1, 3, 4, 8, 15, 16, -1, 5, 9, -1, -1, 17, 18, 19},
+                                        {0, 1, 2, 5, 6, 7, 10, 3, -1, -1, 8, 11, 17, 18, 19}};
+    sift_tensor *it = NULL, *ot = NULL;
+    sift_graph *g = NULL;
+    int32_t got[2][15];
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_I32, 2, (int64_t[]){2, 10}, &it), cname, bname);
+    CHECK_OK(sift_tensor_write(it, 0, in, sizeof in), cname, bname);
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_I32, 2, (int64_t[]){2, 15}, &ot), cname, bname);
+    CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+    CHECK_OK(sift_op_neighbor_fetch(g, it, &p, ot), cname, bname);
+    CHECK_OK(compute_checked(g), cname, bname);
+    CHECK_OK(sift_tensor_read(ot, 0, got, sizeof got), cname, bname);
+    int wrong = 0;
+    for (int l = 0; l < 2; l++)
+        for (int j = 0; j < 15; j++) wrong += got[l][j] != want[l][j];
+    report(cname, bname, "wrong", wrong, 0, wrong == 0);
+out:
+    sift_graph_destroy(g);
+    sift_tensor_destroy(it);
+    sift_tensor_destroy(ot);
+}
+
+typedef struct {
+    int lists;
+    int64_t cand, s, w, k;
+} neighbor_case;
+
+/* select then neighbor_fetch over random votes of several blocks, against the CPU. */
+static void neighbor_check(const conf_case *cc, const backend *ref, const backend *dut)
+{
+    const neighbor_case *e = cc->params;
+    const sift_select_params p = {e->cand + e->s + e->w, e->s, e->w, e->k};
+    const int64_t cnt = sift_select_count(&p), out_len = cnt + (e->k < e->cand ? e->k : e->cand);
+    const int64_t vs[2] = {e->lists, e->cand}, is[2] = {e->lists, cnt}, os[2] = {e->lists, out_len};
+    float *v = malloc((size_t)(e->lists * e->cand) * 4);
+    /* runs of high votes, so that chosen positions often neighbour each other */
+    for (int64_t i = 0; i < e->lists * e->cand; i++) v[i] = (i / 3) % 5 == 0 ? 1.0f + rng_uniform() : rng_uniform();
+    int32_t *r[2];
+    sift_context *ctxs[2] = {ref->ctx, dut->ctx};
+    for (int c = 0; c < 2; c++) {
+        r[c] = malloc((size_t)(e->lists * out_len + 1) * 4);
+        placed vt = place(ctxs[c], SIFT_F32, 2, vs, 0, v), ix = place(ctxs[c], SIFT_I32, 2, is, 4, NULL);
+        placed ox = place(ctxs[c], SIFT_I32, 2, os, 8, NULL);
+        sift_graph *g;
+        TRY(sift_graph_create(ctxs[c], &g));
+        TRY(sift_op_select(g, vt.view, &p, ix.view));
+        TRY(sift_op_neighbor_fetch(g, ix.view, &p, ox.view));
+        TRY(compute_checked(g));
+        TRY(sift_tensor_read(ox.view, 0, r[c], (size_t)(e->lists * out_len) * 4));
+        sift_graph_destroy(g);
+        unplace(&vt), unplace(&ix), unplace(&ox);
+    }
+    check_idx(cc->name, r[0], r[1], (size_t)(e->lists * out_len));
+    free(r[0]), free(r[1]), free(v);
+}
+
+/* gather_attend over lists with entries of -1 (and past the cache) equals gather_attend over the
+ * same lists without them, and the CPU's. */
+static void skip_check(const conf_case *cc, const backend *ref, const backend *dut)
+{
+    (void)cc;
+    const int hq = 8, hkv = 2, d = 64;
+    const int64_t n = 300, len = 40, kvs[3] = {hkv, n, d}, qs[2] = {hq, d};
+    float *q = malloc((size_t)(hq * d) * 4), *k = malloc((size_t)(hkv * n * d) * 4), *v = malloc((size_t)(hkv * n * d) * 4);
+    for (int64_t i = 0; i < hq * d; i++) q[i] = 2.0f * rng_uniform() - 1.0f;
+    for (int64_t i = 0; i < hkv * n * d; i++) k[i] = 2.0f * rng_uniform() - 1.0f, v[i] = 2.0f * rng_uniform() - 1.0f;
+    int32_t with[hkv][len], without[hkv][len];
+    int64_t kept[hkv];
+    for (int l = 0; l < hkv; l++) {
+        kept[l] = 0;
+        for (int64_t j = 0; j < len; j++) {
+            const bool skip = j % 4 == 1 || j == len - 1;
+            with[l][j] = skip ? (j % 8 == 1 ? (int32_t)n + 5 : -1) : (int32_t)((j * 7 + l * 13) % n);
+            if (!skip) without[l][kept[l]++] = with[l][j];
+        }
+        for (int64_t j = kept[l]; j < len; j++) without[l][j] = without[l][j - kept[l]]; /* padding, not read */
+    }
+    float *r[3];
+    const backend *runs[3] = {ref, dut, dut};
+    for (int c = 0; c < 3; c++) {
+        sift_context *ctx = runs[c]->ctx;
+        r[c] = malloc((size_t)(hq * d) * 4);
+        const int64_t ls[2] = {hkv, c < 2 ? len : kept[0]};
+        int32_t *lists = malloc((size_t)(hkv * len) * 4);
+        for (int l = 0; l < hkv; l++)
+            memcpy(lists + l * ls[1], c < 2 ? with[l] : without[l], (size_t)ls[1] * 4);
+        placed qt = place(ctx, SIFT_F32, 2, qs, 0, q), kt = place(ctx, SIFT_F32, 2 + 1, kvs, 0, k);
+        placed vt = place(ctx, SIFT_F32, 3, kvs, 0, v), it = place(ctx, SIFT_I32, 2, ls, 0, lists);
+        placed ot = place(ctx, SIFT_F32, 2, qs, 4, NULL);
+        sift_graph *g;
+        TRY(sift_graph_create(ctx, &g));
+        TRY(sift_op_gather_attend(g, qt.view, kt.view, vt.view, it.view, 0.125f, ot.view));
+        TRY(compute_checked(g));
+        TRY(sift_tensor_read(ot.view, 0, r[c], (size_t)(hq * d) * 4));
+        sift_graph_destroy(g);
+        unplace(&qt), unplace(&kt), unplace(&vt), unplace(&it), unplace(&ot);
+        free(lists);
+    }
+    if (kept[0] != kept[1]) fail(cc->name, running_backend, "the lists keep different counts");
+    check("gather skips -1: against the CPU", r[0], r[1], (size_t)(hq * d), 1e-7);
+    check("gather skips -1: against the list without them", r[2], r[1], (size_t)(hq * d), 1e-7);
+    free(r[0]), free(r[1]), free(r[2]), free(q), free(k), free(v);
+}
+
+static void add_butler_cases(void)
+{
+    registry_add("ops", "hand    neighbor_fetch two lists", handmade_neighbors, NULL, NULL, 0);
+    const neighbor_case ns[] = {{8, 9000, 128, 512, 2048}, {1, 700, 4, 16, 64}, {3, 50, 2, 3, 100}, {2, 4097, 0, 0, 4095}};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "neighbor_fetch L=%d |C|=%lld S=%lld W=%lld k=%lld", ns[i].lists, (long long)ns[i].cand,
+                 (long long)ns[i].s, (long long)ns[i].w, (long long)ns[i].k);
+        registry_add("ops", name, neighbor_check, NULL, &ns[i], sizeof ns[i]);
+    }
+    registry_add("ops", "gather  lists with skipped entries (-1, past the cache)", skip_check, NULL, NULL, 0);
+}
+
 void cases_ops(const suite_options *o)
 {
     const int64_t max_n = o->max_n;
@@ -768,11 +895,12 @@ void cases_ops(const suite_options *o)
     const int64_t sinks[] = {0, 4, 128};
     const int64_t windows[] = {0, 64, 512};
     add_handmade();
+    add_butler_cases();
 
     /* head dimensions other than the tuned 64 and 128 (any multiple of 8 up to 128): score and the
-     * attention ops, f16 and f32, MHA and GQA, short and longer contexts */
-    const int odd_dims[] = {8, 24, 40, 72, 96, 120};
-    for (int di = 0; di < 6; di++)
+     * attention ops, f16 and f32, MHA and GQA, short and longer contexts; 16 is TokenButler's keys */
+    const int odd_dims[] = {8, 16, 24, 40, 72, 96, 120};
+    for (int di = 0; di < 7; di++)
         for (int ki = 0; ki < 2; ki++) {
             const int64_t n = (di + ki) % 2 ? 255 : 4096;
             const int hi = (di + ki) % 3 == 0 ? 0 : (di + ki) % 3 == 1 ? 2 : 3;

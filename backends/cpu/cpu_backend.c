@@ -411,6 +411,30 @@ static sift_status op_fill_range(cpu_backend *be, const sift_node *n)
     return SIFT_OK;
 }
 
+/* TokenButler's neighbour fetch: after the chosen positions, j + 1 for each chosen j where that
+ * is a candidate not chosen already, else -1. The lists are ascending, so "chosen already" is
+ * "the next chosen entry". */
+static sift_status op_neighbor_fetch(cpu_backend *be, const sift_node *n)
+{
+    (void)be;
+    const sift_select_layout *l = &n->p.layout;
+    const int64_t lists = n->dst->shape[0], in_len = l->count, out_len = l->count + l->chosen;
+    const int64_t cand_end = l->first + l->cand; /* candidates are [first, cand_end) */
+    for (int64_t li = 0; li < lists; li++) {
+        const int32_t *in = (const int32_t *)cpu_data(n->src[0]) + li * in_len;
+        int32_t *out = (int32_t *)cpu_data(n->dst) + li * out_len;
+        const int32_t *chosen = in + l->sink;
+        memcpy(out, in, (size_t)(l->sink + l->chosen) * sizeof(int32_t));
+        for (int64_t i = 0; i < l->chosen; i++) {
+            const int64_t next = (int64_t)chosen[i] + 1;
+            const bool taken = i + 1 < l->chosen ? chosen[i + 1] == next : next >= cand_end;
+            out[l->sink + l->chosen + i] = taken ? -1 : (int32_t)next;
+        }
+        memcpy(out + l->sink + 2 * l->chosen, in + l->sink + l->chosen, (size_t)l->win_count * sizeof(int32_t));
+    }
+    return SIFT_OK;
+}
+
 static sift_status op_mean_rows(cpu_backend *be, const sift_node *n)
 {
     (void)be;
@@ -447,6 +471,9 @@ static const cpu_kernel cpu_kernels[SIFT_OP_COUNT] = {
     [SIFT_OP_FILL_RANGE] = op_fill_range,
     [SIFT_OP_MEAN_ROWS] = op_mean_rows,
     [SIFT_OP_CAUSAL_ATTEND_SPARSE] = op_attend,
+    [SIFT_OP_LAYERNORM] = cpu_layernorm,
+    [SIFT_OP_SILU] = cpu_silu,
+    [SIFT_OP_NEIGHBOR_FETCH] = op_neighbor_fetch,
 };
 
 static bool cpu_supports_op(void *be, const sift_node *n)

@@ -41,6 +41,26 @@ sift_status cpu_rmsnorm(cpu_backend *be, const sift_node *n)
     return SIFT_OK;
 }
 
+sift_status cpu_layernorm(cpu_backend *be, const sift_node *n)
+{
+    (void)be;
+    const sift_tensor *x = n->src[0];
+    const int64_t rows = x->shape[0], e = x->shape[1];
+    const float *w = cpu_data(n->src[1]), *b = n->n_src > 2 ? cpu_data(n->src[2]) : NULL;
+    for (int64_t t = 0; t < rows; t++) {
+        const float *xr = (const float *)cpu_data(x) + t * e;
+        float *o = (float *)cpu_data(n->dst) + t * e;
+        float sum = 0.0f;
+        for (int64_t i = 0; i < e; i++) sum += xr[i];
+        const float mean = sum / (float)e;
+        float ss = 0.0f;
+        for (int64_t i = 0; i < e; i++) ss += (xr[i] - mean) * (xr[i] - mean);
+        const float inv = 1.0f / sqrtf(ss / (float)e + n->p.eps);
+        for (int64_t i = 0; i < e; i++) o[i] = (xr[i] - mean) * inv * w[i] + (b ? b[i] : 0.0f);
+    }
+    return SIFT_OK;
+}
+
 /* Weight rows per item of a matmul: converted once into the thread's scratch (16 rows of up to a
  * few thousand values stay in L1/L2), then each token's row of x meets all of them while it is in
  * cache, instead of all of x streaming past each weight row. */
@@ -115,6 +135,16 @@ sift_status cpu_elementwise(cpu_backend *be, const sift_node *n)
     const size_t count = n->dst->nbytes / sizeof(float);
     for (size_t i = 0; i < count; i++)
         o[i] = n->op == SIFT_OP_ADD ? a[i] + b[i] : a[i] / (1.0f + expf(-a[i])) * b[i];
+    return SIFT_OK;
+}
+
+sift_status cpu_silu(cpu_backend *be, const sift_node *n)
+{
+    (void)be;
+    const float *x = cpu_data(n->src[0]);
+    float *o = cpu_data(n->dst);
+    const size_t count = n->dst->nbytes / sizeof(float);
+    for (size_t i = 0; i < count; i++) o[i] = x[i] / (1.0f + expf(-x[i]));
     return SIFT_OK;
 }
 

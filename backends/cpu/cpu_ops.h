@@ -83,6 +83,8 @@ sift_status cpu_rmsnorm(cpu_backend *be, const sift_node *n);
 sift_status cpu_matmul(cpu_backend *be, const sift_node *n);
 sift_status cpu_rope(cpu_backend *be, const sift_node *n);
 sift_status cpu_elementwise(cpu_backend *be, const sift_node *n); /* add, swiglu */
+sift_status cpu_layernorm(cpu_backend *be, const sift_node *n);
+sift_status cpu_silu(cpu_backend *be, const sift_node *n);
 sift_status cpu_kv_write(cpu_backend *be, const sift_node *n);
 
 #endif
