@@ -18,6 +18,23 @@ sift_status sift_op_score(sift_graph *g, const sift_tensor *q, const sift_tensor
     return sift_graph_push_node(g, &n);
 }
 
+sift_status sift_op_score_max(sift_graph *g, const sift_tensor *q, const sift_tensor *k, int64_t begin, int64_t end,
+                              float scale, sift_tensor *votes)
+{
+    const char *op = "score_max";
+    TRY(sift_check_qkv(g, q, k, NULL, op));
+    TRY(sift_check_scale(scale, op));
+    if (begin < 0 || end < begin || end > k->shape[1])
+        return sift_set_error(SIFT_E_SHAPE, "score_max: positions [%lld, %lld) outside the cache of %lld", (long long)begin,
+                              (long long)end, (long long)k->shape[1]);
+    TRY(sift_check_out(g, votes, SIFT_F32, k->shape[0], end - begin, op, "votes"));
+    sift_node n = {.op = SIFT_OP_SCORE_MAX, .n_src = 2, .src = {q, k}, .dst = votes};
+    n.p.begin = begin;
+    n.p.end = end;
+    n.p.scale = scale;
+    return sift_graph_push_node(g, &n);
+}
+
 sift_status sift_op_vote(sift_graph *g, sift_vote_mode mode, const sift_tensor *scores, sift_tensor *votes)
 {
     const char *op = "vote";
@@ -277,6 +294,8 @@ double sift_bytes_score(const sift_node *n)
     const double rows = (double)k->shape[0] * (double)(n->p.end - n->p.begin);
     return (double)n->src[0]->nbytes + rows * kv_row_bytes(k) + (double)n->dst->nbytes;
 }
+
+double sift_bytes_score_max(const sift_node *n) { return sift_bytes_score(n); }
 
 double sift_bytes_vote(const sift_node *n) { return (double)n->src[0]->nbytes + (double)n->dst->nbytes; }
 

@@ -153,6 +153,11 @@ typedef enum sift_vote_mode {
 /* scores f32 [Hq][end - begin]: s[h][j] = scale * dot(q[h], k[g(h)][begin + j]). */
 SIFT_API sift_status sift_op_score(sift_graph *g, const sift_tensor *q, const sift_tensor *k,
                                    int64_t begin, int64_t end, float scale, sift_tensor *scores);
+/* score and the KVHEAD_MAX vote in one pass (TokenButler's scoring, docs/algorithms.md): votes f32
+ * [Hkv][end - begin], u[g][j] = max over the heads h of group g of scale * dot(q[h], k[g][begin + j]).
+ * Equal to sift_op_score then sift_op_vote(KVHEAD_MAX), without the [Hq][M] scores in memory. */
+SIFT_API sift_status sift_op_score_max(sift_graph *g, const sift_tensor *q, const sift_tensor *k,
+                                       int64_t begin, int64_t end, float scale, sift_tensor *votes);
 /* votes f32 [1][M] (SOFTMAX_SUM) or [Hkv][M] (KVHEAD_MAX) from scores f32 [Hq][M]. */
 SIFT_API sift_status sift_op_vote(sift_graph *g, sift_vote_mode mode, const sift_tensor *scores,
                                   sift_tensor *votes);
@@ -236,7 +241,7 @@ SIFT_API sift_status sift_op_causal_attend(sift_graph *g, const sift_tensor *q, 
 
 /* Nodes appended after this call, until it is called again with flag NULL, do nothing at run time
  * when element `element` of the f32 tensor flag is non-zero (their outputs keep what they held).
- * Only score, vote and select take a predicate. The Selection Cache skips its stages this way. */
+ * Only score, score_max, vote and select take a predicate. The Selection Cache skips its stages this way. */
 SIFT_API sift_status sift_graph_skip_if(sift_graph *g, const sift_tensor *flag, int64_t element);
 
 /* Elements of a Selection Cache state after the reference query q_ref [Hq * D]. */

@@ -56,8 +56,8 @@ static void compare_index_lists(const char *cname, const char *bname, const int3
 
 /* ---- one case, run on one backend ------------------------------------------------------------- */
 
-typedef enum { OP_SCORE, OP_VOTE_SUM, OP_VOTE_MAX, OP_SELECT, OP_GATHER, OP_DENSE, OP_GRAPH } case_op;
-static const char *const case_op_names[] = {"score", "vote-sum", "vote-max", "select", "gather", "dense", "graph"};
+typedef enum { OP_SCORE, OP_VOTE_SUM, OP_VOTE_MAX, OP_SELECT, OP_GATHER, OP_DENSE, OP_GRAPH, OP_SCORE_MAX } case_op;
+static const char *const case_op_names[] = {"score", "vote-sum", "vote-max", "select", "gather", "dense", "graph", "score-max"};
 
 typedef struct {
     case_op op;
@@ -124,11 +124,12 @@ static void make_inputs(const test_case *c, case_inputs *in)
     in->q = host_random(SIFT_F32, 2, (int64_t[]){c->hq, c->d}, 1.0f);
     if (c->op != OP_VOTE_SUM && c->op != OP_VOTE_MAX && c->op != OP_SELECT) {
         in->k = cached_kv(0, c->kv, (int64_t[]){c->hkv, n, c->d});
-        if (c->op != OP_SCORE) in->v = cached_kv(1, c->kv, (int64_t[]){c->hkv, n, c->d});
+        if (c->op != OP_SCORE && c->op != OP_SCORE_MAX) in->v = cached_kv(1, c->kv, (int64_t[]){c->hkv, n, c->d});
     }
     const int64_t cand = sift_select_candidates(&c->sel);
     switch (c->op) {
     case OP_SCORE:
+    case OP_SCORE_MAX:
         in->begin = c->sel.sink < n ? c->sel.sink : n;
         in->end = in->begin + cand;
         break;
@@ -185,6 +186,11 @@ static case_outputs run_case(const backend *b, const test_case *c, const case_in
         CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, in->end - in->begin}, &outf), cname, bname);
         CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
         CHECK_OK(sift_op_score(g, q, k, in->begin, in->end, scale, outf.view), cname, bname);
+        break;
+    case OP_SCORE_MAX:
+        CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){c->hkv, in->end - in->begin}, &outf), cname, bname);
+        CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+        CHECK_OK(sift_op_score_max(g, q, k, in->begin, in->end, scale, outf.view), cname, bname);
         break;
     case OP_VOTE_SUM:
     case OP_VOTE_MAX: {
@@ -279,7 +285,8 @@ static float *reference_votes(const backend *cpu, const test_case *c, const case
 
 static double bound_for(const test_case *c)
 {
-    if (c->op == OP_SCORE || c->op == OP_VOTE_SUM || c->op == OP_VOTE_MAX) return 1e-7; /* exact f32 ops */
+    if (c->op == OP_SCORE || c->op == OP_SCORE_MAX || c->op == OP_VOTE_SUM || c->op == OP_VOTE_MAX)
+        return 1e-7; /* exact f32 ops */
     return c->kv == SIFT_F16 ? 5e-4 : 1e-7;
 }
 
@@ -871,8 +878,48 @@ static void skip_check(const conf_case *cc, const backend *ref, const backend *d
     free(r[0]), free(r[1]), free(r[2]), free(q), free(k), free(v);
 }
 
+/* score_max equals score then vote(KVHEAD_MAX) on the backend under test, paged keys of d' = 16. */
+static void score_max_property(const conf_case *cc, const backend *ref, const backend *dut)
+{
+    (void)ref;
+    const int hq = 32, hkv = 8, d = 16;
+    const int64_t n = 5000, page = 256, pages = (n + page - 1) / page, begin = 128, end = n - 512;
+    const int64_t pool_shape[3] = {hkv, (pages + 3) * page, d}, qs[2] = {hq, d}, ps[1] = {pages};
+    float *q = malloc((size_t)(hq * d) * 4);
+    for (int64_t i = 0; i < hq * d; i++) q[i] = 2.0f * rng_uniform() - 1.0f;
+    host_tensor pool = host_random(SIFT_F16, 3, pool_shape, 1.0f);
+    int32_t table[64];
+    for (int64_t p = 0; p < pages; p++) table[p] = (int32_t)((p * 5 + 2) % (pages + 3)); /* shuffled pages */
+    sift_context *ctx = dut->ctx;
+    const int64_t m = end - begin;
+    float *r[2] = {malloc((size_t)(hkv * m) * 4), malloc((size_t)(hkv * m) * 4)};
+    sift_tensor *qt = NULL, *pt = NULL, *tt = NULL, *kv = NULL, *sc = NULL, *u[2] = {0};
+    sift_graph *g = NULL;
+    TRY(upload(ctx, &pool, &pt));
+    TRY(sift_tensor_create(ctx, SIFT_F32, 2, qs, &qt));
+    TRY(sift_tensor_write(qt, 0, q, (size_t)(hq * d) * 4));
+    TRY(sift_tensor_create(ctx, SIFT_I32, 1, ps, &tt));
+    TRY(sift_tensor_write(tt, 0, table, (size_t)pages * 4));
+    TRY(sift_tensor_paged_view(pt, tt, page, &kv));
+    TRY(sift_tensor_create(ctx, SIFT_F32, 2, (int64_t[]){hq, m}, &sc));
+    for (int i = 0; i < 2; i++) TRY(sift_tensor_create(ctx, SIFT_F32, 2, (int64_t[]){hkv, m}, &u[i]));
+    TRY(sift_graph_create(ctx, &g));
+    TRY(sift_op_score_max(g, qt, kv, begin, end, 0.25f, u[0]));
+    TRY(sift_op_score(g, qt, kv, begin, end, 0.25f, sc));
+    TRY(sift_op_vote(g, SIFT_VOTE_KVHEAD_MAX, sc, u[1]));
+    TRY(compute_checked(g));
+    for (int i = 0; i < 2; i++) TRY(sift_tensor_read(u[i], 0, r[i], (size_t)(hkv * m) * 4));
+    check(cc->name, r[1], r[0], (size_t)(hkv * m), 1e-7);
+    sift_graph_destroy(g);
+    sift_tensor_destroy(kv), sift_tensor_destroy(u[0]), sift_tensor_destroy(u[1]), sift_tensor_destroy(sc);
+    sift_tensor_destroy(tt), sift_tensor_destroy(pt), sift_tensor_destroy(qt);
+    host_free(&pool);
+    free(q), free(r[0]), free(r[1]);
+}
+
 static void add_butler_cases(void)
 {
+    registry_add("ops", "prop    score_max == score + vote max, paged d'=16", score_max_property, NULL, NULL, 0);
     registry_add("ops", "hand    neighbor_fetch two lists", handmade_neighbors, NULL, NULL, 0);
     const neighbor_case ns[] = {{8, 9000, 128, 512, 2048}, {1, 700, 4, 16, 64}, {3, 50, 2, 3, 100}, {2, 4097, 0, 0, 4095}};
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
@@ -908,6 +955,8 @@ void cases_ops(const suite_options *o)
             c.sel = (sift_select_params){.n_ctx = n, .sink = 4, .window = 64, .budget = 16};
             c.op = OP_SCORE;
             add_case(&c);
+            c.op = OP_SCORE_MAX;
+            add_case(&c);
             c.op = OP_GATHER;
             c.lists = ki ? c.hkv : 1;
             add_case(&c);
@@ -936,6 +985,8 @@ void cases_ops(const suite_options *o)
 
                     test_case c = base;
                     c.op = OP_SCORE;
+                    add_case(&c);
+                    c.op = OP_SCORE_MAX;
                     add_case(&c);
                     if (ki == 0 && (di == 0 || huge)) { /* vote and select depend on neither D nor the KV type */
                         c.op = OP_VOTE_SUM;

@@ -26,6 +26,8 @@ static void usage(FILE *f)
           "               streaming attention (run it from the repository root)\n"
           "  run          generate text from a GGUF model (llama, qwen2, mistral)\n"
           "  logits       write a model's per-step logits as JSON lines (for tests)\n"
+          "  tokenize     print the token ids of a text file, one line of decimal ids (the predictor\n"
+          "               trainer reads text through it)\n"
           "  eval         quality of every selection policy at given budgets: perplexity and agreement\n"
           "               with dense on a text, retrieval accuracy, attention recall and error\n"
           "  bench-attn   time one layer's decode attention, dense vs the selection pipeline, per stage\n"
@@ -975,6 +977,58 @@ static int devices(int argc, char **argv)
     return 0;
 }
 
+/* sift tokenize -m MODEL -f FILE [--no-bos]: the ids of the file's text on one line. */
+static int tokenize_file(int argc, char **argv)
+{
+    const char *model = NULL, *file = NULL;
+    int add_bos = 1;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            puts("usage: sift tokenize -m MODEL.gguf -f TEXT [--no-bos]\n"
+                 "prints the token ids of TEXT (BOS first unless --no-bos), space-separated, on one line");
+            return 0;
+        }
+        if (!strcmp(a, "--no-bos")) { add_bos = 0; continue; }
+        if ((!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "-f") || !strcmp(a, "--file")) && val) {
+            if (a[1] == 'm' || a[2] == 'm') model = val;
+            else file = val;
+            i++;
+            continue;
+        }
+        fprintf(stderr, "sift tokenize: unknown or incomplete option '%s' (see --help)\n", a);
+        return 2;
+    }
+    if (!model || !file) {
+        fprintf(stderr, "sift tokenize: needs -m MODEL and -f FILE\n");
+        return 2;
+    }
+    size_t len = 0;
+    char *text = cli_read_file(file, &len);
+    if (!text) {
+        fprintf(stderr, "sift tokenize: cannot read '%s'\n", file);
+        return 1;
+    }
+    sift_context *ctx;
+    sift_model *m;
+    if (cli_open_model("sift tokenize", "cpu", 1, model, &ctx, &m) != 0) {
+        free(text);
+        return 1;
+    }
+    const size_t cap = len + 2; /* at most one token per byte, and BOS */
+    int32_t *ids = malloc(cap * sizeof *ids);
+    size_t n = 0;
+    const sift_status st = ids ? sift_model_tokenize(m, text, len, add_bos, ids, cap, &n) : SIFT_E_NOMEM;
+    if (st != SIFT_OK) fprintf(stderr, "sift tokenize: %s\n", sift_last_error());
+    for (size_t i = 0; st == SIFT_OK && i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    if (st == SIFT_OK) printf("\n");
+    free(ids);
+    free(text);
+    sift_model_destroy(m);
+    sift_context_destroy(ctx);
+    return st == SIFT_OK ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -997,6 +1051,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "devices")) return devices(argc - 2, argv + 2);
     if (!strcmp(cmd, "eval")) return cli_eval(argc - 2, argv + 2);
     if (!strcmp(cmd, "demo")) return cli_demo(argc - 2, argv + 2);
+    if (!strcmp(cmd, "tokenize")) return tokenize_file(argc - 2, argv + 2);
     fprintf(stderr, "sift: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;

@@ -212,6 +212,37 @@ static sift_status op_score(cpu_backend *be, const sift_node *n)
 }
 
 /* SOFTMAX_SUM: v[j] = sum_h softmax_j(s[h][j]).  KVHEAD_MAX: u[g][j] = max over g's heads of s[h][j]. */
+/* u[g][j] = max over the group's heads of scale * dot(q[h], K[g][begin + j]): score_block's
+ * arithmetic, then vote's max, per item (KV head, block of positions). */
+CPU_HOT_LOOP static void score_max_block(void *arg, int64_t item, int thread)
+{
+    (void)thread;
+    const node_job *job = arg;
+    const sift_node *n = job->n;
+    const sift_tensor *q = n->src[0], *k = n->src[1];
+    const int64_t hq = q->shape[0], hkv = k->shape[0], d = q->shape[1], m = n->p.end - n->p.begin;
+    const int64_t group = hq / hkv, g = item % hkv, j0 = item / hkv * SCORE_POSITIONS;
+    const int64_t j1 = j0 + SCORE_POSITIONS < m ? j0 + SCORE_POSITIONS : m;
+    float *u = cpu_data(n->dst);
+    float row[SIFT_MAX_HEAD_DIM];
+    for (int64_t j = j0; j < j1; j++) {
+        kv_row(k, g, n->p.begin + j, row);
+        float mx = -INFINITY;
+        for (int64_t h = g * group; h < (g + 1) * group; h++)
+            mx = fmaxf(mx, n->p.scale * sift_dot_f32((const float *)cpu_data(q) + h * d, row, d));
+        u[g * m + j] = mx;
+    }
+}
+
+static sift_status op_score_max(cpu_backend *be, const sift_node *n)
+{
+    const int64_t hq = n->src[0]->shape[0], hkv = n->src[1]->shape[0], d = n->src[0]->shape[1];
+    const int64_t m = n->p.end - n->p.begin;
+    node_job job = {.be = be, .n = n, .blocks = (m + SCORE_POSITIONS - 1) / SCORE_POSITIONS};
+    cpu_parallel_for(be, hkv * job.blocks, (double)hq * (double)m * (double)d, score_max_block, &job);
+    return SIFT_OK;
+}
+
 static sift_status op_vote(cpu_backend *be, const sift_node *n)
 {
     (void)be;
@@ -474,6 +505,7 @@ static const cpu_kernel cpu_kernels[SIFT_OP_COUNT] = {
     [SIFT_OP_LAYERNORM] = cpu_layernorm,
     [SIFT_OP_SILU] = cpu_silu,
     [SIFT_OP_NEIGHBOR_FETCH] = op_neighbor_fetch,
+    [SIFT_OP_SCORE_MAX] = op_score_max,
 };
 
 static bool cpu_supports_op(void *be, const sift_node *n)
