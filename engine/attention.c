@@ -22,39 +22,65 @@ static sift_status as_shape(const attn *a, const sift_tensor *t, int ndim, const
     return sift_graph_view(a->g, t, SIFT_F32, ndim, shape, 0, out);
 }
 
-/* ---- scorers: scores [Hq][|C|] of the candidates [S, S + |C|) ----------------------------------
- * The exact scorer is TokenSelect's: the query against the cached keys. A second scorer (a learned
- * predictor's queries against low-dimensional keys) plugs in here: it fills the same scores, or
- * votes directly, and everything after it (select, the Selection Cache, gather) stays as it is. */
-static sift_status score_candidates(const attn *a, const sift_tensor *q_score, const sift_select_params *sel,
-                                    sift_tensor *scores)
-{
-    const int64_t cand = sift_select_candidates(sel);
-    switch (a->c->scorer) {
-    case SIFT_SCORER_EXACT: return sift_op_score(a->g, q_score, a->k, sel->sink, sel->sink + cand, a->scale, scores);
-    }
-    return sift_set_error(SIFT_E_INVALID, "attention: unknown scorer %d", (int)a->c->scorer);
-}
-
-/* votes [lists][|C|] from the scorer: score, then the head vote. */
+/* ---- scorers: votes [lists][|C|] of the candidates [S, S + |C|) ----------------------------------
+ * The exact scorer is TokenSelect's: the query against the cached keys. TokenButler's is a learned
+ * predictor's queries against low-dimensional keys. Everything after the votes (select, the
+ * Selection Cache or the prediction interval, gather) is the same for both. */
+/* votes [lists][|C|] from the scorer. Exact: score, then the head vote. Butler: the predictor's
+ * queries against the projected keys, scaled by 1/sqrt(d'), the max over each group (score_max). */
 static sift_status vote_candidates(const attn *a, const sift_tensor *q_score, const sift_select_params *sel,
                                    sift_vote_mode vote, sift_tensor *votes)
 {
+    const int64_t cand = sift_select_candidates(sel);
+    if (a->c->scorer == SIFT_SCORER_BUTLER) {
+        const sift_tensor *qp = a->c->score_q, *kp = a->c->score_k;
+        return sift_op_score_max(a->g, qp, kp, sel->sink, sel->sink + cand, 1.0f / sqrtf((float)qp->shape[1]), votes);
+    }
     sift_tensor *scores;
-    TRY(sift_graph_new_tensor(a->g, SIFT_F32, 2, (int64_t[]){a->hq, sift_select_candidates(sel)}, "scores", &scores));
-    TRY(score_candidates(a, q_score, sel, scores));
+    TRY(sift_graph_new_tensor(a->g, SIFT_F32, 2, (int64_t[]){a->hq, cand}, "scores", &scores));
+    TRY(sift_op_score(a->g, q_score, a->k, sel->sink, sel->sink + cand, a->scale, scores));
     return sift_op_vote(a->g, vote, scores, votes);
 }
 
 /* ---- decode ------------------------------------------------------------------------------------ */
 
 /* The index lists of a decode step under SELECT (TokenSelect, the Selection Cache) or STREAMING. */
+/* TokenButler's lists: score_max -> select (-> neighbor_fetch), kept in sel_indices when given; a
+ * reused step (the prediction interval) only moves the window of the kept lists. */
+static sift_status butler_lists(const attn *a, const sift_select_params *sel, sift_tensor **idx_out)
+{
+    const sift_attn_config *c = a->c;
+    sift_graph *g = a->g;
+    const sift_select_layout l = sift_select_layout_of(sel);
+    const int64_t lists = c->n_kv_heads, count = l.count + (c->neighbor_fetch ? l.chosen : 0);
+    const bool full = l.cand > sel->budget;
+    const sift_tensor *kept = c->sel_indices;
+    if (kept && (kept->dtype != SIFT_I32 || kept->ndim != 2 || kept->shape[0] != lists || kept->shape[1] != count))
+        return sift_set_error(SIFT_E_SHAPE, "attention: the kept lists must be i32 [%lld][%lld]", (long long)lists,
+                              (long long)count);
+    if (c->reuse && !kept) return sift_set_error(SIFT_E_INVALID, "attention: reuse needs the kept lists (sel_indices)");
+    if (c->reuse && full) { /* the chosen part stands; the window moves with the sequence */
+        *idx_out = c->sel_indices;
+        return sift_op_fill_range(g, count - l.win_count, l.win_begin, c->sel_indices);
+    }
+    sift_tensor *votes, *chosen, *idx = c->sel_indices;
+    if (!idx) TRY(sift_graph_new_tensor(g, SIFT_I32, 2, (int64_t[]){lists, count}, "indices", &idx));
+    *idx_out = idx;
+    chosen = idx;
+    if (c->neighbor_fetch) TRY(sift_graph_new_tensor(g, SIFT_I32, 2, (int64_t[]){lists, l.count}, "chosen", &chosen));
+    TRY(sift_graph_new_tensor(g, SIFT_F32, 2, (int64_t[]){lists, l.cand}, "votes", &votes));
+    if (l.cand > 0) TRY(vote_candidates(a, NULL, sel, SIFT_VOTE_KVHEAD_MAX, votes));
+    TRY(sift_op_select(g, votes, sel, chosen));
+    return c->neighbor_fetch ? sift_op_neighbor_fetch(g, chosen, sel, idx) : SIFT_OK;
+}
+
 static sift_status decode_lists(const attn *a, const sift_tensor *q_score, const sift_select_params *sel,
                                 sift_tensor **idx_out)
 {
     const sift_attn_config *c = a->c;
     sift_graph *g = a->g;
     const bool streaming = c->mode == SIFT_ATTN_STREAMING;
+    if (!streaming && c->scorer == SIFT_SCORER_BUTLER) return butler_lists(a, sel, idx_out);
     const int64_t lists = !streaming && c->vote == SIFT_VOTE_KVHEAD_MAX ? c->n_kv_heads : 1;
     const int64_t cand = sift_select_candidates(sel), count = sift_select_count(sel), n = sel->n_ctx;
     /* the cache acts between full selections only: while every candidate is kept there is nothing to save */
@@ -177,6 +203,20 @@ static sift_status check_config(const sift_attn_config *c, const sift_tensor *q,
     if (c->mode == SIFT_ATTN_LISTS && !c->lists) return sift_set_error(SIFT_E_INVALID, "%s: LISTS without lists", fn);
     if (c->extrapolate && (is_prefill || (c->mode != SIFT_ATTN_SELECT && c->mode != SIFT_ATTN_STREAMING)))
         return sift_set_error(SIFT_E_UNSUPPORTED, "%s: length extrapolation decodes under SELECT or STREAMING", fn);
+    if ((int)c->scorer < 0 || c->scorer > SIFT_SCORER_BUTLER)
+        return sift_set_error(SIFT_E_INVALID, "%s: unknown scorer %d", fn, (int)c->scorer);
+    if (c->mode == SIFT_ATTN_SELECT && c->scorer == SIFT_SCORER_BUTLER) {
+        if (is_prefill || c->extrapolate || c->sel_state)
+            return sift_set_error(SIFT_E_UNSUPPORTED,
+                                  "%s: the butler scorer selects decode steps, without the Selection Cache or extrapolation", fn);
+        const sift_tensor *qp = c->score_q, *kp = c->score_k;
+        if (!qp || !kp) return sift_set_error(SIFT_E_INVALID, "%s: the butler scorer needs score_q and score_k", fn);
+        if (qp->ndim != 2 || qp->shape[0] != c->n_q_heads || kp->ndim != 3 || kp->shape[0] != c->n_kv_heads ||
+            kp->shape[2] != qp->shape[1] || kp->shape[1] < c->sel.n_ctx)
+            return sift_set_error(SIFT_E_SHAPE,
+                                  "%s: butler queries [%d][d'] and keys [%d][>= N][d'] do not match the config", fn,
+                                  c->n_q_heads, c->n_kv_heads);
+    }
     return SIFT_OK;
 }
 

@@ -83,6 +83,28 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
     }
     switch (c->policy) {
     case SIFT_POLICY_DENSE: a.mode = SIFT_ATTN_DENSE; break;
+    case SIFT_POLICY_BUTLER: { /* layer 0 and the first step after prefill are dense */
+        if (l == 0 || sg->butler == BUTLER_DENSE) break;
+        const sift_predictor *pr = c->predictor;
+        const int64_t dk = pr->key_dim, per_row = (int64_t)pr->stride * hq * dk;
+        const int prod = butler_producer_of(pr, (int)l), slot = butler_slot_of(pr, (int)l);
+        sift_tensor *qp, *kept;
+        /* this layer's queries [Hq][d']: slot `slot` of its producer's row for this sequence */
+        TRY(sift_graph_view(f->g, s->b_q[prod % 2], SIFT_F32, 2, (int64_t[]){hq, dk},
+                            (size_t)(sg->row0 * per_row + slot * hq * dk) * sizeof(float), &qp));
+        const sift_select_params *sel = &a.sel;
+        const sift_select_layout lay = sift_select_layout_of(sel);
+        const int64_t count = lay.count + (c->neighbor_fetch ? lay.chosen : 0);
+        TRY(sift_graph_view(f->g, sl->sel_idx, SIFT_I32, 2, (int64_t[]){hkv, count}, 0, &kept)); /* [Hkv][count] */
+        a.mode = SIFT_ATTN_SELECT;
+        a.scorer = SIFT_SCORER_BUTLER;
+        a.score_q = qp;
+        a.score_k = sl->kpview;
+        a.neighbor_fetch = c->neighbor_fetch;
+        a.sel_indices = kept;
+        a.reuse = sg->butler == BUTLER_REUSE;
+        break;
+    }
     case SIFT_POLICY_TOKENSELECT:
         a.mode = SIFT_ATTN_SELECT;
         a.sel_cache = c->sel_cache;
@@ -103,6 +125,27 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
     return sift_attn_append(f->g, &a, q, sl->kview, sl->vview, out, &sg->attn_idx);
 }
 
+/* TokenButler's predictor at producer layer l (decode under BUTLER): the stream entering the
+ * layer -> LayerNorm -> fc1 -> SiLU -> fc2, the queries of the layers it serves. */
+static sift_status predict(pass *f, uint32_t l)
+{
+    sift_session *s = f->s;
+    const sift_predictor *pr = s->cfg.predictor;
+    const butler_producer *bp = &pr->prod[l / (uint32_t)pr->stride];
+    const int64_t e = s->m->hp.n_embd, t = f->st->rows, hid = pr->hidden;
+    const int64_t out_w = (int64_t)pr->stride * s->m->hp.n_head * pr->key_dim;
+    sift_tensor *x, *xn, *h, *ha, *qp;
+    TRY(rows2(f, layer_in(s, l), 0, t, e, &x));     /* x [T][E] */
+    TRY(rows2(f, s->b_norm, 0, t, e, &xn));          /* xn [T][E] */
+    TRY(rows2(f, s->b_fc1, 0, t, hid, &h));          /* h [T][hidden] */
+    TRY(rows2(f, s->b_act, 0, t, hid, &ha));         /* ha [T][hidden] = silu(h) */
+    TRY(rows2(f, s->b_q[(l / (uint32_t)pr->stride) % 2], 0, t, out_w, &qp)); /* qp [T][P * Hq * d'] */
+    TRY(sift_op_layernorm(f->g, x, bp->norm_w, bp->norm_b, pr->ln_eps, xn));
+    TRY(sift_op_matmul(f->g, xn, bp->fc1, NULL, h));
+    TRY(sift_op_silu(f->g, h, ha));
+    return sift_op_matmul(f->g, ha, bp->fc2, NULL, qp);
+}
+
 /* Layer l over the step's T rows (E = n_embd, F = n_ff). */
 static sift_status layer(pass *f, uint32_t l)
 {
@@ -119,6 +162,9 @@ static sift_status layer(pass *f, uint32_t l)
     TRY(rows2(f, s->act[A_Q], 0, t, hq * d, &q));     /* q [T][Hq * D] */
     TRY(rows2(f, s->act[A_K], 0, t, hkv * d, &k));    /* k [T][Hkv * D] */
     TRY(rows2(f, s->act[A_V], 0, t, hkv * d, &v));    /* v [T][Hkv * D] */
+    const sift_predictor *pr = s->cfg.predictor;
+    if (pr && !st->prefill && s->cfg.policy == SIFT_POLICY_BUTLER && l % (uint32_t)pr->stride == 0 && l + 1 < hp->n_layer)
+        TRY(predict(f, l));
     TRY(sift_op_rmsnorm(f->g, x, w->attn_norm, hp->rms_eps, xn));
     TRY(sift_op_matmul(f->g, xn, w->wq, w->bq, q));
     TRY(sift_op_matmul(f->g, xn, w->wk, w->bk, k));
@@ -138,6 +184,15 @@ static sift_status layer(pass *f, uint32_t l)
             TRY(sift_op_rope(f->g, q3, sg->pos0, m->rope_factors, &rope, qr3));
             TRY(sift_op_rope(f->g, k3, sg->pos0, m->rope_factors, &rope, kr3));
             TRY(sift_op_kv_write(f->g, kr3, sg->pos0, sl->kview));
+        }
+        if (sl->kpview) { /* TokenButler: the same keys projected to d', cached beside them */
+            const int64_t dk = pr->key_dim;
+            sift_tensor *kr2, *kp2, *kp3;
+            TRY(rows2(f, s->act[A_KR], sg->row0, sg->t, hkv * d, &kr2));   /* [t][Hkv * D] */
+            TRY(rows2(f, s->b_kp, sg->row0, sg->t, hkv * dk, &kp2));       /* [t][Hkv * d'] */
+            TRY(rows3(f, s->b_kp, sg->row0, sg->t, hkv, dk, &kp3));        /* [t][Hkv][d'] */
+            TRY(sift_op_matmul(f->g, kr2, pr->kproj[l], NULL, kp2));
+            TRY(sift_op_kv_write(f->g, kp3, sg->pos0, sl->kpview));
         }
         TRY(sift_op_kv_write(f->g, v3, sg->pos0, sl->vview)); /* K/V [Hkv][pos0 .. pos0 + t)[D] */
     }

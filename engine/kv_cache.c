@@ -23,6 +23,12 @@ sift_status sift_kv_create_pools(sift_session *s)
         TRY(sift_tensor_create(s->m->ctx, c->kv_type, 3, shape, &s->kpool[l]));
         TRY(sift_tensor_create(s->m->ctx, c->kv_type, 3, shape, &s->vpool[l]));
     }
+    if (!c->predictor) return SIFT_OK;
+    /* TokenButler's projected keys, f16 [Hkv][R][d'], on the same pages as K and V (layer 0 is dense) */
+    s->kppool = calloc(hp->n_layer, sizeof *s->kppool);
+    if (!s->kppool) return sift_set_error(SIFT_E_NOMEM, "sift_session_create: out of memory");
+    const int64_t kp_shape[3] = {hp->n_head_kv, s->pool_pages * c->page_size, c->predictor->key_dim};
+    for (uint32_t l = 1; l < hp->n_layer; l++) TRY(sift_tensor_create(s->m->ctx, SIFT_F16, 3, kp_shape, &s->kppool[l]));
     return SIFT_OK;
 }
 
@@ -40,6 +46,7 @@ sift_status sift_kv_create_sequence(sift_session *s, sequence *q)
         seq_layer *sl = &q->layers[l];
         TRY(sift_tensor_paged_view(s->kpool[l], q->pages, s->cfg.page_size, &sl->kview));
         TRY(sift_tensor_paged_view(s->vpool[l], q->pages, s->cfg.page_size, &sl->vview));
+        if (s->kppool && s->kppool[l]) TRY(sift_tensor_paged_view(s->kppool[l], q->pages, s->cfg.page_size, &sl->kpview));
         if (sift_keeps_mirror(s))
             TRY(sift_kv_mirror_init(&sl->mirror, hp->n_head_kv, hp->head_dim, s->cfg.n_ctx, s->cfg.eval_mode != 0));
     }
@@ -55,6 +62,7 @@ void sift_kv_destroy(sift_session *s)
         for (uint32_t l = 0; q->layers && l < n_layer; l++) {
             sift_tensor_destroy(q->layers[l].kview);
             sift_tensor_destroy(q->layers[l].vview);
+            sift_tensor_destroy(q->layers[l].kpview);
             sift_kv_mirror_free(&q->layers[l].mirror);
         }
         sift_tensor_destroy(q->pages);
@@ -64,6 +72,8 @@ void sift_kv_destroy(sift_session *s)
         sift_tensor_destroy(s->kpool[l]);
         sift_tensor_destroy(s->vpool[l]);
     }
+    for (uint32_t l = 0; s->kppool && l < n_layer; l++) sift_tensor_destroy(s->kppool[l]);
+    free(s->kppool);
     free(s->kpool);
     free(s->vpool);
     free(s->free_pages);
@@ -108,6 +118,15 @@ static int64_t pool_run(const sift_session *s, const sequence *q, int64_t h, int
     const int64_t p = s->cfg.page_size, d = s->m->hp.head_dim;
     const int64_t phys = (int64_t)q->page_of[j / p] * p + j % p;
     *offset = (size_t)((h * s->pool_pages * p + phys) * d) * sift_dtype_size(s->cfg.kv_type);
+    return p - j % p < end - j ? p - j % p : end - j;
+}
+
+/* The same for a pool of rows of `row_bytes` bytes (the projected keys'). */
+static int64_t pool_run_rows(const sift_session *s, const sequence *q, int64_t h, int64_t j, int64_t end, size_t row_bytes,
+                             size_t *offset)
+{
+    const int64_t p = s->cfg.page_size, phys = (int64_t)q->page_of[j / p] * p + j % p;
+    *offset = (size_t)(h * s->pool_pages * p + phys) * row_bytes;
     return p - j % p < end - j ? p - j % p : end - j;
 }
 
@@ -174,8 +193,33 @@ sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uint64_t see
                     j += run;
                 }
     free(buf);
+    /* the projected keys (f16 [Hkv][R][d']), one random page the same way */
+    const int64_t dk = s->cfg.predictor ? s->cfg.predictor->key_dim : 0;
+    buf = st == SIFT_OK && dk ? malloc((size_t)(p * dk) * 2) : NULL;
+    if (st == SIFT_OK && dk && !buf) st = sift_set_error(SIFT_E_NOMEM, "sift_session_fill_synthetic: out of memory");
+    for (int64_t i = 0; buf && i < p * dk; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ((uint16_t *)buf)[i] = sift_float_to_half((float)(int32_t)(x >> 32) * (1.0f / 2147483648.0f));
+    }
+    for (uint32_t l = 1; st == SIFT_OK && buf && l < s->m->hp.n_layer; l++)
+        for (int64_t h = 0; st == SIFT_OK && h < hkv; h++)
+            for (int64_t j = q->pos; st == SIFT_OK && j < q->pos + n;) {
+                size_t off;
+                const int64_t run = pool_run_rows(s, q, h, j, q->pos + n, (size_t)dk * 2, &off);
+                st = sift_tensor_write(s->kppool[l], off, buf, (size_t)(run * dk) * 2);
+                j += run;
+            }
+    free(buf);
     if (st == SIFT_OK) q->pos += n;
     return st;
+}
+
+size_t sift_session_predictor_key_bytes(const sift_session *s)
+{
+    size_t total = 0;
+    for (uint32_t l = 0; s && s->kppool && l < s->m->hp.n_layer; l++)
+        if (s->kppool[l]) total += sift_tensor_nbytes(s->kppool[l]);
+    return total;
 }
 
 size_t sift_session_kv_bytes(const sift_session *s)

@@ -29,6 +29,7 @@ const char *sift_policy_name(sift_policy p)
     case SIFT_POLICY_SNAPKV: return "snapkv";
     case SIFT_POLICY_QUEST: return "quest";
     case SIFT_POLICY_ORACLE: return "oracle";
+    case SIFT_POLICY_BUTLER: return "butler";
     default: return "unknown";
     }
 }
@@ -43,7 +44,7 @@ sift_status sift_policy_parse(const char *name, sift_policy *out)
         }
     }
     return sift_set_error(SIFT_E_INVALID,
-                          "unknown policy '%s' (expected dense, tokenselect, streaming, h2o, snapkv, quest or oracle)",
+                          "unknown policy '%s' (expected dense, tokenselect, streaming, h2o, snapkv, quest, oracle or butler)",
                           name);
 }
 

@@ -25,6 +25,7 @@ static void free_sequence_state(sift_session *s, sequence *q)
         sift_tensor_destroy(sl->sel_state);
         sift_tensor_destroy(sl->sel_idx);
         sl->sel_state = sl->sel_idx = NULL;
+        sl->butler_steps = sl->butler_reused = 0;
     }
     sift_tensor_destroy(q->host_idx);
     q->host_idx = NULL;
@@ -47,6 +48,8 @@ void sift_session_destroy(sift_session *s)
     for (uint32_t l = 0; s->layer_out && l < n_layer; l++) sift_tensor_destroy(s->layer_out[l]);
     free(s->layer_out);
     for (int i = 0; i < A_COUNT; i++) sift_tensor_destroy(s->act[i]);
+    sift_tensor *butler_act[6] = {s->b_kp, s->b_norm, s->b_fc1, s->b_act, s->b_q[0], s->b_q[1]};
+    for (int i = 0; i < 6; i++) sift_tensor_destroy(butler_act[i]);
     sift_tensor_destroy(s->ids);
     sift_tensor_destroy(s->xlast_norm);
     sift_tensor_destroy(s->logits);
@@ -64,6 +67,10 @@ static sift_status check_policy(const sift_session_config *c, const char *fn)
     if (c->extrapolate && c->policy != SIFT_POLICY_TOKENSELECT && c->policy != SIFT_POLICY_STREAMING)
         return sift_set_error(SIFT_E_UNSUPPORTED, "%s: length extrapolation runs with the tokenselect or streaming policy, not %s",
                               fn, sift_policy_name(c->policy));
+    if (c->policy == SIFT_POLICY_BUTLER && !c->predictor)
+        return sift_set_error(SIFT_E_INVALID, "%s: the butler policy needs a predictor (sift_predictor_load; --predictor FILE)", fn);
+    if (c->predict_interval < 1 || c->predict_interval > 1024)
+        return sift_set_error(SIFT_E_INVALID, "%s: prediction interval %d (1 .. 1024)", fn, c->predict_interval);
     if (c->sparse_prefill && c->policy != SIFT_POLICY_TOKENSELECT)
         return sift_set_error(SIFT_E_UNSUPPORTED, "%s: sparse prefill runs with the tokenselect policy, not %s", fn,
                               sift_policy_name(c->policy));
@@ -88,12 +95,25 @@ static sift_status make_sel_cache(sift_session *s, sequence *q)
     return st;
 }
 
-/* The per-sequence state a policy needs: TokenSelect's Selection Cache; for the host policies,
+/* The lists BUTLER keeps per layer for the prediction interval: [Hkv][S + k (+ k) + W]. */
+static int64_t butler_count(const sift_session_config *c) { return sift_max_count(c) + (c->neighbor_fetch ? c->budget : 0); }
+
+static sift_status make_butler_lists(sift_session *s, sequence *q)
+{
+    const sift_gguf_hparams *hp = &s->m->hp;
+    q->lists_kept = false;
+    for (uint32_t l = 1; l < hp->n_layer; l++)
+        TRY(sift_tensor_create(s->m->ctx, SIFT_I32, 2, (int64_t[]){hp->n_head_kv, butler_count(&s->cfg)}, &q->layers[l].sel_idx));
+    return SIFT_OK;
+}
+
+/* The per-sequence state a policy needs: TokenSelect's Selection Cache; BUTLER's kept lists; for the host policies,
  * host lists and the policy's state (replaying the prompt queries kept from prefill). */
 static sift_status make_policy_state(sift_session *s, sequence *q)
 {
     const sift_gguf_hparams *hp = &s->m->hp;
     if (s->cfg.policy == SIFT_POLICY_TOKENSELECT && s->cfg.sel_cache <= 1.0f) return make_sel_cache(s, q);
+    if (s->cfg.policy == SIFT_POLICY_BUTLER) return make_butler_lists(s, q);
     if (!sift_host_policy(s->cfg.policy)) return SIFT_OK;
     TRY(sift_tensor_create(s->m->ctx, SIFT_I32, 1, (int64_t[]){(int64_t)hp->n_head_kv * sift_max_count(&s->cfg)}, &q->host_idx));
     TRY(sift_policy_state_create(s->cfg.policy, (int)hp->n_layer, (int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim,
@@ -137,6 +157,11 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
     if (c.chunk == 0) c.chunk = 512;
     if (c.n_seq == 0) c.n_seq = 1;
     if (c.page_size == 0) c.page_size = 256;
+    if (c.predict_interval == 0) c.predict_interval = 1;
+    if (c.predictor && c.predictor->m != m)
+        return sift_set_error(SIFT_E_INVALID, "%s: the predictor was loaded for another model", fn);
+    if (c.predictor && c.extrapolate)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "%s: a predictor projects keys after RoPE; length extrapolation caches them before", fn);
     if (c.n_ctx < 1 || c.n_ctx > INT32_MAX)
         return sift_set_error(SIFT_E_SHAPE, "%s: context of %lld tokens", fn, (long long)c.n_ctx);
     if (c.chunk < 1 || c.chunk > 65536) return sift_set_error(SIFT_E_SHAPE, "%s: chunk %lld", fn, (long long)c.chunk);
@@ -173,6 +198,13 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
         for (uint32_t l = 0; st == SIFT_OK && l < hp->n_layer; l++)
             st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){t, e}, &s->layer_out[l]);
     }
+    if (st == SIFT_OK && c.predictor) {
+        const sift_predictor *pr = c.predictor;
+        const int64_t widths_b[5] = {hkv * pr->key_dim, e, pr->hidden, pr->hidden, (int64_t)pr->stride * hq * pr->key_dim};
+        sift_tensor **dst[6] = {&s->b_kp, &s->b_norm, &s->b_fc1, &s->b_act, &s->b_q[0], &s->b_q[1]};
+        for (int i = 0; st == SIFT_OK && i < 6; i++)
+            st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){t, widths_b[i < 5 ? i : 4]}, dst[i]);
+    }
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_I32, 1, (int64_t[]){t}, &s->ids);
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){c.n_seq, e}, &s->xlast_norm);
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){c.n_seq, hp->n_vocab}, &s->logits);
@@ -197,6 +229,12 @@ static sift_status run_step(sift_session *s, step *st, const int32_t *tokens, fl
             if (!sg->lists_host) return sift_set_error(SIFT_E_NOMEM, "session: out of memory");
         }
     }
+    for (int i = 0; i < st->n_seg; i++) { /* BUTLER: dense at the first step, then the interval */
+        const sequence *q = &s->seqs[st->seg[i].seq];
+        st->seg[i].butler = q->decode_steps == 0                                                 ? BUTLER_DENSE
+                            : q->lists_kept && (q->decode_steps - 1) % s->cfg.predict_interval != 0 ? BUTLER_REUSE
+                                                                                                    : BUTLER_SELECT;
+    }
     TRY(sift_tensor_write(s->ids, 0, tokens, (size_t)st->rows * sizeof *tokens));
     sift_status e = sift_forward(s, st);
     for (int i = 0; i < st->n_seg; i++) {
@@ -210,7 +248,26 @@ static sift_status run_step(sift_session *s, step *st, const int32_t *tokens, fl
         e = sift_tensor_read(s->logits, 0, logits, (size_t)(rows * s->m->hp.n_vocab) * sizeof *logits);
     }
     if (e != SIFT_OK) return e;
-    for (int i = 0; i < st->n_seg; i++) s->seqs[st->seg[i].seq].pos += st->seg[i].t;
+    for (int i = 0; i < st->n_seg; i++) {
+        sequence *q = &s->seqs[st->seg[i].seq];
+        const segment *sg = &st->seg[i];
+        q->pos += sg->t;
+        if (st->prefill) {
+            q->decode_steps = 0;
+            q->lists_kept = false;
+            continue;
+        }
+        const sift_select_params sel = {.n_ctx = sg->pos0 + 1, .sink = s->cfg.sink, .window = s->cfg.window,
+                                        .budget = s->cfg.budget};
+        const bool full = sift_select_candidates(&sel) > sel.budget;
+        if (s->cfg.policy == SIFT_POLICY_BUTLER && sg->butler != BUTLER_DENSE && full)
+            for (uint32_t l = 1; l < s->m->hp.n_layer; l++) {
+                q->layers[l].butler_steps++;
+                q->layers[l].butler_reused += sg->butler == BUTLER_REUSE;
+            }
+        if (s->cfg.policy == SIFT_POLICY_BUTLER && sg->butler == BUTLER_SELECT) q->lists_kept = full;
+        q->decode_steps++;
+    }
     s->last_t = st->rows;
     s->last_row = st->prefill ? st->rows - 1 : 0;
     return SIFT_OK;
@@ -308,6 +365,7 @@ sift_status sift_session_rewind(sift_session *s, int seq, int64_t pos)
         return sift_set_error(SIFT_E_INVALID, "sift_session_rewind: position %lld outside 0 .. %lld", (long long)pos,
                               (long long)q->pos);
     q->pos = pos;
+    q->decode_steps = 0;
     TRY(sift_kv_release_pages(s, q, pos));
     for (uint32_t l = 0; l < s->m->hp.n_layer; l++) {
         seq_layer *sl = &q->layers[l];
@@ -371,7 +429,10 @@ sift_status sift_session_sel_cache_stats(const sift_session *s, int layer, int64
     for (int i = 0; i < s->cfg.n_seq; i++)
         for (uint32_t l = 0; l < s->m->hp.n_layer; l++) {
             const sift_tensor *state = s->seqs[i].layers[l].sel_state;
-            if ((layer >= 0 && (uint32_t)layer != l) || !state) continue;
+            if (layer >= 0 && (uint32_t)layer != l) continue;
+            *hits += s->seqs[i].layers[l].butler_reused;
+            *steps += s->seqs[i].layers[l].butler_steps;
+            if (!state) continue;
             float extra[SIFT_SEL_CACHE_EXTRA];
             TRY(sift_tensor_read(state, qn * sizeof(float), extra, sizeof extra));
             *hits += (int64_t)extra[SIFT_SEL_CACHE_HITS];

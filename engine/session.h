@@ -10,6 +10,7 @@
 
 #include "model.h"
 #include "policy.h"
+#include "predictor.h"
 
 /* Activations for up to `chunk` rows [chunk][width]; a step of T rows uses views of their first
  * T rows. */
@@ -34,7 +35,9 @@ enum {
 typedef struct seq_layer {
     sift_tensor *kview, *vview; /* the pools, through this sequence's page table */
     sift_tensor *sel_state;     /* TokenSelect's Selection Cache state (sift_attn_config) */
-    sift_tensor *sel_idx;       /* the index set it keeps [1][S + k + W] */
+    sift_tensor *sel_idx;       /* the index set it keeps [1][S + k + W]; BUTLER's lists [Hkv][S + k (+ k) + W] */
+    sift_tensor *kpview;        /* TokenButler's projected keys through the page table (layers >= 1) */
+    int64_t butler_steps, butler_reused; /* BUTLER: full selections, and those the interval reused */
     sift_kv_mirror mirror;      /* host copy of the cache (host policies, eval_mode) */
     float *obs_q;               /* the last SIFT_POLICY_OBS prompt queries [OBS][Hq][D] and positions */
     int64_t obs_pos[SIFT_POLICY_OBS];
@@ -49,11 +52,17 @@ typedef struct sequence {
     seq_layer *layers;
     sift_tensor *host_idx;     /* lists written by host policies [Hkv * (S + k + W)] */
     sift_policy_state *pstate; /* host policies */
+    int64_t decode_steps;      /* since the last prefill (BUTLER: step 0 is dense) */
+    bool lists_kept;           /* BUTLER: sel_idx holds full lists the interval may reuse */
 } sequence;
 
 /* The part of a step that belongs to one sequence: rows [row0, row0 + t) at positions pos0 ... */
+/* What a decode step does under BUTLER. */
+typedef enum { BUTLER_DENSE, BUTLER_SELECT, BUTLER_REUSE } butler_step;
+
 typedef struct segment {
     int seq;
+    butler_step butler;    /* decode under BUTLER */
     int64_t row0, t, pos0;
     sift_tensor *attn_idx; /* decode: the index list its attention read (NULL: dense) */
     float *q_host;         /* decode under eval_mode: the layer's query, for the quality measure */
@@ -79,6 +88,12 @@ struct sift_session {
     sift_tensor *act[A_COUNT];
     sift_tensor *ids, *xlast_norm, *logits;
     sift_tensor **layer_out; /* keep_layer_outputs: each layer's output [chunk][n_embd] */
+    /* TokenButler (a predictor given): the projected-key pools of layers >= 1 [Hkv][R][d'], and
+     * the activations [chunk][width] of the key projection (Hkv * d') and of the predictor: the
+     * normed stream (E), fc1 (hidden), SiLU (hidden) and the queries (P * Hq * d') of the two
+     * producers alive at once (a consumer reads its producer's while the next one writes). */
+    sift_tensor **kppool;
+    sift_tensor *b_kp, *b_norm, *b_fc1, *b_act, *b_q[2];
     int64_t last_t;          /* rows of the last step */
     int64_t last_row;        /* the row whose layer outputs sift_session_layer_output reads */
     double quality_recall, quality_err;

@@ -393,6 +393,31 @@ SIFT_API sift_status sift_model_tokenize(const sift_model *m, const char *text, 
 /* The bytes one token adds to running text (control tokens: none). */
 SIFT_API sift_status sift_model_token_piece(const sift_model *m, int32_t id, char *buf, size_t cap, size_t *len);
 
+/* ---- TokenButler's predictor (docs/algorithms.md) ------------------------------------------ */
+
+typedef struct sift_predictor sift_predictor;
+
+/* Loads a predictor from its GGUF file (general.architecture "sift-butler") onto the model's
+ * device. The file is checked against m (layers, widths, heads, and the fingerprint of the model
+ * it was trained for): a predictor for another model is an error naming the mismatch. Destroy it
+ * after the sessions that use it, before the model. */
+SIFT_API sift_status sift_predictor_load(sift_model *m, const char *path, sift_predictor **out);
+/* A predictor of random weights for m (d' = key_dim, a multiple of 8; producers every 4 layers,
+ * 512 hidden): for benchmarks, where what it selects does not matter. */
+SIFT_API sift_status sift_predictor_random(sift_model *m, int key_dim, uint64_t seed, sift_predictor **out);
+SIFT_API void sift_predictor_destroy(sift_predictor *p);
+
+typedef struct sift_predictor_info {
+    int key_dim;         /* d' */
+    int producer_stride; /* P: producers at layers 0, P, 2P, ... */
+    int hidden;          /* fc1's width */
+    int n_producers;
+    int64_t n_params;    /* the predictor's and the key projections' */
+    double overhead;     /* n_params over the model's parameters */
+    size_t bytes;        /* on the device */
+} sift_predictor_info;
+SIFT_API void sift_predictor_get_info(const sift_predictor *p, sift_predictor_info *out);
+
 /* Decode selection policies (docs/algorithms.md), each attending at most S + k + W tokens:
  *   DENSE        every token;
  *   TOKENSELECT  exact scores, head soft vote, top-k, shared by the layer (on the device);
@@ -403,7 +428,10 @@ SIFT_API sift_status sift_model_token_piece(const sift_model *m, int32_t id, cha
  *                queries' attention (max-pooled over 7 positions);
  *   QUEST        per KV head, pages of 16 tokens scored by sum_i max(q_i kmax_i, q_i kmin_i) with
  *                min/max metadata kept beside the cache; the best pages until k tokens;
- *   ORACLE       per KV head, the true top-k of the attention (max over the group's heads).
+ *   ORACLE       per KV head, the true top-k of the attention (max over the group's heads);
+ *   BUTLER       TokenButler: per KV head, the top-k of a learned predictor's scores against
+ *                low-dimensional keys (sift_session_config.predictor; on the device). Layer 0 and
+ *                the first decode step after a prefill are dense.
  * H2O, SNAPKV, QUEST and ORACLE are comparison baselines computed on the host from a mirror of
  * the cache (each decode step then runs one graph per layer); their attention runs on the device. */
 typedef enum sift_policy {
@@ -414,10 +442,11 @@ typedef enum sift_policy {
     SIFT_POLICY_SNAPKV,
     SIFT_POLICY_QUEST,
     SIFT_POLICY_ORACLE,
+    SIFT_POLICY_BUTLER,
     SIFT_POLICY_COUNT
 } sift_policy;
 
-/* "dense", "tokenselect", "streaming", "h2o", "snapkv", "quest", "oracle". */
+/* "dense", "tokenselect", "streaming", "h2o", "snapkv", "quest", "oracle", "butler". */
 SIFT_API const char *sift_policy_name(sift_policy p);
 SIFT_API sift_status sift_policy_parse(const char *name, sift_policy *out);
 
@@ -455,6 +484,14 @@ typedef struct sift_session_config {
      * that any policy can run after sift_session_rewind, and measure each decode step's attention
      * quality (sift_session_attention_quality). Costs host memory and a graph per layer. */
     int eval_mode;
+    /* TokenButler (docs/algorithms.md): the predictor (loaded for the same model; NULL: none). With
+     * one, every layer's keys are also cached projected to d' dimensions, so the BUTLER policy can
+     * run (from the start, or after sift_session_set_policy). predict_interval I (0: 1) recomputes
+     * the index lists every I-th decode step and reuses them in between; neighbor_fetch also
+     * attends the position after each selected one. */
+    const sift_predictor *predictor;
+    int predict_interval;
+    int neighbor_fetch;
 } sift_session_config;
 
 /* Defaults: n_ctx 0, f16 cache, DENSE, S 128, W 512, k 2048, chunk 512, one sequence, pages of
@@ -489,11 +526,14 @@ SIFT_API sift_status sift_session_set_policy(sift_session *s, sift_policy policy
 /* The output (residual stream) of layer `layer` for the last token of the last eval, into
  * out[n_embd]. Needs keep_layer_outputs. */
 SIFT_API sift_status sift_session_layer_output(const sift_session *s, int layer, float *out);
+/* Bytes of the projected keys (TokenButler) the session holds on the device (0 without a predictor). */
+SIFT_API size_t sift_session_predictor_key_bytes(const sift_session *s);
 /* Bytes of KV pool the session holds on the device, and the bytes of the pages in use. */
 SIFT_API size_t sift_session_kv_bytes(const sift_session *s);
 SIFT_API size_t sift_session_kv_used_bytes(const sift_session *s);
 /* Selection Cache counters of a layer (layer -1: all layers), summed over sequences: decode steps
- * with a full selection, and those that reused the cached index set. */
+ * with a full selection, and those that reused the cached index set. Under BUTLER the same for
+ * the prediction interval: steps with a full selection, and those that reused the lists. */
 SIFT_API sift_status sift_session_sel_cache_stats(const sift_session *s, int layer, int64_t *hits, int64_t *steps);
 /* eval_mode: the mean, over decode steps, layers and query heads since the session began, of the
  * dense attention mass recalled by the attended set and of |o - o_dense| / |o_dense|; *n counts

@@ -21,6 +21,23 @@ bool cli_parse_threads(const char *s, int64_t *out);
 /* A whole file into a new NUL-terminated buffer of *len bytes (NULL with errno set when it cannot
  * be read). */
 char *cli_read_file(const char *path, size_t *len);
+/* TokenButler's options, shared by run, logits, eval and bench-decode. */
+typedef struct cli_butler {
+    const char *predictor; /* --predictor FILE, or "random" (a random predictor, for timing) */
+    int64_t interval;      /* --predict-interval I (default 1) */
+    bool neighbor_fetch;   /* --neighbor-fetch */
+} cli_butler;
+#define CLI_BUTLER_HELP                                                                                       \
+    "  --predictor FILE   TokenButler's predictor for this model (GGUF, made by tools/butler/train.py);\n"    \
+    "                     'random' makes a random one (for timing only); the butler policy needs it\n"      \
+    "  --predict-interval I  butler: recompute the index lists every I-th decode step (default 1)\n"       \
+    "  --neighbor-fetch   butler: also attend the token after each selected one\n"
+/* argv[*i] as one of TokenButler's options: 1 when it is one (*i then at its last word), 0 when it
+ * is not, -1 after printing why its value is wrong. */
+int cli_parse_butler(const char *who, int argc, char **argv, int *i, cli_butler *b);
+/* The predictor b names for m (NULL in *out when none is named); 0, or 1 after printing the error.
+ * A random one has d' = 16. */
+int cli_load_predictor(const char *who, sift_model *m, const cli_butler *b, sift_predictor **out);
 /* `sift eval` (tools/eval.c). */
 int cli_eval(int argc, char **argv);
 /* `sift demo` (tools/eval.c). */

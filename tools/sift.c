@@ -138,6 +138,40 @@ int cli_open_model(const char *who, const char *backend, int64_t threads, const 
     return 1;
 }
 
+int cli_parse_butler(const char *who, int argc, char **argv, int *i, cli_butler *b)
+{
+    const char *a = argv[*i], *val = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (!strcmp(a, "--neighbor-fetch")) {
+        b->neighbor_fetch = true;
+        return 1;
+    }
+    if (strcmp(a, "--predictor") != 0 && strcmp(a, "--predict-interval") != 0) return 0;
+    if (!val) {
+        fprintf(stderr, "%s: %s needs a value\n", who, a);
+        return -1;
+    }
+    if (!strcmp(a, "--predictor")) {
+        b->predictor = val;
+    } else if (!cli_parse_i64(val, &b->interval) || b->interval < 1 || b->interval > 1024) {
+        fprintf(stderr, "%s: --predict-interval needs a number of steps in 1 .. 1024 (1, 2, 4, 8, 16 are usual), not '%s'\n",
+                who, val);
+        return -1;
+    }
+    (*i)++;
+    return 1;
+}
+
+int cli_load_predictor(const char *who, sift_model *m, const cli_butler *b, sift_predictor **out)
+{
+    *out = NULL;
+    if (!b->predictor) return 0;
+    const sift_status s = !strcmp(b->predictor, "random") ? sift_predictor_random(m, 16, 1, out)
+                                                          : sift_predictor_load(m, b->predictor, out);
+    if (s == SIFT_OK) return 0;
+    fprintf(stderr, "%s: %s\n", who, sift_last_error());
+    return 1;
+}
+
 bool cli_parse_threads(const char *s, int64_t *out) { return cli_parse_i64(s, out) && *out >= 1 && *out <= 4096; }
 
 /* Fills a tensor with pseudo-random values in [-1, 1) in slabs, so a 4 GB cache needs no 4 GB host copy. */
@@ -388,8 +422,9 @@ static void usage_run(FILE *f, const char *cmd)
             "                     message, when the context is full\n"
             "  --backend B        cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                     `sift devices` shows the choice)\n"
             "  -t, --threads N    the CPU backend's threads (default: one per core)\n"
-            "  --policy P         decode attention: dense, tokenselect, streaming, h2o, snapkv, quest or\n"
-            "                     oracle (default dense; see docs/policies.md); select = tokenselect\n"
+            "  --policy P         decode attention: dense, tokenselect, streaming, h2o, snapkv, quest,\n"
+            "                     oracle or butler (default dense; see docs/policies.md); select =\n"
+            "                     tokenselect\n"
             "  --budget k         tokens chosen per step by selection (default 2048)\n"
             "  --sink S           first tokens always attended (default 128)\n"
             "  --window W         last tokens always attended (default 512)\n"
@@ -401,6 +436,7 @@ static void usage_run(FILE *f, const char *cmd)
             "  --extrapolate      length extrapolation: keys cached before RoPE, positions over the\n"
             "                     selected set (tokenselect or streaming; prefill runs token by token)\n"
             "  --sparse-prefill   prefill chunks attend the top-k chosen by the chunk's mean query\n"
+            CLI_BUTLER_HELP
             "  -c, --ctx N        tokens per sequence, prompt included (default: the model's training\n"
             "                     context)\n"
             "  --kv f16|f32       KV cache type (default f16)\n"
@@ -525,10 +561,16 @@ static int run_model(int argc, char **argv, bool logits_mode)
     int64_t page_size = 256;
     float sel_cache = 0.9f;
     bool extrapolate = false, sparse_prefill = false;
+    cli_butler butler = {.interval = 1};
+    char who[32];
+    snprintf(who, sizeof who, "sift %s", cmd);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = val != NULL;
         const char *need = NULL; /* what a valid value is, for the message */
+        const int butler_opt = cli_parse_butler(who, argc, argv, &i, &butler);
+        if (butler_opt < 0) return 2;
+        if (butler_opt > 0) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage_run(stdout, cmd);
             return 0;
@@ -592,6 +634,10 @@ static int run_model(int argc, char **argv, bool logits_mode)
         fprintf(stderr, "sift %s: no model given (-m MODEL.gguf; see --help)\n", cmd);
         return 2;
     }
+    if (policy == SIFT_POLICY_BUTLER && !butler.predictor) {
+        fprintf(stderr, "sift %s: the butler policy needs --predictor FILE (tools/butler/train.py makes one)\n", cmd);
+        return 2;
+    }
     if (prompt_arg && prompt_file) {
         fprintf(stderr, "sift %s: give the prompt with -p or -f, not both\n", cmd);
         return 2;
@@ -633,9 +679,15 @@ static int run_model(int argc, char **argv, bool logits_mode)
     int32_t *ids = NULL;
     float *logits = NULL;
     bool reported = false; /* the failure's message is printed already */
+    sift_predictor *predictor = NULL;
     sift_status s = cli_open_backend(backend, threads, &ctx);
     if (s == SIFT_OK) s = sift_model_load(ctx, model_path, &model);
     if (s != SIFT_OK) goto done;
+    if (cli_load_predictor(who, model, &butler, &predictor) != 0) {
+        s = SIFT_E_INVALID;
+        reported = true;
+        goto done;
+    }
     sift_model_info info;
     sift_model_get_info(model, &info);
     const int64_t n_ctx = ctx_len ? ctx_len : info.n_ctx_train;
@@ -671,6 +723,9 @@ static int run_model(int argc, char **argv, bool logits_mode)
     cfg.extrapolate = extrapolate;
     cfg.sparse_prefill = sparse_prefill;
     cfg.progress = logits_mode ? NULL : show_progress;
+    cfg.predictor = predictor;
+    cfg.predict_interval = (int)butler.interval;
+    cfg.neighbor_fetch = butler.neighbor_fetch;
     if ((s = sift_session_create(model, &cfg, &session)) != SIFT_OK) goto done;
     /* the prompt's tokens, and in logits mode the greedy ones after them: never more than fit */
     const size_t room = (size_t)(n_predict < n_ctx ? n_predict : n_ctx);
@@ -701,6 +756,15 @@ static int run_model(int argc, char **argv, bool logits_mode)
                 model_path, sift_context_device_name(ctx), info.arch, info.n_layers, info.n_heads, info.n_kv_heads,
                 info.head_dim, (double)sift_session_kv_bytes(session) / 1e6, (long long)n_ctx, sift_dtype_name(kv),
                 (long long)page_size, sift_policy_name(policy), swk, extrapolate ? ", extrapolation" : "");
+        if (predictor) {
+            sift_predictor_info pi;
+            sift_predictor_get_info(predictor, &pi);
+            fprintf(stderr, "sift run: predictor %s: d' = %d, producers every %d layers, %.2f M parameters (%.2f%% of the "
+                            "model); its keys take %.1f MB (f16)%s\n",
+                    butler.predictor, pi.key_dim, pi.producer_stride, (double)pi.n_params / 1e6, 100.0 * pi.overhead,
+                    (double)sift_session_predictor_key_bytes(session) / 1e6,
+                    policy == SIFT_POLICY_BUTLER ? "" : " (loaded, but the policy is not butler)");
+        }
     }
     double t0 = wall_s(), t_prefill = 0.0;
     size_t n_ids = n_prompt;
@@ -770,6 +834,7 @@ done:
     free(logits);
     sift_sampler_destroy(sampler);
     sift_session_destroy(session);
+    sift_predictor_destroy(predictor);
     sift_model_destroy(model);
     sift_context_destroy(ctx);
     return s == SIFT_OK ? 0 : 1;
