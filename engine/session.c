@@ -409,6 +409,20 @@ sift_status sift_session_set_policy(sift_session *s, sift_policy policy, int64_t
     return SIFT_OK;
 }
 
+sift_status sift_session_set_butler(sift_session *s, int predict_interval, int neighbor_fetch)
+{
+    const char *fn = "sift_session_set_butler";
+    if (!s) return sift_set_error(SIFT_E_INVALID, "%s: session is NULL", fn);
+    sift_session_config c = s->cfg;
+    c.predict_interval = predict_interval == 0 ? 1 : predict_interval;
+    c.neighbor_fetch = neighbor_fetch != 0;
+    TRY(check_policy(&c, fn));
+    for (int i = 0; i < s->cfg.n_seq; i++) free_sequence_state(s, &s->seqs[i]);
+    s->cfg = c;
+    for (int i = 0; i < s->cfg.n_seq; i++) TRY(make_policy_state(s, &s->seqs[i]));
+    return SIFT_OK;
+}
+
 sift_status sift_session_layer_output(const sift_session *s, int layer, float *out)
 {
     if (!s || !out) return sift_set_error(SIFT_E_INVALID, "sift_session_layer_output: null argument");

@@ -523,6 +523,9 @@ SIFT_API sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uin
  * other than after a fresh session need eval_mode. */
 SIFT_API sift_status sift_session_set_policy(sift_session *s, sift_policy policy, int64_t sink, int64_t window,
                                              int64_t budget);
+/* Changes the prediction interval and neighbour fetch of the BUTLER policy for the following
+ * steps (the kept lists start over). */
+SIFT_API sift_status sift_session_set_butler(sift_session *s, int predict_interval, int neighbor_fetch);
 /* The output (residual stream) of layer `layer` for the last token of the last eval, into
  * out[n_embd]. Needs keep_layer_outputs. */
 SIFT_API sift_status sift_session_layer_output(const sift_session *s, int layer, float *out);

@@ -25,9 +25,13 @@
 typedef struct {
     const char *model_path, *backend, *text_path, *retrieval_path;
     int64_t threads; /* -t: the CPU backend's threads, 0: one per core */
-    sift_policy policies[SIFT_POLICY_COUNT * 2];
-    bool extrapolated[SIFT_POLICY_COUNT * 2]; /* the policy runs with keys cached before RoPE */
+    sift_policy policies[32];
+    bool extrapolated[32]; /* the policy runs with keys cached before RoPE */
+    int interval[32];      /* butler: its prediction interval */
+    bool neighbors[32];    /* butler: with neighbour fetch */
     int n_policies;
+    cli_butler butler;
+    sift_predictor *predictor;
     int64_t *budgets; /* n_budgets values (malloc'd) */
     int n_budgets;
     int64_t sink, window, prefix, max_tokens, samples, skip, length;
@@ -49,7 +53,8 @@ static void usage(FILE *f)
           "  -m, --model PATH     GGUF model\n"
           "  --text FILE          a text file (tokenized with the model's tokenizer, BOS first)\n"
           "  --retrieval FILE     a retrieval test set (tools/retrieval/README.md)\n"
-          "  --policies LIST      comma-separated (default dense,tokenselect,streaming,h2o,snapkv,quest,oracle);\n"
+          "  --policies LIST      comma-separated (default dense,tokenselect,streaming,h2o,snapkv,quest,oracle,\n"
+          "                       and butler with --predictor);\n"
           "                       tokenselect+x and streaming+x run with length extrapolation (SPEC 6) in a\n"
           "                       session of their own, prefilled token by token\n"
           "  --budgets LIST       k values, any number of them (default 64,128,256; dense runs once)\n"
@@ -62,6 +67,9 @@ static void usage(FILE *f)
           "  --length N           retrieval: only the samples of N tokens, BOS included (a length\n"
           "                       no sample has is an error that lists those present)\n"
           "  --sel-cache T|off    TokenSelect's Selection Cache threshold (default off: selection alone)\n"
+          "  --predictor FILE     TokenButler's predictor: adds butler to the default policies; in\n"
+          "                       --policies, butler:iN runs it with prediction interval N and\n"
+          "                       butler:nf with neighbour fetch (butler:i4:nf both)\n"
           "  --backend B          cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                       `sift devices` shows the choice)\n"
           "  -t, --threads N      the CPU backend's threads (default: one per core)\n"
           "  --json               one JSON object per result line\n",
@@ -106,6 +114,23 @@ static bool parse_policies(const char *s, eval_options *o)
     snprintf(buf, sizeof buf, "%s", s ? s : "");
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         if (o->n_policies == (int)(sizeof o->policies / sizeof o->policies[0])) return false;
+        o->interval[o->n_policies] = 1;
+        o->neighbors[o->n_policies] = false;
+        if (!strncmp(tok, "butler:", 7)) { /* butler's variants: :iN, :nf */
+            for (char *opt = tok + 6; opt && *opt == ':';) {
+                char *next = strchr(opt + 1, ':');
+                if (next) *next = 0;
+                long long iv = 0;
+                char *end = NULL;
+                if (!strcmp(opt + 1, "nf")) o->neighbors[o->n_policies] = true;
+                else if (opt[1] == 'i' && (iv = strtoll(opt + 2, &end, 10)) >= 1 && iv <= 1024 && end && !*end)
+                    o->interval[o->n_policies] = (int)iv;
+                else return false;
+                if (next) *next = ':';
+                opt = next;
+            }
+            tok[6] = 0;
+        }
         const size_t len = strlen(tok);
         const bool x = len > 2 && !strcmp(tok + len - 2, "+x");
         if (x) tok[len - 2] = 0;
@@ -185,6 +210,7 @@ static sift_session_config session_config(const eval_options *o, int64_t n_ctx, 
     cfg.eval_mode = !extrapolate;
     cfg.extrapolate = extrapolate;
     cfg.policy = extrapolate ? SIFT_POLICY_TOKENSELECT : SIFT_POLICY_DENSE;
+    cfg.predictor = extrapolate ? NULL : o->predictor;
     return cfg;
 }
 
@@ -237,8 +263,18 @@ static sift_status run_policy(sift_session *s, const eval_options *o, sift_polic
 
 static const char *policy_label(const eval_options *o, int i, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s%s", sift_policy_name(o->policies[i]), o->extrapolated[i] ? "+x" : "");
+    char iv[16] = "";
+    if (o->interval[i] > 1) snprintf(iv, sizeof iv, ":i%d", o->interval[i]);
+    snprintf(buf, len, "%s%s%s%s", sift_policy_name(o->policies[i]), o->extrapolated[i] ? "+x" : "", iv,
+             o->neighbors[i] ? ":nf" : "");
     return buf;
+}
+
+/* Policy pi's TokenButler settings on the session (a no-op for the other policies). */
+static sift_status set_variant(sift_session *s, const eval_options *o, int pi)
+{
+    if (o->policies[pi] != SIFT_POLICY_BUTLER) return SIFT_OK;
+    return sift_session_set_butler(s, o->interval[pi], o->neighbors[pi]);
 }
 
 static int eval_text(const eval_options *o, sift_context *ctx, sift_model *m, const sift_model_info *info)
@@ -281,6 +317,7 @@ static int eval_text(const eval_options *o, sift_context *ctx, sift_model *m, co
             run_result r = {0};
             sift_session *run_in = NULL;
             st = session_for(o, pi, k, m, s, ids, n, o->prefix, &sx, &run_in);
+            if (st == SIFT_OK) st = set_variant(run_in, o, pi);
             if (st == SIFT_OK)
                 st = run_policy(run_in, o, p, k, ids, o->prefix, n, info->n_vocab, dense_top1, NULL, NULL, !o->extrapolated[pi], &r);
             if (st != SIFT_OK) break;
@@ -475,6 +512,7 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
                 run_result r = {0};
                 sift_session *run_in = NULL;
                 st = session_for(o, pi, o->budgets[bi], m, s, smp[i].ids, smp[i].n, from, &sx, &run_in);
+                if (st == SIFT_OK) st = set_variant(run_in, o, pi);
                 if (st == SIFT_OK)
                     st = run_policy(run_in, o, o->policies[pi], o->budgets[bi], smp[i].ids, from, smp[i].n, info->n_vocab, NULL,
                                     NULL, smp[i].is_answer, false, &r);
@@ -518,7 +556,8 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
                         printf(" %8.1f%%", a ? 100.0 * (double)c / (double)a : 0.0);
                 }
                 if (!o->json && sc_steps[row])
-                    printf(" %8.1f%%  (Selection Cache hits %.1f%%)\n", a_all ? 100.0 * (double)c_all / (double)a_all : 0.0,
+                    printf(" %8.1f%%  (%s %.1f%%)\n", a_all ? 100.0 * (double)c_all / (double)a_all : 0.0,
+                           o->policies[pi] == SIFT_POLICY_BUTLER ? "steps reusing lists" : "Selection Cache hits",
                            100.0 * (double)sc_hits[row] / (double)sc_steps[row]);
                 else if (!o->json)
                     printf(" %8.1f%%\n", a_all ? 100.0 * (double)c_all / (double)a_all : 0.0);
@@ -540,7 +579,8 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
 
 static int eval_main(int argc, char **argv, eval_options *o)
 {
-        parse_policies("dense,tokenselect,streaming,h2o,snapkv,quest,oracle", o);
+    parse_policies("dense,tokenselect,streaming,h2o,snapkv,quest,oracle", o);
+    bool policies_given = false;
     if (!parse_list_i64("64,128,256", &o->budgets, &o->n_budgets)) {
         fprintf(stderr, "sift eval: out of host memory\n");
         return 1;
@@ -548,6 +588,7 @@ static int eval_main(int argc, char **argv, eval_options *o)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = val != NULL, takes = true;
+        int butler_opt = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -557,7 +598,7 @@ static int eval_main(int argc, char **argv, eval_options *o)
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = cli_parse_threads(val, &o->threads);
         else if (!strcmp(a, "--text")) o->text_path = val;
         else if (!strcmp(a, "--retrieval")) o->retrieval_path = val;
-        else if (!strcmp(a, "--policies")) ok = parse_policies(val, o);
+        else if (!strcmp(a, "--policies")) ok = parse_policies(val, o), policies_given = true;
         else if (!strcmp(a, "--budgets")) ok = parse_list_i64(val, &o->budgets, &o->n_budgets);
         else if (!strcmp(a, "--sink")) ok = cli_parse_i64(val, &o->sink) && o->sink >= 0;
         else if (!strcmp(a, "--window")) ok = cli_parse_i64(val, &o->window) && o->window >= 0;
@@ -567,7 +608,10 @@ static int eval_main(int argc, char **argv, eval_options *o)
         else if (!strcmp(a, "--skip")) ok = cli_parse_i64(val, &o->skip) && o->skip >= 0;
         else if (!strcmp(a, "--length")) ok = cli_parse_i64(val, &o->length) && o->length >= 1;
         else if (!strcmp(a, "--sel-cache")) ok = cli_parse_sel_cache(val, &o->sel_cache);
-        else {
+        else if ((butler_opt = cli_parse_butler("sift eval", argc, argv, &i, &o->butler)) != 0) {
+            if (butler_opt < 0) return 2;
+            continue;
+        } else {
             fprintf(stderr, "sift eval: unknown option '%s' (see --help)\n", a);
             return 2;
         }
@@ -577,6 +621,7 @@ static int eval_main(int argc, char **argv, eval_options *o)
         }
         if (takes) i++;
     }
+    if (!policies_given && o->butler.predictor) parse_policies("dense,tokenselect,streaming,h2o,snapkv,quest,oracle,butler", o);
     if (!o->model_path || (!o->text_path == !o->retrieval_path)) {
         fprintf(stderr, "sift eval: give a model (-m) and one of --text or --retrieval (see --help)\n");
         return 2;
@@ -584,9 +629,23 @@ static int eval_main(int argc, char **argv, eval_options *o)
     sift_context *ctx = NULL;
     sift_model *m = NULL;
     if (cli_open_model("sift eval", o->backend, o->threads, o->model_path, &ctx, &m) != 0) return 1;
+    if (cli_load_predictor("sift eval", m, &o->butler, &o->predictor) != 0) {
+        sift_model_destroy(m);
+        sift_context_destroy(ctx);
+        return 1;
+    }
+    bool has_butler = false;
+    for (int pi = 0; pi < o->n_policies; pi++) has_butler |= o->policies[pi] == SIFT_POLICY_BUTLER;
+    if (has_butler && !o->predictor) {
+        fprintf(stderr, "sift eval: the butler policy needs --predictor FILE\n");
+        sift_model_destroy(m);
+        sift_context_destroy(ctx);
+        return 2;
+    }
     sift_model_info info;
     sift_model_get_info(m, &info);
     const int rc = o->text_path ? eval_text(o, ctx, m, &info) : eval_retrieval(o, ctx, m, &info);
+    sift_predictor_destroy(o->predictor);
     sift_model_destroy(m);
     sift_context_destroy(ctx);
     return rc;
