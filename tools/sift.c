@@ -59,12 +59,15 @@ static void usage_bench(FILE *f)
           "  --dim D         head dimension, 64 or 128 (default 128)\n"
           "  --kv f16|f32    K/V element type (default f16)\n"
           "  --vote sum|max  head soft vote (TokenSelect) or per-KV-head max (default sum)\n"
+          "  --key-dim d'    TokenButler's key dimension, a multiple of 8 (default 16; 0: no butler graph)\n"
           "  --repeat R      timed repeats (default 20, after 3 warm-ups)\n"
           "  --json          print one JSON object instead of the table (gbps is null for a stage timed\n"
           "                  at 0 us; the table prints - there)\n"
           "\n"
           "With the soft vote and more candidates than k, a third graph times a Selection Cache hit: the\n"
-          "cosine check, score/vote/select skipped on the device, the window moved, gather_attend.\n",
+          "cosine check, score/vote/select skipped on the device, the window moved, gather_attend.\n"
+          "A last graph times TokenButler's step: random d'-dimensional f16 queries and keys scored\n"
+          "with the max over each KV head's group (score_max), the top k per KV head, gather_attend.\n",
           f);
 }
 
@@ -242,7 +245,7 @@ static int bench_attn(int argc, char **argv)
 {
     const char *backend = NULL;
     int64_t threads = 0; /* -t: the CPU backend's threads, 0: one per core */
-    int64_t n_ctx = 32768, budget = 2048, sink = 128, window = 512, hq = 32, hkv = 8, dim = 128, repeat = 20;
+    int64_t n_ctx = 32768, budget = 2048, sink = 128, window = 512, hq = 32, hkv = 8, dim = 128, repeat = 20, key_dim = 16;
     sift_dtype kv = SIFT_F16;
     sift_vote_mode vote = SIFT_VOTE_SOFTMAX_SUM;
     bool json = false;
@@ -262,6 +265,7 @@ static int bench_attn(int argc, char **argv)
         else if (!strcmp(a, "--sink")) ok = cli_parse_i64(val, &sink);
         else if (!strcmp(a, "--window")) ok = cli_parse_i64(val, &window);
         else if (!strcmp(a, "--dim")) ok = cli_parse_i64(val, &dim);
+        else if (!strcmp(a, "--key-dim")) ok = cli_parse_i64(val, &key_dim) && key_dim >= 0 && key_dim <= 128 && key_dim % 8 == 0;
         else if (!strcmp(a, "--repeat")) ok = cli_parse_i64(val, &repeat) && repeat >= 1 && repeat <= 100000;
         else if (!strcmp(a, "--heads")) {
             const char *slash = val ? strchr(val, '/') : NULL;
@@ -299,10 +303,10 @@ static int bench_attn(int argc, char **argv)
         fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
         return 1;
     }
-    sift_tensor *q = NULL, *k = NULL, *v = NULL, *out = NULL, *state = NULL, *idx = NULL;
-    sift_graph *dense = NULL, *sel = NULL, *cached = NULL;
+    sift_tensor *q = NULL, *k = NULL, *v = NULL, *out = NULL, *state = NULL, *idx = NULL, *qp = NULL, *kp = NULL;
+    sift_graph *dense = NULL, *sel = NULL, *cached = NULL, *butler = NULL;
     float *host = NULL;
-    bench_result rd = {.graph = "dense"}, rs = {.graph = "select"}, rc = {.graph = "cached"};
+    bench_result rd = {.graph = "dense"}, rs = {.graph = "select"}, rc = {.graph = "cached"}, rb = {.graph = "butler"};
     const double kv_bytes = 2.0 * (double)hkv * (double)n_ctx * (double)dim * (double)sift_dtype_size(kv);
     if (!json)
         fprintf(stderr, "sift bench-attn: %s; preparing %.1f MB of K/V...\n", sift_context_device_name(ctx), kv_bytes / 1e6);
@@ -341,8 +345,31 @@ static int bench_attn(int argc, char **argv)
             (s = time_graph(cached, (int)repeat, &rc)) != SIFT_OK)
             goto done;
     }
-    const int n_graphs = cached ? 3 : 2;
-    const bench_result *rr[3] = {&rd, &rs, &rc};
+    /* TokenButler's step: a predictor's queries against d'-dimensional f16 keys (score_max), the
+     * top k per KV head, the gather */
+    if (key_dim > 0) {
+        sift_attn_config bc = cfg;
+        if ((s = sift_tensor_create(ctx, SIFT_F32, 2, (int64_t[]){hq, key_dim}, &qp)) != SIFT_OK ||
+            (s = sift_tensor_create(ctx, SIFT_F16, 3, (int64_t[]){hkv, n_ctx, key_dim}, &kp)) != SIFT_OK ||
+            (s = fill_random(qp, 4)) != SIFT_OK || (s = fill_random(kp, 5)) != SIFT_OK)
+            goto done;
+        bc.mode = SIFT_ATTN_SELECT;
+        bc.scorer = SIFT_SCORER_BUTLER;
+        bc.score_q = qp;
+        bc.score_k = kp;
+        bc.sel_cache = SIFT_SEL_CACHE_OFF;
+        bc.sel_state = NULL;
+        bc.sel_indices = NULL;
+        if ((s = sift_attn_graph(ctx, &bc, q, k, v, out, &butler, NULL)) != SIFT_OK ||
+            (s = time_graph(butler, (int)repeat, &rb)) != SIFT_OK)
+            goto done;
+    }
+    const bench_result *rr[4];
+    int n_graphs = 0;
+    rr[n_graphs++] = &rd;
+    rr[n_graphs++] = &rs;
+    if (cached) rr[n_graphs++] = &rc;
+    if (butler) rr[n_graphs++] = &rb;
 
     if (json) {
         printf("{\"backend\": \"%s\", \"device\": \"%s\", \"ctx\": %lld, \"budget\": %lld, \"sink\": %lld, "
@@ -364,8 +391,10 @@ static int bench_attn(int argc, char **argv)
         if (rd.total_us > 0) {
             printf("], \"select_over_dense\": %.4f", rs.total_us / rd.total_us);
             if (cached) printf(", \"cached_over_dense\": %.4f", rc.total_us / rd.total_us);
+            if (butler) printf(", \"butler_over_dense\": %.4f", rb.total_us / rd.total_us);
         } else {
-            printf("], \"select_over_dense\": null%s", cached ? ", \"cached_over_dense\": null" : "");
+            printf("], \"select_over_dense\": null%s%s", cached ? ", \"cached_over_dense\": null" : "",
+                   butler ? ", \"butler_over_dense\": null" : "");
         }
         printf("}\n");
     } else {
@@ -387,6 +416,9 @@ static int bench_attn(int argc, char **argv)
             printf("\nselect / dense: %.3f\n", rs.total_us / rd.total_us);
             if (cached)
                 printf("cached / dense: %.3f  (a Selection Cache hit: check, skipped stages, window, gather)\n", rc.total_us / rd.total_us);
+            if (butler)
+                printf("butler / dense: %.3f  (TokenButler: d' = %lld f16 keys, top k per KV head, gather)\n",
+                       rb.total_us / rd.total_us, (long long)key_dim);
         } else {
             printf("\nselect / dense: -  (dense timed at 0 us)\n");
         }
@@ -396,6 +428,9 @@ done:
     sift_graph_destroy(dense);
     sift_graph_destroy(sel);
     sift_graph_destroy(cached);
+    sift_graph_destroy(butler);
+    sift_tensor_destroy(qp);
+    sift_tensor_destroy(kp);
     sift_tensor_destroy(state);
     sift_tensor_destroy(idx);
     free(host);
@@ -847,9 +882,13 @@ static int bench_decode(int argc, char **argv)
     int64_t steps = 16, budget = 2048, sink = 128, window = 512;
     float sel_cache = -1.0f;
     bool json = false;
+    cli_butler butler = {.interval = 1};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = val != NULL, takes = true;
+        const int butler_opt = cli_parse_butler("sift bench-decode", argc, argv, &i, &butler);
+        if (butler_opt < 0) return 2;
+        if (butler_opt > 0) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: sift bench-decode -m MODEL.gguf [options]\n"
                    "\n"
@@ -869,6 +908,8 @@ static int bench_decode(int argc, char **argv)
                    "  --sel-cache T      the third mode: TokenSelect with the Selection Cache at threshold T\n"
                    "                     (default -1: every step after the first reuses, the cache's best case\n"
                    "                     on random data; 'off' leaves the mode out)\n"
+                   CLI_BUTLER_HELP
+                   "                     (with --predictor, a last mode times the butler policy)\n"
                    "  --json             one JSON object per line\n");
             return 0;
         } else if (!strcmp(a, "--json")) json = true, takes = false, ok = true;
@@ -907,6 +948,12 @@ static int bench_decode(int argc, char **argv)
         sift_context_destroy(ctx);
         return 1;
     }
+    sift_predictor *predictor = NULL;
+    if (cli_load_predictor("sift bench-decode", model, &butler, &predictor) != 0) {
+        sift_model_destroy(model);
+        sift_context_destroy(ctx);
+        return 1;
+    }
     sift_model_info info;
     sift_model_get_info(model, &info);
     float *logits = malloc((size_t)info.n_vocab * sizeof *logits);
@@ -928,11 +975,15 @@ static int bench_decode(int argc, char **argv)
             break;
         }
         p = *end == ',' ? end + 1 : end;
-        static const char *const mode_names[3] = {"dense", "select", "cached"};
-        for (int mode = 0; mode < (sel_cache <= 1.0f ? 3 : 2) && s == SIFT_OK; mode++) {
+        static const char *const mode_names[4] = {"dense", "select", "cached", "butler"};
+        for (int mode = 0; mode < 4 && s == SIFT_OK; mode++) {
+            if ((mode == 2 && sel_cache > 1.0f) || (mode == 3 && !predictor)) continue;
             sift_session_config cfg = sift_session_config_default();
             cfg.n_ctx = n_ctx + steps + 4;
-            cfg.policy = mode ? SIFT_POLICY_TOKENSELECT : SIFT_POLICY_DENSE;
+            cfg.policy = mode == 3 ? SIFT_POLICY_BUTLER : mode ? SIFT_POLICY_TOKENSELECT : SIFT_POLICY_DENSE;
+            cfg.predictor = mode == 3 ? predictor : NULL;
+            cfg.predict_interval = (int)butler.interval;
+            cfg.neighbor_fetch = butler.neighbor_fetch;
             cfg.sink = sink;
             cfg.window = window;
             cfg.budget = budget;
@@ -960,7 +1011,8 @@ static int bench_decode(int argc, char **argv)
                            1.0 / med, kv_gb, hit_rate);
                 else
                     printf("%10lld %-7s %12.3f %10.2f %12.2f%s\n", (long long)n_ctx, mode_names[mode], med * 1e3, 1.0 / med,
-                           kv_gb, mode == 2 ? (hit_rate == 1.0 ? "  (every step reused)" : hit_rate > 0 ? "  (some steps reused)" : "  (no step reused)") : "");
+                           kv_gb, mode == 2 ? (hit_rate == 1.0 ? "  (every step reused)" : hit_rate > 0 ? "  (some steps reused)" : "  (no step reused)")
+                                  : mode == 3 ? "  (+ predictor keys)" : "");
                 fflush(stdout);
             }
             sift_session_destroy(ss);
@@ -969,6 +1021,7 @@ static int bench_decode(int argc, char **argv)
     if (s != SIFT_OK) fprintf(stderr, "sift bench-decode: %s\n", sift_last_error());
     free(logits);
     free(times);
+    sift_predictor_destroy(predictor);
     sift_model_destroy(model);
     sift_context_destroy(ctx);
     return s == SIFT_OK ? 0 : 1;
