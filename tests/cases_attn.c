@@ -184,8 +184,172 @@ static void add(const attn_case *c, const char *what)
     registry_add("attn", name, attn_check, NULL, c, sizeof *c);
 }
 
+/* ---- TokenButler: the butler scorer's graphs --------------------------------------------------- */
+
+typedef struct {
+    int hq, hkv, d, dk;
+    int64_t n, sink, window, budget;
+    bool neighbors; /* neighbour fetch */
+    bool paged;     /* K, V and the projected keys through one shuffled page table */
+} butler_case;
+
+enum { BUTLER_PAGE = 64 };
+
+/* A tensor [Hkv][rows][d] as the case keeps it: plain, or a paged view of a pool whose pages are
+ * the table's (shuffled) ones. *pool and *table are what to free besides the view. */
+static sift_status place_kv(sift_context *ctx, const butler_case *c, const host_tensor *h, sift_tensor **view,
+                            sift_tensor **pool, sift_tensor **table)
+{
+    *pool = *table = NULL;
+    if (!c->paged) return upload(ctx, h, view);
+    const int64_t rows = h->shape[1], pages = (rows + BUTLER_PAGE - 1) / BUTLER_PAGE, d = h->shape[2];
+    const int64_t pool_pages = pages + 2, hkv = h->shape[0];
+    const size_t elt = sift_dtype_size(h->dtype);
+    int32_t *map = malloc((size_t)pages * sizeof *map);
+    unsigned char *bytes = calloc((size_t)(hkv * pool_pages * BUTLER_PAGE * d), elt);
+    if (!map || !bytes) exit(2);
+    for (int64_t p = 0; p < pages; p++) map[p] = (int32_t)(pool_pages - 1 - p); /* reversed; pages 0 and 1 unused */
+    const unsigned char *src = h->h ? (const unsigned char *)h->h : (const unsigned char *)h->f;
+    for (int64_t g = 0; g < hkv; g++)
+        for (int64_t j = 0; j < rows; j++)
+            memcpy(bytes + ((g * pool_pages * BUTLER_PAGE) + map[j / BUTLER_PAGE] * BUTLER_PAGE + j % BUTLER_PAGE) * d * elt,
+                   src + (g * rows + j) * d * elt, (size_t)d * elt);
+    sift_status s = sift_tensor_create(ctx, h->dtype, 3, (int64_t[]){hkv, pool_pages * BUTLER_PAGE, d}, pool);
+    if (s == SIFT_OK) s = sift_tensor_write(*pool, 0, bytes, (size_t)(hkv * pool_pages * BUTLER_PAGE * d) * elt);
+    if (s == SIFT_OK) s = sift_tensor_create(ctx, SIFT_I32, 1, &pages, table);
+    if (s == SIFT_OK) s = sift_tensor_write(*table, 0, map, (size_t)pages * sizeof *map);
+    if (s == SIFT_OK) s = sift_tensor_paged_view(*pool, *table, BUTLER_PAGE, view);
+    free(map);
+    free(bytes);
+    return s;
+}
+
+/* Runs one selecting step (lists kept), then STEPS - 1 steps that reuse the kept lists, the
+ * query moving; out[step][Hq][D]. With dense set, the dense graph instead (same queries). */
+static bool run_butler(const backend *b, const butler_case *c, const host_tensor *q, const host_tensor *qp,
+                       const host_tensor *k, const host_tensor *v, const host_tensor *kp, bool dense, float *out,
+                       int32_t *lists, const char *cname)
+{
+    const char *bname = sift_backend_kind_name(b->kind);
+    const sift_select_params sel = {.n_ctx = c->n, .sink = c->sink, .window = c->window, .budget = c->budget};
+    const int64_t chosen = c->budget < sift_select_candidates(&sel) ? c->budget : sift_select_candidates(&sel);
+    const int64_t count = sift_select_count(&sel) + (c->neighbors ? chosen : 0);
+    sift_tensor *qt = NULL, *qpt = NULL, *kt = NULL, *vt = NULL, *kpt = NULL, *o = NULL, *kept = NULL;
+    sift_tensor *pools[3] = {0}, *tables[3] = {0};
+    sift_graph *g[2] = {0};
+    bool ok = false;
+    const size_t n_out = (size_t)c->hq * (size_t)c->d;
+    CHECK_OK(upload(b->ctx, &q[0], &qt), cname, bname);
+    CHECK_OK(upload(b->ctx, &qp[0], &qpt), cname, bname);
+    CHECK_OK(place_kv(b->ctx, c, k, &kt, &pools[0], &tables[0]), cname, bname);
+    CHECK_OK(place_kv(b->ctx, c, v, &vt, &pools[1], &tables[1]), cname, bname);
+    CHECK_OK(place_kv(b->ctx, c, kp, &kpt, &pools[2], &tables[2]), cname, bname);
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, c->d}, &o), cname, bname);
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_I32, 2, (int64_t[]){c->hkv, count}, &kept), cname, bname);
+    sift_attn_config cfg = {.n_q_heads = c->hq, .n_kv_heads = c->hkv, .head_dim = c->d, .sel = sel,
+                            .mode = dense ? SIFT_ATTN_DENSE : SIFT_ATTN_SELECT, .scorer = SIFT_SCORER_BUTLER,
+                            .score_q = qpt, .score_k = kpt, .neighbor_fetch = c->neighbors, .sel_indices = kept};
+    CHECK_OK(sift_attn_graph(b->ctx, &cfg, qt, kt, vt, o, &g[0], NULL), cname, bname);
+    cfg.reuse = 1;
+    CHECK_OK(sift_attn_graph(b->ctx, &cfg, qt, kt, vt, o, &g[1], NULL), cname, bname);
+    for (int s = 0; s < STEPS; s++) {
+        CHECK_OK(sift_tensor_write(qt, 0, q[s].f, q[s].n * 4), cname, bname);
+        CHECK_OK(sift_tensor_write(qpt, 0, qp[s].f, qp[s].n * 4), cname, bname);
+        CHECK_OK(sift_graph_compute(g[s == 0 ? 0 : 1]), cname, bname);
+        CHECK_OK(sift_tensor_read(o, 0, out + (size_t)s * n_out, n_out * 4), cname, bname);
+    }
+    if (lists && !dense) CHECK_OK(sift_tensor_read(kept, 0, lists, (size_t)(c->hkv * count) * 4), cname, bname);
+    ok = true;
+out:
+    sift_graph_destroy(g[0]);
+    sift_graph_destroy(g[1]);
+    sift_tensor_destroy(qt), sift_tensor_destroy(qpt), sift_tensor_destroy(kt), sift_tensor_destroy(vt);
+    sift_tensor_destroy(kpt), sift_tensor_destroy(o), sift_tensor_destroy(kept);
+    for (int i = 0; i < 3; i++) sift_tensor_destroy(pools[i]), sift_tensor_destroy(tables[i]);
+    return ok;
+}
+
+/* Each backend against the CPU, index lists compared exactly (planted projected keys keep the
+ * top k well apart); with S + W + k >= N, the butler graph equals the dense one on every backend. */
+static void butler_check(const conf_case *cc, const backend *ref, const backend *dut)
+{
+    const butler_case *c = cc->params;
+    const int64_t ncap = c->n, group = c->hq / c->hkv;
+    host_tensor q[STEPS], qp[STEPS];
+    q[0] = host_random(SIFT_F32, 2, (int64_t[]){c->hq, c->d}, 1.0f);
+    qp[0] = host_random(SIFT_F32, 2, (int64_t[]){c->hq, c->dk}, 1.0f);
+    for (int s = 1; s < STEPS; s++) {
+        q[s] = host_new(SIFT_F32, 2, q[0].shape);
+        qp[s] = host_new(SIFT_F32, 2, qp[0].shape);
+        for (size_t j = 0; j < q[s].n; j++) q[s].f[j] = q[s - 1].f[j] + 0.05f * rng_normal();
+        for (size_t j = 0; j < qp[s].n; j++) qp[s].f[j] = qp[s - 1].f[j] + 0.05f * rng_normal();
+    }
+    host_tensor k = host_random(SIFT_F16, 3, (int64_t[]){c->hkv, ncap, c->d}, 1.0f);
+    host_tensor v = host_random(SIFT_F16, 3, (int64_t[]){c->hkv, ncap, c->d}, 1.0f);
+    host_tensor kp = host_random(SIFT_F16, 3, (int64_t[]){c->hkv, ncap, c->dk}, 0.25f);
+    /* planted: every fourth candidate (pairs of neighbours among them) points along its group's mean q' */
+    for (int64_t i = 0; i < c->budget && c->sink + 4 * i < c->n - c->window; i++)
+        for (int64_t g = 0; g < c->hkv; g++) {
+            float *row = kp.f + (g * ncap + c->sink + 4 * i) * c->dk;
+            for (int64_t e = 0; e < c->dk; e++) {
+                float m = 0.0f;
+                for (int64_t h = g * group; h < (g + 1) * group; h++) m += qp[0].f[h * c->dk + e];
+                row[e] = fminf(fmaxf(roundf(m / (float)group * 256.0f), -2047.0f), 2047.0f) / 256.0f;
+            }
+        }
+    sift_f32_to_f16(kp.h, kp.f, kp.n);
+    const sift_select_params sel = {.n_ctx = c->n, .sink = c->sink, .window = c->window, .budget = c->budget};
+    const int64_t cand = sift_select_candidates(&sel), chosen = c->budget < cand ? c->budget : cand;
+    const size_t n_out = (size_t)c->hq * (size_t)c->d, n_idx = (size_t)(c->hkv * (sift_select_count(&sel) + (c->neighbors ? chosen : 0)));
+    float *want = calloc(n_out * STEPS, 4), *got = calloc(n_out * STEPS, 4);
+    int32_t *iw = calloc(n_idx + 1, 4), *ig = calloc(n_idx + 1, 4);
+    if (!want || !got || !iw || !ig) exit(2);
+    const bool fits = c->sink + c->window + c->budget >= c->n;
+    if (run_butler(ref, c, q, qp, &k, &v, &kp, false, want, iw, cc->name)) {
+        if (fits) { /* on the backend under test: butler == dense */
+            if (run_butler(dut, c, q, qp, &k, &v, &kp, false, got, NULL, cc->name)) {
+                float *dense = calloc(n_out * STEPS, 4);
+                if (!dense) exit(2);
+                if (run_butler(dut, c, q, qp, &k, &v, &kp, true, dense, NULL, cc->name))
+                    compare_floats(cc->name, sift_backend_kind_name(dut->kind), dense, got, n_out * STEPS, 1e-7);
+                free(dense);
+            }
+        } else if (dut == ref) {
+            check_reference_finite(cc->name, want, n_out * STEPS);
+        } else if (run_butler(dut, c, q, qp, &k, &v, &kp, false, got, ig, cc->name)) {
+            const char *bname = sift_backend_kind_name(dut->kind);
+            size_t differ = 0;
+            for (size_t i = 0; i < n_idx; i++) differ += iw[i] != ig[i];
+            report(cc->name, bname, "idx-diff", (double)differ, 0, differ == 0);
+            compare_floats(cc->name, bname, want, got, n_out * STEPS, 1e-6);
+        }
+    }
+    free(want), free(got), free(iw), free(ig);
+    for (int s = 0; s < STEPS; s++) host_free(&q[s]), host_free(&qp[s]);
+    host_free(&k), host_free(&v), host_free(&kp);
+}
+
+static void add_butler(void)
+{
+    static const butler_case cs[] = {
+        {8, 2, 64, 16, 700, 4, 32, 64, false, false},   {8, 2, 64, 16, 700, 4, 32, 64, true, false},
+        {32, 8, 128, 16, 3000, 16, 64, 256, true, true}, {8, 1, 64, 8, 900, 4, 32, 100, false, true},
+        {8, 2, 64, 16, 90, 4, 32, 64, false, false},    {8, 2, 64, 16, 90, 4, 32, 64, true, true},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        const butler_case *c = &cs[i];
+        char name[160];
+        snprintf(name, sizeof name, "builder butler%s%s%s H=%d/%d D=%d d'=%d N=%lld S=%lld W=%lld k=%lld",
+                 c->neighbors ? " + neighbours" : "", c->paged ? ", paged" : "",
+                 c->sink + c->window + c->budget >= c->n ? " == dense" : ", reused", c->hq, c->hkv, c->d, c->dk,
+                 (long long)c->n, (long long)c->sink, (long long)c->window, (long long)c->budget);
+        registry_add("attn", name, butler_check, NULL, c, sizeof *c);
+    }
+}
+
 void cases_attn(const suite_options *o)
 {
+    add_butler();
     (void)o;
     enum { SUM = SIFT_VOTE_SOFTMAX_SUM, MAX = SIFT_VOTE_KVHEAD_MAX };
     /* each a change of the base case: 8/2 heads, D 64, f16, N 700, S 4, W 32, k 64 */
