@@ -1,0 +1,249 @@
+/* TokenButler in sessions, on every available backend, over the retrieval model the repository
+ * ships: predictor files (a valid one, and ones that do not belong to the model: each refused with
+ * a message naming why), butler with S + W + k >= N equal to dense, the prediction interval's
+ * counts of selecting and reusing steps, and neighbour fetch and the interval changing what is
+ * attended. The predictor files are written here, in the trainer's format (tools/butler). */
+#include "sift.h"
+
+#include "gguf_builder.h"
+#include "predictor.h" /* sift_model_fingerprint: the file must name the model's */
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int n_checks, n_failures;
+
+static void check(bool ok, const char *bname, const char *what, double value)
+{
+    n_checks++;
+    if (!ok) n_failures++;
+    printf("%-7s %-68s %12.6g  %s\n", bname, what, value, ok ? "ok" : "FAIL");
+}
+
+typedef enum { FILE_OK, FILE_WRONG_LAYERS, FILE_WRONG_FINGERPRINT, FILE_WRONG_ARCH, FILE_MISSING_TENSOR, FILE_WRONG_SHAPE } file_kind;
+
+typedef struct {
+    char name[64];
+    int n_dims;
+    uint64_t dims[3]; /* innermost first */
+} tinfo;
+
+/* A predictor file for the model (d' = 16, P = 4, hidden 32), with one thing wrong as `kind` says. */
+static bool write_predictor(const char *path, sift_model *m, const sift_model_info *mi, file_kind kind)
+{
+    const int dk = 16, stride = 4, hidden = 32, L = mi->n_layers, e = mi->n_embd, hq = mi->n_heads, hkv = mi->n_kv_heads,
+              d = mi->head_dim;
+    const int n_prod = (L - 2) / stride + 1;
+    tinfo t[64];
+    int n = 0;
+    for (int i = 0; i < n_prod; i++) {
+        snprintf(t[n].name, sizeof t[n].name, "butler.%d.norm.weight", i), t[n].n_dims = 1, t[n].dims[0] = (uint64_t)e, n++;
+        snprintf(t[n].name, sizeof t[n].name, "butler.%d.norm.bias", i), t[n].n_dims = 1, t[n].dims[0] = (uint64_t)e, n++;
+        snprintf(t[n].name, sizeof t[n].name, "butler.%d.fc1.weight", i), t[n].n_dims = 2;
+        t[n].dims[0] = (uint64_t)e, t[n].dims[1] = (uint64_t)hidden, n++;
+        snprintf(t[n].name, sizeof t[n].name, "butler.%d.fc2.weight", i), t[n].n_dims = 2;
+        t[n].dims[0] = (uint64_t)hidden, t[n].dims[1] = (uint64_t)(stride * hq * dk), n++;
+    }
+    for (int l = 1; l < L; l++) {
+        snprintf(t[n].name, sizeof t[n].name, "butler.key.%d.weight", l), t[n].n_dims = 3;
+        t[n].dims[0] = (uint64_t)d, t[n].dims[1] = (uint64_t)dk, t[n].dims[2] = (uint64_t)hkv, n++;
+    }
+    if (kind == FILE_MISSING_TENSOR) n--;
+    if (kind == FILE_WRONG_SHAPE) t[2].dims[1] = (uint64_t)hidden + 1;
+    char fp[17];
+    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)(sift_model_fingerprint(m) ^ (kind == FILE_WRONG_FINGERPRINT)));
+    gguf_builder b = {0};
+    gb_header(&b, (uint64_t)n, 11);
+    gb_kv_str(&b, "general.architecture", kind == FILE_WRONG_ARCH ? "llama" : "sift-butler");
+    gb_kv_u32(&b, "sift-butler.block_count", (uint32_t)(L + (kind == FILE_WRONG_LAYERS)));
+    gb_kv_u32(&b, "sift-butler.embedding_length", (uint32_t)e);
+    gb_kv_u32(&b, "sift-butler.attention.head_count", (uint32_t)hq);
+    gb_kv_u32(&b, "sift-butler.attention.head_count_kv", (uint32_t)hkv);
+    gb_kv_u32(&b, "sift-butler.attention.key_length", (uint32_t)d);
+    gb_kv_u32(&b, "sift-butler.key_dim", (uint32_t)dk);
+    gb_kv_u32(&b, "sift-butler.producer_stride", (uint32_t)stride);
+    gb_kv_u32(&b, "sift-butler.hidden_length", (uint32_t)hidden);
+    gb_kv_f32(&b, "sift-butler.layer_norm_epsilon", 1e-5f);
+    gb_kv_str(&b, "sift-butler.base_fingerprint", fp);
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t elems = 1;
+        for (int k = 0; k < t[i].n_dims; k++) elems *= t[i].dims[k];
+        gb_tensor_info(&b, t[i].name, (uint32_t)t[i].n_dims, t[i].dims, 0 /* F32 */, off);
+        off += (elems * 4 + 31) / 32 * 32;
+    }
+    gb_align(&b, 32);
+    uint32_t x = 12345;
+    for (int i = 0; i < n; i++) {
+        uint64_t elems = 1;
+        for (int k = 0; k < t[i].n_dims; k++) elems *= t[i].dims[k];
+        const bool norm_w = strstr(t[i].name, "norm.weight") != NULL;
+        for (uint64_t j = 0; j < elems; j++) {
+            x = x * 1664525u + 1013904223u;
+            gb_f32(&b, norm_w ? 1.0f : ((float)(x >> 8) / 16777216.0f - 0.5f) * 0.5f);
+        }
+        gb_align(&b, 32);
+    }
+    FILE *f = fopen(path, "wb");
+    const bool ok = f && fwrite(b.data, 1, b.len, f) == b.len;
+    if (f) fclose(f);
+    gb_free(&b);
+    return ok;
+}
+
+/* The files that do not belong to the model: each refused, with the reason in the message. */
+static void bad_files(sift_model *m, const sift_model_info *mi, const char *bname, const char *dir)
+{
+    static const struct {
+        file_kind kind;
+        const char *says;
+    } cases[] = {
+        {FILE_WRONG_LAYERS, "block_count"},   {FILE_WRONG_FINGERPRINT, "another model"},
+        {FILE_WRONG_ARCH, "not a TokenButler"}, {FILE_MISSING_TENSOR, "is missing"},
+        {FILE_WRONG_SHAPE, "butler.0.fc1.weight"},
+    };
+    char path[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(path, sizeof path, "%s/bad-predictor-%d.gguf", dir, (int)cases[i].kind);
+        if (!write_predictor(path, m, mi, cases[i].kind)) {
+            check(false, bname, "writing a predictor file", 0);
+            continue;
+        }
+        sift_predictor *p = NULL;
+        const sift_status s = sift_predictor_load(m, path, &p);
+        char what[160];
+        snprintf(what, sizeof what, "refused, naming '%s': %.60s", cases[i].says, sift_last_error());
+        check(s != SIFT_OK && !p && strstr(sift_last_error(), cases[i].says) != NULL, bname, what, (double)s);
+        sift_predictor_destroy(p);
+        remove(path);
+    }
+}
+
+/* A session of the model with the predictor under `policy`, the prompt prefilled, then `steps`
+ * decode steps; the last logits into out, the interval's counts into *steps_full, *reused. */
+static sift_status decode_run(sift_model *m, const sift_predictor *p, sift_policy policy, int64_t sink, int64_t window,
+                              int64_t budget, int interval, bool neighbors, const int32_t *toks, int n_prompt, int steps,
+                              int n_vocab, float *out, int64_t *steps_full, int64_t *reused)
+{
+    sift_session_config c = sift_session_config_default();
+    c.n_ctx = 2048;
+    c.policy = policy;
+    c.sink = sink, c.window = window, c.budget = budget;
+    c.predictor = p;
+    c.predict_interval = interval;
+    c.neighbor_fetch = neighbors;
+    c.page_size = 64;
+    sift_session *s = NULL;
+    float *logits = malloc((size_t)n_vocab * sizeof *logits);
+    sift_status st = logits ? sift_session_create(m, &c, &s) : SIFT_E_NOMEM;
+    if (st == SIFT_OK) st = sift_session_eval(s, toks, (size_t)n_prompt, logits);
+    for (int i = 0; st == SIFT_OK && i < steps; i++) {
+        int32_t best = 0;
+        for (int v = 1; v < n_vocab; v++) best = logits[v] > logits[best] ? v : best;
+        st = sift_session_eval(s, &best, 1, logits);
+    }
+    if (st == SIFT_OK) memcpy(out, logits, (size_t)n_vocab * sizeof *out);
+    if (st == SIFT_OK) st = sift_session_sel_cache_stats(s, -1, reused, steps_full);
+    sift_session_destroy(s);
+    free(logits);
+    return st;
+}
+
+static double max_abs_diff(const float *a, const float *b, int n)
+{
+    double m = 0.0;
+    for (int i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - (double)b[i]));
+    return m;
+}
+
+static void run_backend(sift_context *ctx, const char *bname, const char *model_path, const char *dir)
+{
+    sift_model *m = NULL;
+    if (sift_model_load(ctx, model_path, &m) != SIFT_OK) {
+        check(false, bname, sift_last_error(), 0);
+        return;
+    }
+    sift_model_info mi;
+    sift_model_get_info(m, &mi);
+    char path[512];
+    snprintf(path, sizeof path, "%s/predictor-test.gguf", dir);
+    sift_predictor *p = NULL;
+    bool wrote = write_predictor(path, m, &mi, FILE_OK);
+    sift_status s = wrote ? sift_predictor_load(m, path, &p) : SIFT_E_INVALID;
+    check(s == SIFT_OK, bname, s == SIFT_OK ? "a predictor file for this model loads" : sift_last_error(), (double)s);
+    remove(path);
+    bad_files(m, &mi, bname, dir);
+    if (!p) {
+        sift_model_destroy(m);
+        return;
+    }
+    sift_predictor_info pi;
+    sift_predictor_get_info(p, &pi);
+    check(pi.key_dim == 16 && pi.producer_stride == 4 && pi.n_producers == (mi.n_layers - 2) / 4 + 1 && pi.overhead > 0 &&
+              pi.overhead < 0.05,
+          bname, "the predictor's facts (d', P, producers, overhead)", pi.overhead);
+
+    const int n_prompt = 600, steps = 13, nv = mi.n_vocab;
+    int32_t toks[600];
+    for (int i = 0; i < n_prompt; i++) toks[i] = i == 0 && mi.bos >= 0 ? mi.bos : 3 + (int32_t)((i * 7919u) % (uint32_t)(nv - 3));
+    float *dense = malloc((size_t)nv * 4), *got = malloc((size_t)nv * 4), *other = malloc((size_t)nv * 4);
+    int64_t full = 0, reused = 0;
+    /* everything fits (S + W + k >= N): butler, with neighbour fetch and an interval, is dense */
+    s = decode_run(m, p, SIFT_POLICY_DENSE, 4, 16, 2000, 1, false, toks, n_prompt, steps, nv, dense, &full, &reused);
+    if (s == SIFT_OK) s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 2000, 4, true, toks, n_prompt, steps, nv, got, &full, &reused);
+    check(s == SIFT_OK && max_abs_diff(dense, got, nv) <= 1e-4, bname, "butler with S + W + k >= N equals dense (max |diff|)",
+          s == SIFT_OK ? max_abs_diff(dense, got, nv) : -1.0);
+    /* the interval: of the steps after the first (dense), every I-th selects and the rest reuse */
+    const int intervals[3] = {1, 4, 16};
+    for (int i = 0; i < 3 && s == SIFT_OK; i++) {
+        const int I = intervals[i];
+        s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 64, I, false, toks, n_prompt, steps, nv, got, &full, &reused);
+        const int64_t per_layer = steps - 1, want_reused = (int64_t)(per_layer - (per_layer + I - 1) / I) * (mi.n_layers - 1);
+        char what[128];
+        snprintf(what, sizeof what, "interval %d: %lld full steps, %lld reused (want %lld, %lld)", I, (long long)full,
+                 (long long)reused, (long long)(per_layer * (mi.n_layers - 1)), (long long)want_reused);
+        check(s == SIFT_OK && full == per_layer * (mi.n_layers - 1) && reused == want_reused, bname, what, (double)reused);
+        if (I == 1) memcpy(other, got, (size_t)nv * 4);
+    }
+    /* a real selection attends less than dense; neighbour fetch attends more: both change the logits */
+    check(s == SIFT_OK && max_abs_diff(dense, other, nv) > 1e-3, bname, "butler at k = 64 differs from dense (max |diff|)",
+          max_abs_diff(dense, other, nv));
+    if (s == SIFT_OK) s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 64, 1, true, toks, n_prompt, steps, nv, got, &full, &reused);
+    check(s == SIFT_OK && max_abs_diff(got, other, nv) > 0, bname, "neighbour fetch changes what is attended (max |diff|)",
+          max_abs_diff(got, other, nv));
+    if (s != SIFT_OK) check(false, bname, sift_last_error(), (double)s);
+    /* butler without a predictor is refused */
+    sift_session_config c = sift_session_config_default();
+    c.policy = SIFT_POLICY_BUTLER;
+    sift_session *none = NULL;
+    s = sift_session_create(m, &c, &none);
+    check(s != SIFT_OK && strstr(sift_last_error(), "predictor") != NULL, bname, "butler without a predictor is refused", (double)s);
+    sift_session_destroy(none);
+    free(dense), free(got), free(other);
+    sift_predictor_destroy(p);
+    sift_model_destroy(m);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: sift-butler-test MODEL.gguf SCRATCH_DIR\n");
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) {
+        sift_context *ctx = NULL;
+        const char *bname = sift_backend_kind_name((sift_backend_kind)kind);
+        if (sift_context_create((sift_backend_kind)kind, &ctx) != SIFT_OK) {
+            printf("%-7s skipped: %s\n", bname, sift_last_error());
+            continue;
+        }
+        run_backend(ctx, bname, argv[1], argv[2]);
+        sift_context_destroy(ctx);
+    }
+    printf("\nsummary: %d checks, %d failures\n", n_checks, n_failures);
+    return n_failures ? 1 : 0;
+}
