@@ -671,6 +671,7 @@ int cli_eval(int argc, char **argv)
 
 #define DEMO_MODEL "tools/retrieval/model/retrieval.gguf"
 #define DEMO_SAMPLES "tools/retrieval/model/retrieval_test.txt"
+#define DEMO_PREDICTOR "tools/butler/predictors/retrieval.butler.gguf"
 
 static void usage_demo(FILE *f)
 {
@@ -678,8 +679,9 @@ static void usage_demo(FILE *f)
           "\n"
           "Runs the retrieval model the repository ships (" DEMO_MODEL ") on the\n"
           "shortest samples of its test set (" DEMO_SAMPLES ", 4096 tokens each):\n"
-          "each sample is prefilled once, then its queries are decoded under dense, tokenselect, quest\n"
-          "and streaming attention (k = 256, S = 4, W = 64). Prints, per policy, the answers of the\n"
+          "each sample is prefilled once, then its queries are decoded under dense, tokenselect, butler\n"
+          "(with the predictor " DEMO_PREDICTOR "),\n"
+          "quest and streaming attention (k = 256, S = 4, W = 64). Prints, per policy, the answers of the\n"
           "first sample (expected and produced), the accuracy on all answer characters, the K/V bytes\n"
           "one decode step reads per layer (computed from the model's shape, f16 K/V) and the decode\n"
           "speed. The files are looked for in the current directory, then in the source tree.\n"
@@ -719,15 +721,27 @@ static void demo_answers(const sift_model *m, const sample *sp, const int32_t *t
     buf[at] = 0;
 }
 
-static int demo_run(const char *model_path, const char *samples_path, int64_t n_want, const char *backend, int64_t threads)
+static int demo_run(const char *model_path, const char *samples_path, const char *predictor_path, int64_t n_want,
+                    const char *backend, int64_t threads)
 {
-    static const sift_policy policies[] = {SIFT_POLICY_DENSE, SIFT_POLICY_TOKENSELECT, SIFT_POLICY_QUEST, SIFT_POLICY_STREAMING};
-    enum { NP = sizeof policies / sizeof policies[0] };
+    static const sift_policy all[] = {SIFT_POLICY_DENSE, SIFT_POLICY_TOKENSELECT, SIFT_POLICY_BUTLER, SIFT_POLICY_QUEST,
+                                      SIFT_POLICY_STREAMING};
+    enum { NP_MAX = sizeof all / sizeof all[0] };
+    sift_policy policies[NP_MAX];
+    int NP = 0;
     int64_t budget = 256;
     eval_options o = {.sink = 4, .window = 64, .budgets = &budget, .n_budgets = 1, .sel_cache = SIFT_SEL_CACHE_OFF};
     sift_context *ctx = NULL;
     sift_model *m = NULL;
     if (cli_open_model("sift demo", backend, threads, model_path, &ctx, &m) != 0) return 1;
+    o.butler.predictor = predictor_path;
+    if (cli_load_predictor("sift demo", m, &o.butler, &o.predictor) != 0) {
+        sift_model_destroy(m);
+        sift_context_destroy(ctx);
+        return 1;
+    }
+    for (int pi = 0; pi < NP_MAX; pi++)
+        if (all[pi] != SIFT_POLICY_BUTLER || o.predictor) policies[NP++] = all[pi];
     sift_model_info info;
     sift_model_get_info(m, &info);
     sample *smp = NULL;
@@ -740,9 +754,9 @@ static int demo_run(const char *model_path, const char *samples_path, int64_t n_
     int64_t len = smp[0].n;
     for (int i = 1; i < n_smp; i++) len = smp[i].n < len ? smp[i].n : len;
     int32_t *top1 = calloc((size_t)len, sizeof *top1);
-    char expected[128] = "", produced[NP][128];
-    int64_t correct[NP] = {0}, answers[NP] = {0}, decoded[NP] = {0};
-    double decode_s[NP] = {0}, prefill_s = 0;
+    char expected[128] = "", produced[NP_MAX][128];
+    int64_t correct[NP_MAX] = {0}, answers[NP_MAX] = {0}, decoded[NP_MAX] = {0};
+    double decode_s[NP_MAX] = {0}, prefill_s = 0;
     int ran = 0;
     sift_status st = top1 ? SIFT_OK : SIFT_E_NOMEM;
     fprintf(stderr, "sift demo: running on %s\n", sift_context_device_name(ctx));
@@ -779,6 +793,8 @@ static int demo_run(const char *model_path, const char *samples_path, int64_t n_
         const double row = (double)info.n_kv_heads * (double)info.head_dim * 2.0, n = (double)len;
         const double kept = (double)(o.sink + budget + o.window);
         const double pages = ceil(n / 16.0);
+        sift_predictor_info pk;
+        sift_predictor_get_info(o.predictor, &pk);
         printf("sift demo: a %d-layer retrieval model (%d KV heads x %d dims, f16 K/V) on %s\n", info.n_layers,
                info.n_kv_heads, info.head_dim, sift_context_device_name(ctx));
         printf("%d sample%s of %lld tokens, each prefilled once (%.1f s in all), then its queries decoded\n"
@@ -791,6 +807,8 @@ static int demo_run(const char *model_path, const char *samples_path, int64_t n_
             double bytes = 2.0 * kept * row;
             if (policies[pi] == SIFT_POLICY_DENSE) bytes = 2.0 * n * row;
             if (policies[pi] == SIFT_POLICY_TOKENSELECT) bytes += (n - (double)(o.sink + o.window)) * row;
+            if (policies[pi] == SIFT_POLICY_BUTLER) /* the projected keys it scores: d' f16 values per KV head */
+                bytes += (n - (double)(o.sink + o.window)) * (double)info.n_kv_heads * (double)pk.key_dim * 2.0;
             if (policies[pi] == SIFT_POLICY_QUEST) bytes += 2.0 * pages * row;
             printf("%-12s %-28s %8.1f%% %10.1f KiB %6.1f t/s\n", sift_policy_name(policies[pi]), produced[pi],
                    answers[pi] ? 100.0 * (double)correct[pi] / (double)answers[pi] : 0.0, bytes / 1024.0,
@@ -799,14 +817,16 @@ static int demo_run(const char *model_path, const char *samples_path, int64_t n_
         printf("\naccuracy: answer characters predicted right (greedy), %lld per policy\n", (long long)answers[0]);
         printf("KV read per decode step and layer, at N = %lld: dense reads K and V of all N tokens;\n"
                "the others read K and V of the S + k + W tokens they attend, plus, for tokenselect, the K of\n"
-               "the N - S - W tokens it scores, and for quest a min and a max key per 16-token page\n"
-               "(counted as f16; sift keeps them on the host)\n",
-               (long long)len);
+               "the N - S - W tokens it scores, for butler their %d-dimensional projected keys, and for\n"
+               "quest a min and a max key per 16-token page (counted as f16; sift keeps them on the host)\n",
+               (long long)len, pk.key_dim);
+        if (!o.predictor) printf("(butler left out: no predictor found at " DEMO_PREDICTOR ")\n");
         printf("decode: every policy runs in evaluation mode (a host mirror of the cache, so that all run\n"
                "after one prefill), which costs time: compare the policies, not with `sift run`\n");
     }
     free(top1);
     free_samples(smp, n_smp);
+    sift_predictor_destroy(o.predictor);
     sift_model_destroy(m);
     sift_context_destroy(ctx);
     return st == SIFT_OK ? 0 : 1;
@@ -836,13 +856,16 @@ int cli_demo(int argc, char **argv)
         }
         i++;
     }
-    char mbuf[4096], sbuf[4096];
+    char mbuf[4096], sbuf[4096], pbuf[4096];
+    const bool own_model = model == NULL;
     if (!model) model = demo_find(DEMO_MODEL, mbuf, sizeof mbuf);
     const char *samples_path = demo_find(DEMO_SAMPLES, sbuf, sizeof sbuf);
+    /* the committed predictor belongs to the committed model only */
+    const char *predictor = own_model ? demo_find(DEMO_PREDICTOR, pbuf, sizeof pbuf) : NULL;
     if (!model || !samples_path) {
         fprintf(stderr, "sift demo: cannot find %s in the current directory or in %s (run it from the repository root)\n",
                 !model ? DEMO_MODEL : DEMO_SAMPLES, SIFT_SOURCE_ROOT);
         return 1;
     }
-    return demo_run(model, samples_path, samples, backend, threads);
+    return demo_run(model, samples_path, predictor, samples, backend, threads);
 }
