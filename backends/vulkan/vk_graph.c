@@ -431,9 +431,10 @@ static sift_status skip_flag(const sift_node *n, uint64_t *out)
 
 /* score and score_max (score.comp, GMAX): the same rows and dot products; score_max keeps each row's
  * max over the group's heads in registers (its workgroups run every pass, grid z = 1) and writes
- * [Hkv][m]. Rows of D <= 16 (TokenButler's keys, 32 bytes in f16) get one invocation each: it holds
- * the whole row and all the pass's queries, so no lane exchanges anything, and the loads of a
- * subgroup cover consecutive rows (score.comp tile_row). */
+ * [Hkv][m]. For score_max, rows of D <= 16 (TokenButler's keys: 32 bytes in f16) get one invocation
+ * each: it holds the whole row and the pass's queries (64 values for 4 heads), so nothing crosses
+ * lanes, and the loads and stores of a subgroup cover consecutive rows (score.comp tile_row).
+ * SIFT_VULKAN_TUNE=smax_lanes=n caps the lanes per row (a comparison on real GPUs). */
 static sift_status plan_score(plan *pl, const sift_node *n)
 {
     const sift_tensor *q = n->src[0], *k = n->src[1];
@@ -442,7 +443,8 @@ static sift_status plan_score(plan *pl, const sift_node *n)
     if (m == 0) return SIFT_OK;
     const bool f16 = vk_tensor_is_f16(k), gmax = n->op == SIFT_OP_SCORE_MAX;
     rowcfg c;
-    row_config(pl->be, d, f16, hq / hkv, false, false, gmax && d <= 16 ? 1 : 16, &c);
+    const uint32_t smax_lanes = pl->be->tune.smax_lanes ? pl->be->tune.smax_lanes : d <= 16 ? 1 : 16;
+    row_config(pl->be, d, f16, hq / hkv, false, false, gmax ? smax_lanes : 16, &c);
     push_score ps = {.begin = (uint32_t)n->p.begin,
                      .m = m,
                      .group = hq / hkv,
