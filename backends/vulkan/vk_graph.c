@@ -443,8 +443,8 @@ static sift_status plan_score(plan *pl, const sift_node *n)
     if (m == 0) return SIFT_OK;
     const bool f16 = vk_tensor_is_f16(k), gmax = n->op == SIFT_OP_SCORE_MAX;
     rowcfg c;
-    const uint32_t smax_lanes = pl->be->tune.smax_lanes ? pl->be->tune.smax_lanes : d <= 16 ? 1 : 16;
-    row_config(pl->be, d, f16, hq / hkv, false, false, gmax ? smax_lanes : 16, &c);
+    const uint32_t smax_lanes = pl->be->tune.smax_lanes ? pl->be->tune.smax_lanes : d <= 16 ? 1u : 16u;
+    row_config(pl->be, d, f16, hq / hkv, false, false, gmax ? smax_lanes : 16u, &c);
     push_score ps = {.begin = (uint32_t)n->p.begin,
                      .m = m,
                      .group = hq / hkv,

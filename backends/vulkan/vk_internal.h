@@ -98,7 +98,7 @@ typedef struct vk_kvref {
 typedef struct vk_tune {
     uint32_t score_rows, score_wgs; /* rows per cluster step, workgroup size of score.comp */
     uint32_t attn_rows, attn_wgs;   /* the same for attend.comp */
-    uint32_t smax_lanes;            /* score_max: lanes per K row (at most the automatic choice) */
+    uint32_t smax_lanes;            /* score_max: the most lanes per K row (0: 1 for D <= 16, else 16) */
     uint32_t groups;                /* target workgroups of the streaming kernels (splits, tiles) */
 } vk_tune;
 
