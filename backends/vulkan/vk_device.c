@@ -14,6 +14,7 @@
  *                                  depends on another (vk_graph.c node_barriers)
  *   SIFT_VULKAN_TUNE=k=v,...       kernel shapes for tuning runs: score_rows, score_wgs, attn_rows,
  *                                  attn_wgs (rows per cluster step 1..8; workgroup sizes 64..1024,
+ *                                  powers of two), smax_lanes (score_max's lanes per row, 1..16,
  *                                  powers of two), groups (target workgroups of the streaming kernels)
  */
 #include "vk_internal.h"
@@ -116,6 +117,7 @@ static sift_status parse_tune(const char *env, vk_tune *t)
         {"score_wgs", offsetof(vk_tune, score_wgs), 64, 1024, true},
         {"attn_rows", offsetof(vk_tune, attn_rows), 1, 8, false},
         {"attn_wgs", offsetof(vk_tune, attn_wgs), 64, 1024, true},
+        {"smax_lanes", offsetof(vk_tune, smax_lanes), 1, 16, true},
         {"groups", offsetof(vk_tune, groups), 1, 1u << 20, false},
     };
     memset(t, 0, sizeof *t);
@@ -135,7 +137,7 @@ static sift_status parse_tune(const char *env, vk_tune *t)
             (keys[i].pow2 && (v & (v - 1)) != 0))
             return sift_set_error(SIFT_E_INVALID,
                                   "vulkan: SIFT_VULKAN_TUNE='%s': bad entry '%.*s' (keys: score_rows, attn_rows 1..8; "
-                                  "score_wgs, attn_wgs powers of two 64..1024; groups)",
+                                  "score_wgs, attn_wgs powers of two 64..1024; smax_lanes powers of two 1..16; groups)",
                                   env, (int)(end - p), p);
         *(uint32_t *)((char *)t + keys[i].off) = (uint32_t)v;
         p = *end ? end + 1 : end;

@@ -31,6 +31,7 @@
 #include "backends/vulkan/rope_spv.h"
 #include "backends/vulkan/fill_range_spv.h"
 #include "backends/vulkan/mean_rows_spv.h"
+#include "backends/vulkan/neighbor_fetch_spv.h"
 #include "backends/vulkan/sel_cache_spv.h"
 
 static const struct {
@@ -58,6 +59,7 @@ static const struct {
     [VK_K_SEL_CACHE] = {sift_spv_sel_cache, sizeof sift_spv_sel_cache, "sel_cache"},
     [VK_K_FILL_RANGE] = {sift_spv_fill_range, sizeof sift_spv_fill_range, "fill_range"},
     [VK_K_MEAN_ROWS] = {sift_spv_mean_rows, sizeof sift_spv_mean_rows, "mean_rows"},
+    [VK_K_NEIGHBOR_FETCH] = {sift_spv_neighbor_fetch, sizeof sift_spv_neighbor_fetch, "neighbor_fetch"},
 };
 
 /* ---- push constants: the C images of the shaders' push_constant blocks ---- */
@@ -136,6 +138,12 @@ typedef struct {
     vk_tref x, out;
     uint32_t rows, e;
 } push_mean_rows;
+
+typedef struct {
+    vk_tref in, out;
+    uint32_t sink, chosen, count, l0;
+    int64_t cand_end;
+} push_neighbor_fetch;
 
 _Static_assert(sizeof(push_score) <= VK_PUSH_MAX && sizeof(push_attend) <= VK_PUSH_MAX &&
                    sizeof(push_select) <= VK_PUSH_MAX && sizeof(push_vote_sum) <= VK_PUSH_MAX,
@@ -354,15 +362,17 @@ typedef struct rowcfg {
 } rowcfg;
 
 /* queries: how many queries share each K/V row (G for the decode ops; T * G for causal_attend).
- * rope: attend.comp rotating keys (rows.glsl partial_dots_rope) holds a second set of query values. */
-static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t queries, bool attend, bool rope, rowcfg *c)
+ * rope: attend.comp rotating keys (rows.glsl partial_dots_rope) holds a second set of query values.
+ * max_lanes: at most this many lanes per row (16; 1 for score_max's short rows). */
+static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t queries, bool attend, bool rope, uint32_t max_lanes,
+                       rowcfg *c)
 {
     /* a row is vec 16-byte vectors (D a multiple of 8); lanes: a power of two up to 16 and the subgroup
      * size; when it does not divide vec, lanes past the row's end idle in the last slot: the most
      * lanes that keep 3/4 of them busy (16 for D = 120 in f16, 4 for D = 72) */
     const uint32_t vec = d * (f16 ? 2u : 4u) / 16u;
     uint32_t lanes = 1;
-    for (uint32_t l = 2; l <= 16 && l <= be->subgroup && l <= vec; l *= 2) {
+    for (uint32_t l = 2; l <= max_lanes && l <= be->subgroup && l <= vec; l *= 2) {
         const uint32_t per = (vec + l - 1) / l;
         if (4 * vec >= 3 * l * per) lanes = l;
     }
@@ -419,15 +429,22 @@ static sift_status skip_flag(const sift_node *n, uint64_t *out)
     return n->skip ? vk_tensor_addr(n->skip, (uint64_t)n->skip_elem * 4u, out) : SIFT_OK;
 }
 
+/* score and score_max (score.comp, GMAX): the same rows and dot products; score_max keeps each row's
+ * max over the group's heads in registers (its workgroups run every pass, grid z = 1) and writes
+ * [Hkv][m]. For score_max, rows of D <= 16 (TokenButler's keys: 32 bytes in f16) get one invocation
+ * each: it holds the whole row and the pass's queries (64 values for 4 heads), so nothing crosses
+ * lanes, and the loads and stores of a subgroup cover consecutive rows (score.comp tile_row).
+ * SIFT_VULKAN_TUNE=smax_lanes=n caps the lanes per row (a comparison on real GPUs). */
 static sift_status plan_score(plan *pl, const sift_node *n)
 {
     const sift_tensor *q = n->src[0], *k = n->src[1];
     const uint32_t hq = (uint32_t)q->shape[0], hkv = (uint32_t)k->shape[0], d = (uint32_t)q->shape[1];
     const uint32_t m = (uint32_t)(n->p.end - n->p.begin);
     if (m == 0) return SIFT_OK;
-    const bool f16 = vk_tensor_is_f16(k);
+    const bool f16 = vk_tensor_is_f16(k), gmax = n->op == SIFT_OP_SCORE_MAX;
     rowcfg c;
-    row_config(pl->be, d, f16, hq / hkv, false, false, &c);
+    const uint32_t smax_lanes = pl->be->tune.smax_lanes ? pl->be->tune.smax_lanes : d <= 16 ? 1u : 16u;
+    row_config(pl->be, d, f16, hq / hkv, false, false, gmax ? smax_lanes : 16u, &c);
     push_score ps = {.begin = (uint32_t)n->p.begin,
                      .m = m,
                      .group = hq / hkv,
@@ -439,8 +456,10 @@ static sift_status plan_score(plan *pl, const sift_node *n)
     TRY(skip_flag(n, &ps.skip));
     uint32_t spec[VK_NSPEC];
     row_spec(&c, d, f16, vk_rows_aligned(k), false, 0, spec);
-    const uint32_t gx = min_u32(min_u32(ps.tiles, max_u32(1, 2 * target_groups(pl->be) / (hkv * c.passes))), pl->be->max_groups[0]);
-    return dispatch(pl, VK_K_SCORE, spec, &ps, sizeof ps, gx, hkv, c.passes);
+    spec[VK_SC_GMAX] = gmax;
+    const uint32_t gz = gmax ? 1 : c.passes;
+    const uint32_t gx = min_u32(min_u32(ps.tiles, max_u32(1, 2 * target_groups(pl->be) / (hkv * gz))), pl->be->max_groups[0]);
+    return dispatch(pl, VK_K_SCORE, spec, &ps, sizeof ps, gx, hkv, gz);
 }
 
 /* gather_attend (with rotated keys or not), dense_attend, causal_attend and causal_attend_sparse: one
@@ -460,7 +479,7 @@ static sift_status plan_attend(plan *pl, const sift_node *n)
     const bool f16 = vk_tensor_is_f16(k); /* v is stored alike: the same type in one context */
     const bool rope = n->p.rope_keys;
     rowcfg c;
-    row_config(pl->be, d, f16, tokens * group, true, rope, &c);
+    row_config(pl->be, d, f16, tokens * group, true, rope, 16, &c);
     const uint32_t per_step = c.ncl * c.rows, steps = ceil_div(len, per_step);
     uint32_t nsplit = min_u32(steps, min_u32(max_u32(1, target_groups(pl->be) / max_u32(1, hkv * c.passes)),
                                              pl->be->max_groups[0]));
@@ -604,6 +623,31 @@ static sift_status plan_select(plan *pl, const sift_node *n)
     return dispatch(pl, VK_K_SELECT_COMPACT, none, &ps, sizeof ps, mode == 2 ? 1 : nblocks, lists, 1);
 }
 
+/* TokenButler's neighbour fetch: one invocation per output entry (neighbor_fetch.comp). */
+static sift_status plan_neighbor_fetch(plan *pl, const sift_node *n)
+{
+    const sift_select_layout *l = &n->p.layout;
+    const int64_t lists = n->dst->shape[0], len = n->dst->shape[1];
+    if (lists == 0 || len == 0) return SIFT_OK;
+    if (len > UINT32_MAX - 256)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: neighbor_fetch over lists of %lld entries", (long long)len);
+    push_neighbor_fetch p = {.sink = (uint32_t)l->sink,
+                             .chosen = (uint32_t)l->chosen,
+                             .count = (uint32_t)l->count,
+                             .cand_end = l->first + l->cand};
+    TRY(vk_tensor_ref(n->src[0], &p.in));
+    TRY(vk_tensor_ref(n->dst, &p.out));
+    const uint32_t none[VK_NSPEC] = {0};
+    const uint32_t gx = min_u32(ceil_div((uint64_t)len, 256), min_u32(1024, pl->be->max_groups[0]));
+    for (int64_t l0 = 0; l0 < lists; l0 += pl->be->max_groups[1]) {
+        p.l0 = (uint32_t)l0;
+        const int64_t left = lists - l0;
+        TRY(dispatch(pl, VK_K_NEIGHBOR_FETCH, none, &p, sizeof p, gx,
+                     (uint32_t)(left < pl->be->max_groups[1] ? left : pl->be->max_groups[1]), 1));
+    }
+    return SIFT_OK;
+}
+
 /* ---- saving work between steps (SPEC §4, §7) ---- */
 
 static sift_status plan_sel_cache(plan *pl, const sift_node *n)
@@ -669,7 +713,7 @@ static const vk_planner planners[SIFT_OP_COUNT] = {
     [SIFT_OP_GATHER_ATTEND] = plan_attend,
     [SIFT_OP_DENSE_ATTEND] = plan_attend,
     [SIFT_OP_GET_ROWS] = vk_plan_get_rows,
-    [SIFT_OP_RMSNORM] = vk_plan_rmsnorm,
+    [SIFT_OP_RMSNORM] = vk_plan_norm,
     [SIFT_OP_MATMUL] = vk_plan_matmul,
     [SIFT_OP_ROPE] = vk_plan_rope,
     [SIFT_OP_SWIGLU] = vk_plan_eltwise,
@@ -680,6 +724,10 @@ static const vk_planner planners[SIFT_OP_COUNT] = {
     [SIFT_OP_FILL_RANGE] = plan_fill_range,
     [SIFT_OP_MEAN_ROWS] = plan_mean_rows,
     [SIFT_OP_CAUSAL_ATTEND_SPARSE] = plan_attend,
+    [SIFT_OP_LAYERNORM] = vk_plan_norm,
+    [SIFT_OP_SILU] = vk_plan_eltwise,
+    [SIFT_OP_NEIGHBOR_FETCH] = plan_neighbor_fetch,
+    [SIFT_OP_SCORE_MAX] = plan_score,
 };
 
 bool vk_supports_op(void *be, const sift_node *n)

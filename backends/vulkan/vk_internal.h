@@ -32,12 +32,18 @@ typedef enum vk_kernel {
     VK_K_SEL_CACHE,
     VK_K_FILL_RANGE,
     VK_K_MEAN_ROWS,
+    VK_K_NEIGHBOR_FETCH,
     VK_K_COUNT
 } vk_kernel;
 
-/* Specialization constant ids (shaders/rows.glsl, attend.comp). */
-enum { VK_SC_WGS = 0, VK_SC_D, VK_SC_F16, VK_SC_LANES, VK_SC_GH, VK_SC_ROWS, VK_SC_VP, VK_SC_ALIGNED, VK_SC_DENSE, VK_SC_ROPE, VK_NSPEC };
-/* ... and of the model kernels (shaders/weights.glsl, matvec.comp, matmul.comp, eltwise.comp, kv_write.comp) */
+/* Specialization constant ids (shaders/rows.glsl, attend.comp, score.comp). */
+enum {
+    VK_SC_WGS = 0, VK_SC_D, VK_SC_F16, VK_SC_LANES, VK_SC_GH, VK_SC_ROWS, VK_SC_VP, VK_SC_ALIGNED, VK_SC_DENSE, VK_SC_ROPE,
+    VK_SC_GMAX, /* score.comp: score_max */
+    VK_NSPEC
+};
+/* ... and of the model kernels (shaders/weights.glsl, matvec.comp, matmul.comp, eltwise.comp, kv_write.comp,
+ * rmsnorm.comp) */
 enum { VK_SC_M_WGS = 0, VK_SC_M_WT, VK_SC_M_NT, VK_SC_M_R, VK_SC_M_WALIGN, VK_SC_M_XALIGN, VK_SC_M_U, VK_SC_M_MODE };
 
 #define VK_PUSH_MAX 128u
@@ -92,6 +98,7 @@ typedef struct vk_kvref {
 typedef struct vk_tune {
     uint32_t score_rows, score_wgs; /* rows per cluster step, workgroup size of score.comp */
     uint32_t attn_rows, attn_wgs;   /* the same for attend.comp */
+    uint32_t smax_lanes;            /* score_max: the most lanes per K row (0: 1 for D <= 16, else 16) */
     uint32_t groups;                /* target workgroups of the streaming kernels (splits, tiles) */
 } vk_tune;
 
@@ -186,10 +193,10 @@ sift_status vk_scratch_update(plan *pl, VkDeviceSize off, const void *data, size
  * op, is in vk_graph.c; these are the transformer ops' (vk_model.c). */
 typedef sift_status (*vk_planner)(plan *pl, const sift_node *n);
 sift_status vk_plan_get_rows(plan *pl, const sift_node *n);
-sift_status vk_plan_rmsnorm(plan *pl, const sift_node *n);
+sift_status vk_plan_norm(plan *pl, const sift_node *n);    /* rmsnorm and layernorm */
 sift_status vk_plan_matmul(plan *pl, const sift_node *n);
 sift_status vk_plan_rope(plan *pl, const sift_node *n);
-sift_status vk_plan_eltwise(plan *pl, const sift_node *n); /* swiglu and add */
+sift_status vk_plan_eltwise(plan *pl, const sift_node *n); /* swiglu, add and silu */
 sift_status vk_plan_kv_write(plan *pl, const sift_node *n);
 /* Whether the planner table has an entry for n's op (the vtable's supports_op). */
 bool vk_supports_op(void *be, const sift_node *n);

@@ -1,6 +1,6 @@
 /* The planners of the Vulkan backend's transformer ops (include/sift.h; the kernels in shaders/;
- * entries of vk_graph.c's table by op): get_rows, rmsnorm, matmul (matvec.comp for a few tokens,
- * matmul.comp's tiles for more), rope, swiglu, add, kv_write.
+ * entries of vk_graph.c's table by op): get_rows, rmsnorm and layernorm, matmul (matvec.comp for a few
+ * tokens, matmul.comp's tiles for more), rope, swiglu, add, silu, kv_write.
  * causal_attend is attention (vk_graph.c plan_attend). Every kernel reads tensors through
  * common.glsl's addressing, so views and chunked tensors work everywhere. */
 #include "vk_internal.h"
@@ -31,11 +31,11 @@ typedef struct {
 } push_get_rows;
 
 typedef struct {
-    vk_tref x, w, out;
+    vk_tref x, w, b, out;
     uint32_t e;
     float eps;
-    uint32_t t0;
-} push_rmsnorm;
+    uint32_t t0, has_bias;
+} push_norm;
 
 typedef struct {
     vk_tref x, w, bias, out;
@@ -151,16 +151,19 @@ sift_status vk_plan_get_rows(plan *pl, const sift_node *n)
     return SIFT_OK;
 }
 
-sift_status vk_plan_rmsnorm(plan *pl, const sift_node *n)
+/* rmsnorm and layernorm (rmsnorm.comp MODE 0 and 1): one workgroup per row. */
+sift_status vk_plan_norm(plan *pl, const sift_node *n)
 {
-    const sift_tensor *x = n->src[0];
+    const sift_tensor *x = n->src[0], *bias = n->n_src > 2 ? n->src[2] : NULL;
     const uint32_t t = (uint32_t)x->shape[0];
     if (t == 0 || x->shape[1] == 0) return SIFT_OK;
-    push_rmsnorm p = {.e = (uint32_t)x->shape[1], .eps = n->p.eps};
+    push_norm p = {.e = (uint32_t)x->shape[1], .eps = n->p.eps, .has_bias = bias != NULL};
     TRY(vk_tensor_ref(x, &p.x));
     TRY(vk_tensor_ref(n->src[1], &p.w));
+    if (bias) TRY(vk_tensor_ref(bias, &p.b));
     TRY(vk_tensor_ref(n->dst, &p.out));
-    const uint32_t spec[VK_NSPEC] = {0};
+    uint32_t spec[VK_NSPEC] = {0};
+    spec[VK_SC_M_MODE] = n->op == SIFT_OP_LAYERNORM;
     const vkb *be = vk_plan_backend(pl);
     for (uint32_t t0 = 0; t0 < t; t0 += be->max_groups[0]) {
         p.t0 = t0;
@@ -241,14 +244,15 @@ sift_status vk_plan_rope(plan *pl, const sift_node *n)
     return dispatch_flat(pl, VK_K_ROPE, spec, &p, sizeof p, (count + 255) / 256, "rope");
 }
 
+/* add, swiglu and silu (eltwise.comp OP 0, 1, 2; silu has no second operand). */
 sift_status vk_plan_eltwise(plan *pl, const sift_node *n)
 {
     push_eltwise p = {.n = n->dst->nbytes / 4};
     TRY(vk_tensor_ref(n->src[0], &p.a));
-    TRY(vk_tensor_ref(n->src[1], &p.b));
+    if (n->op != SIFT_OP_SILU) TRY(vk_tensor_ref(n->src[1], &p.b));
     TRY(vk_tensor_ref(n->dst, &p.out));
     uint32_t spec[VK_NSPEC] = {0};
-    spec[VK_SC_M_MODE] = n->op == SIFT_OP_SWIGLU;
+    spec[VK_SC_M_MODE] = n->op == SIFT_OP_ADD ? 0u : n->op == SIFT_OP_SWIGLU ? 1u : 2u;
     return dispatch_flat(pl, VK_K_ELTWISE, spec, &p, sizeof p, (p.n + 255) / 256, sift_op_name(n->op));
 }
 
