@@ -166,6 +166,21 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 #endif
 
+// A 16-byte load of data read once (K rows streamed by score_max): ld.global.cs, evict-first in
+// L1 and L2, so that a stream much larger than L2 does not push out what other kernels reuse. In
+// the emulator the address must lie inside one allocation (the emulator checks only what it can).
+__device__ __forceinline__ uint4 ld_stream16(const void *p)
+{
+#ifdef SIFT_CUDA_EMU
+    if (!sift_emu::readable(p, 16) || (uintptr_t)p % 16) __builtin_trap();
+    uint4 u;
+    memcpy(&u, p, 16);
+    return u;
+#else
+    return __ldcs(static_cast<const uint4 *>(p));
+#endif
+}
+
 // The fallback for rows that are not 16-byte aligned (views at odd offsets): the same 16 bytes
 // copied with element loads, synchronously. Slow, but correct for any element-aligned address.
 template <typename T> __device__ __forceinline__ void copy16_elements(void *smem, const T *gmem, bool valid)
@@ -300,8 +315,10 @@ static inline cudaError_t beyond_limit(sift_cuda_plan *plan, const char *why)
     return cudaErrorInvalidConfiguration;
 }
 
-// Raises the matrix-vector kernels' dynamic shared memory limits (matmul.cu; part of sift_cuda_init).
+// Raise the matrix-vector kernels' (matmul.cu) and score_max's tiled kernels' (score_max.cu) dynamic
+// shared memory limits; part of sift_cuda_init, after the pipeline depth is known.
 cudaError_t matmul_init(const sift_cuda_device *dev);
+cudaError_t score_max_init(const sift_cuda_device *dev);
 
 // Host: launches kernel k on stream st and returns the launch error (in the emulator: runs it).
 template <typename... P, typename... A>

@@ -1,6 +1,7 @@
 // The transformer ops around attention and matmul (include/sift.h; the CPU reference is
-// backends/cpu/cpu_model_ops.c): get_rows, rmsnorm, rope, add, swiglu, kv_write; and the small ops
-// of "saving work between steps" (SPEC §4, §7): sel_cache_check, fill_range, mean_rows. All are memory
+// backends/cpu/cpu_model_ops.c): get_rows, rmsnorm, layernorm, rope, add, swiglu, silu, kv_write; the
+// small ops of "saving work between steps" (SPEC §4, §7): sel_cache_check, fill_range, mean_rows; and
+// TokenButler's neighbor_fetch (backends/cpu/cpu_backend.c: op_neighbor_fetch). All are memory
 // bound and small next to the matmuls (a decode step moves a few KiB through each), so each is one
 // plain kernel with coalesced accesses; the point is one launch per op and the reference's
 // arithmetic (IEEE division and square root, accurate sin/cos/exp, no fast math).
@@ -30,6 +31,15 @@ struct RmsnormArgs {
     float eps;
 };
 
+// layernorm: out[t] = (x[t] - mean) * (1 / sqrt(var + eps)) * w + b, var the biased variance of
+// x[t] - mean (the mean comes out first: rows with a large common offset keep their precision).
+struct LayernormArgs {
+    const float *x, *w, *b; // b: NULL without a bias
+    float *out;
+    int64_t rows, e;
+    float eps;
+};
+
 // rope of x [t][h][d] into out; pair i of the first n_rot elements turns by
 // theta = (pos0 + t) * freq[i] / factors[i], freq the node's rope_freq.
 struct RopeKernelArgs {
@@ -42,12 +52,13 @@ struct RopeKernelArgs {
     float freq[SIFT_MAX_HEAD_DIM / 2];
 };
 
-// add: out = a + b; swiglu: out = a / (1 + exp(-a)) * b; n elements.
+// add: out = a + b; swiglu: out = a / (1 + exp(-a)) * b; silu: out = a / (1 + exp(-a)) (no b); n elements.
+enum { ELT_ADD, ELT_SWIGLU, ELT_SILU };
 struct EltwiseArgs {
     const float *a, *b;
     float *out;
     int64_t n;
-    int swiglu;
+    int op; // ELT_*
 };
 
 // kv_write: cache[h][pos0 + t] = src[t][h] (src f32 [t][h][d]; cache f16, rounded to nearest even
@@ -84,6 +95,16 @@ struct MeanRowsArgs {
     const float *x;
     float *out;
     int64_t rows, e;
+};
+
+// neighbor_fetch (include/sift.h): per list, in i32 [lists][count] laid out as select's output
+// (sink | chosen | window) becomes out [lists][count + chosen]: sink and chosen entries, then for
+// chosen entry i (value c) c + 1, or -1 when that is chosen already (the next chosen entry: lists
+// ascend) or past the candidates [first, cand_end), then the window.
+struct NeighborArgs {
+    const int32_t *in;
+    int32_t *out;
+    int64_t lists, sink, chosen, win_count, cand_end;
 };
 
 // ---- get_rows: one block per (token, slice of NT * 8 elements) ---------------------------------
@@ -132,6 +153,32 @@ __global__ void __launch_bounds__(NT) rmsnorm_kernel(const RmsnormArgs a)
     ss = block_sum(ss);
     const float inv = 1.0f / sqrtf(ss / (float)a.e + a.eps);
     for (int64_t i = threadIdx.x; i < a.e; i += NT) out[i] = __fmul_rn(__fmul_rn(x[i], inv), __ldg(a.w + i));
+}
+
+// ---- layernorm: one block per row ------------------------------------------------------------------
+
+// Three passes over the row (it stays in L1/L2): the sum, then the sum of squares of x - mean, then
+// the output with the reference's operations in its order (no contraction into FMAs).
+__global__ void __launch_bounds__(NT) layernorm_kernel(const LayernormArgs a)
+{
+    const float *x = a.x + (int64_t)blockIdx.x * a.e;
+    float *out = a.out + (int64_t)blockIdx.x * a.e;
+    float sum = 0.0f;
+    for (int64_t i = threadIdx.x; i < a.e; i += NT) sum += x[i];
+    sum = block_sum(sum);
+    const float mean = sum / (float)a.e;
+    __syncthreads(); // block_sum's partials are reused: everyone has read them
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < a.e; i += NT) {
+        const float dv = __fsub_rn(x[i], mean);
+        ss = fmaf(dv, dv, ss);
+    }
+    ss = block_sum(ss);
+    const float inv = 1.0f / sqrtf(ss / (float)a.e + a.eps);
+    for (int64_t i = threadIdx.x; i < a.e; i += NT) {
+        const float y = __fmul_rn(__fmul_rn(__fsub_rn(x[i], mean), inv), __ldg(a.w + i));
+        out[i] = __fadd_rn(y, a.b ? __ldg(a.b + i) : 0.0f);
+    }
 }
 
 // ---- rope: one thread per pair of elements ------------------------------------------------------
@@ -185,14 +232,18 @@ __global__ void __launch_bounds__(NT) rope_kernel(const __grid_constant__ RopeKe
     o[ib] = __fadd_rn(__fmul_rn(xa, s), __fmul_rn(xb, c));
 }
 
-// ---- add, swiglu ----------------------------------------------------------------------------------
+// ---- add, swiglu, silu ----------------------------------------------------------------------------
 
 __global__ void __launch_bounds__(NT) eltwise_kernel(const EltwiseArgs a)
 {
     const int64_t stride = (int64_t)gridDim.x * NT;
     for (int64_t i = (int64_t)blockIdx.x * NT + threadIdx.x; i < a.n; i += stride) {
-        const float x = a.a[i], y = a.b[i];
-        a.out[i] = a.swiglu ? __fmul_rn(__fdiv_rn(x, __fadd_rn(1.0f, expf(-x))), y) : __fadd_rn(x, y);
+        const float x = a.a[i];
+        if (a.op == ELT_ADD) a.out[i] = __fadd_rn(x, a.b[i]);
+        else {
+            const float s = __fdiv_rn(x, __fadd_rn(1.0f, expf(-x))); // silu(x)
+            a.out[i] = a.op == ELT_SWIGLU ? __fmul_rn(s, a.b[i]) : s;
+        }
     }
 }
 
@@ -348,6 +399,27 @@ __global__ void __launch_bounds__(NT) mean_rows_kernel(const MeanRowsArgs a)
     a.out[i] = __fdiv_rn(sum, (float)a.rows);
 }
 
+// ---- neighbor_fetch: one thread per output entry, grid-stride ---------------------------------------
+
+__global__ void __launch_bounds__(NT) neighbor_fetch_kernel(const NeighborArgs a)
+{
+    const int64_t in_len = a.sink + a.chosen + a.win_count, out_len = in_len + a.chosen;
+    const int64_t total = a.lists * out_len, stride = (int64_t)gridDim.x * NT;
+    for (int64_t e = (int64_t)blockIdx.x * NT + threadIdx.x; e < total; e += stride) {
+        const int64_t l = e / out_len, i = e % out_len;
+        const int32_t *in = a.in + l * in_len;
+        const int64_t kept = a.sink + a.chosen; // sink and chosen entries, as they are
+        int32_t v;
+        if (i < kept) v = in[i];
+        else if (i < kept + a.chosen) {
+            const int64_t c = i - kept, next = (int64_t)in[a.sink + c] + 1;
+            const bool taken = c + 1 < a.chosen ? (int64_t)in[a.sink + c + 1] == next : next >= a.cand_end;
+            v = taken ? -1 : (int32_t)next;
+        } else v = in[i - a.chosen]; // the window
+        a.out[e] = v;
+    }
+}
+
 static unsigned blocks_for(int64_t n, int64_t per_block)
 {
     const int64_t b = (n + per_block - 1) / per_block;
@@ -391,7 +463,7 @@ extern "C" cudaError_t sift_cuda_get_rows_launch(const sift_cuda_device *dev, co
 extern "C" cudaError_t sift_cuda_rmsnorm_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
     (void)dev;
-    if (n->src[0]->shape[0] > INT32_MAX) return beyond_limit(plan, "rmsnorm of 2^31 rows or more");
+    if (n->src[0]->shape[0] > INT32_MAX) return beyond_limit(plan, "2^31 rows or more"); // also layernorm's
     return cudaSuccess;
 }
 
@@ -408,6 +480,22 @@ extern "C" cudaError_t sift_cuda_rmsnorm_launch(const sift_cuda_device *dev, con
     a.eps = n->p.eps;
     if (a.rows <= 0 || a.e <= 0) return cudaSuccess;
     return launch(rmsnorm_kernel, dim3((unsigned)a.rows), dim3(NT), 0, st, a);
+}
+
+extern "C" cudaError_t sift_cuda_layernorm_launch(const sift_cuda_device *dev, const sift_node *n,
+                                                  const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+{
+    (void)dev, (void)plan, (void)scratch;
+    LayernormArgs a = {};
+    a.x = dev_ptr<const float>(n->src[0]);
+    a.w = dev_ptr<const float>(n->src[1]);
+    a.b = n->n_src > 2 ? dev_ptr<const float>(n->src[2]) : nullptr;
+    a.out = dev_ptr<float>(n->dst);
+    a.rows = n->src[0]->shape[0];
+    a.e = n->src[0]->shape[1];
+    a.eps = n->p.eps;
+    if (a.rows <= 0 || a.e <= 0) return cudaSuccess;
+    return launch(layernorm_kernel, dim3((unsigned)a.rows), dim3(NT), 0, st, a);
 }
 
 extern "C" cudaError_t sift_cuda_rope_launch(const sift_cuda_device *dev, const sift_node *n,
@@ -437,10 +525,10 @@ extern "C" cudaError_t sift_cuda_eltwise_launch(const sift_cuda_device *dev, con
     (void)dev, (void)plan, (void)scratch;
     EltwiseArgs a = {};
     a.a = dev_ptr<const float>(n->src[0]);
-    a.b = dev_ptr<const float>(n->src[1]);
+    a.b = n->n_src > 1 ? dev_ptr<const float>(n->src[1]) : nullptr;
     a.out = dev_ptr<float>(n->dst);
     a.n = (int64_t)(n->dst->nbytes / sizeof(float));
-    a.swiglu = n->op == SIFT_OP_SWIGLU;
+    a.op = n->op == SIFT_OP_SWIGLU ? ELT_SWIGLU : n->op == SIFT_OP_SILU ? ELT_SILU : ELT_ADD;
     if (a.n <= 0) return cudaSuccess;
     int64_t blocks = (a.n + NT - 1) / NT;
     if (blocks > 65536) blocks = 65536; // grid-stride beyond
@@ -533,4 +621,24 @@ extern "C" cudaError_t sift_cuda_mean_rows_launch(const sift_cuda_device *dev, c
     a.e = n->src[0]->shape[1];
     if (a.rows <= 0 || a.e <= 0) return cudaSuccess;
     return launch(mean_rows_kernel, dim3(blocks_for(a.e, NT)), dim3(NT), 0, st, a);
+}
+
+extern "C" cudaError_t sift_cuda_neighbor_fetch_launch(const sift_cuda_device *dev, const sift_node *n,
+                                                       const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+{
+    (void)dev, (void)plan, (void)scratch;
+    const sift_select_layout *l = &n->p.layout;
+    NeighborArgs a = {};
+    a.in = dev_ptr<const int32_t>(n->src[0]);
+    a.out = dev_ptr<int32_t>(n->dst);
+    a.lists = n->dst->shape[0];
+    a.sink = l->sink;
+    a.chosen = l->chosen;
+    a.win_count = l->win_count;
+    a.cand_end = l->first + l->cand;
+    const int64_t total = a.lists * (l->count + l->chosen);
+    if (total <= 0) return cudaSuccess;
+    int64_t blocks = (total + NT - 1) / NT;
+    if (blocks > 65536) blocks = 65536; // grid-stride beyond
+    return launch(neighbor_fetch_kernel, dim3((unsigned)blocks), dim3(NT), 0, st, a);
 }

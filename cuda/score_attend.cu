@@ -131,7 +131,8 @@ extern "C" cudaError_t sift_cuda_init(int device, sift_cuda_device *dev)
     dev->stages = stages;
     dev->smem_per_sm = (size_t)per_sm;
     dev->smem_optin = (size_t)optin;
-    return matmul_init(dev);
+    e = matmul_init(dev);
+    return e == cudaSuccess ? score_max_init(dev) : e;
 }
 
 // ---- score --------------------------------------------------------------------------------------

@@ -64,6 +64,9 @@ typedef cudaError_t sift_cuda_launch_fn(const sift_cuda_device *dev, const sift_
 /* score_attend.cu: score; gather_attend, dense_attend, causal_attend and causal_attend_sparse */
 sift_cuda_plan_fn sift_cuda_score_plan, sift_cuda_attend_plan;
 sift_cuda_launch_fn sift_cuda_score_launch, sift_cuda_attend_launch;
+/* score_max.cu: score_max (score and the KVHEAD_MAX vote in one pass) */
+sift_cuda_plan_fn sift_cuda_score_max_plan;
+sift_cuda_launch_fn sift_cuda_score_max_launch;
 /* vote.cu, select.cu. sift_cuda_select_reset zeroes the radix histograms that carry over between
  * runs: needed once after the scratch is allocated and after any failed run. */
 sift_cuda_plan_fn sift_cuda_vote_plan, sift_cuda_select_plan;
@@ -71,12 +74,12 @@ sift_cuda_launch_fn sift_cuda_vote_launch, sift_cuda_select_launch, sift_cuda_se
 /* matmul.cu */
 sift_cuda_plan_fn sift_cuda_matmul_plan;
 sift_cuda_launch_fn sift_cuda_matmul_launch;
-/* model_ops.cu (eltwise: add and swiglu) */
+/* model_ops.cu (eltwise: add, swiglu and silu; rmsnorm's plan also serves layernorm) */
 sift_cuda_plan_fn sift_cuda_get_rows_plan, sift_cuda_rmsnorm_plan, sift_cuda_kv_write_plan,
     sift_cuda_sel_cache_check_plan, sift_cuda_fill_range_plan;
-sift_cuda_launch_fn sift_cuda_get_rows_launch, sift_cuda_rmsnorm_launch, sift_cuda_rope_launch,
-    sift_cuda_eltwise_launch, sift_cuda_kv_write_launch, sift_cuda_sel_cache_check_launch, sift_cuda_fill_range_launch,
-    sift_cuda_mean_rows_launch;
+sift_cuda_launch_fn sift_cuda_get_rows_launch, sift_cuda_rmsnorm_launch, sift_cuda_layernorm_launch,
+    sift_cuda_rope_launch, sift_cuda_eltwise_launch, sift_cuda_kv_write_launch, sift_cuda_sel_cache_check_launch,
+    sift_cuda_fill_range_launch, sift_cuda_mean_rows_launch, sift_cuda_neighbor_fetch_launch;
 
 #ifdef __cplusplus
 }

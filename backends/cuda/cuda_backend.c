@@ -66,6 +66,10 @@ static const cuda_op cuda_ops[SIFT_OP_COUNT] = {
     [SIFT_OP_FILL_RANGE] = {sift_cuda_fill_range_plan, sift_cuda_fill_range_launch, NULL},
     [SIFT_OP_MEAN_ROWS] = {NULL, sift_cuda_mean_rows_launch, NULL},
     [SIFT_OP_CAUSAL_ATTEND_SPARSE] = {sift_cuda_attend_plan, sift_cuda_attend_launch, NULL},
+    [SIFT_OP_LAYERNORM] = {sift_cuda_rmsnorm_plan, sift_cuda_layernorm_launch, NULL},
+    [SIFT_OP_SILU] = {NULL, sift_cuda_eltwise_launch, NULL},
+    [SIFT_OP_NEIGHBOR_FETCH] = {NULL, sift_cuda_neighbor_fetch_launch, NULL},
+    [SIFT_OP_SCORE_MAX] = {sift_cuda_score_max_plan, sift_cuda_score_max_launch, NULL},
 };
 
 typedef struct cuda_plan {

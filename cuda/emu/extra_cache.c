@@ -10,7 +10,10 @@
  *     fill_range refreshing the window of a reused list, over several steps of one graph;
  *   - sel_cache_check alone (thresholds 0.9, 1, -1; full and not; a zero query);
  *   - gather_attend_rope (adjacent and neox, n_rot = D and < D, head dimensions 40 .. 128, GQA,
- *     entries outside the cache), mean_rows and fill_range bit for bit. */
+ *     entries outside the cache), mean_rows and fill_range bit for bit;
+ *   - score_max on both of its kernels (rows of 16-64 bytes; everything else): every row length
+ *     of the row kernel, groups of 1 .. 8 heads and above 8 (chunks), K views at odd offsets, paged
+ *     K with absent pages, a predicate that keeps the votes, and equality with score + vote. */
 #include "sift.h"
 
 #include <math.h>
@@ -431,6 +434,94 @@ static void rope_case(sift_context *cpu, sift_context *cuda, int hq, int hkv, in
     free(res[0]), free(res[1]), free(kf), free(vf), free(qf), free(idx);
 }
 
+/* ---- score_max ---------------------------------------------------------------------------------- */
+
+/* votes [hkv][end - begin] of score_max against the CPU's, over K stored plainly, as a view `off`
+ * bytes into its storage (off not a multiple of 16: the element-copy path), or paged with page size
+ * P (0: not paged; NaN in unmapped pool rows, absent pages with probability 1 / absent_in). The
+ * graph runs twice (the second replays a CUDA graph) and then, with a new q, under a set predicate:
+ * the votes keep what they held. On the CUDA backend the votes also equal score + vote(KVHEAD_MAX). */
+static void score_max_case(sift_context *cpu, sift_context *cuda, int hq, int hkv, int d, sift_dtype dt, int64_t N,
+                           int64_t begin, int64_t end, size_t off, int64_t P, int absent_in)
+{
+    const int64_t m = end - begin;
+    const size_t nkv = (size_t)hkv * (size_t)N * (size_t)d, nq = (size_t)hq * d, nv = (size_t)hkv * (size_t)m;
+    const size_t es = sift_dtype_size(dt);
+    float *kl = rand_floats(nkv, 1.0f), *q1 = rand_floats(nq, 1.0f), *q2 = rand_floats(nq, 1.0f);
+    paging pk = {0};
+    if (P) pk = make_paging(hkv, d, P, N / P, N / P + 2, absent_in, kl);
+    const int64_t pool_rows = P ? (N / P + 2) * P : N;
+    const float scale = 1.0f / sqrtf((float)d);
+    float *res[2], *kept = malloc(nv * 4), *pair = malloc(nv * 4);
+    sift_context *ctxs[2] = {cpu, cuda};
+    for (int c = 0; c < 2; c++) {
+        sift_context *ctx = ctxs[c];
+        const int64_t qs[2] = {hq, d}, ks[3] = {hkv, N, d}, ps[3] = {hkv, pool_rows, d}, us[2] = {hkv, m};
+        const int64_t ss[2] = {hq, m}, fs[1] = {1}, nps[1] = {P ? N / P : 1};
+        void *kd = as_dtype(dt, P ? pk.pool : kl, (size_t)(hkv * pool_rows * d));
+        sift_tensor *store = NULL, *tab = NULL, *k = NULL;
+        if (P) {
+            store = make(ctx, dt, 3, ps, kd);
+            tab = make(ctx, SIFT_I32, 1, nps, pk.table);
+            TRY(sift_tensor_paged_view(store, tab, P, &k));
+        } else if (off) {
+            const int64_t total = (int64_t)((nkv * es + off) / es) + 1;
+            store = make(ctx, dt, 1, &total, NULL);
+            TRY(sift_tensor_view(store, dt, 3, ks, off, &k));
+            TRY(sift_tensor_write(k, 0, kd, nkv * es));
+        } else {
+            k = make(ctx, dt, 3, ks, kd);
+        }
+        const float zero = 0.0f, one = 1.0f;
+        sift_tensor *q = make(ctx, SIFT_F32, 2, qs, q1), *u = make(ctx, SIFT_F32, 2, us, NULL),
+                    *flag = make(ctx, SIFT_F32, 1, fs, &zero);
+        sift_graph *g;
+        TRY(sift_graph_create(ctx, &g));
+        TRY(sift_graph_skip_if(g, flag, 0));
+        TRY(sift_op_score_max(g, q, k, begin, end, scale, u));
+        TRY(sift_graph_skip_if(g, NULL, 0));
+        TRY(sift_graph_compute(g));
+        TRY(sift_graph_compute(g));
+        res[c] = malloc(nv * 4);
+        read_all(u, res[c]);
+        if (c == 1) {
+            /* a new q under a set flag: nothing runs, the votes stay */
+            TRY(sift_tensor_write(flag, 0, &one, 4));
+            TRY(sift_tensor_write(q, 0, q2, nq * 4));
+            TRY(sift_graph_compute(g));
+            read_all(u, kept);
+            /* score then vote(KVHEAD_MAX) on this backend, with q as it was */
+            TRY(sift_tensor_write(q, 0, q1, nq * 4));
+            sift_tensor *sc = make(ctx, SIFT_F32, 2, ss, NULL), *u2 = make(ctx, SIFT_F32, 2, us, NULL);
+            sift_graph *h;
+            TRY(sift_graph_create(ctx, &h));
+            TRY(sift_op_score(h, q, k, begin, end, scale, sc));
+            TRY(sift_op_vote(h, SIFT_VOTE_KVHEAD_MAX, sc, u2));
+            TRY(sift_graph_compute(h));
+            read_all(u2, pair);
+            sift_graph_destroy(h);
+            sift_tensor_destroy(sc), sift_tensor_destroy(u2);
+        }
+        sift_graph_destroy(g);
+        sift_tensor_destroy(q), sift_tensor_destroy(u), sift_tensor_destroy(flag);
+        if (store) sift_tensor_destroy(k), sift_tensor_destroy(store);
+        else sift_tensor_destroy(k);
+        if (tab) sift_tensor_destroy(tab);
+        free(kd);
+    }
+    char name[200];
+    snprintf(name, sizeof name, "score_max H=%d/%d D=%d %s N=%lld [%lld, %lld) off=%zu P=%lld", hq, hkv, d,
+             sift_dtype_name(dt), (long long)N, (long long)begin, (long long)end, off, (long long)P);
+    check(name, res[0], res[1], nv, 1e-7);
+    snprintf(name, sizeof name, "score_max H=%d/%d D=%d %s: kept under a set predicate", hq, hkv, d, sift_dtype_name(dt));
+    check_bits(name, res[1], kept, nv * 4);
+    snprintf(name, sizeof name, "score_max H=%d/%d D=%d %s: == score + vote(KVHEAD_MAX) on cuda", hq, hkv, d,
+             sift_dtype_name(dt));
+    check(name, pair, res[1], nv, 1e-7);
+    free(res[0]), free(res[1]), free(kept), free(pair), free(kl), free(q1), free(q2);
+    if (P) free(pk.table), free(pk.pool);
+}
+
 /* ---- mean_rows, fill_range ------------------------------------------------------------------ */
 
 static void small_ops_case(sift_context *cpu, sift_context *cuda, int64_t T, int64_t E, int64_t lists, int64_t len,
@@ -499,6 +590,27 @@ int main(void)
     selcache_case(cpu, cuda, 8, 2, 64, 700, 4, 16, 37, SIFT_VOTE_SOFTMAX_SUM, 0.9f, 7);
     selcache_case(cpu, cuda, 8, 2, 128, 500, 8, 32, 50, SIFT_VOTE_KVHEAD_MAX, 0.95f, 6);
     selcache_case(cpu, cuda, 4, 4, 64, 300, 4, 8, 400, SIFT_VOTE_SOFTMAX_SUM, 0.5f, 4); /* never full */
+    /* score_max: the row kernel (f16 D = 8, 16, 32; f32 D = 8, 16; groups 1 .. 8), then the tiled
+     * kernel (odd offsets, groups above 8, other D), plain and paged */
+    score_max_case(cpu, cuda, 32, 8, 16, SIFT_F16, 5000, 128, 4488, 0, 0, 0); /* TokenButler's shape */
+    score_max_case(cpu, cuda, 32, 8, 16, SIFT_F16, 4096, 100, 3584, 0, 64, 5);
+    score_max_case(cpu, cuda, 8, 2, 16, SIFT_F16, 300, 0, 300, 0, 1, 4);
+    score_max_case(cpu, cuda, 4, 1, 16, SIFT_F16, 20000, 3, 19999, 0, 0, 0); /* several blocks per KV head */
+    score_max_case(cpu, cuda, 6, 2, 8, SIFT_F16, 700, 5, 650, 0, 0, 0);       /* 3 heads of 4 */
+    score_max_case(cpu, cuda, 10, 2, 32, SIFT_F16, 912, 1, 911, 0, 16, 3);    /* 5 heads of 8 */
+    score_max_case(cpu, cuda, 4, 2, 8, SIFT_F32, 333, 0, 333, 0, 0, 0);
+    score_max_case(cpu, cuda, 4, 4, 16, SIFT_F32, 500, 7, 421, 0, 0, 0);      /* 1 head, 4 lanes a row */
+    score_max_case(cpu, cuda, 16, 2, 16, SIFT_F32, 400, 0, 399, 0, 8, 6);
+    score_max_case(cpu, cuda, 4, 2, 16, SIFT_F16, 600, 10, 590, 0, 0, 0);
+    score_max_case(cpu, cuda, 14, 2, 32, SIFT_F16, 300, 0, 300, 0, 0, 0);
+    score_max_case(cpu, cuda, 32, 8, 16, SIFT_F16, 700, 4, 600, 2, 0, 0);    /* odd offsets: tiled */
+    score_max_case(cpu, cuda, 8, 2, 16, SIFT_F32, 500, 0, 500, 4, 0, 0);
+    score_max_case(cpu, cuda, 24, 2, 16, SIFT_F16, 800, 0, 777, 0, 0, 0);    /* 12 heads: chunks 8 + 4 */
+    score_max_case(cpu, cuda, 18, 1, 64, SIFT_F32, 300, 2, 300, 0, 0, 0);    /* 8 + 8 + 2 */
+    score_max_case(cpu, cuda, 12, 1, 128, SIFT_F16, 512, 0, 512, 0, 16, 4);
+    score_max_case(cpu, cuda, 6, 2, 40, SIFT_F16, 640, 3, 600, 0, 32, 5);
+    score_max_case(cpu, cuda, 8, 8, 128, SIFT_F32, 300, 0, 257, 0, 0, 0);
+    score_max_case(cpu, cuda, 8, 2, 64, SIFT_F16, 1000, 0, 1000, 6, 0, 0);
     /* gather_attend_rope */
     rope_case(cpu, cuda, 8, 2, 128, SIFT_F16, 128, SIFT_ROPE_NEOX, 10000.0f, 400, 300, 1, 0);
     rope_case(cpu, cuda, 8, 2, 128, SIFT_F32, 128, SIFT_ROPE_ADJACENT, 10000.0f, 400, 300, 2, 0);
