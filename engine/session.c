@@ -12,7 +12,8 @@
 sift_session_config sift_session_config_default(void)
 {
     sift_session_config c = {.n_ctx = 0, .kv_type = SIFT_F16, .policy = SIFT_POLICY_DENSE, .sink = 128, .window = 512,
-                             .budget = 2048, .chunk = 512, .n_seq = 1, .page_size = 256, .sel_cache = 0.9f};
+                             .budget = 2048, .chunk = 512, .n_seq = 1, .page_size = 256, .sel_cache = 0.9f,
+                             .predictor_keys = SIFT_F16};
     return c;
 }
 
@@ -160,6 +161,8 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
     if (c.predict_interval == 0) c.predict_interval = 1;
     if (c.predictor && c.predictor->m != m)
         return sift_set_error(SIFT_E_INVALID, "%s: the predictor was loaded for another model", fn);
+    if (c.predictor && c.predictor_keys != SIFT_F16 && c.predictor_keys != SIFT_F32 && c.predictor_keys != SIFT_I8)
+        return sift_set_error(SIFT_E_DTYPE, "%s: projected keys of type %s (f16, f32 or i8)", fn, sift_dtype_name(c.predictor_keys));
     if (c.predictor && c.extrapolate)
         return sift_set_error(SIFT_E_UNSUPPORTED, "%s: a predictor projects keys after RoPE; length extrapolation caches them before", fn);
     if (c.n_ctx < 1 || c.n_ctx > INT32_MAX)
