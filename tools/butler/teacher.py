@@ -234,16 +234,19 @@ class Teacher:
         v = v.repeat_interleave(self.n_rep, dim=1)
         if hasattr(F, "scaled_dot_product_attention"):  # torch 2.x: flash / memory-efficient kernels
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        # torch 1.x: explicit softmax, in blocks of query rows so that [T, T] never exists whole
-        t, d = q.shape[2], q.shape[3]
+        # torch 1.x: explicit softmax over blocks of query rows, each against the keys up to its
+        # last row only (the causal half), blocks of ~4M scores so that they stay in cache-sized
+        # pieces and [T, T] never exists whole
+        b, h, t, d = q.shape
         out = torch.empty_like(q)
-        block = max(1, (1 << 22) // max(1, t))
+        block = max(16, (1 << 22) // max(1, b * h * t))
+        kt, vf = k.float().transpose(-1, -2), v.float()
         for r0 in range(0, t, block):
             r1 = min(t, r0 + block)
-            s = torch.matmul(q[:, :, r0:r1].float(), k.float().transpose(-1, -2)) / math.sqrt(d)
-            mask = torch.arange(t, device=q.device)[None, :] > torch.arange(r0, r1, device=q.device)[:, None]
+            s = torch.matmul(q[:, :, r0:r1].float(), kt[..., :r1]) / math.sqrt(d)
+            mask = torch.arange(r1, device=q.device)[None, :] > torch.arange(r0, r1, device=q.device)[:, None]
             s = s.masked_fill(mask, float("-inf"))
-            out[:, :, r0:r1] = torch.matmul(torch.softmax(s, dim=-1), v.float()).to(out.dtype)
+            out[:, :, r0:r1] = torch.matmul(torch.softmax(s, dim=-1), vf[:, :, :r1]).to(out.dtype)
         return out
 
     # -- the forward ---------------------------------------------------------------------------------
@@ -278,6 +281,8 @@ class Teacher:
             if l in want_qk:
                 out["k"][l] = k
                 out["q"][l] = q if rows is None else q.gather(2, rows[:, None, :, None].expand(b, hq, rows.shape[1], d))
+            if l == last and not logits:
+                break  # the last layer's queries and keys are all that was asked of it
             att = self.attention(q.to(self.dtype), k.to(self.dtype), v.to(self.dtype))
             x = x + self._linear(att.transpose(1, 2).reshape(b, t, hq * d), p + "attn_output.weight").float()
             xn = self._rms(x, self.w[p + "ffn_norm.weight"])
