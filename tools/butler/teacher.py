@@ -183,10 +183,10 @@ class Teacher:
         self.n_params = 0
         self.w = {}
         for name, (dims, ggml_type, data) in g.tensors.items():
+            arr = dequantize(dims, ggml_type, data)
+            self.n_params += arr.size  # every tensor of the file, as sift counts the base for the overhead
             if name == "rope_freqs.weight":
                 continue
-            arr = dequantize(dims, ggml_type, data)
-            self.n_params += arr.size
             t = torch.from_numpy(np.ascontiguousarray(arr))
             # vectors (norms, biases) stay f32 as in sift; matrices take the compute type
             self.w[name] = t.to(self.device, dtype=torch.float32 if t.dim() == 1 else dtype)
@@ -251,20 +251,45 @@ class Teacher:
 
     # -- the forward ---------------------------------------------------------------------------------
 
+    def _qkv(self, l, x, pos0=0):
+        """Layer l's roped queries [B, Hq, T, D], roped keys and values [B, Hkv, T, D] (float32) of
+        the residual stream x [B, T, E] at positions pos0 ..."""
+        c, p = self.cfg, "blk.%d." % l
+        b, t = x.shape[:2]
+        hq, hkv, d = c["n_head"], c["n_head_kv"], c["head_dim"]
+        xn = self._rms(x, self.w[p + "attn_norm.weight"])
+        q = self._linear(xn, p + "attn_q.weight", p + "attn_q.bias").view(b, t, hq, d).transpose(1, 2)
+        k = self._linear(xn, p + "attn_k.weight", p + "attn_k.bias").view(b, t, hkv, d).transpose(1, 2)
+        v = self._linear(xn, p + "attn_v.weight", p + "attn_v.bias").view(b, t, hkv, d).transpose(1, 2)
+        return self.rope(q, pos0), self.rope(k, pos0), v.float()
+
+    def _rest(self, l, x, att):
+        """The rest of layer l once its attention att [B, Hq, T, D] is known: the output projection
+        into the residual stream x [B, T, E], then the SwiGLU feed-forward. Returns the new x."""
+        p = "blk.%d." % l
+        b, _, t, _ = att.shape
+        x = x + self._linear(att.transpose(1, 2).reshape(b, t, -1), p + "attn_output.weight").float()
+        xn = self._rms(x, self.w[p + "ffn_norm.weight"])
+        h = F.silu(self._linear(xn, p + "ffn_gate.weight").float()) * self._linear(xn, p + "ffn_up.weight").float()
+        return x + self._linear(h, p + "ffn_down.weight").float()
+
+    def _logits(self, x):
+        return self._linear(self._rms(x, self.w["output_norm.weight"]), "output.weight").float()
+
     @torch.no_grad()
     def forward(self, ids, want_x=(), want_qk=(), logits=False, rows=None):
         """ids: long [B, T] (BOS first, as sift feeds a prompt).
 
         want_x: layers whose input (the residual stream entering the layer, before its attention
         RMSNorm) to return, float32 [B, T, E]. want_qk: layers whose roped queries and keys to
-        return, float32 [B, Hq, T, D] and [B, Hkv, T, D]. logits: also the logits [B, T, vocab].
+        return, float32 [B, Hq, T, D] and [B, Hkv, T, D]. logits: also the logits [B, T, vocab]
+        ("last": those of the last position only, [B, 1, vocab]).
         rows: long [B, R] positions: x and q are then returned at those rows only ([B, R, E] and
         [B, Hq, R, D]; the keys stay whole), all the distillation needs, which saves memory on long
         sequences. The layers after the last one asked about are not run unless logits are wanted.
         Returns a dict with 'x' {l: ...}, 'q' {l: ...}, 'k' {l: ...} and maybe 'logits'."""
         c = self.cfg
-        b, t = ids.shape
-        hq, hkv, d = c["n_head"], c["n_head_kv"], c["head_dim"]
+        b = ids.shape[0]
         want_x, want_qk = set(want_x), set(want_qk)
         last = c["n_layer"] - 1 if logits else max(list(want_x) + list(want_qk) + [0])
         out = {"x": {}, "q": {}, "k": {}}
@@ -272,44 +297,48 @@ class Teacher:
         for l in range(last + 1):
             if l in want_x:
                 out["x"][l] = x if rows is None else x[torch.arange(b, device=x.device)[:, None], rows]
-            p = "blk.%d." % l
-            xn = self._rms(x, self.w[p + "attn_norm.weight"])
-            q = self._linear(xn, p + "attn_q.weight", p + "attn_q.bias").view(b, t, hq, d).transpose(1, 2)
-            k = self._linear(xn, p + "attn_k.weight", p + "attn_k.bias").view(b, t, hkv, d).transpose(1, 2)
-            v = self._linear(xn, p + "attn_v.weight", p + "attn_v.bias").view(b, t, hkv, d).transpose(1, 2)
-            q, k = self.rope(q), self.rope(k)
+            q, k, v = self._qkv(l, x)
             if l in want_qk:
                 out["k"][l] = k
-                out["q"][l] = q if rows is None else q.gather(2, rows[:, None, :, None].expand(b, hq, rows.shape[1], d))
+                out["q"][l] = q if rows is None else q.gather(2, rows[:, None, :, None].expand(-1, q.shape[1], -1, q.shape[3]))
             if l == last and not logits:
                 break  # the last layer's queries and keys are all that was asked of it
             att = self.attention(q.to(self.dtype), k.to(self.dtype), v.to(self.dtype))
-            x = x + self._linear(att.transpose(1, 2).reshape(b, t, hq * d), p + "attn_output.weight").float()
-            xn = self._rms(x, self.w[p + "ffn_norm.weight"])
-            h = F.silu(self._linear(xn, p + "ffn_gate.weight").float()) * self._linear(xn, p + "ffn_up.weight").float()
-            x = x + self._linear(h, p + "ffn_down.weight").float()
+            x = self._rest(l, x, att)
         if logits:
-            out["logits"] = self._linear(self._rms(x, self.w["output_norm.weight"]), "output.weight").float()
+            out["logits"] = self._logits(x[:, -1:] if logits == "last" else x)
         return out
 
     @torch.no_grad()
     def sample(self, n_seq, n_tokens, bos, rng, temperature=1.0, banned=(), batch=64, log=None):
         """n_seq sequences of n_tokens token ids (BOS first) sampled from the model itself at the given
-        temperature, as long [n_seq, n_tokens] on the CPU. Each step reruns the whole prefix (no KV
-        cache): O(T^2) work, which is fine for the small models this is meant for. banned: token ids
-        never sampled (EOS, say, so that the text runs on). rng: a torch.Generator on the CPU."""
+        temperature, as long [n_seq, n_tokens] on the CPU, decoding with a KV cache (one token per
+        step, as sift does). banned: token ids never sampled (EOS, say, so that the text runs on).
+        rng: a torch.Generator on the CPU (the draws are made there, so the same on any device)."""
+        c = self.cfg
+        hkv, d, n_rep = c["n_head_kv"], c["head_dim"], self.n_rep
         seqs = []
         for s0 in range(0, n_seq, batch):
             nb = min(batch, n_seq - s0)
-            ids = torch.full((nb, 1), bos, dtype=torch.long, device=self.device)
-            for _ in range(n_tokens - 1):
-                lg = self.forward(ids, logits=True)["logits"][:, -1].float().cpu()
+            ids = torch.full((nb, n_tokens), bos, dtype=torch.long)
+            kc = [torch.zeros(nb, hkv, n_tokens, d, device=self.device) for _ in range(c["n_layer"])]
+            vc = [torch.zeros(nb, hkv, n_tokens, d, device=self.device) for _ in range(c["n_layer"])]
+            for pos in range(n_tokens - 1):
+                x = self.w["token_embd.weight"][ids[:, pos:pos + 1].to(self.device)].float()  # [B, 1, E]
+                for l in range(c["n_layer"]):
+                    q, k, v = self._qkv(l, x, pos)
+                    kc[l][:, :, pos:pos + 1], vc[l][:, :, pos:pos + 1] = k, v
+                    # the one query against the cache [0, pos]: KV head g serves query heads g*n_rep ...
+                    qg = q.view(nb, hkv, n_rep, d)
+                    s = torch.matmul(qg, kc[l][:, :, :pos + 1].transpose(-1, -2)) / math.sqrt(d)
+                    att = torch.matmul(torch.softmax(s, dim=-1), vc[l][:, :, :pos + 1])  # [B, Hkv, n_rep, D]
+                    x = self._rest(l, x, att.reshape(nb, hkv * n_rep, 1, d))
+                lg = self._logits(x)[:, -1].float().cpu()
                 for tok in banned:
                     lg[:, tok] = float("-inf")
                 probs = torch.softmax(lg / max(temperature, 1e-6), dim=-1)
-                nxt = torch.multinomial(probs, 1, generator=rng)
-                ids = torch.cat([ids, nxt.to(self.device)], dim=1)
-            seqs.append(ids.cpu())
+                ids[:, pos + 1] = torch.multinomial(probs, 1, generator=rng)[:, 0]
+            seqs.append(ids)
             if log:
                 log("sampled %d of %d sequences of %d tokens from the base model" % (s0 + nb, n_seq, n_tokens))
         return torch.cat(seqs, dim=0)

@@ -27,10 +27,15 @@ Outputs: --out PRED.gguf, its log PRED.log (every line printed) and PRED.json (c
 numbers). See README.md.
 """
 
+import os
 import sys
 import time
 
 T_START = time.time()
+sys.dont_write_bytecode = True  # run from the source tree (the Meson test): leave no __pycache__ there
+# One BLAS thread under torch's own: with OpenBLAS's threads on top of torch's, a small matrix
+# product (a decode step's) took 30x longer on a two-core machine, for 10% on big ones.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 try:
     import numpy as np
@@ -44,7 +49,6 @@ except ImportError as e:  # the Meson test skips where the Python stack is missi
 import argparse
 import json
 import math
-import os
 import random
 import shutil
 import subprocess
@@ -173,7 +177,11 @@ def run_batch(teacher, model, ids, rows, train, ks=()):
     c = model.cfg
     consumers = [l for i in range(len(model.producers)) for l in model.consumers(i)]
     n_layers = len(consumers)
+    t0 = time.time()
     out = teacher.forward(ids, want_x=model.producers, want_qk=consumers, rows=rows)
+    if ids.is_cuda:
+        torch.cuda.synchronize()
+    run_batch.teacher_seconds += time.time() - t0
     ce_sum, ent_sum = 0.0, 0.0
     rec, rec_n = {k: [0.0, 0.0, 0.0] for k in ks}, 0
     per_layer = {}
@@ -203,6 +211,9 @@ def run_batch(teacher, model, ids, rows, train, ks=()):
         if train:
             qa.backward(qd.grad)
     return ce_sum / n_layers, ent_sum / n_layers, rec, rec_n, per_layer
+
+
+run_batch.teacher_seconds = 0.0  # time in the teacher's forward, for the log
 
 
 def evaluate(teacher, model, data, device, max_rows, tokens_per_batch, ks):
@@ -270,8 +281,12 @@ def train(args, log):
     device = pick_device(args.device)
     torch.manual_seed(args.seed)
     np_rng = np.random.RandomState(args.seed)
-    if device.type == "cpu" and args.threads:
-        torch.set_num_threads(args.threads)
+    if device.type == "cpu":
+        # Sharp softmax rows are full of subnormal floats, which x86 cores handle ~100x slower; they
+        # are far below anything the loss can see.
+        torch.set_flush_denormal(True)
+        if args.threads:
+            torch.set_num_threads(args.threads)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -293,6 +308,10 @@ def train(args, log):
             teacher.n_params / 1e6, teacher.fingerprint, str(tdtype).replace("torch.", ""), device, time.time() - t0))
 
     key_dim = args.key_dim or min(16, c["head_dim"])
+    # what sift's loader (engine/predictor.c) takes
+    if key_dim % 8 or key_dim > 128 or args.hidden > 65536 or not 1 <= args.stride <= c["n_layer"]:
+        raise SystemExit("sift runs key dims that are multiples of 8 up to 128 (SIFT_MAX_HEAD_DIM), hidden widths up to 65536 and "
+                         "strides 1..L (got %d, %d, %d)" % (key_dim, args.hidden, args.stride))
     model = bt.Butler(c["n_layer"], c["n_embd"], c["n_head"], c["n_head_kv"], c["head_dim"], key_dim=key_dim,
                       stride=args.stride, hidden=args.hidden, eps=1e-5).to(device)
     overhead = 100.0 * model.n_params() / teacher.n_params
@@ -340,7 +359,7 @@ def train(args, log):
     py_rng = random.Random(args.seed)
     step, tokens, t_train = 0, 0, time.time()
     hist, log_ce, log_kl, log_n, log_tok, log_t = [], 0.0, 0.0, 0, 0, time.time()
-    t_teacher = t_student = 0.0
+    t_steps = 0.0
     last = first
     while True:
         elapsed = time.time() - t_train
@@ -355,13 +374,15 @@ def train(args, log):
         for g in opt.param_groups:
             g["lr"] = lr
         opt.zero_grad(set_to_none=True)
+        if step == 0:
+            run_batch.teacher_seconds = 0.0
         ts = time.time()
         ce, ent, _, _, _ = run_batch(teacher, model, ids, rows, True)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         if device.type == "cuda":
             torch.cuda.synchronize()
-        t_student += time.time() - ts
+        t_steps += time.time() - ts
         step += 1
         tokens += n * length
         hist.append(ce - ent)
@@ -382,9 +403,10 @@ def train(args, log):
         log("  layer %d: KL %.4f | recall@%d %.3f (oracle %.3f)" % (l, v[0], ks[0], v[1], v[2]))
     head = sum(hist[:max(1, len(hist) // 10)]) / max(1, len(hist[:max(1, len(hist) // 10)])) if hist else float("nan")
     tail = sum(hist[-max(1, len(hist) // 10):]) / max(1, len(hist[-max(1, len(hist) // 10):])) if hist else float("nan")
-    log("trained %d steps, %.2fM tokens in %.1f s (%.0f tok/s; %.1f ms per step); training KL first tenth %.4f -> "
-        "last tenth %.4f" % (step, tokens / 1e6, train_s, tokens / max(1e-9, train_s), 1e3 * t_student / max(1, step),
-                             head, tail))
+    log("trained %d steps, %.2fM tokens in %.1f s (%.0f tok/s; %.1f ms per step, %.0f%% of it the teacher's forward); "
+        "training KL first tenth %.4f -> last tenth %.4f" % (
+            step, tokens / 1e6, train_s, tokens / max(1e-9, train_s), 1e3 * t_steps / max(1, step),
+            100.0 * run_batch.teacher_seconds / max(1e-9, t_steps), head, tail))
 
     r0 = last["recall"][ks[0]]
     summary = ("data %s, lengths %d-%d, %d steps (%.2fM tokens, %.0f s on %s), seed %d: held-out KL %.4f -> %.4f, "
@@ -433,10 +455,17 @@ def check_written(path, model, teacher, f16):
 
 # ---- the teacher check and the smoke test --------------------------------------------------------
 
-def check_teacher(sift, shared, log, tol=1e-3):
-    """The teacher's logits against `sift logits` on stories260K, the retrieval model, and copies of
-    stories260K that exercise the other weight types, archs and RoPE variants. Returns the number
-    of failures (and the worst relative difference, logged)."""
+# Without spaces: sift's tokenize and logits commands size their id buffer for at most one token per
+# byte (and a few more), which a vocabulary without a "▁" piece overruns (a space falls back to
+# three byte tokens).
+PLAIN_PROMPT = "Helloworld.thisisatestoftheteacher"
+
+
+def check_teacher(sift, shared, log, tol=1e-3, extra=()):
+    """The teacher's logits against `sift logits` on stories260K, the retrieval model, copies of
+    stories260K that exercise the other weight types, archs and RoPE variants, and the extra model
+    paths (prompted with PLAIN_PROMPT). Returns the number of failures (the worst relative
+    difference is logged)."""
     failures, worst = 0, 0.0
     stories = os.path.join(shared, "models", "stories260K.gguf")
     models = []
@@ -450,6 +479,7 @@ def check_teacher(sift, shared, log, tol=1e-3):
         if os.path.exists(stories):
             for label, path in tc.make_variants(stories, tmp):
                 models.append(("stories260K as " + label, path, STORY_PROMPT))
+        models += [(os.path.basename(m), m, PLAIN_PROMPT) for m in extra]
         for label, path, prompt in models:
             ok, diff, scale = tc.check_against_sift(sift, path, prompt, tol=tol, log=lambda m, lb=label: log(lb + ": " + m))
             worst = max(worst, diff / max(1.0, scale))
@@ -520,7 +550,6 @@ def smoke(args, log):
     if not args.sift or not os.access(args.sift, os.X_OK):
         print("butler smoke: --sift must name the built sift binary (got %r)" % args.sift)
         return 1
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
     out_dir = args.out_dir or tempfile.mkdtemp(prefix="butler-smoke-")
     os.makedirs(out_dir, exist_ok=True)
     t0 = time.time()
@@ -614,6 +643,8 @@ def parse_args(argv):
     m.add_argument("--check-teacher", metavar="SIFT",
                    help="compare the teacher's logits with `SIFT logits` on stories260K (and copies of it in every "
                         "weight type, arch and RoPE variant) and the retrieval model, and exit (1 on a mismatch)")
+    m.add_argument("--check-model", action="append", default=[], metavar="GGUF",
+                   help="--check-teacher: also check this model (repeatable), prompted without spaces")
     m.add_argument("--smoke", action="store_true",
                    help="the CPU smoke test (about a minute; needs --sift): the teacher check, tiny trainings, "
                         "their files checked; exit 0 ok, 1 failed, 77 skipped (no ../shared)")
@@ -627,8 +658,7 @@ def main(argv=None):
     if args.smoke:
         return smoke(args, Log())
     if args.check_teacher:
-        torch.set_num_threads(max(1, os.cpu_count() or 1))
-        return 1 if check_teacher(args.check_teacher, args.shared, Log()) else 0
+        return 1 if check_teacher(args.check_teacher, args.shared, Log(), extra=args.check_model) else 0
     if not args.model or not args.out:
         raise SystemExit("give --model BASE.gguf and --out PRED.gguf (see --help)")
     if not args.steps and not args.time_budget:
