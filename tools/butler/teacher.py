@@ -300,7 +300,8 @@ class Teacher:
             q, k, v = self._qkv(l, x)
             if l in want_qk:
                 out["k"][l] = k
-                out["q"][l] = q if rows is None else q.gather(2, rows[:, None, :, None].expand(-1, q.shape[1], -1, q.shape[3]))
+                idx = None if rows is None else rows[:, None, :, None].expand(-1, q.shape[1], -1, q.shape[3])
+                out["q"][l] = q if rows is None else q.gather(2, idx)
             if l == last and not logits:
                 break  # the last layer's queries and keys are all that was asked of it
             att = self.attention(q.to(self.dtype), k.to(self.dtype), v.to(self.dtype))

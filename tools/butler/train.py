@@ -13,7 +13,7 @@ against the teacher's own top-k) is logged as it trains.
 
 Data (one of):
   --text FILE     random windows of a text, tokenized by `SIFT tokenize` (needs --sift); each
-                  window is BOS then --seq-len - 1 tokens; the last 5%% of the text is held out
+                  window is BOS then --seq-len - 1 tokens; the last 5% of the text is held out
   --retrieval     tools/retrieval/task.py's recall samples (for its char-level retrieval model)
   --sample N      N sequences sampled from the base model itself (temperature --temperature), BOS
                   first; shorter lengths take their prefixes; --eval-seqs more are held out
@@ -310,8 +310,8 @@ def train(args, log):
     key_dim = args.key_dim or min(16, c["head_dim"])
     # what sift's loader (engine/predictor.c) takes
     if key_dim % 8 or key_dim > 128 or args.hidden > 65536 or not 1 <= args.stride <= c["n_layer"]:
-        raise SystemExit("sift runs key dims that are multiples of 8 up to 128 (SIFT_MAX_HEAD_DIM), hidden widths up to 65536 and "
-                         "strides 1..L (got %d, %d, %d)" % (key_dim, args.hidden, args.stride))
+        raise SystemExit("sift runs key dims that are multiples of 8 up to 128 (SIFT_MAX_HEAD_DIM), hidden widths up "
+                         "to 65536 and strides 1..L (got %d, %d, %d)" % (key_dim, args.hidden, args.stride))
     model = bt.Butler(c["n_layer"], c["n_embd"], c["n_head"], c["n_head_kv"], c["head_dim"], key_dim=key_dim,
                       stride=args.stride, hidden=args.hidden, eps=1e-5).to(device)
     overhead = 100.0 * model.n_params() / teacher.n_params
@@ -603,7 +603,7 @@ def parse_args(argv):
     d.add_argument("--text", help="a text file; tokenized by `SIFT tokenize` (give --sift)")
     d.add_argument("--retrieval", action="store_true", help="tools/retrieval/task.py's recall samples (its char vocabulary)")
     d.add_argument("--sample", type=int, default=0, metavar="N",
-                   help="N sequences sampled from the base itself (no KV cache: for small models)")
+                   help="N sequences sampled from the base itself (KV-cached decoding; --eval-seqs more held out)")
     d.add_argument("--temperature", type=float, default=1.0, help="--sample's temperature (default 1)")
     d.add_argument("--sample-batch", type=int, default=256, help="--sample: sequences generated at once (default 256)")
     d.add_argument("--sift", help="the sift binary (for --text, --check-teacher and --smoke)")
