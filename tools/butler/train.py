@@ -173,7 +173,9 @@ def run_batch(teacher, model, ids, rows, train, ks=()):
     consumer layer the two attention-row distributions. With train, gradients are accumulated
     layer by layer (each layer's [B, Hq, R, T] score tensors are freed before the next: the
     producer's queries are cut from the graph and their gradient handed back once, at the end).
-    Returns the sums: ce and entropy (per-layer means, summed over layers), recall sums, count."""
+    Returns (CE and the teacher's entropy, each the mean over consumer layers; the recall sums
+    {k: [student, kv-max, oracle]} at ks and their row count; per layer [KL, recall and oracle at
+    the first k])."""
     c = model.cfg
     consumers = [l for i in range(len(model.producers)) for l in model.consumers(i)]
     n_layers = len(consumers)
@@ -181,7 +183,8 @@ def run_batch(teacher, model, ids, rows, train, ks=()):
     out = teacher.forward(ids, want_x=model.producers, want_qk=consumers, rows=rows)
     if ids.is_cuda:
         torch.cuda.synchronize()
-    run_batch.teacher_seconds += time.time() - t0
+    if train:
+        run_batch.teacher_seconds += time.time() - t0
     ce_sum, ent_sum = 0.0, 0.0
     rec, rec_n = {k: [0.0, 0.0, 0.0] for k in ks}, 0
     per_layer = {}
@@ -213,7 +216,7 @@ def run_batch(teacher, model, ids, rows, train, ks=()):
     return ce_sum / n_layers, ent_sum / n_layers, rec, rec_n, per_layer
 
 
-run_batch.teacher_seconds = 0.0  # time in the teacher's forward, for the log
+run_batch.teacher_seconds = 0.0  # time in the teacher's forward during training steps, for the log
 
 
 def evaluate(teacher, model, data, device, max_rows, tokens_per_batch, ks):
@@ -282,8 +285,9 @@ def train(args, log):
     torch.manual_seed(args.seed)
     np_rng = np.random.RandomState(args.seed)
     if device.type == "cpu":
-        # Sharp softmax rows are full of subnormal floats, which x86 cores handle ~100x slower; they
-        # are far below anything the loss can see.
+        # Sharp softmax rows are full of subnormal floats, which x86 cores handle many times slower
+        # (steps were seen to slow down threefold as training sharpened); they are far below
+        # anything the loss can see.
         torch.set_flush_denormal(True)
         if args.threads:
             torch.set_num_threads(args.threads)
