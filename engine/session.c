@@ -49,8 +49,8 @@ void sift_session_destroy(sift_session *s)
     for (uint32_t l = 0; s->layer_out && l < n_layer; l++) sift_tensor_destroy(s->layer_out[l]);
     free(s->layer_out);
     for (int i = 0; i < A_COUNT; i++) sift_tensor_destroy(s->act[i]);
-    sift_tensor *butler_act[6] = {s->b_kp, s->b_norm, s->b_fc1, s->b_act, s->b_q[0], s->b_q[1]};
-    for (int i = 0; i < 6; i++) sift_tensor_destroy(butler_act[i]);
+    sift_tensor *butler_act[5] = {s->b_kp, s->b_norm, s->b_fc1, s->b_act, s->b_q};
+    for (int i = 0; i < 5; i++) sift_tensor_destroy(butler_act[i]);
     sift_tensor_destroy(s->ids);
     sift_tensor_destroy(s->xlast_norm);
     sift_tensor_destroy(s->logits);
@@ -204,9 +204,9 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
     if (st == SIFT_OK && c.predictor) {
         const sift_predictor *pr = c.predictor;
         const int64_t widths_b[5] = {hkv * pr->key_dim, e, pr->hidden, pr->hidden, (int64_t)pr->stride * hq * pr->key_dim};
-        sift_tensor **dst[6] = {&s->b_kp, &s->b_norm, &s->b_fc1, &s->b_act, &s->b_q[0], &s->b_q[1]};
-        for (int i = 0; st == SIFT_OK && i < 6; i++)
-            st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){t, widths_b[i < 5 ? i : 4]}, dst[i]);
+        sift_tensor **dst[5] = {&s->b_kp, &s->b_norm, &s->b_fc1, &s->b_act, &s->b_q};
+        for (int i = 0; st == SIFT_OK && i < 5; i++)
+            st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){t, widths_b[i]}, dst[i]);
     }
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_I32, 1, (int64_t[]){t}, &s->ids);
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){c.n_seq, e}, &s->xlast_norm);

@@ -4,7 +4,8 @@ and its GGUF file (written and checked here; sift's C loader reads the same layo
 Shapes. The base has L layers, E = n_embd, Hq query and Hkv KV heads of D dims. Producers are the
 layers p = 0, P, 2P, ... with p + 1 < L; producer p serves the consumer layers p + 1 ..
 min(p + P, L - 1), consumer l sitting in slot s = l - p - 1 of p's output. The predictor at producer
-i (layer i * P) reads the residual stream entering that layer:
+i (layer i * P) reads the residual stream leaving that layer (the input of layer i * P + 1; the stream
+entering layer 0 is the bare token embedding, blind to the context):
 
     LayerNorm(E, weight and bias) -> Linear(E -> hidden, no bias) -> SiLU -> Linear(hidden -> P * Hq * d')
 

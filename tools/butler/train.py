@@ -3,7 +3,7 @@
 
 The base is any GGUF that sift runs (llama, qwen2, mistral; F32, F16, BF16, Q8_0, Q4_0 weights),
 read and run in torch by teacher.py. The predictor (butler.py) learns, from the residual stream
-entering every P-th layer, a d'-dimensional query per (consumer layer, query head), and per
+leaving every P-th layer, a d'-dimensional query per (consumer layer, query head), and per
 consumer layer and KV head a projection of the real roped keys to d' dims, so that the student's
 attention softmax(q'.kp / sqrt(d')) matches the model's own causal attention rows: the loss is the
 cross-entropy between the two on a subsample of query rows (at most --max-rows from the last half
@@ -180,7 +180,8 @@ def run_batch(teacher, model, ids, rows, train, ks=()):
     consumers = [l for i in range(len(model.producers)) for l in model.consumers(i)]
     n_layers = len(consumers)
     t0 = time.time()
-    out = teacher.forward(ids, want_x=model.producers, want_qk=consumers, rows=rows)
+    # a producer reads the residual stream leaving its layer: the input of the layer after it
+    out = teacher.forward(ids, want_x=[p + 1 for p in model.producers], want_qk=consumers, rows=rows)
     if ids.is_cuda:
         torch.cuda.synchronize()
     if train:
@@ -190,7 +191,7 @@ def run_batch(teacher, model, ids, rows, train, ks=()):
     per_layer = {}
     for i, p in enumerate(model.producers):
         with torch.set_grad_enabled(train):
-            qa = model.queries(i, out["x"][p])  # [B, R, P, Hq, d']
+            qa = model.queries(i, out["x"][p + 1])  # [B, R, P, Hq, d']
         qd = qa.detach().requires_grad_(train)
         for s, l in enumerate(model.consumers(i)):
             with torch.set_grad_enabled(train):
