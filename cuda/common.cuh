@@ -181,6 +181,19 @@ __device__ __forceinline__ uint4 ld_stream16(const void *p)
 #endif
 }
 
+// The same for one 4-byte word (score_max's int8 rows of other lengths); p 4-byte aligned.
+__device__ __forceinline__ unsigned ld_stream4(const void *p)
+{
+#ifdef SIFT_CUDA_EMU
+    if (!sift_emu::readable(p, 4) || (uintptr_t)p % 4) __builtin_trap();
+    unsigned u;
+    memcpy(&u, p, 4);
+    return u;
+#else
+    return __ldcs(static_cast<const unsigned *>(p));
+#endif
+}
+
 // The fallback for rows that are not 16-byte aligned (views at odd offsets): the same 16 bytes
 // copied with element loads, synchronously. Slow, but correct for any element-aligned address.
 template <typename T> __device__ __forceinline__ void copy16_elements(void *smem, const T *gmem, bool valid)

@@ -62,12 +62,13 @@ struct EltwiseArgs {
 };
 
 // kv_write: cache[h][pos0 + t] = src[t][h] (src f32 [t][h][d]; cache f16, rounded to nearest even
-// as sift_float_to_half rounds, or f32); rows without a page are not written.
+// as sift_float_to_half rounds, or f32, or i8: rows of d int8 and their f32 max |x|, d + 4 bytes);
+// rows without a page are not written.
 struct KvWriteArgs {
     const float *src;
     RowMap cache;  // base is writable
     int64_t ncap;  // logical rows of the cache
-    int f16;
+    int f16, i8;
     int64_t t;
     int h, d;
     int64_t pos0;
@@ -282,6 +283,31 @@ __global__ void __launch_bounds__(NT) kv_write_kernel(const KvWriteArgs a)
     const float v = a.src[i];
     if (a.f16) kv_at<uint16_t>(a.cache, h, r)[c] = float_to_half_bits(v);
     else kv_at<float>(a.cache, h, r)[c] = v;
+}
+
+// An i8 cache (include/sift.h; CPU: cpu_quantize_row in backends/cpu/cpu_model_ops.c): one warp per
+// row of src, 8 rows a block; lane l takes values l, l + 32, ... (coalesced loads, byte stores, so any
+// d and any byte alignment of the cache). m = max |x[i]| (a max: exact in any order), then
+// q[i] = x[i] * 127 / m with IEEE multiplication and division, roundf (half away from zero) and the
+// reference's clamp to [-127, 127] (NaN becomes -127, as fmaxf makes it there); 0 where m = 0. The
+// row's last 4 bytes are m's bits, written by lane 0. Rows without a page are not written.
+__global__ void __launch_bounds__(NT) kv_write_i8_kernel(const KvWriteArgs a)
+{
+    const int lane = (int)threadIdx.x & 31;
+    const int64_t row = (int64_t)blockIdx.x * (NT / 32) + (threadIdx.x >> 5); // row of src: t * h + head
+    if (row >= a.t * a.h) return; // the whole warp
+    const float *s = a.src + row * a.d;
+    float m = 0.0f;
+    for (int i = lane; i < a.d; i += 32) m = fmaxf(m, fabsf(s[i]));
+    m = warp_max(m);
+    const int32_t r = kv_locate(a.cache, a.ncap, a.pos0 + row / a.h);
+    if (r < 0) return;
+    unsigned char *dst = kv_at<unsigned char>(a.cache, (int)(row % a.h), r);
+    for (int i = lane; i < a.d; i += 32) {
+        const float q = m > 0.0f ? roundf(__fdiv_rn(__fmul_rn(s[i], 127.0f), m)) : 0.0f;
+        dst[i] = (unsigned char)(int)fminf(fmaxf(q, -127.0f), 127.0f);
+    }
+    if (lane < 4) dst[a.d + lane] = (unsigned char)(__float_as_uint(m) >> (8 * lane)); // little-endian, as the host's
 }
 
 // ---- sel_cache_check: one block -----------------------------------------------------------------
@@ -553,12 +579,14 @@ extern "C" cudaError_t sift_cuda_kv_write_launch(const sift_cuda_device *dev, co
     a.cache = row_map(cache);
     a.ncap = cache->shape[1];
     a.f16 = cache->dtype == SIFT_F16;
+    a.i8 = cache->dtype == SIFT_I8;
     a.t = src->shape[0];
     a.h = (int)src->shape[1];
     a.d = (int)src->shape[2];
     a.pos0 = n->p.pos0;
     const int64_t total = a.t * a.h * a.d;
     if (total <= 0) return cudaSuccess;
+    if (a.i8) return launch(kv_write_i8_kernel, dim3(blocks_for(a.t * a.h, NT / 32)), dim3(NT), 0, st, a);
     return launch(kv_write_kernel, dim3(blocks_for(total, NT)), dim3(NT), 0, st, a);
 }
 

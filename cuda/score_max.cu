@@ -26,6 +26,31 @@
 //   (attend.cuh), then the max over the group's heads per row in shared memory instead of the
 //   scores' store. Groups above 8 heads run their chunks of 8 one after another on the tile in
 //   shared memory, a running max per row between them: K is read from memory once.
+//
+// K may also be an i8 cache (kv_write's quantized rows, include/sift.h): a row of D int8 q[i] and then
+// the row's f32 m, D + 4 bytes; the dot is (m / 127) * sum_i q'[h][i] * q[i], taken here as
+// max_h (sum_i q'[h][i] * q[i]) * (m * scale / 127) (the factor is >= 0: the max commutes with it).
+// The int8 become floats exactly (the 2^23 trick: byte + 128 in the low byte of 2^23's mantissa,
+// minus 2^23 + 128), the sums are f32 FMAs. Two kernels:
+//
+// - score_max_i8_d16<GC>, D = 16 (20-byte rows, TokenButler's projected keys), rows 4-byte aligned
+//   with every 4th row 16-byte aligned (base and KV head stride multiples of 16; a paged view's pages
+//   of at least 4 rows), G <= 8: a warp takes windows of 128 positions aligned to multiples of 128
+//   (2560 bytes: 32 groups of 4 rows, each 80 contiguous, 16-byte aligned bytes). Lane l loads
+//   chunks l + 32 k (k < 5) of the window with 16-byte evict-first loads, so each load instruction
+//   of the warp reads 512 bytes (contiguous within a page), 80 bytes per lane, and stages them in
+//   its warp's 2.5 KiB of shared memory, issuing the next window's loads before it computes this one.
+//   Lane l then reads its 4 consecutive rows back (5 conflict-free 16-byte reads) and computes them
+//   alone: q' of up to 4 heads at all 16 elements in registers (64 floats), 16 FMAs per head and row,
+//   no shuffles; groups of 5-8 heads give each row to a lane pair, 4 heads each, and one shuffle takes
+//   the pair's max. The 128 votes go through shared memory once more so that each store instruction
+//   writes 32 consecutive votes.
+// - score_max_i8_rows<L, GC>, any other D (multiples of 8 up to 128), rows at any byte alignment,
+//   pages of any size, any group: L = D / 8 rounded up to a power of two lanes per row, lane c holding
+//   words c and c + L of the row (values 4c .. 4c + 3 and 4(c + L) ..; each load instruction reads
+//   L consecutive words of 32 / L consecutive rows), the row's m read by all of them; partial dots,
+//   ReduceScatter and max as score_max_rows does; groups above 8 heads run their chunks of 8 one after
+//   another (q' reloaded per chunk, from L1).
 #include "attend.cuh"
 
 namespace sift_cuda {
@@ -39,9 +64,11 @@ struct ScoreMaxArgs {
     float scale;
     float *votes;      // [hkv][m]
     const float *skip; // predicate (sift_graph_skip_if): nothing happens when *skip != 0; NULL: none
-    int chunks;        // tiled kernel: chunks of GC heads per group
+    int chunks;        // tiled and i8 rows kernels: chunks of GC heads per group
     int64_t split_len; // tiled kernel: positions per block, a multiple of the tile
-    int aligned;       // tiled kernel: K rows 16-byte aligned (cp.async), else element copies
+    int aligned;       // tiled kernel: K rows 16-byte aligned (cp.async), else element copies;
+                       // i8 rows kernel: rows 4-byte aligned (word loads), else byte loads
+    int i8;            // K is an i8 cache; kv.d is then its values per row (the rows have d + 4 bytes)
 };
 
 // One 16-byte chunk of a row as floats.
@@ -125,6 +152,211 @@ __global__ void __launch_bounds__(NT, GC <= 4 ? 4 : 1) score_max_rows(const Scor
             const float v = __shfl_sync(FULL, offer, (lane % RPW) * TPR + lane / RPW);
             const int64_t j = (s0 + u) * 32 + lane;
             if (j < a.m) votes[j] = v;
+        }
+    }
+}
+
+// ---- int8 rows ---------------------------------------------------------------------------------
+
+// The 4 int8 of a word as floats, exactly: each byte + 128 (the xor) as the low mantissa byte of
+// 2^23, minus 2^23 + 128.
+__device__ __forceinline__ void i8x4_to_float(unsigned w, float *x)
+{
+    const unsigned u = w ^ 0x80808080u;
+#pragma unroll
+    for (int b = 0; b < 4; b++) x[b] = __uint_as_float(__byte_perm(u, 0x4b000000u, 0x7440u | (unsigned)b)) - 8388736.0f;
+}
+
+constexpr int I8_WIN = 128;                  // positions of a warp's window (score_max_i8_d16)
+constexpr int I8_WIN_CHUNKS = I8_WIN * 20 / 16; // its 16-byte chunks: 160, 5 per lane
+
+// Window [p0, p0 + 128) of KV head g: raw[k] = chunk lane + 32 k, where chunk c is bytes 16 (c % 5) ..
+// 16 (c % 5) + 15 of the 4 rows from position p0 + 4 (c / 5) (80 contiguous bytes: the 4 rows lie in
+// one page, and their first physical row is a multiple of 4, so the chunk is 16-byte aligned). Groups
+// of 4 outside [begin, begin + m) and rows without a page read as zeros (vote 0, as the reference's).
+__device__ __forceinline__ void i8_load_window(const ScoreMaxArgs &a, int g, int64_t p0, int lane, uint4 (&raw)[5])
+{
+#pragma unroll
+    for (int k = 0; k < 5; k++) {
+        const int c = lane + 32 * k, grp = c / 5, sub = c - 5 * grp;
+        const int64_t p = p0 + 4 * grp;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        const int32_t row = p + 4 > a.begin && p < a.begin + a.m ? kv_locate(a.kv.k, a.kv.ncap, p) : -1;
+        if (row >= 0) {
+            const unsigned char *src = kv_at<const unsigned char>(a.kv.k, g, row) + 16 * sub;
+            if (p + 4 <= a.kv.ncap) {
+                v = ld_stream16(src);
+            } else { // the last 1-3 rows of a cache that is not paged: only the words inside it
+                const int words = (int)(a.kv.ncap - p) * 5 - 4 * sub;
+                if (words > 0) v.x = ld_stream4(src);
+                if (words > 1) v.y = ld_stream4(src + 4);
+                if (words > 2) v.z = ld_stream4(src + 8);
+                if (words > 3) v.w = ld_stream4(src + 12);
+            }
+        }
+        raw[k] = v;
+    }
+}
+
+// Up to 4 heads per lane: 64 floats of q' in registers, 2 blocks (512 threads, 40 KiB of loads in
+// flight) per multiprocessor at least.
+template <int GC>
+__global__ void __launch_bounds__(NT, 2) score_max_i8_d16(const ScoreMaxArgs a)
+{
+    if (skipped(a.skip)) return;
+    constexpr int D = 16;
+    constexpr int HPL = GC < 4 ? GC : 4; // heads per lane
+    constexpr int LPR = GC / HPL;        // lanes per row: 1, or 2 for groups of 5-8 heads
+    constexpr int WARPS = NT / 32;
+    __shared__ uint4 stage[WARPS][I8_WIN_CHUNKS];  // each warp's window
+    __shared__ float4 vbuf[WARPS][I8_WIN / 4];     // and its votes
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    const int g = (int)blockIdx.y, G = a.hq / a.kv.hkv;
+    const int hb = LPR == 2 ? (lane & 1) * HPL : 0; // the lane's first head (always one of the group)
+    const int grp = lane / LPR;                     // its 4 rows in a pass: 4 grp .. 4 grp + 3
+
+    float qr[HPL][D];
+#pragma unroll
+    for (int h = 0; h < HPL; h++)
+#pragma unroll
+        for (int i = 0; i < D; i++) qr[h][i] = hb + h < G ? __ldg(a.q + (int64_t)(g * G + hb + h) * D + i) : 0.0f;
+    const float f = a.scale / 127.0f;
+    float *votes = a.votes + (int64_t)g * a.m;
+
+    const int64_t w0 = a.begin / I8_WIN, nwin = (a.begin + a.m + I8_WIN - 1) / I8_WIN - w0;
+    const int64_t stride = (int64_t)gridDim.x * WARPS;
+    int64_t wi = (int64_t)blockIdx.x * WARPS + warp;
+    uint4 raw[5];
+    if (wi < nwin) i8_load_window(a, g, (w0 + wi) * I8_WIN, lane, raw);
+    for (; wi < nwin; wi += stride) {
+#pragma unroll
+        for (int k = 0; k < 5; k++) stage[warp][lane + 32 * k] = raw[k];
+        if (wi + stride < nwin) i8_load_window(a, g, (w0 + wi + stride) * I8_WIN, lane, raw); // in flight meanwhile
+        __syncwarp();
+#pragma unroll
+        for (int pass = 0; pass < LPR; pass++) {
+            const uint4 *rows = &stage[warp][pass * (I8_WIN_CHUNKS / LPR) + 5 * grp];
+            unsigned w[20]; // 4 rows of 5 words: 4 of values, then m
+#pragma unroll
+            for (int k = 0; k < 5; k++) {
+                const uint4 c = rows[k];
+                w[4 * k] = c.x, w[4 * k + 1] = c.y, w[4 * k + 2] = c.z, w[4 * k + 3] = c.w;
+            }
+            float v[4];
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                float acc[HPL];
+#pragma unroll
+                for (int h = 0; h < HPL; h++) acc[h] = 0.0f;
+#pragma unroll
+                for (int wd = 0; wd < 4; wd++) {
+                    float x[4];
+                    i8x4_to_float(w[5 * r + wd], x);
+#pragma unroll
+                    for (int h = 0; h < HPL; h++)
+#pragma unroll
+                        for (int b = 0; b < 4; b++) acc[h] = fmaf(qr[h][4 * wd + b], x[b], acc[h]);
+                }
+                float mx = acc[0];
+#pragma unroll
+                for (int h = 1; h < HPL; h++)
+                    if (hb + h < G) mx = fmaxf(mx, acc[h]);
+                if (LPR == 2) mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, 1));
+                v[r] = mx * (__uint_as_float(w[5 * r + 4]) * f);
+            }
+            if (lane % LPR == 0) vbuf[warp][pass * (32 / LPR) + grp] = make_float4(v[0], v[1], v[2], v[3]);
+        }
+        __syncwarp();
+        const float *vb = reinterpret_cast<const float *>(vbuf[warp]);
+        const int64_t j0 = (w0 + wi) * I8_WIN - a.begin;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int64_t j = j0 + 32 * k + lane;
+            if (j >= 0 && j < a.m) votes[j] = vb[32 * k + lane];
+        }
+    }
+}
+
+// A word of an i8 row: one 4-byte load, or 4 byte loads where the rows are not 4-byte aligned.
+__device__ __forceinline__ unsigned i8_word(const unsigned char *p, bool aligned)
+{
+    if (aligned) return ld_stream4(p);
+    return (unsigned)__ldg(p) | (unsigned)__ldg(p + 1) << 8 | (unsigned)__ldg(p + 2) << 16 | (unsigned)__ldg(p + 3) << 24;
+}
+
+// q' of heads h0 .. h0 + hn - 1 at the values of lane c's words c and c + L (zeros past D and hn).
+template <int L, int GC>
+__device__ __forceinline__ void i8_load_q(const ScoreMaxArgs &a, int h0, int hn, int c, float (&qr)[GC][8])
+{
+    const int dw = a.kv.d / 4;
+#pragma unroll
+    for (int h = 0; h < GC; h++)
+#pragma unroll
+        for (int k = 0; k < 2; k++)
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                const int wd = c + L * k;
+                qr[h][4 * k + b] = h < hn && wd < dw ? __ldg(a.q + (int64_t)(h0 + h) * a.kv.d + 4 * wd + b) : 0.0f;
+            }
+}
+
+template <int L, int GC>
+__global__ void __launch_bounds__(NT) score_max_i8_rows(const ScoreMaxArgs a)
+{
+    if (skipped(a.skip)) return;
+    constexpr int RPW = 32 / L;                // rows per warp step
+    constexpr int U = 2;                       // warp steps per iteration, loaded before any is used
+    constexpr int NH = GC >= L ? GC / L : 1;   // complete dots per lane after the reduce-scatter
+    constexpr int WARPS = NT / 32;
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    const int g = (int)blockIdx.y, G = a.hq / a.kv.hkv;
+    const int c = lane % L, rl = lane / L;
+    const int hl0 = GC >= L ? c * NH : c / (L / GC); // as in score_max_rows
+    const int dw = a.kv.d / 4;
+    const bool aligned = a.aligned != 0;
+
+    float qr[GC][8];
+    if (a.chunks == 1) i8_load_q<L, GC>(a, g * G, G, c, qr);
+    const float f = a.scale / 127.0f;
+    float *votes = a.votes + (int64_t)g * a.m;
+    const int64_t steps = (a.m + RPW - 1) / RPW;
+    for (int64_t s0 = ((int64_t)blockIdx.x * WARPS + warp) * U; s0 < steps; s0 += (int64_t)gridDim.x * WARPS * U) {
+        unsigned w[U][2];
+        float ms[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int64_t j = (s0 + u) * RPW + rl;
+            const int32_t row = j < a.m ? kv_locate(a.kv.k, a.kv.ncap, a.begin + j) : -1;
+            const unsigned char *p = row >= 0 ? kv_at<const unsigned char>(a.kv.k, g, row) : nullptr;
+#pragma unroll
+            for (int k = 0; k < 2; k++) w[u][k] = p && c + L * k < dw ? i8_word(p + 4 * (c + L * k), aligned) : 0u;
+            ms[u] = p ? __uint_as_float(i8_word(p + 4 * dw, aligned)) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            float x[8];
+            i8x4_to_float(w[u][0], x);
+            i8x4_to_float(w[u][1], x + 4);
+            float mx = neg_inf();
+            for (int ch = 0; ch < a.chunks; ch++) {
+                if (a.chunks > 1) i8_load_q<L, GC>(a, g * G + ch * GC, min(GC, G - ch * GC), c, qr);
+                float acc[GC];
+#pragma unroll
+                for (int h = 0; h < GC; h++) {
+                    float s = 0.0f;
+#pragma unroll
+                    for (int i = 0; i < 8; i++) s = fmaf(qr[h][i], x[i], s);
+                    acc[h] = s;
+                }
+                ReduceScatter<GC, L / 2>::run(acc, lane);
+#pragma unroll
+                for (int i = 0; i < NH; i++)
+                    if (ch * GC + hl0 + i < G) mx = fmaxf(mx, acc[i]);
+            }
+#pragma unroll
+            for (int o = 1; o < L; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(FULL, mx, o));
+            const int64_t j = (s0 + u) * RPW + rl;
+            if (c == 0 && j < a.m) votes[j] = mx * (ms[u] * f);
         }
     }
 }
@@ -230,6 +462,54 @@ static RowsKernel rows_kernel(int f16, int lanes, int gc)
     }
 }
 
+static RowsKernel i8_d16_kernel(int gc)
+{
+    switch (gc) {
+    case 1: return &score_max_i8_d16<1>;
+    case 2: return &score_max_i8_d16<2>;
+    case 4: return &score_max_i8_d16<4>;
+    default: return &score_max_i8_d16<8>;
+    }
+}
+
+template <int L> static RowsKernel i8_rows_gc(int gc)
+{
+    switch (gc) {
+    case 1: return &score_max_i8_rows<L, 1>;
+    case 2: return &score_max_i8_rows<L, 2>;
+    case 4: return &score_max_i8_rows<L, 4>;
+    default: return &score_max_i8_rows<L, 8>;
+    }
+}
+
+// Lanes per row of score_max_i8_rows: D / 8 rounded up to a power of two (1 .. 16).
+static int i8_lanes(int d)
+{
+    int l = 1;
+    while (l * 8 < d) l <<= 1;
+    return l;
+}
+
+static RowsKernel i8_rows_kernel(int d, int gc)
+{
+    switch (i8_lanes(d)) {
+    case 1: return i8_rows_gc<1>(gc);
+    case 2: return i8_rows_gc<2>(gc);
+    case 4: return i8_rows_gc<4>(gc);
+    case 8: return i8_rows_gc<8>(gc);
+    default: return i8_rows_gc<16>(gc);
+    }
+}
+
+// Whether score_max_i8_d16 reads this node's K: D = 16, contiguous 20-byte rows, every 4th row
+// 16-byte aligned (the base and the KV head stride multiples of 16, pages of at least 4 rows), G <= 8.
+// (With one KV head and no pages, a cache of any length: its last 1-3 rows are read by words.)
+static bool i8_d16_applies(const KvMap &kv, int G)
+{
+    return kv.d == 16 && G <= 8 && (uintptr_t)kv.k.base % 16 == 0 && (kv.hkv == 1 || kv.k.stride0 % 16 == 0) && kv.k.stride1 == 20 &&
+           (!kv.k.pages || kv.k.page_shift >= 2);
+}
+
 struct TilesInfo {
     TilesKernel fn;
     size_t smem2, smem3;
@@ -276,6 +556,8 @@ static ScoreMaxArgs score_max_args(const sift_node *n, const sift_cuda_plan *pla
     ScoreMaxArgs a = {};
     a.q = dev_ptr<const float>(n->src[0]);
     a.kv = kv_map(n->src[1], nullptr);
+    a.i8 = n->src[1]->dtype == SIFT_I8;
+    if (a.i8) a.kv.d -= 4; // the row's m after its values
     a.hq = (int)n->src[0]->shape[0];
     a.begin = n->p.begin;
     a.m = n->p.end - n->p.begin;
@@ -311,19 +593,39 @@ cudaError_t sift_cuda::score_max_init(const sift_cuda_device *dev)
     return cudaSuccess;
 }
 
-// path (1: the row kernel, 0: the tiled one), aligned; with positions, blocks (grid x: blocks per
-// KV head) and for the tiled kernel chunks and split_len.
+// path (1: the row kernel, 0: the tiled one; i8 K: 2 score_max_i8_d16, 3 score_max_i8_rows), aligned;
+// with positions, blocks (grid x: blocks per KV head) and for the tiled and i8 rows kernels chunks,
+// for the tiled one split_len.
 extern "C" cudaError_t sift_cuda_score_max_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
     if (!rows_addressable(n->src[1])) return beyond_limit(plan, "a K pool of 2^31 rows or more per KV head");
     const ScoreMaxArgs a = score_max_args(n, nullptr);
     if (a.kv.hkv > 65535) return beyond_limit(plan, "score_max over more than 65535 KV heads");
     const int G = a.hq / a.kv.hkv, gc = heads_per_chunk(G);
+    int occ = 0;
+    cudaError_t e;
+    if (a.i8) {
+        plan->aligned = (uintptr_t)a.kv.k.base % 4 == 0 && a.kv.k.stride0 % 4 == 0 && a.kv.k.stride1 % 4 == 0;
+        if (a.m <= 0) return cudaSuccess;
+        const bool d16 = i8_d16_applies(a.kv, G);
+        plan->path = d16 ? 2 : 3;
+        plan->chunks = (G + gc - 1) / gc;
+        e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &occ, reinterpret_cast<const void *>(d16 ? i8_d16_kernel(gc) : i8_rows_kernel(a.kv.d, gc)), NT, 0);
+        if (e != cudaSuccess) return e;
+        // one wave of resident blocks, as the row kernel; a block takes 8 windows of 128 positions
+        // (d16) or 8 warps x 2 steps of 32 / L rows per iteration
+        const int64_t nwin = (a.begin + a.m + I8_WIN - 1) / I8_WIN - a.begin / I8_WIN;
+        const int64_t per_it = (int64_t)(NT / 32) * 2 * (32 / i8_lanes(a.kv.d));
+        const int64_t need = d16 ? (nwin + NT / 32 - 1) / (NT / 32) : (a.m + per_it - 1) / per_it;
+        int64_t blocks = (int64_t)dev->sm_count * (occ < 1 ? 1 : occ) / a.kv.hkv;
+        if (blocks > need) blocks = need;
+        plan->blocks = (int)(blocks < 1 ? 1 : blocks);
+        return cudaSuccess;
+    }
     plan->aligned = k_aligned(a.kv);
     if (a.m <= 0) return cudaSuccess;
     const int lanes = rows_lanes(a.kv, G, plan->aligned != 0);
-    int occ = 0;
-    cudaError_t e;
     if (lanes) {
         // One wave of resident blocks over the device, as many per KV head as fit: the grid-stride
         // loop evens out the work, and no block waits for a second wave.
@@ -364,6 +666,8 @@ extern "C" cudaError_t sift_cuda_score_max_launch(const sift_cuda_device *dev, c
     const dim3 grid((unsigned)plan->blocks, (unsigned)a.kv.hkv);
     if (plan->path == 1)
         return launch(rows_kernel(a.kv.f16, rows_lanes(a.kv, G, true), gc), grid, dim3(NT), 0, st, a);
+    if (plan->path == 2) return launch(i8_d16_kernel(gc), grid, dim3(NT), 0, st, a);
+    if (plan->path == 3) return launch(i8_rows_kernel(a.kv.d, gc), grid, dim3(NT), 0, st, a);
     const TilesInfo k = tiles_kernel(a.kv.f16, a.kv.d, gc);
     return launch(k.fn, grid, dim3(NT), tiles_smem_for(k, dev->stages), st, a, dev->stages);
 }

@@ -993,9 +993,137 @@ static void int8_keys_check(const conf_case *cc, const backend *ref, const backe
     free(u[0]), free(u[1]), free(u[2]), free(q), free(x);
 }
 
+/* int8 keys over the shapes and layouts a backend may treat apart: D from 8 to 128 (and kv_write
+ * alone for a D that is no multiple of 8), groups of 1 to 12 heads, paged caches with small pages
+ * and an absent page, caches that are not paged, of lengths that are no multiple of 4, and views at
+ * offsets that are no multiple of 16 or of 4. kv_write's bytes against the CPU's: every row's m the
+ * same bits, its values within one step (a backend's division may round a .5 tie the other way);
+ * score_max over the CPU's bytes and over the backend's own against the CPU's votes, NMSE 1e-6
+ * (rows without a page vote 0 everywhere). */
+typedef struct {
+    int hq, hkv, d;
+    int64_t n, page, begin, end; /* page 0: not paged */
+    size_t offset;               /* not paged: the cache is a view this many bytes into a larger tensor */
+} int8_case;
+
+static void int8_layout_check(const conf_case *cc, const backend *ref, const backend *dut)
+{
+    const int8_case *c = cc->params;
+    const int hq = c->hq, hkv = c->hkv, d = c->d;
+    const int64_t n = c->n, rb = d + 4, page = c->page, pages = page ? (n + page - 1) / page : 0;
+    const int64_t rows = page ? (pages + 1) * page : n; /* a pool with one page more than the table names */
+    const size_t bytes = (size_t)(hkv * rows * rb) + c->offset;
+    const bool score = d % 8 == 0;
+    const int64_t m = c->end - c->begin, src_shape[3] = {n, hkv, d}, cache_shape[3] = {hkv, rows, rb};
+    const float scale = 0.125f;
+    float *q = malloc((size_t)(hq * d) * 4), *x = malloc((size_t)(n * hkv * d) * 4);
+    for (int64_t i = 0; i < hq * d; i++) q[i] = 2.0f * rng_uniform() - 1.0f;
+    for (int64_t r = 0; r < n * hkv; r++) /* rows of mixed range, some all zero (m = 0) */
+        for (int i = 0; i < d; i++) x[r * d + i] = r % 37 == 5 ? 0.0f : (2.0f * rng_uniform() - 1.0f) * (float)(1 + r % 5);
+    int32_t table[256];
+    for (int64_t p = 0; p < pages; p++) table[p] = (int32_t)(pages - p); /* reversed, physical page 0 unused */
+    if (pages > 2) table[1] = -1;                                        /* and one page absent */
+    unsigned char *b[2] = {calloc(bytes, 1), calloc(bytes, 1)};
+    float *u[3] = {malloc((size_t)(hkv * (m ? m : 1)) * 4), malloc((size_t)(hkv * (m ? m : 1)) * 4),
+                   malloc((size_t)(hkv * (m ? m : 1)) * 4)};
+    const backend *runs[2] = {ref, dut};
+    for (int k = 0; k < (dut == ref ? 1 : 2); k++) {
+        sift_context *ctx = runs[k]->ctx;
+        sift_tensor *qt = NULL, *xt = NULL, *tt = NULL, *store = NULL, *cache = NULL, *ut = NULL;
+        sift_graph *g = NULL;
+        TRY(sift_tensor_create(ctx, SIFT_F32, 2, (int64_t[]){hq, d}, &qt));
+        TRY(sift_tensor_write(qt, 0, q, (size_t)(hq * d) * 4));
+        TRY(sift_tensor_create(ctx, SIFT_F32, 3, src_shape, &xt));
+        TRY(sift_tensor_write(xt, 0, x, (size_t)(n * hkv * d) * 4));
+        if (page) {
+            TRY(sift_tensor_create(ctx, SIFT_I8, 3, cache_shape, &store));
+            TRY(sift_tensor_create(ctx, SIFT_I32, 1, (int64_t[]){pages}, &tt));
+            TRY(sift_tensor_write(tt, 0, table, (size_t)pages * 4));
+            TRY(sift_tensor_paged_view(store, tt, page, &cache));
+        } else {
+            TRY(sift_tensor_create(ctx, SIFT_I8, 1, (int64_t[]){(int64_t)bytes}, &store));
+            TRY(sift_tensor_view(store, SIFT_I8, 3, cache_shape, c->offset, &cache));
+        }
+        TRY(sift_tensor_create(ctx, SIFT_F32, 2, (int64_t[]){hkv, m}, &ut));
+        TRY(sift_graph_create(ctx, &g));
+        TRY(sift_op_kv_write(g, xt, 0, cache));
+        if (score) TRY(sift_op_score_max(g, qt, cache, c->begin, c->end, scale, ut));
+        TRY(compute_checked(g));
+        TRY(sift_tensor_read(store, 0, b[k], bytes));
+        if (score) TRY(sift_tensor_read(ut, 0, u[k], (size_t)(hkv * m) * 4));
+        sift_graph_destroy(g);
+        g = NULL;
+        if (k == 1 && score) { /* score_max alone over the CPU's bytes */
+            TRY(sift_tensor_write(store, 0, b[0], bytes));
+            TRY(sift_graph_create(ctx, &g));
+            TRY(sift_op_score_max(g, qt, cache, c->begin, c->end, scale, ut));
+            TRY(compute_checked(g));
+            TRY(sift_tensor_read(ut, 0, u[2], (size_t)(hkv * m) * 4));
+            sift_graph_destroy(g);
+        }
+        sift_tensor_destroy(cache), sift_tensor_destroy(store), sift_tensor_destroy(ut), sift_tensor_destroy(tt);
+        sift_tensor_destroy(xt), sift_tensor_destroy(qt);
+    }
+    if (dut == ref) {
+        if (score) check_reference_finite(cc->name, u[0], (size_t)(hkv * m));
+    } else {
+        /* row by row: the values within one step, m the same bits; every other byte (the offset, the
+         * rows without a page, the unused page) the same (zero) */
+        int64_t off1 = 0, worse = 0, m_diff = 0, other = 0, values = 0;
+        for (size_t i = 0; i < c->offset; i++) other += b[0][i] != b[1][i];
+        for (int64_t h = 0; h < hkv; h++)
+            for (int64_t r = 0; r < rows; r++) {
+                const size_t at = c->offset + (size_t)((h * rows + r) * rb);
+                for (int i = 0; i < d; i++) {
+                    const int dq = abs((int)(int8_t)b[0][at + i] - (int)(int8_t)b[1][at + i]);
+                    off1 += dq == 1;
+                    worse += dq > 1;
+                }
+                m_diff += memcmp(b[0] + at + d, b[1] + at + d, 4) != 0;
+                values += d;
+            }
+        report(cc->name, running_backend, "m differs", (double)(m_diff + other), 0, m_diff + other == 0);
+        report(cc->name, running_backend, "q off >1", (double)worse, 0, worse == 0);
+        report(cc->name, running_backend, "q off by 1", (double)off1, (double)values * 1e-3, (double)off1 <= (double)values * 1e-3);
+        if (score) {
+            char what[200];
+            snprintf(what, sizeof what, "%s: votes, CPU's bytes", cc->name);
+            check(what, u[0], u[2], (size_t)(hkv * m), 1e-6);
+            snprintf(what, sizeof what, "%s: votes, own bytes", cc->name);
+            check(what, u[0], u[1], (size_t)(hkv * m), 1e-6);
+        }
+    }
+    free(b[0]), free(b[1]), free(u[0]), free(u[1]), free(u[2]), free(q), free(x);
+}
+
 static void add_butler_cases(void)
 {
     registry_add("ops", "int8    kv_write into i8 rows, score_max over them (within the bound)", int8_keys_check, NULL, NULL, 0);
+    const int8_case is[] = {
+        {32, 8, 16, 2000, 16, 37, 1995, 0}, /* D = 16, G = 4, small pages, one absent */
+        {28, 4, 16, 2500, 64, 0, 2500, 0},  /* G = 7 */
+        {8, 8, 16, 1200, 256, 0, 1200, 0},  /* G = 1 */
+        {2, 1, 16, 1001, 0, 3, 1001, 0},    /* G = 2, one KV head, a length that is no multiple of 4 */
+        {12, 4, 16, 520, 0, 0, 520, 16},    /* G = 3, a view 16 bytes in */
+        {8, 4, 16, 100, 0, 1, 99, 4},       /* a view 4 bytes in */
+        {8, 8, 16, 300, 2, 1, 299, 0},      /* pages of 2 rows */
+        {24, 2, 16, 500, 0, 10, 490, 0},    /* G = 12 */
+        {12, 4, 8, 333, 0, 0, 333, 0},      /* D = 8, G = 3 */
+        {4, 2, 24, 257, 0, 5, 250, 3},      /* D = 24, a view 3 bytes in */
+        {16, 2, 128, 200, 32, 7, 200, 0},   /* D = 128, G = 8 */
+        {8, 8, 64, 130, 0, 0, 130, 0},      /* D = 64, G = 1 */
+        {4, 2, 5, 50, 0, 0, 50, 1},         /* kv_write alone, D = 5 */
+        {4, 2, 40, 64, 0, 0, 64, 2},        /* D = 40, a view 2 bytes in */
+    };
+    for (size_t i = 0; i < sizeof is / sizeof is[0]; i++) {
+        char name[128];
+        char layout[32];
+        if (is[i].page) snprintf(layout, sizeof layout, "P=%lld", (long long)is[i].page);
+        else snprintf(layout, sizeof layout, "flat +%zu", is[i].offset);
+        snprintf(name, sizeof name, "int8    H=%d/%d D=%d N=%lld %s [%lld, %lld)", is[i].hq, is[i].hkv, is[i].d,
+                 (long long)is[i].n, layout, (long long)is[i].begin, (long long)is[i].end);
+        registry_add("ops", name, int8_layout_check, NULL, &is[i], sizeof is[i]);
+    }
     registry_add("ops", "prop    score_max == score + vote max, paged d'=16", score_max_property, NULL, NULL, 0);
     registry_add("ops", "hand    neighbor_fetch two lists", handmade_neighbors, NULL, NULL, 0);
     const neighbor_case ns[] = {{8, 9000, 128, 512, 2048}, {1, 700, 4, 16, 64}, {3, 50, 2, 3, 100}, {2, 4097, 0, 0, 4095}};
