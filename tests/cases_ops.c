@@ -917,6 +917,119 @@ static void score_max_property(const conf_case *cc, const backend *ref, const ba
     free(q), free(r[0]), free(r[1]);
 }
 
+/* score_max against the CPU on the shapes its kernels tell apart: short rows (D <= 32, one
+ * invocation per row) and longer ones, groups from 1 to 32 heads, K placed at an offset that is not
+ * 16-byte aligned, K paged (shuffled pages, one of them unmapped: its rows score 0), several
+ * workgroups of positions with a partial last one, and under a predicate (set: the output keeps
+ * its fill; clear: computed). */
+typedef struct {
+    int hq, hkv, d;
+    sift_dtype dt;
+    int64_t n, begin, end;
+    size_t kv_off; /* K placed this many bytes into its storage */
+    int64_t page;  /* > 0: K a paged view with pages of this many rows */
+    bool skip;     /* run under a predicate, set then clear */
+} smax_case;
+
+static void smax_run(sift_context *ctx, const smax_case *e, const float *q, const host_tensor *k, bool flagged, float *out)
+{
+    const int64_t qs[2] = {e->hq, e->d}, us[2] = {e->hkv, e->end - e->begin};
+    const size_t un = (size_t)(us[0] * us[1]);
+    placed qt = place(ctx, SIFT_F32, 2, qs, 0, q), ut = place(ctx, SIFT_F32, 2, us, 4, NULL);
+    sift_tensor *kv = NULL, *pool = NULL, *table = NULL, *flag = NULL;
+    placed kp = {0};
+    const size_t elt = sift_dtype_size(e->dt), row = (size_t)e->d * elt;
+    if (e->page > 0) {
+        /* pages in reverse order in a pool with two spare pages; page 1 of the view unmapped (-1) */
+        const int64_t pages = (e->n + e->page - 1) / e->page, pool_pages = pages + 2;
+        int32_t *map = malloc((size_t)pages * sizeof *map);
+        unsigned char *bytes = calloc((size_t)(e->hkv * pool_pages * e->page), row);
+        const unsigned char *src = k->h ? (const unsigned char *)k->h : (const unsigned char *)k->f;
+        for (int64_t p = 0; p < pages; p++) map[p] = p == 1 ? -1 : (int32_t)(pool_pages - 1 - p);
+        for (int64_t g = 0; g < e->hkv; g++)
+            for (int64_t j = 0; j < e->n; j++)
+                if (map[j / e->page] >= 0)
+                    memcpy(bytes + ((size_t)(g * pool_pages + map[j / e->page]) * (size_t)e->page + (size_t)(j % e->page)) * row,
+                           src + (size_t)(g * e->n + j) * row, row);
+        TRY(sift_tensor_create(ctx, e->dt, 3, (int64_t[]){e->hkv, pool_pages * e->page, e->d}, &pool));
+        TRY(sift_tensor_write(pool, 0, bytes, (size_t)(e->hkv * pool_pages * e->page) * row));
+        TRY(sift_tensor_create(ctx, SIFT_I32, 1, &pages, &table));
+        TRY(sift_tensor_write(table, 0, map, (size_t)pages * sizeof *map));
+        TRY(sift_tensor_paged_view(pool, table, e->page, &kv));
+        free(map), free(bytes);
+    } else {
+        kp = place(ctx, e->dt, 3, k->shape, e->kv_off, k->h ? (const void *)k->h : (const void *)k->f);
+        kv = kp.view;
+    }
+    sift_graph *g;
+    TRY(sift_graph_create(ctx, &g));
+    if (e->skip) {
+        float fill[2] = {1.0f, 0.0f};
+        TRY(sift_tensor_create(ctx, SIFT_F32, 1, (int64_t[]){2}, &flag));
+        TRY(sift_tensor_write(flag, 0, fill, sizeof fill));
+        TRY(sift_graph_skip_if(g, flag, flagged ? 0 : 1));
+        float *minus = malloc(un * 4);
+        for (size_t i = 0; i < un; i++) minus[i] = -5.0f;
+        TRY(sift_tensor_write(ut.view, 0, minus, un * 4));
+        free(minus);
+    }
+    TRY(sift_op_score_max(g, qt.view, kv, e->begin, e->end, 1.0f / sqrtf((float)e->d), ut.view));
+    TRY(compute_checked(g));
+    TRY(compute_checked(g)); /* twice: a recording replayed */
+    TRY(sift_tensor_read(ut.view, 0, out, un * 4));
+    sift_graph_destroy(g);
+    if (e->page > 0) sift_tensor_destroy(kv);
+    sift_tensor_destroy(pool), sift_tensor_destroy(table), sift_tensor_destroy(flag);
+    unplace(&kp), unplace(&qt), unplace(&ut);
+}
+
+static void smax_check(const conf_case *cc, const backend *ref, const backend *dut)
+{
+    const smax_case *e = cc->params;
+    const size_t un = (size_t)(e->hkv * (e->end - e->begin));
+    float *q = malloc((size_t)(e->hq * e->d) * 4), *r[2] = {malloc(un * 4 + 4), malloc(un * 4 + 4)};
+    for (int64_t i = 0; i < e->hq * e->d; i++) q[i] = 2.0f * rng_uniform() - 1.0f;
+    host_tensor k = host_random(e->dt, 3, (int64_t[]){e->hkv, e->n, e->d}, 1.0f);
+    smax_run(ref->ctx, e, q, &k, false, r[0]);
+    smax_run(dut->ctx, e, q, &k, false, r[1]);
+    check(cc->name, r[0], r[1], un, 1e-7);
+    if (e->skip) { /* the flag set: nothing written */
+        smax_run(dut->ctx, e, q, &k, true, r[1]);
+        size_t moved = 0;
+        for (size_t i = 0; i < un; i++) moved += r[1][i] != -5.0f;
+        report(cc->name, running_backend, "written under a set flag", (double)moved, 0.0, moved == 0);
+    }
+    host_free(&k);
+    free(q), free(r[0]), free(r[1]);
+}
+
+static void add_smax_cases(void)
+{
+    const smax_case es[] = {
+        /* TokenButler's shape: d' = 16 f16, G = 4, several workgroups, a partial last one */
+        {32, 8, 16, SIFT_F16, 3000, 128, 3000 - 512, 0, 0, false},
+        {32, 8, 16, SIFT_F16, 5000, 128, 5000 - 512, 0, 256, true}, /* paged, predicated */
+        {8, 2, 8, SIFT_F16, 1000, 0, 1000, 0, 128, false},
+        {8, 2, 8, SIFT_F32, 700, 3, 699, 4, 0, false},    /* unaligned view */
+        {12, 4, 24, SIFT_F16, 999, 1, 998, 6, 0, false},  /* unaligned view, G = 3 */
+        {24, 2, 32, SIFT_F16, 1500, 0, 1500, 0, 64, false}, /* G = 12 */
+        {32, 1, 32, SIFT_F32, 600, 10, 590, 0, 0, false},  /* G = 32 */
+        {4, 4, 32, SIFT_F32, 2049, 0, 2049, 0, 32, true},  /* G = 1, paged, predicated */
+        {8, 8, 16, SIFT_F32, 257, 0, 257, 8, 0, false},
+        /* longer rows (score.comp's path), for the same checks */
+        {32, 8, 64, SIFT_F16, 1200, 5, 1100, 2, 0, false},
+        {16, 4, 128, SIFT_F32, 900, 0, 900, 0, 128, true},
+    };
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++) {
+        const smax_case *e = &es[i];
+        char name[160];
+        snprintf(name, sizeof name, "score-max H=%d/%d D=%d %s N=%lld [%lld, %lld) kv_off=%zu page=%lld%s", e->hq, e->hkv,
+                 e->d, sift_dtype_name(e->dt), (long long)e->n, (long long)e->begin, (long long)e->end, e->kv_off,
+                 (long long)e->page, e->skip ? " predicated" : "");
+        registry_add("ops", name, smax_check, NULL, e, sizeof *e);
+    }
+}
+
 static void add_butler_cases(void)
 {
     registry_add("ops", "prop    score_max == score + vote max, paged d'=16", score_max_property, NULL, NULL, 0);
@@ -943,6 +1056,7 @@ void cases_ops(const suite_options *o)
     const int64_t windows[] = {0, 64, 512};
     add_handmade();
     add_butler_cases();
+    add_smax_cases();
 
     /* head dimensions other than the tuned 64 and 128 (any multiple of 8 up to 128): score and the
      * attention ops, f16 and f32, MHA and GQA, short and longer contexts; 16 is TokenButler's keys */

@@ -14,6 +14,7 @@
 
 #include "backends/vulkan/attend_merge_spv.h"
 #include "backends/vulkan/attend_spv.h"
+#include "backends/vulkan/score_max_spv.h"
 #include "backends/vulkan/score_spv.h"
 #include "backends/vulkan/select_compact_spv.h"
 #include "backends/vulkan/select_count_spv.h"
@@ -60,6 +61,7 @@ static const struct {
     [VK_K_FILL_RANGE] = {sift_spv_fill_range, sizeof sift_spv_fill_range, "fill_range"},
     [VK_K_MEAN_ROWS] = {sift_spv_mean_rows, sizeof sift_spv_mean_rows, "mean_rows"},
     [VK_K_NEIGHBOR_FETCH] = {sift_spv_neighbor_fetch, sizeof sift_spv_neighbor_fetch, "neighbor_fetch"},
+    [VK_K_SCORE_MAX] = {sift_spv_score_max, sizeof sift_spv_score_max, "score_max"},
 };
 
 /* ---- push constants: the C images of the shaders' push_constant blocks ---- */
@@ -429,12 +431,44 @@ static sift_status skip_flag(const sift_node *n, uint64_t *out)
     return n->skip ? vk_tensor_addr(n->skip, (uint64_t)n->skip_elem * 4u, out) : SIFT_OK;
 }
 
+/* score_max on short rows (D <= 32 by default: TokenButler's d' = 16 keys), score_max.comp: one
+ * invocation per K row, the group's G queries staged once per workgroup in shared memory (G * D
+ * floats), workgroups of 256 consecutive positions of one KV head, grid (position tiles, KV heads).
+ * Each invocation moves its row (D * 2 or D * 4 bytes: 32 at d' = 16 in f16) and writes 4 bytes.
+ * One tile per workgroup unless the grid limit (or SIFT_VULKAN_TUNE=groups) caps the tiles; the
+ * workgroups then stride over them. Returns false (nothing planned) where the kernel does not fit:
+ * D above the limit, or the queries beyond a quarter of the shared memory (a huge group). */
+static bool plan_score_max_stream(plan *pl, const sift_node *n, sift_status *st)
+{
+    const vkb *be = pl->be;
+    const sift_tensor *q = n->src[0], *k = n->src[1];
+    const uint32_t hq = (uint32_t)q->shape[0], hkv = (uint32_t)k->shape[0], d = (uint32_t)q->shape[1];
+    const uint32_t group = hq / hkv, m = (uint32_t)(n->p.end - n->p.begin);
+    const uint32_t dmax = be->tune.smax_stream ? be->tune.smax_stream : 32u;
+    if (d > dmax || (uint64_t)group * d * 4 > be->max_shared / 4) return false;
+    const bool f16 = vk_tensor_is_f16(k);
+    const uint32_t wgs = max_u32(be->tune.score_wgs ? be->tune.score_wgs : 256u, be->subgroup);
+    push_score ps = {.begin = (uint32_t)n->p.begin, .m = m, .group = group, .tiles = ceil_div(m, wgs), .scale = n->p.scale};
+    uint32_t spec[VK_NSPEC] = {0};
+    spec[VK_SC_WGS] = wgs;
+    spec[VK_SC_D] = d;
+    spec[VK_SC_F16] = f16;
+    spec[VK_SC_GH] = group;
+    spec[VK_SC_ALIGNED] = vk_rows_aligned(k);
+    uint32_t gx = min_u32(ps.tiles, be->max_groups[0]);
+    if (be->tune.groups) gx = min_u32(gx, max_u32(1, be->tune.groups / hkv));
+    if ((*st = vk_tensor_ref(q, &ps.q)) != SIFT_OK || (*st = vk_kv_ref(k, &ps.k)) != SIFT_OK ||
+        (*st = vk_tensor_ref(n->dst, &ps.s)) != SIFT_OK || (*st = skip_flag(n, &ps.skip)) != SIFT_OK)
+        return true;
+    *st = dispatch(pl, VK_K_SCORE_MAX, spec, &ps, sizeof ps, gx, hkv, 1);
+    return true;
+}
+
 /* score and score_max (score.comp, GMAX): the same rows and dot products; score_max keeps each row's
  * max over the group's heads in registers (its workgroups run every pass, grid z = 1) and writes
- * [Hkv][m]. For score_max, rows of D <= 16 (TokenButler's keys: 32 bytes in f16) get one invocation
- * each: it holds the whole row and the pass's queries (64 values for 4 heads), so nothing crosses
- * lanes, and the loads and stores of a subgroup cover consecutive rows (score.comp tile_row).
- * SIFT_VULKAN_TUNE=smax_lanes=n caps the lanes per row (a comparison on real GPUs). */
+ * [Hkv][m]. Short rows of score_max go to score_max.comp instead (plan_score_max_stream).
+ * SIFT_VULKAN_TUNE=smax_lanes=n caps the lanes per row of score_max here (a comparison on real GPUs;
+ * smax_stream=1 sends every D here). */
 static sift_status plan_score(plan *pl, const sift_node *n)
 {
     const sift_tensor *q = n->src[0], *k = n->src[1];
@@ -442,8 +476,10 @@ static sift_status plan_score(plan *pl, const sift_node *n)
     const uint32_t m = (uint32_t)(n->p.end - n->p.begin);
     if (m == 0) return SIFT_OK;
     const bool f16 = vk_tensor_is_f16(k), gmax = n->op == SIFT_OP_SCORE_MAX;
+    sift_status st;
+    if (gmax && plan_score_max_stream(pl, n, &st)) return st;
     rowcfg c;
-    const uint32_t smax_lanes = pl->be->tune.smax_lanes ? pl->be->tune.smax_lanes : d <= 16 ? 1u : 16u;
+    const uint32_t smax_lanes = pl->be->tune.smax_lanes ? pl->be->tune.smax_lanes : 16u;
     row_config(pl->be, d, f16, hq / hkv, false, false, gmax ? smax_lanes : 16u, &c);
     push_score ps = {.begin = (uint32_t)n->p.begin,
                      .m = m,
