@@ -1,6 +1,7 @@
 #version 460
-// select: per block, how many keys are greater than the threshold T and how many equal it.
-// Grid (block, list).
+// select: the threshold T (the chosen-th largest key) and rem from the last pass's histogram (block 0
+// stores them for select_compact), then per block how many keys are greater than T and how many
+// equal it. Grid (block, list).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "select.glsl"
@@ -10,15 +11,19 @@ void main()
     if (skipped(pc.skip)) return;
     const uint rk = rank_(), l = gl_WorkGroupID.y, blk = gl_WorkGroupID.x;
     uint t, rem;
-    derive(l, 4u, t, rem);
-    const uint j0 = blk * 256u * pc.items;
+    advance(l, 4u, t, rem);
     uint gt = 0u, eq = 0u;
-    for (uint i = 0u; i < pc.items; i++) {
-        const uint j = j0 + i * 256u + rk;
-        if (j < pc.cand) {
-            uint key = key_at(l, j);
-            gt += key > t ? 1u : 0u;
-            eq += key == t ? 1u : 0u;
+    for (uint i0 = 0u; i0 < pc.items; i0 += BATCH) {
+        uint key[BATCH];
+        bool in_[BATCH];
+        [[unroll]] for (uint i = 0u; i < BATCH; i++) {
+            uint j;
+            in_[i] = elem(blk, i0 + i, j);
+            key[i] = in_[i] ? key_at(l, j) : 0u;
+        }
+        [[unroll]] for (uint i = 0u; i < BATCH; i++) {
+            gt += in_[i] && key[i] > t ? 1u : 0u;
+            eq += in_[i] && key[i] == t ? 1u : 0u;
         }
     }
     gt = wg_sum(gt);

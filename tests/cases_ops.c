@@ -735,6 +735,14 @@ static void add_edge_cases(void)
         {E_SELECT, 0, 0, 0, 2, 2, SIFT_F32, 10000, 1, 1, 1, 0, 0},
         {E_SELECT, 0, 0, 0, 1, 1, SIFT_F32, 10000, 0, 7, 5000, 0, 0}, /* all equal: the first k by position */
         {E_SELECT, 0, 0, 0, 1, 1000, SIFT_F32, 20000, 4, 0, 2048, 0, 0},
+        /* several lists side by side, blocks sized by the lists (the Vulkan planner's ~1024
+         * workgroups in all): blocks of several batches of 8 items per invocation, one block per
+         * list, ties across batches, k next to |C| */
+        {E_SELECT, 0, 0, 0, 8, 1000, SIFT_F32, 300000, 128, 512, 2048, 0, 0},
+        {E_SELECT, 0, 0, 0, 128, 7, SIFT_F32, 20000, 0, 3, 1000, 0, 0},
+        {E_SELECT, 0, 0, 0, 1100, 50, SIFT_F32, 3000, 2, 2, 300, 0, 0},
+        {E_SELECT, 0, 0, 0, 16, 2, SIFT_F32, 40000, 0, 0, 39999, 0, 0},
+        {E_SELECT, 0, 0, 0, 5, 3, SIFT_F32, 70001, 1, 0, 35000, 0, 0},
         {E_VOTE, 8, 2, 0, 0, 0, SIFT_F32, 9001, 0, 0, 0, 0, SIFT_VOTE_SOFTMAX_SUM},
         {E_VOTE, 4, 4, 0, 0, 0, SIFT_F32, 4097, 0, 0, 0, 0, SIFT_VOTE_KVHEAD_MAX},
         {E_VOTE, 28, 4, 0, 0, 0, SIFT_F32, 12000, 0, 0, 0, 0, SIFT_VOTE_SOFTMAX_SUM},

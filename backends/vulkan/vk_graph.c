@@ -120,7 +120,7 @@ typedef struct {
 
 typedef struct {
     vk_tref votes, out;
-    uint64_t hist, counts, skip;
+    uint64_t hist, state, counts, skip;
     uint32_t cand, chosen, items, nblocks, sink, first, win_begin, win_count, count, pass, mode;
 } push_select;
 
@@ -234,7 +234,7 @@ static sift_status get_pipeline(vkb *be, vk_kernel kernel, const uint32_t spec[V
 
 /* ---- a graph's recording ---- */
 
-typedef enum { STEP_DISPATCH, STEP_FILL, STEP_UPDATE } step_kind;
+typedef enum { STEP_DISPATCH, STEP_UPDATE } step_kind;
 
 typedef struct vk_step {
     step_kind kind;
@@ -242,8 +242,7 @@ typedef struct vk_step {
     uint32_t groups[3];
     uint32_t push_size;
     unsigned char push[VK_PUSH_MAX];
-    VkDeviceSize fill_off, fill_size; /* STEP_FILL: zeroes this range of the scratch buffer;
-                                       * STEP_UPDATE: writes it from gc->blob at blob_off */
+    VkDeviceSize upd_off, upd_size; /* STEP_UPDATE: writes this range of the scratch from gc->blob at blob_off */
     size_t blob_off;
 } vk_step;
 
@@ -308,13 +307,6 @@ static sift_status dispatch(plan *pl, vk_kernel kernel, const uint32_t spec[VK_N
     return add_step(pl, &st);
 }
 
-static sift_status fill_zero(plan *pl, VkDeviceSize off, VkDeviceSize size)
-{
-    if (!pl->emit || size == 0) return SIFT_OK;
-    vk_step st = {.kind = STEP_FILL, .fill_off = off, .fill_size = size};
-    return add_step(pl, &st);
-}
-
 /* ---- for vk_model.c ---- */
 
 vkb *vk_plan_backend(const plan *pl) { return pl->be; }
@@ -342,7 +334,7 @@ sift_status vk_scratch_update(plan *pl, VkDeviceSize off, const void *data, size
         gc->blob_cap = cap;
     }
     memcpy(gc->blob + gc->blob_used, data, size);
-    vk_step st = {.kind = STEP_UPDATE, .fill_off = off, .fill_size = size, .blob_off = gc->blob_used};
+    vk_step st = {.kind = STEP_UPDATE, .upd_off = off, .upd_size = size, .blob_off = gc->blob_used};
     gc->blob_used += size;
     return add_step(pl, &st);
 }
@@ -617,6 +609,17 @@ static sift_status plan_vote(plan *pl, const sift_node *n)
 
 /* ---- select ---- */
 
+/* select (select.glsl): grid (block, list) for every kernel, per-list histograms and state, so the
+ * lists of a node run side by side. The block size follows the lists: the smallest power of two of
+ * items (candidates per invocation) that keeps lists x blocks within select_groups (1024 unless
+ * SIFT_VULKAN_TUNE says otherwise: about one wave of 256-invocation workgroups on the H200). A
+ * workgroup's fixed costs (its digit scan, the block prefix of the compaction, barriers, the
+ * latency of its first loads) do not grow with its items, so 8 lists of |C| cost about what one
+ * list of 8 |C| costs instead of 8 waves of them (1M candidates: 1024 blocks of 1024 for one list,
+ * 128 blocks of 8192 per list for 8). Invocations load their items in batches of 8 before using
+ * any. Steps: 4 x select_hist, select_count, select_compact; the histograms are zero when a run
+ * starts (the scratch is zeroed when the recording is built; pass 0 clears passes 1..3, the
+ * compaction pass 0), so no fill step either. */
 static sift_status plan_select(plan *pl, const sift_node *n)
 {
     const sift_select_layout *l = &n->p.layout;
@@ -624,15 +627,16 @@ static sift_status plan_select(plan *pl, const sift_node *n)
     if (l->count == 0) return SIFT_OK;
     const uint64_t cand = (uint64_t)l->cand;
     const uint32_t mode = l->chosen == 0 ? 2u : l->chosen == l->cand ? 1u : 0u;
-    /* many small blocks (about one candidate per invocation up to 256K candidates): each block's
-     * workgroup is short, and the compaction's prefix over earlier blocks stays cheap (<= 1024) */
+    const uint64_t target = pl->be->tune.select_groups ? pl->be->tune.select_groups : 1024u;
     uint32_t items = 1;
-    while (ceil_div(cand, 256ull * items) > 1024) items *= 2;
+    while (ceil_div(cand, 256ull * items) > 1 && (uint64_t)lists * ceil_div(cand, 256ull * items) > target) items *= 2;
     const uint32_t nblocks = max_u32(1, ceil_div(cand, 256ull * items));
     const VkDeviceSize hist = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * 4 * 256 * 4) : 0;
+    const VkDeviceSize state = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * 4 * 8) : 0;
     const VkDeviceSize counts = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * nblocks * 8) : 0;
 
     push_select ps = {.hist = mode == 0 ? scratch_addr(pl, hist) : 0,
+                      .state = mode == 0 ? scratch_addr(pl, state) : 0,
                       .counts = mode == 0 ? scratch_addr(pl, counts) : 0,
                       .cand = (uint32_t)l->cand,
                       .chosen = (uint32_t)l->chosen,
@@ -649,7 +653,6 @@ static sift_status plan_select(plan *pl, const sift_node *n)
     TRY(vk_tensor_ref(n->dst, &ps.out));
     const uint32_t none[VK_NSPEC] = {0};
     if (mode == 0) {
-        TRY(fill_zero(pl, hist, (VkDeviceSize)lists * 4 * 256 * 4));
         for (uint32_t pass = 0; pass < 4; pass++) {
             ps.pass = pass;
             TRY(dispatch(pl, VK_K_SELECT_HIST, none, &ps, sizeof ps, nblocks, lists, 1));
@@ -849,6 +852,18 @@ static sift_status node_barriers(const sift_graph *g, bool *need)
     return SIFT_OK;
 }
 
+/* Zeroes a new scratch buffer once: kernels that keep state in it between runs (select's
+ * histograms, cleared by the runs themselves for the next one) start from zeros. */
+static sift_status zero_scratch(vkb *be, const vk_buf *b)
+{
+    VkCommandBuffer cb = be->xfer_cb;
+    TRY(vk_begin(be, cb));
+    vk_barrier(be, cb);
+    be->vk.vkCmdFillBuffer(cb, b->buf, 0, VK_WHOLE_SIZE, 0);
+    vk_barrier(be, cb);
+    return vk_submit_wait(be, cb);
+}
+
 static sift_status build(vkb *be, sift_graph *g, vk_cache *gc)
 {
     gc->version = g->version;
@@ -860,6 +875,7 @@ static sift_status build(vkb *be, sift_graph *g, vk_cache *gc)
     plan pl = {.be = be, .gc = gc, .emit = false};
     for (int i = 0; i < g->n_nodes; i++) TRY(planners[g->nodes[i].op](&pl, &g->nodes[i]));
     TRY(vk_buf_create(be, pl.used, false, &gc->scratch, "the scratch buffer of a graph"));
+    TRY(zero_scratch(be, &gc->scratch));
     pl.emit = true;
     pl.used = 0;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -900,7 +916,7 @@ static sift_status record(vkb *be, vk_cache *gc, bool timed)
     /* the scratch updates first: their data is fixed, and the first node's barrier covers them */
     for (int s = 0; s < gc->n_steps; s++)
         if (gc->steps[s].kind == STEP_UPDATE)
-            be->vk.vkCmdUpdateBuffer(cb, gc->scratch.buf, gc->steps[s].fill_off, gc->steps[s].fill_size,
+            be->vk.vkCmdUpdateBuffer(cb, gc->scratch.buf, gc->steps[s].upd_off, gc->steps[s].upd_size,
                                      gc->blob + gc->steps[s].blob_off);
     if (timed) {
         be->vk.vkCmdResetQueryPool(cb, gc->queries, 0, (uint32_t)gc->n_nodes + 1);
@@ -918,10 +934,6 @@ static sift_status record(vkb *be, vk_cache *gc, bool timed)
             if (timed || !first || due) vk_barrier(be, cb);
             first = false;
             due = false;
-            if (st->kind == STEP_FILL) {
-                be->vk.vkCmdFillBuffer(cb, gc->scratch.buf, st->fill_off, st->fill_size, 0);
-                continue;
-            }
             if (st->pipeline != bound) {
                 be->vk.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, st->pipeline);
                 bound = st->pipeline;
