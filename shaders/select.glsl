@@ -86,6 +86,20 @@ bool elem(uint blk, uint i, out uint j)
 
 uint key_at(uint l, uint j) { return order_key(ld_u32(pc.votes, uint64_t(l) * pc.cand + j)); }
 
+// The keys of items i0 .. i0 + BATCH - 1 of this invocation in block blk of list l, all loads issued
+// before any key is used (g_in false past the candidates). The kernels load their first batch before
+// they derive the threshold, so that the two latencies overlap. Module scope, as rows.glsl's arrays.
+uint g_key[BATCH];
+bool g_in[BATCH];
+void load_batch(uint l, uint blk, uint i0)
+{
+    [[unroll]] for (uint i = 0u; i < BATCH; i++) {
+        uint j;
+        g_in[i] = elem(blk, i0 + i, j);
+        g_key[i] = g_in[i] ? key_at(l, j) : 0u;
+    }
+}
+
 // The (prefix, rem) of list l after passes 0 .. passes - 1 (passes 0: nothing fixed, all chosen to
 // take): the state after passes - 1 passes, then the digit of pass passes - 1 from its histogram.
 // Block 0 stores it for the next dispatch. The whole workgroup calls it.

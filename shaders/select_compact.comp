@@ -45,6 +45,7 @@ void main()
     }
     if (pc.mode != 0u) return;
 
+    load_batch(l, blk, 0u);
     if (blk == 0u) U32Ref(hist_addr(l, 0u, rk)).v = 0u;
     const uint64_t sa = state_addr(l, 3u); // after pass 3: (T, rem), stored by select_count
     const uint t = U32Ref(sa).v, rem = U32Ref(sa + 4ul).v;
@@ -56,31 +57,30 @@ void main()
     }
     gt_before = wg_sum(gt_before);
     eq_before = wg_sum(eq_before);
-    for (uint i0 = 0u; i0 < pc.items; i0 += BATCH) {
-        uint key[BATCH], pos[BATCH];
-        bool in_[BATCH];
-        [[unroll]] for (uint i = 0u; i < BATCH; i++) { // every load of the batch before any use
-            in_[i] = elem(blk, i0 + i, pos[i]);
-            key[i] = in_[i] ? key_at(l, pos[i]) : 0u;
-        }
-        // per item: bit 0..15 keys > T, 16..31 keys == T (at most 256 each per item and block);
+    for (uint i0 = 0u;;) {
+        // per item: bits 0..15 keys > T, 16..31 keys == T (at most 256 each per item and block);
         // items in position order: item i's elements all come before item i + 1's
         [[unroll]] for (uint h = 0u; h < BATCH; h += 4u) {
+            if (i0 + h >= pc.items) break; // uniform: blocks of fewer items skip the empty half
             uvec4 x;
             [[unroll]] for (uint c = 0u; c < 4u; c++) {
                 const uint i = h + c;
-                x[c] = (in_[i] && key[i] > t ? 1u : 0u) | (in_[i] && key[i] == t ? 0x10000u : 0u);
+                x[c] = (g_in[i] && g_key[i] > t ? 1u : 0u) | (g_in[i] && g_key[i] == t ? 0x10000u : 0u);
             }
             uvec4 total;
             const uvec4 ex = wg_exscan4(x, total);
             [[unroll]] for (uint c = 0u; c < 4u; c++) {
-                const uint i = h + c;
+                uint j;
+                elem(blk, i0 + h + c, j);
                 const uint eq_ord = eq_before + (ex[c] >> 16);
                 if ((x[c] & 1u) != 0u || ((x[c] >> 16) != 0u && eq_ord < rem))
-                    st_u32(pc.out_, out0 + pc.sink + gt_before + (ex[c] & 0xffffu) + min(eq_ord, rem), pc.first + pos[i]);
+                    st_u32(pc.out_, out0 + pc.sink + gt_before + (ex[c] & 0xffffu) + min(eq_ord, rem), pc.first + j);
                 gt_before += total[c] & 0xffffu;
                 eq_before += total[c] >> 16;
             }
         }
+        i0 += BATCH;
+        if (i0 >= pc.items) break;
+        load_batch(l, blk, i0);
     }
 }

@@ -10,21 +10,18 @@ void main()
 {
     if (skipped(pc.skip)) return;
     const uint rk = rank_(), l = gl_WorkGroupID.y, blk = gl_WorkGroupID.x;
+    load_batch(l, blk, 0u);
     uint t, rem;
     advance(l, 4u, t, rem);
     uint gt = 0u, eq = 0u;
-    for (uint i0 = 0u; i0 < pc.items; i0 += BATCH) {
-        uint key[BATCH];
-        bool in_[BATCH];
+    for (uint i0 = 0u;;) {
         [[unroll]] for (uint i = 0u; i < BATCH; i++) {
-            uint j;
-            in_[i] = elem(blk, i0 + i, j);
-            key[i] = in_[i] ? key_at(l, j) : 0u;
+            gt += g_in[i] && g_key[i] > t ? 1u : 0u;
+            eq += g_in[i] && g_key[i] == t ? 1u : 0u;
         }
-        [[unroll]] for (uint i = 0u; i < BATCH; i++) {
-            gt += in_[i] && key[i] > t ? 1u : 0u;
-            eq += in_[i] && key[i] == t ? 1u : 0u;
-        }
+        i0 += BATCH;
+        if (i0 >= pc.items) break;
+        load_batch(l, blk, i0);
     }
     gt = wg_sum(gt);
     eq = wg_sum(eq);

@@ -15,21 +15,15 @@ void main()
     sh_hist[rk] = 0u;
     if (pc.pass == 0u && blk == 0u)
         for (uint p = 1u; p < 4u; p++) U32Ref(hist_addr(l, p, rk)).v = 0u;
+    load_batch(l, blk, 0u);
     uint prefix, rem;
     advance(l, pc.pass, prefix, rem);
     barrier(); // the sh_hist clear before any atomic
     const uint mask = pc.pass == 0u ? 0u : 0xffffffffu << (32u - 8u * pc.pass);
     const uint shift = 24u - 8u * pc.pass;
-    for (uint i0 = 0u; i0 < pc.items; i0 += BATCH) {
-        uint key[BATCH];
-        bool in_[BATCH];
-        [[unroll]] for (uint i = 0u; i < BATCH; i++) { // every load of the batch before any use
-            uint j;
-            in_[i] = elem(blk, i0 + i, j);
-            key[i] = in_[i] ? key_at(l, j) : 0u;
-        }
+    for (uint i0 = 0u;;) {
         [[unroll]] for (uint i = 0u; i < BATCH; i++) {
-            const uint b = in_[i] && (key[i] & mask) == prefix ? (key[i] >> shift) & 255u : 256u;
+            const uint b = g_in[i] && (g_key[i] & mask) == prefix ? (g_key[i] >> shift) & 255u : 256u;
             if (subgroupAllEqual(b)) { // common in the top passes: one atomic for the subgroup
                 const uint n = subgroupBallotBitCount(subgroupBallot(true));
                 if (b < 256u && subgroupElect()) atomicAdd(sh_hist[b], n);
@@ -37,6 +31,9 @@ void main()
                 atomicAdd(sh_hist[b], 1u);
             }
         }
+        i0 += BATCH;
+        if (i0 >= pc.items) break;
+        load_batch(l, blk, i0);
     }
     barrier();
     const uint c = sh_hist[rk];
