@@ -357,7 +357,7 @@ typedef struct rowcfg {
 
 /* queries: how many queries share each K/V row (G for the decode ops; T * G for causal_attend).
  * rope: attend.comp rotating keys (rows.glsl partial_dots_rope) holds a second set of query values.
- * max_lanes: at most this many lanes per row (16; 1 for score_max's short rows). */
+ * max_lanes: at most this many lanes per row (16; score_max: SIFT_VULKAN_TUNE=smax_lanes). */
 static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t queries, bool attend, bool rope, uint32_t max_lanes,
                        rowcfg *c)
 {
