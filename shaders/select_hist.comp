@@ -23,6 +23,7 @@ void main()
     const uint shift = 24u - 8u * pc.pass;
     for (uint i0 = 0u;;) {
         [[unroll]] for (uint i = 0u; i < BATCH; i++) {
+            if (i0 + i >= pc.items) break; // uniform: blocks of fewer items skip the subgroup votes
             const uint b = g_in[i] && (g_key[i] & mask) == prefix ? (g_key[i] >> shift) & 255u : 256u;
             if (subgroupAllEqual(b)) { // common in the top passes: one atomic for the subgroup
                 const uint n = subgroupBallotBitCount(subgroupBallot(true));
