@@ -69,6 +69,7 @@ const char *sift_dtype_name(sift_dtype t)
     case SIFT_BF16: return "bf16";
     case SIFT_Q8_0: return "q8_0";
     case SIFT_Q4_0: return "q4_0";
+    case SIFT_I8: return "i8";
     default: return "unknown";
     }
 }
@@ -80,6 +81,7 @@ size_t sift_dtype_size(sift_dtype t)
     case SIFT_F16: return 2;
     case SIFT_I32: return 4;
     case SIFT_BF16: return 2;
+    case SIFT_I8: return 1;
     default: return 0; /* block-quantized: see sift_dtype_row_bytes */
     }
 }
@@ -264,7 +266,7 @@ sift_status sift_tensor_paged_view(sift_tensor *pool, const sift_tensor *pages, 
     if (!out) return sift_set_error(SIFT_E_INVALID, "sift_tensor_paged_view: out is NULL");
     *out = NULL;
     if (!pool || !pages) return sift_set_error(SIFT_E_INVALID, "sift_tensor_paged_view: null argument");
-    if (pool->parent || pool->ndim != 3 || (pool->dtype != SIFT_F16 && pool->dtype != SIFT_F32))
+    if (pool->parent || pool->ndim != 3 || (pool->dtype != SIFT_F16 && pool->dtype != SIFT_F32 && pool->dtype != SIFT_I8))
         return sift_set_error(SIFT_E_SHAPE, "sift_tensor_paged_view: the pool must be a [Hkv][R][D] f16/f32 tensor, not a view");
     if (pages->ctx != pool->ctx) return sift_set_error(SIFT_E_INVALID, "sift_tensor_paged_view: pages belong to another context");
     if (pages->dtype != SIFT_I32 || pages->ndim != 1 || pages->pages)

@@ -87,10 +87,10 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
         if (l == 0 || sg->butler == BUTLER_DENSE) break;
         const sift_predictor *pr = c->predictor;
         const int64_t dk = pr->key_dim, per_row = (int64_t)pr->stride * hq * dk;
-        const int prod = butler_producer_of(pr, (int)l), slot = butler_slot_of(pr, (int)l);
+        const int slot = butler_slot_of(pr, (int)l);
         sift_tensor *qp, *kept;
-        /* this layer's queries [Hq][d']: slot `slot` of its producer's row for this sequence */
-        TRY(sift_graph_view(f->g, s->b_q[prod % 2], SIFT_F32, 2, (int64_t[]){hq, dk},
+        /* this layer's queries [Hq][d']: slot `slot` of this sequence's row of the latest producer's */
+        TRY(sift_graph_view(f->g, s->b_q, SIFT_F32, 2, (int64_t[]){hq, dk},
                             (size_t)(sg->row0 * per_row + slot * hq * dk) * sizeof(float), &qp));
         const sift_select_params *sel = &a.sel;
         const sift_select_layout lay = sift_select_layout_of(sel);
@@ -125,8 +125,9 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
     return sift_attn_append(f->g, &a, q, sl->kview, sl->vview, out, &sg->attn_idx);
 }
 
-/* TokenButler's predictor at producer layer l (decode under BUTLER): the stream entering the
- * layer -> LayerNorm -> fc1 -> SiLU -> fc2, the queries of the layers it serves. */
+/* TokenButler's predictor at producer layer l (decode under BUTLER): the stream leaving the
+ * layer -> LayerNorm -> fc1 -> SiLU -> fc2, the queries of the P layers after it. (The stream
+ * entering layer 0 is the bare token embedding, which knows nothing of the context.) */
 static sift_status predict(pass *f, uint32_t l)
 {
     sift_session *s = f->s;
@@ -135,11 +136,11 @@ static sift_status predict(pass *f, uint32_t l)
     const int64_t e = s->m->hp.n_embd, t = f->st->rows, hid = pr->hidden;
     const int64_t out_w = (int64_t)pr->stride * s->m->hp.n_head * pr->key_dim;
     sift_tensor *x, *xn, *h, *ha, *qp;
-    TRY(rows2(f, layer_in(s, l), 0, t, e, &x));     /* x [T][E] */
+    TRY(rows2(f, layer_res(s, l), 0, t, e, &x));    /* x [T][E]: the stream leaving layer l */
     TRY(rows2(f, s->b_norm, 0, t, e, &xn));          /* xn [T][E] */
     TRY(rows2(f, s->b_fc1, 0, t, hid, &h));          /* h [T][hidden] */
     TRY(rows2(f, s->b_act, 0, t, hid, &ha));         /* ha [T][hidden] = silu(h) */
-    TRY(rows2(f, s->b_q[(l / (uint32_t)pr->stride) % 2], 0, t, out_w, &qp)); /* qp [T][P * Hq * d'] */
+    TRY(rows2(f, s->b_q, 0, t, out_w, &qp));         /* qp [T][P * Hq * d'] */
     TRY(sift_op_layernorm(f->g, x, bp->norm_w, bp->norm_b, pr->ln_eps, xn));
     TRY(sift_op_matmul(f->g, xn, bp->fc1, NULL, h));
     TRY(sift_op_silu(f->g, h, ha));
@@ -163,8 +164,6 @@ static sift_status layer(pass *f, uint32_t l)
     TRY(rows2(f, s->act[A_K], 0, t, hkv * d, &k));    /* k [T][Hkv * D] */
     TRY(rows2(f, s->act[A_V], 0, t, hkv * d, &v));    /* v [T][Hkv * D] */
     const sift_predictor *pr = s->cfg.predictor;
-    if (pr && !st->prefill && s->cfg.policy == SIFT_POLICY_BUTLER && l % (uint32_t)pr->stride == 0 && l + 1 < hp->n_layer)
-        TRY(predict(f, l));
     TRY(sift_op_rmsnorm(f->g, x, w->attn_norm, hp->rms_eps, xn));
     TRY(sift_op_matmul(f->g, xn, w->wq, w->bq, q));
     TRY(sift_op_matmul(f->g, xn, w->wk, w->bk, k));
@@ -216,7 +215,10 @@ static sift_status layer(pass *f, uint32_t l)
     TRY(sift_op_matmul(f->g, xn, w->w_up, NULL, up));
     TRY(sift_op_swiglu(f->g, gate, up, act));
     TRY(sift_op_matmul(f->g, act, w->w_down, NULL, down));
-    return sift_op_add(f->g, mid, down, x_out);
+    TRY(sift_op_add(f->g, mid, down, x_out));
+    if (pr && !st->prefill && s->cfg.policy == SIFT_POLICY_BUTLER && l % (uint32_t)pr->stride == 0 && l + 1 < hp->n_layer)
+        TRY(predict(f, l)); /* the queries of layers l + 1 .. l + P; the last of them has run before the next producer */
+    return SIFT_OK;
 }
 
 /* The embedding of the step's tokens, the layers, the final norm and the logits (of the last row

@@ -24,11 +24,13 @@ sift_status sift_kv_create_pools(sift_session *s)
         TRY(sift_tensor_create(s->m->ctx, c->kv_type, 3, shape, &s->vpool[l]));
     }
     if (!c->predictor) return SIFT_OK;
-    /* TokenButler's projected keys, f16 [Hkv][R][d'], on the same pages as K and V (layer 0 is dense) */
+    /* TokenButler's projected keys [Hkv][R][d'] (i8: [Hkv][R][d' + 4], each row's scale after it),
+     * on the same pages as K and V (layer 0 is dense) */
     s->kppool = calloc(hp->n_layer, sizeof *s->kppool);
     if (!s->kppool) return sift_set_error(SIFT_E_NOMEM, "sift_session_create: out of memory");
-    const int64_t kp_shape[3] = {hp->n_head_kv, s->pool_pages * c->page_size, c->predictor->key_dim};
-    for (uint32_t l = 1; l < hp->n_layer; l++) TRY(sift_tensor_create(s->m->ctx, SIFT_F16, 3, kp_shape, &s->kppool[l]));
+    const int64_t kp_shape[3] = {hp->n_head_kv, s->pool_pages * c->page_size,
+                                 c->predictor->key_dim + (c->predictor_keys == SIFT_I8 ? 4 : 0)};
+    for (uint32_t l = 1; l < hp->n_layer; l++) TRY(sift_tensor_create(s->m->ctx, c->predictor_keys, 3, kp_shape, &s->kppool[l]));
     return SIFT_OK;
 }
 
@@ -193,20 +195,33 @@ sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uint64_t see
                     j += run;
                 }
     free(buf);
-    /* the projected keys (f16 [Hkv][R][d']), one random page the same way */
-    const int64_t dk = s->cfg.predictor ? s->cfg.predictor->key_dim : 0;
-    buf = st == SIFT_OK && dk ? malloc((size_t)(p * dk) * 2) : NULL;
+    /* the projected keys, one random page the same way: f16 or f32 rows of d' values, or i8 rows of
+     * d' values and the scale 1.0 */
+    const sift_dtype kt = s->cfg.predictor_keys;
+    const int64_t dk = s->cfg.predictor ? s->cfg.predictor->key_dim : 0, row_elems = dk + (kt == SIFT_I8 ? 4 : 0);
+    const size_t row_bytes = (size_t)row_elems * sift_dtype_size(kt);
+    buf = st == SIFT_OK && dk ? malloc((size_t)p * row_bytes) : NULL;
     if (st == SIFT_OK && dk && !buf) st = sift_set_error(SIFT_E_NOMEM, "sift_session_fill_synthetic: out of memory");
-    for (int64_t i = 0; buf && i < p * dk; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        ((uint16_t *)buf)[i] = sift_float_to_half((float)(int32_t)(x >> 32) * (1.0f / 2147483648.0f));
-    }
+    for (int64_t r = 0; buf && r < p; r++)
+        for (int64_t i = 0; i < dk; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            const float v = (float)(int32_t)(x >> 32) * (1.0f / 2147483648.0f);
+            unsigned char *row = buf + (size_t)r * row_bytes;
+            if (kt == SIFT_I8) {
+                ((int8_t *)row)[i] = (int8_t)(v * 127.0f);
+                if (i == 0) memcpy(row + dk, &(float){1.0f}, sizeof(float));
+            } else if (kt == SIFT_F16) {
+                ((uint16_t *)row)[i] = sift_float_to_half(v);
+            } else {
+                ((float *)row)[i] = v;
+            }
+        }
     for (uint32_t l = 1; st == SIFT_OK && buf && l < s->m->hp.n_layer; l++)
         for (int64_t h = 0; st == SIFT_OK && h < hkv; h++)
             for (int64_t j = q->pos; st == SIFT_OK && j < q->pos + n;) {
                 size_t off;
-                const int64_t run = pool_run_rows(s, q, h, j, q->pos + n, (size_t)dk * 2, &off);
-                st = sift_tensor_write(s->kppool[l], off, buf, (size_t)(run * dk) * 2);
+                const int64_t run = pool_run_rows(s, q, h, j, q->pos + n, row_bytes, &off);
+                st = sift_tensor_write(s->kppool[l], off, buf, (size_t)run * row_bytes);
                 j += run;
             }
     free(buf);

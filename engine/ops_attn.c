@@ -22,7 +22,14 @@ sift_status sift_op_score_max(sift_graph *g, const sift_tensor *q, const sift_te
                               float scale, sift_tensor *votes)
 {
     const char *op = "score_max";
-    TRY(sift_check_qkv(g, q, k, NULL, op));
+    if (k && k->dtype == SIFT_I8 && k->ndim == 3) { /* quantized rows: D int8 and their scale */
+        sift_tensor as_f16 = *k;
+        as_f16.dtype = SIFT_F16;
+        as_f16.shape[2] -= 4;
+        TRY(sift_check_qkv(g, q, &as_f16, NULL, op));
+    } else {
+        TRY(sift_check_qkv(g, q, k, NULL, op));
+    }
     TRY(sift_check_scale(scale, op));
     if (begin < 0 || end < begin || end > k->shape[1])
         return sift_set_error(SIFT_E_SHAPE, "score_max: positions [%lld, %lld) outside the cache of %lld", (long long)begin,

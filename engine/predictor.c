@@ -1,6 +1,6 @@
 /* TokenButler's predictor (docs/algorithms.md): loading it from its GGUF companion file, checked
  * against the base model, or making a random one for benchmarks. The session runs it
- * (forward.c): at each producer layer the residual stream goes through LayerNorm -> fc1 -> SiLU
+ * (forward.c): after each producer layer the residual stream goes through LayerNorm -> fc1 -> SiLU
  * -> fc2 into one d'-dimensional query per (consumer layer, query head), and each consumer
  * layer's keys are projected to d' dimensions when they are cached. */
 #include "predictor.h"

@@ -27,8 +27,7 @@ struct sift_predictor {
  * trained for. */
 uint64_t sift_model_fingerprint(const sift_model *m);
 
-/* The producer layer serving consumer layer l >= 1, and l's slot among its outputs. */
-static inline int butler_producer_of(const sift_predictor *p, int l) { return (l - 1) / p->stride; }
+/* Consumer layer l's slot among the outputs of its producer, layer (l - 1) / stride * stride. */
 static inline int butler_slot_of(const sift_predictor *p, int l) { return (l - 1) % p->stride; }
 
 #endif

@@ -12,7 +12,8 @@
 sift_session_config sift_session_config_default(void)
 {
     sift_session_config c = {.n_ctx = 0, .kv_type = SIFT_F16, .policy = SIFT_POLICY_DENSE, .sink = 128, .window = 512,
-                             .budget = 2048, .chunk = 512, .n_seq = 1, .page_size = 256, .sel_cache = 0.9f};
+                             .budget = 2048, .chunk = 512, .n_seq = 1, .page_size = 256, .sel_cache = 0.9f,
+                             .predictor_keys = SIFT_F16};
     return c;
 }
 
@@ -48,8 +49,8 @@ void sift_session_destroy(sift_session *s)
     for (uint32_t l = 0; s->layer_out && l < n_layer; l++) sift_tensor_destroy(s->layer_out[l]);
     free(s->layer_out);
     for (int i = 0; i < A_COUNT; i++) sift_tensor_destroy(s->act[i]);
-    sift_tensor *butler_act[6] = {s->b_kp, s->b_norm, s->b_fc1, s->b_act, s->b_q[0], s->b_q[1]};
-    for (int i = 0; i < 6; i++) sift_tensor_destroy(butler_act[i]);
+    sift_tensor *butler_act[5] = {s->b_kp, s->b_norm, s->b_fc1, s->b_act, s->b_q};
+    for (int i = 0; i < 5; i++) sift_tensor_destroy(butler_act[i]);
     sift_tensor_destroy(s->ids);
     sift_tensor_destroy(s->xlast_norm);
     sift_tensor_destroy(s->logits);
@@ -160,6 +161,8 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
     if (c.predict_interval == 0) c.predict_interval = 1;
     if (c.predictor && c.predictor->m != m)
         return sift_set_error(SIFT_E_INVALID, "%s: the predictor was loaded for another model", fn);
+    if (c.predictor && c.predictor_keys != SIFT_F16 && c.predictor_keys != SIFT_F32 && c.predictor_keys != SIFT_I8)
+        return sift_set_error(SIFT_E_DTYPE, "%s: projected keys of type %s (f16, f32 or i8)", fn, sift_dtype_name(c.predictor_keys));
     if (c.predictor && c.extrapolate)
         return sift_set_error(SIFT_E_UNSUPPORTED, "%s: a predictor projects keys after RoPE; length extrapolation caches them before", fn);
     if (c.n_ctx < 1 || c.n_ctx > INT32_MAX)
@@ -201,9 +204,9 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
     if (st == SIFT_OK && c.predictor) {
         const sift_predictor *pr = c.predictor;
         const int64_t widths_b[5] = {hkv * pr->key_dim, e, pr->hidden, pr->hidden, (int64_t)pr->stride * hq * pr->key_dim};
-        sift_tensor **dst[6] = {&s->b_kp, &s->b_norm, &s->b_fc1, &s->b_act, &s->b_q[0], &s->b_q[1]};
-        for (int i = 0; st == SIFT_OK && i < 6; i++)
-            st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){t, widths_b[i < 5 ? i : 4]}, dst[i]);
+        sift_tensor **dst[5] = {&s->b_kp, &s->b_norm, &s->b_fc1, &s->b_act, &s->b_q};
+        for (int i = 0; st == SIFT_OK && i < 5; i++)
+            st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){t, widths_b[i]}, dst[i]);
     }
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_I32, 1, (int64_t[]){t}, &s->ids);
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){c.n_seq, e}, &s->xlast_norm);

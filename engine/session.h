@@ -90,10 +90,10 @@ struct sift_session {
     sift_tensor **layer_out; /* keep_layer_outputs: each layer's output [chunk][n_embd] */
     /* TokenButler (a predictor given): the projected-key pools of layers >= 1 [Hkv][R][d'], and
      * the activations [chunk][width] of the key projection (Hkv * d') and of the predictor: the
-     * normed stream (E), fc1 (hidden), SiLU (hidden) and the queries (P * Hq * d') of the two
-     * producers alive at once (a consumer reads its producer's while the next one writes). */
+     * normed stream (E), fc1 (hidden), SiLU (hidden) and the latest producer's queries
+     * (P * Hq * d'; the next producer runs after the last layer these serve). */
     sift_tensor **kppool;
-    sift_tensor *b_kp, *b_norm, *b_fc1, *b_act, *b_q[2];
+    sift_tensor *b_kp, *b_norm, *b_fc1, *b_act, *b_q;
     int64_t last_t;          /* rows of the last step */
     int64_t last_row;        /* the row whose layer outputs sift_session_layer_output reads */
     double quality_recall, quality_err;

@@ -81,8 +81,10 @@ SIFT_API sift_status sift_context_set_threads(sift_context *ctx, int n);
 
 /* Element types. BF16, Q8_0 and Q4_0 are weight types (ggml's block layouts: Q8_0 is 32 values as
  * an f16 scale and 32 int8; Q4_0 is 32 values as an f16 scale and 16 bytes of nibbles, value =
- * (nibble - 8) * scale, low nibbles first); their rows hold a multiple of 32 values. */
-typedef enum sift_dtype { SIFT_F32 = 0, SIFT_F16, SIFT_I32, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0, SIFT_DTYPE_COUNT } sift_dtype;
+ * (nibble - 8) * scale, low nibbles first); their rows hold a multiple of 32 values. I8 (bytes)
+ * holds quantized key rows (sift_op_kv_write): a row of D values is D int8 q[i] and then, in its
+ * last 4 bytes, the f32 m = max |x[i]|; value i is q[i] * m / 127. */
+typedef enum sift_dtype { SIFT_F32 = 0, SIFT_F16, SIFT_I32, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0, SIFT_I8, SIFT_DTYPE_COUNT } sift_dtype;
 
 SIFT_API const char *sift_dtype_name(sift_dtype t);
 /* Bytes per element; 0 for the block-quantized types. */
@@ -155,6 +157,8 @@ SIFT_API sift_status sift_op_score(sift_graph *g, const sift_tensor *q, const si
                                    int64_t begin, int64_t end, float scale, sift_tensor *scores);
 /* score and the KVHEAD_MAX vote in one pass (TokenButler's scoring, docs/algorithms.md): votes f32
  * [Hkv][end - begin], u[g][j] = max over the heads h of group g of scale * dot(q[h], k[g][begin + j]).
+ * k may also be an i8 cache of quantized rows [Hkv][Ncap][D + 4] (sift_op_kv_write): the dot
+ * product is then (m / 127) * sum_i q[h][i] * q_k[i].
  * Equal to sift_op_score then sift_op_vote(KVHEAD_MAX), without the [Hq][M] scores in memory. */
 SIFT_API sift_status sift_op_score_max(sift_graph *g, const sift_tensor *q, const sift_tensor *k,
                                        int64_t begin, int64_t end, float scale, sift_tensor *votes);
@@ -229,8 +233,10 @@ SIFT_API sift_status sift_op_silu(sift_graph *g, const sift_tensor *x, sift_tens
 SIFT_API sift_status sift_op_swiglu(sift_graph *g, const sift_tensor *gate, const sift_tensor *up, sift_tensor *out);
 /* out = a + b, elementwise; f32, equal shapes. */
 SIFT_API sift_status sift_op_add(sift_graph *g, const sift_tensor *a, const sift_tensor *b, sift_tensor *out);
-/* cache[h][pos0 + t] = src[t][h]: src f32 [T][Hkv][D], cache [Hkv][Ncap][D] f16 or f32 (converted).
- * The cache is the node's output: later nodes read it. */
+/* cache[h][pos0 + t] = src[t][h]: src f32 [T][Hkv][D], cache [Hkv][Ncap][D] f16 or f32 (converted),
+ * or i8 [Hkv][Ncap][D + 4], each row quantized on its own: m = max |x[i]| (kept as the row's last
+ * 4 bytes, f32), q[i] = x[i] * 127 / m rounded half away from zero (0 where m = 0). The cache is
+ * the node's output: later nodes read it. */
 SIFT_API sift_status sift_op_kv_write(sift_graph *g, const sift_tensor *src, int64_t pos0, sift_tensor *cache);
 /* Causal attention for T queries at positions pos0 .. pos0 + T - 1: q f32 [T][Hq][D], query t over
  * cache positions [0, pos0 + t]; out f32 [T][Hq][D]. */
@@ -488,14 +494,17 @@ typedef struct sift_session_config {
      * one, every layer's keys are also cached projected to d' dimensions, so the BUTLER policy can
      * run (from the start, or after sift_session_set_policy). predict_interval I (0: 1) recomputes
      * the index lists every I-th decode step and reuses them in between; neighbor_fetch also
-     * attends the position after each selected one. */
+     * attends the position after each selected one. predictor_keys is the projected keys' type:
+     * SIFT_F16 (the default), SIFT_F32, or SIFT_I8 (int8 with a scale per token and KV head). */
     const sift_predictor *predictor;
     int predict_interval;
     int neighbor_fetch;
+    sift_dtype predictor_keys;
 } sift_session_config;
 
 /* Defaults: n_ctx 0, f16 cache, DENSE, S 128, W 512, k 2048, chunk 512, one sequence, pages of
- * 256 tokens, Selection Cache theta 0.9, no extrapolation, dense prefill. */
+ * 256 tokens, Selection Cache theta 0.9, no extrapolation, dense prefill, no predictor (f16
+ * projected keys when one is given). */
 SIFT_API sift_session_config sift_session_config_default(void);
 SIFT_API sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, sift_session **out);
 SIFT_API void sift_session_destroy(sift_session *s);

@@ -108,6 +108,35 @@ sift "${E[@]}" --policies dense --skip 5
 expect_rc 1 "eval --skip 5"
 expect_in err "after --skip 5" "eval --skip 5"
 
+# TokenButler's options: a missing predictor, a bad interval, a file that is no predictor
+RB=(run -m "$RMODEL" --backend cpu -p "#ABC:123;" -n 2)
+sift "${RB[@]}" --policy butler
+expect_rc 2 "run --policy butler without --predictor"
+expect_in err "sift run: the butler policy needs --predictor FILE" "run --policy butler without --predictor"
+sift "${RB[@]}" --policy butler --predictor random --predict-interval 0
+expect_rc 2 "run --predict-interval 0"
+expect_in err "--predict-interval needs a number of steps in 1 .. 1024" "run --predict-interval 0"
+sift "${RB[@]}" --policy butler --predictor "$RMODEL"
+expect_rc 1 "run --predictor (a model, not a predictor)"
+expect_in err "not a TokenButler predictor" "run --predictor (a model, not a predictor)"
+no_empty_message "run --predictor (a model)"
+sift "${RB[@]}" --policy butler --predictor random --predict-interval 4 --neighbor-fetch --sink 1 --window 2 --budget 2
+expect_rc 0 "run --policy butler --predictor random"
+expect_in err "its keys take" "run --predictor: the banner reports the projected keys' memory"
+sift eval -m "$RMODEL" --backend cpu --retrieval "$T/r.txt" --sink 1 --window 2 --budgets 2 --length 19 --policies butler:i4:nf
+expect_rc 2 "eval butler without --predictor"
+expect_in err "the butler policy needs --predictor FILE" "eval butler without --predictor"
+sift eval -m "$RMODEL" --backend cpu --retrieval "$T/r.txt" --sink 1 --window 2 --budgets 2 --length 19 --predictor random --policies butler,butler:i4:nf
+expect_rc 0 "eval --predictor random"
+expect_in out "butler:i4:nf " "eval: the variant's row"
+# tokenize: one id per character of the retrieval model's vocabulary, BOS first
+printf '#ABC:1;' > "$T/tok.txt"
+sift tokenize -m "$RMODEL" -f "$T/tok.txt"
+expect_rc 0 "tokenize"
+expect_eq "$(wc -w < "$T/out")" 8 "tokenize: BOS and 7 characters"
+sift tokenize -m "$RMODEL" -f "$T/tok.txt" --no-bos
+expect_eq "$(wc -w < "$T/out")" 7 "tokenize --no-bos"
+
 # ---- stories260K ---------------------------------------------------------------------------------
 if [ ! -f "$M" ]; then
     # ---- sift demo: the retrieval model and its test set, found through the source tree -------------
@@ -200,7 +229,7 @@ expect_rc 0 "run --page-size 16"
 expect_in err "pages of 16)" "run --page-size 16: the banner"
 sift "${R[@]}" --policy nonsense
 expect_rc 2 "run --policy nonsense"
-expect_in err "--policy needs one of dense, tokenselect (or select), streaming, h2o, snapkv, quest, oracle; not 'nonsense'" "run --policy nonsense"
+expect_in err "--policy needs one of dense, tokenselect (or select), streaming, h2o, snapkv, quest, oracle, butler; not 'nonsense'" "run --policy nonsense"
 sift "${R[@]}" --budget -1 -n 2
 expect_rc 0 "run --budget -1 (dense)"
 sift "${R[@]}" --budget -1 --policy streaming -n 2

@@ -223,15 +223,23 @@ out:
 static void policies(const model_run *t)
 {
     float *a = malloc(NV * sizeof(float));
+    sift_predictor *pred = NULL; /* butler's: random weights, what it selects does not matter here */
     for (int p = 0; p < SIFT_POLICY_COUNT; p++) {
         sift_session_config c = base_config(256);
         c.policy = (sift_policy)p;
         char what[96];
         snprintf(what, sizeof what, "policy %s: 80 + 10 steps, finite logits", sift_policy_name((sift_policy)p));
+        if (p == SIFT_POLICY_BUTLER) {
+            RUN_OK(sift_predictor_random(t->m, 16, 3, &pred), "a random predictor");
+            c.predictor = pred;
+            c.predict_interval = 2;
+            c.neighbor_fetch = 1;
+        }
         RUN_OK(run(t, &c, 0, 80, 10, a, NULL), what);
         check(all_finite(a, NV), t->name, t->bname, what, 0.0);
     }
 out:
+    sift_predictor_destroy(pred);
     free(a);
 }
 

@@ -26,12 +26,17 @@ typedef struct cli_butler {
     const char *predictor; /* --predictor FILE, or "random" (a random predictor, for timing) */
     int64_t interval;      /* --predict-interval I (default 1) */
     bool neighbor_fetch;   /* --neighbor-fetch */
+    sift_dtype keys;       /* --butler-keys f16|int8 (0 = f32 is never chosen: see cli_butler_keys) */
 } cli_butler;
+/* The projected keys' type b asks for (f16 unless --butler-keys int8). */
+static inline sift_dtype cli_butler_keys(const cli_butler *b) { return b->keys == SIFT_I8 ? SIFT_I8 : SIFT_F16; }
 #define CLI_BUTLER_HELP                                                                                       \
     "  --predictor FILE   TokenButler's predictor for this model (GGUF, made by tools/butler/train.py);\n"    \
     "                     'random' makes a random one (for timing only); the butler policy needs it\n"      \
     "  --predict-interval I  butler: recompute the index lists every I-th decode step (default 1)\n"       \
-    "  --neighbor-fetch   butler: also attend the token after each selected one\n"
+    "  --neighbor-fetch   butler: also attend the token after each selected one\n"                           \
+    "  --butler-keys f16|int8  butler: the projected keys' type (default f16; int8 keeps a scale per\n"     \
+    "                     token and KV head)\n"
 /* argv[*i] as one of TokenButler's options: 1 when it is one (*i then at its last word), 0 when it
  * is not, -1 after printing why its value is wrong. */
 int cli_parse_butler(const char *who, int argc, char **argv, int *i, cli_butler *b);

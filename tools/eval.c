@@ -29,6 +29,7 @@ typedef struct {
     bool extrapolated[32]; /* the policy runs with keys cached before RoPE */
     int interval[32];      /* butler: its prediction interval */
     bool neighbors[32];    /* butler: with neighbour fetch */
+    bool int8_keys[32];    /* butler: int8 projected keys (a session of its own) */
     int n_policies;
     cli_butler butler;
     sift_predictor *predictor;
@@ -116,6 +117,7 @@ static bool parse_policies(const char *s, eval_options *o)
         if (o->n_policies == (int)(sizeof o->policies / sizeof o->policies[0])) return false;
         o->interval[o->n_policies] = 1;
         o->neighbors[o->n_policies] = false;
+        o->int8_keys[o->n_policies] = false;
         if (!strncmp(tok, "butler:", 7)) { /* butler's variants: :iN, :nf */
             for (char *opt = tok + 6; opt && *opt == ':';) {
                 char *next = strchr(opt + 1, ':');
@@ -123,6 +125,7 @@ static bool parse_policies(const char *s, eval_options *o)
                 long long iv = 0;
                 char *end = NULL;
                 if (!strcmp(opt + 1, "nf")) o->neighbors[o->n_policies] = true;
+                else if (!strcmp(opt + 1, "int8")) o->int8_keys[o->n_policies] = true;
                 else if (opt[1] == 'i' && (iv = strtoll(opt + 2, &end, 10)) >= 1 && iv <= 1024 && end && !*end)
                     o->interval[o->n_policies] = (int)iv;
                 else return false;
@@ -211,20 +214,23 @@ static sift_session_config session_config(const eval_options *o, int64_t n_ctx, 
     cfg.extrapolate = extrapolate;
     cfg.policy = extrapolate ? SIFT_POLICY_TOKENSELECT : SIFT_POLICY_DENSE;
     cfg.predictor = extrapolate ? NULL : o->predictor;
+    cfg.predictor_keys = cli_butler_keys(&o->butler);
     return cfg;
 }
 
-/* The session a policy runs in: the shared one (prefilled densely once), or for an extrapolated
- * policy a session of its own, keys cached before RoPE, prefilled token by token to `from`
- * (replacing the previous one in *own). */
+/* The session a policy runs in: the shared one (prefilled densely once), or a session of its own
+ * prefilled to `from` (replacing the previous one in *own): for an extrapolated policy, keys
+ * cached before RoPE and prefilled token by token; for butler with int8 keys, its projected keys
+ * cached in int8. */
 static sift_status session_for(const eval_options *o, int pi, int64_t k, sift_model *m, sift_session *shared,
                                const int32_t *ids, int64_t n_ctx, int64_t from, sift_session **own, sift_session **out)
 {
     *out = shared;
-    if (!o->extrapolated[pi]) return SIFT_OK;
+    if (!o->extrapolated[pi] && !o->int8_keys[pi]) return SIFT_OK;
     sift_session_destroy(*own);
     *own = NULL;
-    sift_session_config xc = session_config(o, n_ctx, true);
+    sift_session_config xc = session_config(o, n_ctx, o->extrapolated[pi]);
+    if (o->int8_keys[pi]) xc.predictor_keys = SIFT_I8;
     xc.policy = o->policies[pi];
     xc.budget = k;
     sift_status st = sift_session_create(m, &xc, own);
@@ -265,8 +271,8 @@ static const char *policy_label(const eval_options *o, int i, char *buf, size_t 
 {
     char iv[16] = "";
     if (o->interval[i] > 1) snprintf(iv, sizeof iv, ":i%d", o->interval[i]);
-    snprintf(buf, len, "%s%s%s%s", sift_policy_name(o->policies[i]), o->extrapolated[i] ? "+x" : "", iv,
-             o->neighbors[i] ? ":nf" : "");
+    snprintf(buf, len, "%s%s%s%s%s", sift_policy_name(o->policies[i]), o->extrapolated[i] ? "+x" : "", iv,
+             o->neighbors[i] ? ":nf" : "", o->int8_keys[i] ? ":int8" : "");
     return buf;
 }
 

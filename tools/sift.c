@@ -148,13 +148,19 @@ int cli_parse_butler(const char *who, int argc, char **argv, int *i, cli_butler 
         b->neighbor_fetch = true;
         return 1;
     }
-    if (strcmp(a, "--predictor") != 0 && strcmp(a, "--predict-interval") != 0) return 0;
+    if (strcmp(a, "--predictor") != 0 && strcmp(a, "--predict-interval") != 0 && strcmp(a, "--butler-keys") != 0) return 0;
     if (!val) {
         fprintf(stderr, "%s: %s needs a value\n", who, a);
         return -1;
     }
     if (!strcmp(a, "--predictor")) {
         b->predictor = val;
+    } else if (!strcmp(a, "--butler-keys")) {
+        if (strcmp(val, "f16") != 0 && strcmp(val, "int8") != 0) {
+            fprintf(stderr, "%s: --butler-keys needs f16 or int8, not '%s'\n", who, val);
+            return -1;
+        }
+        b->keys = !strcmp(val, "int8") ? SIFT_I8 : SIFT_F16;
     } else if (!cli_parse_i64(val, &b->interval) || b->interval < 1 || b->interval > 1024) {
         fprintf(stderr, "%s: --predict-interval needs a number of steps in 1 .. 1024 (1, 2, 4, 8, 16 are usual), not '%s'\n",
                 who, val);
@@ -518,13 +524,15 @@ bool cli_parse_sel_cache(const char *val, float *out)
     return true;
 }
 
-/* The Selection Cache's hit rate per layer and overall, where it ran. */
-static void print_sel_cache(const sift_session *session, int n_layers, const char *who)
+/* The Selection Cache's hit rate per layer and overall, where it ran (under butler: the steps
+ * whose lists the prediction interval reused). */
+static void print_sel_cache(const sift_session *session, int n_layers, const char *who, bool butler)
 {
     int64_t hits = 0, steps = 0;
     if (sift_session_sel_cache_stats(session, -1, &hits, &steps) != SIFT_OK || steps == 0) return;
-    fprintf(stderr, "%s: Selection Cache hits %lld of %lld layer-steps (%.1f%%); per layer:", who, (long long)hits,
-            (long long)steps, 100.0 * (double)hits / (double)steps);
+    fprintf(stderr, "%s: %s %lld of %lld layer-steps (%.1f%%); per layer:", who,
+            butler ? "lists reused (prediction interval)" : "Selection Cache hits", (long long)hits, (long long)steps,
+            100.0 * (double)hits / (double)steps);
     for (int l = 0; l < n_layers; l++) {
         int64_t h = 0, n = 0;
         if (sift_session_sel_cache_stats(session, l, &h, &n) == SIFT_OK && n > 0)
@@ -761,6 +769,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
     cfg.predictor = predictor;
     cfg.predict_interval = (int)butler.interval;
     cfg.neighbor_fetch = butler.neighbor_fetch;
+    cfg.predictor_keys = cli_butler_keys(&butler);
     if ((s = sift_session_create(model, &cfg, &session)) != SIFT_OK) goto done;
     /* the prompt's tokens, and in logits mode the greedy ones after them: never more than fit */
     const size_t room = (size_t)(n_predict < n_ctx ? n_predict : n_ctx);
@@ -795,9 +804,10 @@ static int run_model(int argc, char **argv, bool logits_mode)
             sift_predictor_info pi;
             sift_predictor_get_info(predictor, &pi);
             fprintf(stderr, "sift run: predictor %s: d' = %d, producers every %d layers, %.2f M parameters (%.2f%% of the "
-                            "model); its keys take %.1f MB (f16)%s\n",
+                            "model); its keys take %.1f MB (%s)%s\n",
                     butler.predictor, pi.key_dim, pi.producer_stride, (double)pi.n_params / 1e6, 100.0 * pi.overhead,
                     (double)sift_session_predictor_key_bytes(session) / 1e6,
+                    cli_butler_keys(&butler) == SIFT_I8 ? "int8 with a scale per token" : "f16",
                     policy == SIFT_POLICY_BUTLER ? "" : " (loaded, but the policy is not butler)");
         }
     }
@@ -857,7 +867,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
                 n_prompt, t_prefill, t_prefill > 0 ? (double)n_prompt / t_prefill : 0.0, (long long)generated, t_decode,
                 t_decode > 0 ? (double)(generated > 0 ? generated - 1 : 0) / t_decode : 0.0,
                 (double)sift_session_kv_used_bytes(session) / 1e6);
-        print_sel_cache(session, info.n_layers, "sift run");
+        print_sel_cache(session, info.n_layers, "sift run", policy == SIFT_POLICY_BUTLER);
     }
 done:
     if (s != SIFT_OK && !reported) {
@@ -984,6 +994,7 @@ static int bench_decode(int argc, char **argv)
             cfg.predictor = mode == 3 ? predictor : NULL;
             cfg.predict_interval = (int)butler.interval;
             cfg.neighbor_fetch = butler.neighbor_fetch;
+            cfg.predictor_keys = cli_butler_keys(&butler);
             cfg.sink = sink;
             cfg.window = window;
             cfg.budget = budget;

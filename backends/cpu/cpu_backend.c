@@ -161,16 +161,22 @@ int64_t cpu_kv_offset(const sift_tensor *t, int64_t g, int64_t pos)
     return row < 0 ? -1 : g * t->stride[0] + row * t->stride[1];
 }
 
-/* Reads row `pos` of KV head `g` as f32; false (and zeros) where the row is absent. */
+/* Reads row `pos` of KV head `g` as f32; false (and zeros) where the row is absent. A row of an
+ * i8 cache is D - 4 values: q[i] * m / 127, with m in its last 4 bytes. */
 static bool kv_row(const sift_tensor *t, int64_t g, int64_t pos, float *dst)
 {
-    const int64_t d = t->shape[2];
+    const int64_t d = t->dtype == SIFT_I8 ? t->shape[2] - 4 : t->shape[2];
     const int64_t off = cpu_kv_offset(t, g, pos);
     if (off < 0) {
         memset(dst, 0, (size_t)d * sizeof(float));
         return false;
     }
-    if (t->dtype == SIFT_F32) {
+    if (t->dtype == SIFT_I8) {
+        const int8_t *qv = (const int8_t *)cpu_data(t) + off;
+        float m;
+        memcpy(&m, qv + d, sizeof m);
+        for (int64_t i = 0; i < d; i++) dst[i] = (float)qv[i] * (m / 127.0f);
+    } else if (t->dtype == SIFT_F32) {
         memcpy(dst, (const float *)cpu_data(t) + off, (size_t)d * sizeof(float));
     } else {
         const uint16_t *h = (const uint16_t *)cpu_data(t) + off;

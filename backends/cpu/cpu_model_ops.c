@@ -148,6 +148,19 @@ sift_status cpu_silu(cpu_backend *be, const sift_node *n)
     return SIFT_OK;
 }
 
+/* One key row quantized for an i8 cache: q[i] = x[i] * 127 / m rounded half away from zero,
+ * m = max |x[i]| stored after them (f32). */
+static void cpu_quantize_row(const float *x, int64_t d, int8_t *dst)
+{
+    float m = 0.0f;
+    for (int64_t i = 0; i < d; i++) m = fmaxf(m, fabsf(x[i]));
+    for (int64_t i = 0; i < d; i++) {
+        const float r = m > 0.0f ? roundf(x[i] * 127.0f / m) : 0.0f;
+        dst[i] = (int8_t)fminf(fmaxf(r, -127.0f), 127.0f);
+    }
+    memcpy(dst + d, &m, sizeof m);
+}
+
 sift_status cpu_kv_write(cpu_backend *be, const sift_node *n)
 {
     (void)be;
@@ -158,6 +171,10 @@ sift_status cpu_kv_write(cpu_backend *be, const sift_node *n)
             const float *s = (const float *)cpu_data(src) + (t * heads + h) * d;
             const int64_t off = cpu_kv_offset(cache, h, n->p.pos0 + t);
             if (off < 0) continue; /* a row without a page is never written */
+            if (cache->dtype == SIFT_I8) {
+                cpu_quantize_row(s, d, (int8_t *)cpu_data(cache) + off);
+                continue;
+            }
             if (cache->dtype == SIFT_F32)
                 memcpy((float *)cpu_data(cache) + off, s, (size_t)d * sizeof(float));
             else

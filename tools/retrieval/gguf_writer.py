@@ -1,7 +1,9 @@
 """A minimal GGUF v3 writer and reader (Python stdlib only).
 
 Enough of the format for sift's loader (engine/gguf.c): scalar, string and array metadata, and
-tensors of type F32 or F16 whose data the caller hands over as little-endian bytes.
+tensors of type F32 or F16 whose data the caller hands over as little-endian bytes. The reader also
+sizes BF16, Q8_0 and Q4_0 tensors (handing their raw bytes over, undecoded), so that it can open
+any model sift runs; tools/butler/teacher.py dequantizes them.
 
 Layout written: "GGUF", version 3 (u32), tensor count (u64), metadata count (u64), the metadata
 (key string, value type u32, value), the tensor infos (name, n_dims u32, dims u64 each with the
@@ -26,6 +28,24 @@ _SCALAR_FMT = {T_U8: "<B", T_I8: "<b", T_U16: "<H", T_I16: "<h", T_U32: "<I", T_
 # Tensor types (ggml's ids) and their bytes per element.
 GGML_F32, GGML_F16 = 0, 1
 _ELEM_BYTES = {GGML_F32: 4, GGML_F16: 2}
+# Types the reader can size, as (elements per block, bytes per block): ggml's Q4_0 is an f16 scale
+# and 16 bytes of nibbles per 32 values, Q8_0 an f16 scale and 32 int8.
+GGML_Q4_0, GGML_Q8_0, GGML_BF16 = 2, 8, 30
+READ_BLOCKS = {GGML_F32: (1, 4), GGML_F16: (1, 2), GGML_BF16: (1, 2), GGML_Q8_0: (32, 34), GGML_Q4_0: (32, 18)}
+TYPE_NAMES = {GGML_F32: "F32", GGML_F16: "F16", GGML_BF16: "BF16", GGML_Q8_0: "Q8_0", GGML_Q4_0: "Q4_0"}
+
+
+def tensor_nbytes(dims, ggml_type):
+    """Bytes of a tensor's data in the file (rows of a block type are whole blocks)."""
+    if ggml_type not in READ_BLOCKS:
+        raise ValueError("tensor type %d is not one sift runs" % ggml_type)
+    per_block, block_bytes = READ_BLOCKS[ggml_type]
+    n = 1
+    for d in dims:
+        n *= d
+    if dims and dims[0] % per_block:
+        raise ValueError("rows of %d values do not fill %s blocks of %d" % (dims[0], TYPE_NAMES[ggml_type], per_block))
+    return n // per_block * block_bytes
 
 
 def _str_bytes(s):
@@ -79,16 +99,23 @@ class GGUFWriter:
             body = struct.pack("<%d%s" % (len(values), fmt[1]), *values)
         self._add(key, T_ARRAY, head + body)
 
+    def add_value(self, key, vtype, value, elem_type=None):
+        """Any metadata value by its GGUF type (elem_type for arrays): what copying a file needs."""
+        if vtype == T_STRING:
+            self.add_string(key, value)
+        elif vtype == T_ARRAY:
+            self.add_array(key, elem_type, value)
+        else:
+            self._add(key, vtype, struct.pack(_SCALAR_FMT[vtype], value))
+
     # ---- tensors --------------------------------------------------------------------------------
     def add_tensor(self, name, dims, ggml_type, data):
         """dims in GGUF order: the row length (the fastest-varying index) first. A PyTorch tensor of
-        shape (out, in) in row-major order has GGUF dims [in, out]."""
-        if ggml_type not in _ELEM_BYTES:
+        shape (out, in) in row-major order has GGUF dims [in, out]. F32 and F16 for what this
+        project makes; BF16, Q8_0 and Q4_0 bytes are taken as they are (for copying a model)."""
+        if ggml_type not in READ_BLOCKS:
             raise ValueError("tensor %s: type %d not supported by this writer" % (name, ggml_type))
-        n = 1
-        for d in dims:
-            n *= d
-        if len(data) != n * _ELEM_BYTES[ggml_type]:
+        if len(data) != tensor_nbytes(dims, ggml_type):
             raise ValueError("tensor %s: %d bytes for dims %s of type %d" % (name, len(data), dims, ggml_type))
         if any(t[0] == name for t in self._tensors):
             raise ValueError("tensor %r added twice" % name)
@@ -131,11 +158,21 @@ def f16_bytes(values):
 # ---- reader (for checks: the trainer reads its own export back, the tests read what they wrote) ----
 
 class GGUFFile:
-    """A parsed GGUF file: .metadata (key -> Python value), .tensors (name -> (dims, type, bytes))."""
+    """A parsed GGUF file: .metadata (key -> Python value), .tensors (name -> (dims, type, bytes)),
+    in the order of the file's tensor-info table.
 
-    def __init__(self, path):
-        with open(path, "rb") as f:
-            self.raw = f.read()
+    use_mmap: map the file instead of reading it, the tensors' data then being memoryviews into the
+    map (no copy: what a multi-GB model needs); they stay valid while this object lives."""
+
+    def __init__(self, path, use_mmap=False):
+        if use_mmap:
+            import mmap
+            with open(path, "rb") as f:
+                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            self.raw = memoryview(self._map)
+        else:
+            with open(path, "rb") as f:
+                self.raw = f.read()
         self.pos = 0
         if self._take(4) != GGUF_MAGIC:
             raise ValueError("%s: not a GGUF file" % path)
@@ -144,10 +181,13 @@ class GGUFFile:
             raise ValueError("%s: GGUF version %d" % (path, version))
         self.metadata = {}
         self.types = {}
+        self.array_types = {}  # key -> element type, for the arrays
         for _ in range(n_kv):
             key = self._string()
             (vtype,) = self._unpack("<I")
             self.types[key] = vtype
+            if vtype == T_ARRAY:
+                self.array_types[key] = struct.unpack("<I", bytes(self.raw[self.pos:self.pos + 4]))[0]
             self.metadata[key] = self._value(vtype)
         alignment = self.metadata.get("general.alignment", DEFAULT_ALIGNMENT)
         infos = []
@@ -162,17 +202,14 @@ class GGUFFile:
         for name, dims, ggml_type, offset in infos:
             if offset % alignment:
                 raise ValueError("tensor %s: offset %d not aligned" % (name, offset))
-            n = 1
-            for d in dims:
-                n *= d
             start = data_start + offset
-            end = start + n * _ELEM_BYTES[ggml_type]
+            end = start + tensor_nbytes(dims, ggml_type)
             if end > len(self.raw):
                 raise ValueError("tensor %s runs past the end of the file" % name)
             self.tensors[name] = (dims, ggml_type, self.raw[start:end])
 
     def _take(self, n):
-        b = self.raw[self.pos:self.pos + n]
+        b = bytes(self.raw[self.pos:self.pos + n])
         if len(b) != n:
             raise ValueError("truncated GGUF")
         self.pos += n
@@ -195,8 +232,11 @@ class GGUFFile:
         return v
 
     def tensor_values(self, name):
-        """A tensor's elements as a flat list of Python floats (row-major, row length = dims[0])."""
+        """A tensor's elements as a flat list of Python floats (row-major, row length = dims[0]).
+        F32 and F16 only."""
         dims, ggml_type, data = self.tensors[name]
+        if ggml_type not in _ELEM_BYTES:
+            raise ValueError("tensor %s: tensor_values reads F32 and F16 only, not %s" % (name, TYPE_NAMES[ggml_type]))
         n = len(data) // _ELEM_BYTES[ggml_type]
         return list(struct.unpack("<%d%s" % (n, "f" if ggml_type == GGML_F32 else "e"), data))
 
