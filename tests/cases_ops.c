@@ -1114,8 +1114,98 @@ static void int8_keys_check(const conf_case *cc, const backend *ref, const backe
     free(u[0]), free(u[1]), free(u[2]), free(q), free(x);
 }
 
+/* int8 keys at other shapes (head dimensions 8..128, MHA to MQA, flat and paged caches, rows of
+ * zeros, kv_write at pos0 > 0): the cache bytes each backend writes against the CPU's (m bit for bit;
+ * a q byte may differ by one where its division rounds a .5 tie the other way), and the votes of
+ * score_max over them against the CPU's. */
+typedef struct {
+    int hq, hkv, d;
+    int64_t n, page, begin, end;
+} int8_case;
+
+static void int8_rows_check(const conf_case *cc, const backend *ref, const backend *dut)
+{
+    const int8_case *e = cc->params;
+    const int hq = e->hq, hkv = e->hkv, d = e->d;
+    const int64_t n = e->n, page = e->page, pages = page ? (n + page - 1) / page : 0, ncap = page ? pages * page : n;
+    const int64_t m = e->end - e->begin, t1 = n / 3, rb = d + 4;
+    const int64_t qs[2] = {hq, d}, s1[3] = {t1, hkv, d}, s2[3] = {n - t1, hkv, d};
+    const float scale = 0.125f;
+    float *q = malloc((size_t)(hq * d) * 4), *x = malloc((size_t)(n * hkv * d) * 4);
+    for (int64_t i = 0; i < hq * d; i++) q[i] = 2.0f * rng_uniform() - 1.0f;
+    for (int64_t r = 0; r < n * hkv; r++)
+        for (int i = 0; i < d; i++) /* every 11th row all zeros (m = 0), the others of mixed range */
+            x[r * d + i] = r % 11 == 5 ? 0.0f : (2.0f * rng_uniform() - 1.0f) * (float)(1 + r % 5) * 0.5f;
+    int32_t *table = malloc((size_t)(pages ? pages : 1) * 4);
+    for (int64_t p = 0; p < pages; p++) table[p] = (int32_t)((p * 7 + 3) % pages); /* a permutation: 7 and the page counts are coprime */
+    float *u[2];
+    unsigned char *bytes[2];
+    const backend *runs[2] = {ref, dut};
+    for (int c = 0; c < 2; c++) {
+        sift_context *ctx = runs[c]->ctx;
+        sift_tensor *qt = NULL, *x1 = NULL, *x2 = NULL, *tt = NULL, *pool = NULL, *view = NULL, *ut = NULL;
+        sift_graph *g = NULL;
+        TRY(sift_tensor_create(ctx, SIFT_F32, 2, qs, &qt));
+        TRY(sift_tensor_write(qt, 0, q, (size_t)(hq * d) * 4));
+        TRY(sift_tensor_create(ctx, SIFT_F32, 3, s1, &x1));
+        TRY(sift_tensor_write(x1, 0, x, (size_t)(t1 * hkv * d) * 4));
+        TRY(sift_tensor_create(ctx, SIFT_F32, 3, s2, &x2));
+        TRY(sift_tensor_write(x2, 0, x + t1 * hkv * d, (size_t)((n - t1) * hkv * d) * 4));
+        TRY(sift_tensor_create(ctx, SIFT_I8, 3, (int64_t[]){hkv, ncap, rb}, &pool));
+        if (page) {
+            const int64_t ps[1] = {pages};
+            TRY(sift_tensor_create(ctx, SIFT_I32, 1, ps, &tt));
+            TRY(sift_tensor_write(tt, 0, table, (size_t)pages * 4));
+            TRY(sift_tensor_paged_view(pool, tt, page, &view));
+        }
+        sift_tensor *cache = page ? view : pool;
+        TRY(sift_tensor_create(ctx, SIFT_F32, 2, (int64_t[]){hkv, m}, &ut));
+        TRY(sift_graph_create(ctx, &g));
+        TRY(sift_op_kv_write(g, x1, 0, cache));
+        TRY(sift_op_kv_write(g, x2, t1, cache));
+        TRY(sift_op_score_max(g, qt, cache, e->begin, e->end, scale, ut));
+        TRY(compute_checked(g));
+        u[c] = malloc((size_t)(hkv * m) * 4);
+        TRY(sift_tensor_read(ut, 0, u[c], (size_t)(hkv * m) * 4));
+        bytes[c] = malloc((size_t)(hkv * ncap * rb));
+        TRY(sift_tensor_read(pool, 0, bytes[c], (size_t)(hkv * ncap * rb)));
+        sift_graph_destroy(g);
+        if (view) sift_tensor_destroy(view);
+        sift_tensor_destroy(pool), sift_tensor_destroy(ut), sift_tensor_destroy(x1), sift_tensor_destroy(x2), sift_tensor_destroy(qt);
+        if (tt) sift_tensor_destroy(tt);
+    }
+    /* the rows written: logical positions 0 .. n - 1 of every KV head */
+    int64_t off_by_one = 0, worse = 0, m_bits = 0;
+    for (int64_t g = 0; g < hkv; g++)
+        for (int64_t pos = 0; pos < n; pos++) {
+            const int64_t row = page ? (int64_t)table[pos / page] * page + pos % page : pos;
+            const unsigned char *a = bytes[0] + (g * ncap + row) * rb, *b = bytes[1] + (g * ncap + row) * rb;
+            for (int i = 0; i < d; i++) {
+                const int diff = abs((int)(signed char)a[i] - (int)(signed char)b[i]);
+                off_by_one += diff == 1;
+                worse += diff > 1;
+            }
+            m_bits += memcmp(a + d, b + d, 4) != 0;
+        }
+    report(cc->name, running_backend, "scales differing", (double)m_bits, 0, m_bits == 0);
+    report(cc->name, running_backend, "q off by > 1", (double)worse, 0, worse == 0);
+    const double ties = (double)(hkv * n * d) / 1000.0;
+    report(cc->name, running_backend, "q off by 1", (double)off_by_one, ties, (double)off_by_one <= ties);
+    check("int8 rows: votes against the CPU's", u[0], u[1], (size_t)(hkv * m), 1e-6);
+    free(u[0]), free(u[1]), free(bytes[0]), free(bytes[1]), free(table), free(q), free(x);
+}
+
 static void add_butler_cases(void)
 {
+    const int8_case i8s[] = {{32, 8, 16, 1000, 0, 0, 1000},    {8, 8, 8, 700, 64, 3, 650},     {12, 4, 24, 999, 0, 1, 998},
+                             {32, 1, 32, 600, 128, 10, 590}, {16, 4, 64, 513, 32, 0, 513},   {8, 2, 72, 300, 0, 7, 300},
+                             {32, 8, 128, 768, 256, 100, 768}, {4, 4, 120, 257, 0, 0, 257}};
+    for (size_t i = 0; i < sizeof i8s / sizeof i8s[0]; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "int8    rows H=%d/%d D=%d N=%lld [%lld, %lld) page=%lld", i8s[i].hq, i8s[i].hkv, i8s[i].d,
+                 (long long)i8s[i].n, (long long)i8s[i].begin, (long long)i8s[i].end, (long long)i8s[i].page);
+        registry_add("ops", name, int8_rows_check, NULL, &i8s[i], sizeof i8s[i]);
+    }
     registry_add("ops", "int8    kv_write into i8 rows, score_max over them (within the bound)", int8_keys_check, NULL, NULL, 0);
     registry_add("ops", "prop    score_max == score + vote max, paged d'=16", score_max_property, NULL, NULL, 0);
     registry_add("ops", "hand    neighbor_fetch two lists", handmade_neighbors, NULL, NULL, 0);

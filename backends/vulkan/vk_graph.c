@@ -400,6 +400,7 @@ static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t queries, bo
 
 static void row_spec(const rowcfg *c, uint32_t d, bool f16, bool aligned, bool dense, uint32_t rope, uint32_t spec[VK_NSPEC])
 {
+    for (int i = 0; i < VK_NSPEC; i++) spec[i] = 0; /* the constants this kernel leaves alone: part of the pipeline key */
     spec[VK_SC_ROPE] = rope;
     spec[VK_SC_WGS] = c->wgs;
     spec[VK_SC_D] = d;
@@ -426,10 +427,13 @@ static sift_status skip_flag(const sift_node *n, uint64_t *out)
 /* score_max on short rows (D <= 32 by default: TokenButler's d' = 16 keys), score_max.comp: one
  * invocation per K row, the group's G queries staged once per workgroup in shared memory (G * D
  * floats), workgroups of 256 consecutive positions of one KV head, grid (position tiles, KV heads).
- * Each invocation moves its row (D * 2 or D * 4 bytes: 32 at d' = 16 in f16) and writes 4 bytes.
- * One tile per workgroup unless the grid limit (or SIFT_VULKAN_TUNE=groups) caps the tiles; the
- * workgroups then stride over them. Returns false (nothing planned) where the kernel does not fit:
- * D above the limit, or the queries beyond a quarter of the shared memory (a huge group). */
+ * Each invocation moves its row (D * 2 or D * 4 bytes: 32 at d' = 16 in f16; an int8 cache D + 4:
+ * 20) and writes 4 bytes. One tile per workgroup unless the grid limit (or SIFT_VULKAN_TUNE=groups)
+ * caps the tiles; the workgroups then stride over them. Returns false (nothing planned) where the
+ * kernel does not fit: D above the limit, or the queries beyond a quarter of the shared memory (a
+ * huge group). An int8 cache (rows [Hkv][Ncap][D + 4], sift_dtype_size(SIFT_I8) = 1) runs here at
+ * every D and ignores smax_stream (score.comp has no int8 rows); its queries may fill the shared
+ * memory, and past that the node is refused. */
 static bool plan_score_max_stream(plan *pl, const sift_node *n, sift_status *st)
 {
     const vkb *be = pl->be;
@@ -437,7 +441,18 @@ static bool plan_score_max_stream(plan *pl, const sift_node *n, sift_status *st)
     const uint32_t hq = (uint32_t)q->shape[0], hkv = (uint32_t)k->shape[0], d = (uint32_t)q->shape[1];
     const uint32_t group = hq / hkv, m = (uint32_t)(n->p.end - n->p.begin);
     const uint32_t dmax = be->tune.smax_stream ? be->tune.smax_stream : 32u;
-    if (d > dmax || (uint64_t)group * d * 4 > be->max_shared / 4) return false;
+    const bool i8 = k->dtype == SIFT_I8;
+    if (i8) {
+        if ((uint64_t)group * d * 4 > be->max_shared) {
+            *st = sift_set_error(SIFT_E_UNSUPPORTED,
+                                 "vulkan: score_max: %u queries of %u values per KV head exceed the shared memory "
+                                 "(%u bytes) of the int8 kernel",
+                                 group, d, be->max_shared);
+            return true;
+        }
+    } else if (d > dmax || (uint64_t)group * d * 4 > be->max_shared / 4) {
+        return false;
+    }
     const bool f16 = vk_tensor_is_f16(k);
     const uint32_t wgs = max_u32(be->tune.score_wgs ? be->tune.score_wgs : 256u, be->subgroup);
     push_score ps = {.begin = (uint32_t)n->p.begin, .m = m, .group = group, .tiles = ceil_div(m, wgs), .scale = n->p.scale};
@@ -446,12 +461,18 @@ static bool plan_score_max_stream(plan *pl, const sift_node *n, sift_status *st)
     spec[VK_SC_D] = d;
     spec[VK_SC_F16] = f16;
     spec[VK_SC_GH] = group;
-    spec[VK_SC_ALIGNED] = vk_rows_aligned(k);
+    spec[VK_SC_ALIGNED] = !i8 && vk_rows_aligned(k);
+    spec[VK_SC_I8] = i8;
     uint32_t gx = min_u32(ps.tiles, be->max_groups[0]);
     if (be->tune.groups) gx = min_u32(gx, max_u32(1, be->tune.groups / hkv));
     if ((*st = vk_tensor_ref(q, &ps.q)) != SIFT_OK || (*st = vk_kv_ref(k, &ps.k)) != SIFT_OK ||
         (*st = vk_tensor_ref(n->dst, &ps.s)) != SIFT_OK || (*st = skip_flag(n, &ps.skip)) != SIFT_OK)
         return true;
+    if (i8 && (ps.k.t.meta & 3u) != 0) { /* rows are read as 32-bit words */
+        *st = sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: score_max: the i8 cache '%s' does not start on a 4-byte boundary",
+                             k->name);
+        return true;
+    }
     *st = dispatch(pl, VK_K_SCORE_MAX, spec, &ps, sizeof ps, gx, hkv, 1);
     return true;
 }
@@ -769,10 +790,19 @@ static const vk_planner planners[SIFT_OP_COUNT] = {
     [SIFT_OP_SCORE_MAX] = plan_score,
 };
 
+/* int8 tensors (quantized key rows, SIFT_I8) only where the engine takes them: kv_write's cache and
+ * score_max's k. */
+static bool i8_where_allowed(const sift_node *n)
+{
+    for (int i = 0; i < n->n_src; i++)
+        if (n->src[i] && n->src[i]->dtype == SIFT_I8 && !(n->op == SIFT_OP_SCORE_MAX && i == 1)) return false;
+    return !n->dst || n->dst->dtype != SIFT_I8 || n->op == SIFT_OP_KV_WRITE;
+}
+
 bool vk_supports_op(void *be, const sift_node *n)
 {
     (void)be;
-    return planners[n->op] != NULL;
+    return planners[n->op] != NULL && i8_where_allowed(n);
 }
 
 /* ---- building, recording, running ---- */

@@ -38,10 +38,11 @@ typedef enum vk_kernel {
 } vk_kernel;
 
 /* Specialization constant ids (shaders/rows.glsl, attend.comp, score.comp; score_max.comp uses WGS, D, F16,
- * GH (its group G) and ALIGNED). */
+ * GH (its group G), ALIGNED and I8). */
 enum {
     VK_SC_WGS = 0, VK_SC_D, VK_SC_F16, VK_SC_LANES, VK_SC_GH, VK_SC_ROWS, VK_SC_VP, VK_SC_ALIGNED, VK_SC_DENSE, VK_SC_ROPE,
     VK_SC_GMAX, /* score.comp: score_max */
+    VK_SC_I8,   /* score_max.comp: an int8 K cache (rows of D + 4 bytes) */
     VK_NSPEC
 };
 /* ... and of the model kernels (shaders/weights.glsl, matvec.comp, matmul.comp, eltwise.comp, kv_write.comp,
