@@ -1,14 +1,30 @@
 // select (docs/kernels.md): radix select over the order key of the votes, 8 bits at a time from the
 // top, then a stable compaction in position order. Shared by select_hist, select_count and
-// select_compact. Workgroups of 256; an invocation's rank (its place in subgroup order) numbers the
-// histogram buckets and the elements, so scans need no assumption on how invocations map to subgroups.
+// select_compact. Grid (block, list): every list is its own row of workgroups with its own
+// histograms and state, so the lists of one node (TokenButler's one per KV head) run side by side.
+// The planner sizes the blocks from the lists: about pc.nblocks * lists ~ 1024 workgroups in all,
+// so 8 lists take as many workgroups (each with 8 times the candidates) as one, and each
+// workgroup's fixed costs (deriving its prefix, the scans) are paid ~1024 times, not 8192.
+// Workgroups of 256; an invocation's rank (its place in subgroup order) numbers the histogram
+// buckets and the elements, so scans need no assumption on how invocations map to subgroups.
+//
+// State between the dispatches, per list, in the scratch:
+//   hist  [lists][4][256]: pass p's histogram of byte 3 - p of the keys that match the prefix of
+//         passes < p. Zero when a run starts: the graph's scratch is zeroed once when it is made,
+//         pass 0 clears passes 1..3, and select_compact clears pass 0 for the next run.
+//   state [lists][4] uvec2: (prefix, rem) after passes 0 .. p, written by block 0 of the dispatch
+//         after pass p (hist pass p + 1, or select_count after pass 3): prefix = the top 8 (p + 1)
+//         bits of the chosen-th largest key T, rem = how many of the keys with that prefix are
+//         still to be taken. Each dispatch thus picks one digit (one scan) instead of replaying
+//         every earlier pass, and select_compact reads (T, rem) with one load.
 
 layout(local_size_x = 256) in;
 
 layout(push_constant) uniform PC {
     TRef votes;       // f32 [lists][cand]
     TRef out_;        // i32 [lists][count]
-    uint64_t hist;    // uint [lists][4][256]: pass p's histogram of the keys matching passes < p
+    uint64_t hist;    // uint [lists][4][256] (above)
+    uint64_t state;   // uvec2 [lists][4] (above)
     uint64_t counts;  // uvec2 [lists][nblocks]: per block, keys > T and keys == T
     uint64_t skip;    // the predicate's address (0: none): every select kernel returns at once when set
     uint cand;        // |C|
@@ -23,6 +39,10 @@ layout(push_constant) uniform PC {
     uint pass;        // select_hist: which byte (0 = the top one)
     uint mode;        // select_compact: 0 radix, 1 take every candidate, 2 take none
 } pc;
+
+// Keys a block's invocation loads before it uses any (the loads overlap; a block of many items
+// runs in batches of BATCH).
+const uint BATCH = 8u;
 
 shared uint sh_scan[256];
 shared uint sh_prefix, sh_rem;
@@ -53,29 +73,63 @@ uint wg_sum(uint x)
     return total;
 }
 
+uint64_t hist_addr(uint l, uint p, uint b) { return pc.hist + ((uint64_t(l) * 4u + p) * 256u + b) * 4ul; }
+uint64_t state_addr(uint l, uint p) { return pc.state + (uint64_t(l) * 4u + p) * 8ul; }
+
+// Element i (0 .. items - 1) of this invocation in block blk: position j of the list's candidates,
+// false past them. Consecutive invocations take consecutive positions (coalesced loads).
+bool elem(uint blk, uint i, out uint j)
+{
+    j = (blk * pc.items + i) * 256u + rank_();
+    return i < pc.items && j < pc.cand;
+}
+
 uint key_at(uint l, uint j) { return order_key(ld_u32(pc.votes, uint64_t(l) * pc.cand + j)); }
 
-// Replays passes [0, passes) of list l's histograms: prefix = the top 8 * passes bits of the
-// chosen-th largest key T; rem = how many of the keys with that prefix are still to be taken.
-void derive(uint l, uint passes, out uint prefix, out uint rem)
+// The keys of items i0 .. i0 + BATCH - 1 of this invocation in block blk of list l, all loads issued
+// before any key is used (g_in false past the candidates). The kernels load their first batch before
+// they derive the threshold, so that the two latencies overlap. Module scope, as rows.glsl's arrays.
+uint g_key[BATCH];
+bool g_in[BATCH];
+void load_batch(uint l, uint blk, uint i0)
 {
-    const uint rk = rank_();
-    if (rk == 0u) { sh_prefix = 0u; sh_rem = pc.chosen; }
-    barrier();
-    for (uint p = 0u; p < passes; p++) {
-        const uint b = 255u - rk; // rank order runs from the top bucket down: a prefix scan is a suffix sum
-        const uint c = U32Ref(pc.hist + ((uint64_t(l) * 4u + p) * 256u + b) * 4ul).v;
-        uint total;
-        const uint excl = wg_exscan(c, total); // keys in buckets above b
-        const uint r = sh_rem;
-        barrier();
-        if (excl < r && excl + c >= r) {
-            sh_prefix |= b << (24u - 8u * p);
-            sh_rem = r - excl;
-        }
-        barrier();
+    [[unroll]] for (uint i = 0u; i < BATCH; i++) {
+        uint j;
+        g_in[i] = elem(blk, i0 + i, j);
+        g_key[i] = g_in[i] ? key_at(l, j) : 0u;
     }
+}
+
+// The (prefix, rem) of list l after passes 0 .. passes - 1 (passes 0: nothing fixed, all chosen to
+// take): the state after passes - 1 passes, then the digit of pass passes - 1 from its histogram.
+// Block 0 stores it for the next dispatch. The whole workgroup calls it.
+void advance(uint l, uint passes, out uint prefix, out uint rem)
+{
+    prefix = 0u;
+    rem = pc.chosen;
+    if (passes == 0u) return;
+    const uint p = passes - 1u, rk = rank_();
+    if (p > 0u) {
+        const uint64_t a = state_addr(l, p - 1u);
+        prefix = U32Ref(a).v;
+        rem = U32Ref(a + 4ul).v;
+    }
+    if (rk == 0u) { sh_prefix = prefix; sh_rem = rem; } // ordered before the winner's write by the scan's barriers
+    const uint b = 255u - rk; // rank order runs from the top bucket down: a prefix scan is a suffix sum
+    const uint c = U32Ref(hist_addr(l, p, b)).v;
+    uint total;
+    const uint excl = wg_exscan(c, total); // keys in buckets above b
+    if (excl < rem && excl + c >= rem) {   // the one bucket holding the rem-th largest key
+        sh_prefix = prefix | (b << (24u - 8u * p));
+        sh_rem = rem - excl;
+    }
+    barrier();
     prefix = sh_prefix;
     rem = sh_rem;
-    barrier();
+    if (gl_WorkGroupID.x == 0u && rk == 0u) {
+        const uint64_t a = state_addr(l, p);
+        U32Ref(a).v = prefix;
+        U32Ref(a + 4ul).v = rem;
+    }
+    barrier(); // sh_prefix and sh_rem may be reused after this
 }

@@ -1,6 +1,7 @@
 #version 460
-// select: per block, how many keys are greater than the threshold T and how many equal it.
-// Grid (block, list).
+// select: the threshold T (the chosen-th largest key) and rem from the last pass's histogram (block 0
+// stores them for select_compact), then per block how many keys are greater than T and how many
+// equal it. Grid (block, list).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "select.glsl"
@@ -9,17 +10,18 @@ void main()
 {
     if (skipped(pc.skip)) return;
     const uint rk = rank_(), l = gl_WorkGroupID.y, blk = gl_WorkGroupID.x;
+    load_batch(l, blk, 0u);
     uint t, rem;
-    derive(l, 4u, t, rem);
-    const uint j0 = blk * 256u * pc.items;
+    advance(l, 4u, t, rem);
     uint gt = 0u, eq = 0u;
-    for (uint i = 0u; i < pc.items; i++) {
-        const uint j = j0 + i * 256u + rk;
-        if (j < pc.cand) {
-            uint key = key_at(l, j);
-            gt += key > t ? 1u : 0u;
-            eq += key == t ? 1u : 0u;
+    for (uint i0 = 0u;;) {
+        [[unroll]] for (uint i = 0u; i < BATCH; i++) {
+            gt += g_in[i] && g_key[i] > t ? 1u : 0u;
+            eq += g_in[i] && g_key[i] == t ? 1u : 0u;
         }
+        i0 += BATCH;
+        if (i0 >= pc.items) break;
+        load_batch(l, blk, i0);
     }
     gt = wg_sum(gt);
     eq = wg_sum(eq);

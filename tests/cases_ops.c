@@ -735,6 +735,14 @@ static void add_edge_cases(void)
         {E_SELECT, 0, 0, 0, 2, 2, SIFT_F32, 10000, 1, 1, 1, 0, 0},
         {E_SELECT, 0, 0, 0, 1, 1, SIFT_F32, 10000, 0, 7, 5000, 0, 0}, /* all equal: the first k by position */
         {E_SELECT, 0, 0, 0, 1, 1000, SIFT_F32, 20000, 4, 0, 2048, 0, 0},
+        /* several lists side by side, blocks sized by the lists (the Vulkan planner's ~1024
+         * workgroups in all): blocks of several batches of 8 items per invocation, one block per
+         * list, ties across batches, k next to |C| */
+        {E_SELECT, 0, 0, 0, 8, 1000, SIFT_F32, 300000, 128, 512, 2048, 0, 0},
+        {E_SELECT, 0, 0, 0, 128, 7, SIFT_F32, 20000, 0, 3, 1000, 0, 0},
+        {E_SELECT, 0, 0, 0, 1100, 50, SIFT_F32, 3000, 2, 2, 300, 0, 0},
+        {E_SELECT, 0, 0, 0, 16, 2, SIFT_F32, 40000, 0, 0, 39999, 0, 0},
+        {E_SELECT, 0, 0, 0, 5, 3, SIFT_F32, 70001, 1, 0, 35000, 0, 0},
         {E_VOTE, 8, 2, 0, 0, 0, SIFT_F32, 9001, 0, 0, 0, 0, SIFT_VOTE_SOFTMAX_SUM},
         {E_VOTE, 4, 4, 0, 0, 0, SIFT_F32, 4097, 0, 0, 0, 0, SIFT_VOTE_KVHEAD_MAX},
         {E_VOTE, 28, 4, 0, 0, 0, SIFT_F32, 12000, 0, 0, 0, 0, SIFT_VOTE_SOFTMAX_SUM},
@@ -917,6 +925,119 @@ static void score_max_property(const conf_case *cc, const backend *ref, const ba
     free(q), free(r[0]), free(r[1]);
 }
 
+/* score_max against the CPU on the shapes its kernels tell apart: short rows (D <= 32, one
+ * invocation per row) and longer ones, groups from 1 to 32 heads, K placed at an offset that is not
+ * 16-byte aligned, K paged (shuffled pages, one of them unmapped: its rows score 0), several
+ * workgroups of positions with a partial last one, and under a predicate (set: the output keeps
+ * its fill; clear: computed). */
+typedef struct {
+    int hq, hkv, d;
+    sift_dtype dt;
+    int64_t n, begin, end;
+    size_t kv_off; /* K placed this many bytes into its storage */
+    int64_t page;  /* > 0: K a paged view with pages of this many rows */
+    bool skip;     /* run under a predicate, set then clear */
+} smax_case;
+
+static void smax_run(sift_context *ctx, const smax_case *e, const float *q, const host_tensor *k, bool flagged, float *out)
+{
+    const int64_t qs[2] = {e->hq, e->d}, us[2] = {e->hkv, e->end - e->begin};
+    const size_t un = (size_t)(us[0] * us[1]);
+    placed qt = place(ctx, SIFT_F32, 2, qs, 0, q), ut = place(ctx, SIFT_F32, 2, us, 4, NULL);
+    sift_tensor *kv = NULL, *pool = NULL, *table = NULL, *flag = NULL;
+    placed kp = {0};
+    const size_t elt = sift_dtype_size(e->dt), row = (size_t)e->d * elt;
+    if (e->page > 0) {
+        /* pages in reverse order in a pool with two spare pages; page 1 of the view unmapped (-1) */
+        const int64_t pages = (e->n + e->page - 1) / e->page, pool_pages = pages + 2;
+        int32_t *map = malloc((size_t)pages * sizeof *map);
+        unsigned char *bytes = calloc((size_t)(e->hkv * pool_pages * e->page), row);
+        const unsigned char *src = k->h ? (const unsigned char *)k->h : (const unsigned char *)k->f;
+        for (int64_t p = 0; p < pages; p++) map[p] = p == 1 ? -1 : (int32_t)(pool_pages - 1 - p);
+        for (int64_t g = 0; g < e->hkv; g++)
+            for (int64_t j = 0; j < e->n; j++)
+                if (map[j / e->page] >= 0)
+                    memcpy(bytes + ((size_t)(g * pool_pages + map[j / e->page]) * (size_t)e->page + (size_t)(j % e->page)) * row,
+                           src + (size_t)(g * e->n + j) * row, row);
+        TRY(sift_tensor_create(ctx, e->dt, 3, (int64_t[]){e->hkv, pool_pages * e->page, e->d}, &pool));
+        TRY(sift_tensor_write(pool, 0, bytes, (size_t)(e->hkv * pool_pages * e->page) * row));
+        TRY(sift_tensor_create(ctx, SIFT_I32, 1, &pages, &table));
+        TRY(sift_tensor_write(table, 0, map, (size_t)pages * sizeof *map));
+        TRY(sift_tensor_paged_view(pool, table, e->page, &kv));
+        free(map), free(bytes);
+    } else {
+        kp = place(ctx, e->dt, 3, k->shape, e->kv_off, k->h ? (const void *)k->h : (const void *)k->f);
+        kv = kp.view;
+    }
+    sift_graph *g;
+    TRY(sift_graph_create(ctx, &g));
+    if (e->skip) {
+        float fill[2] = {1.0f, 0.0f};
+        TRY(sift_tensor_create(ctx, SIFT_F32, 1, (int64_t[]){2}, &flag));
+        TRY(sift_tensor_write(flag, 0, fill, sizeof fill));
+        TRY(sift_graph_skip_if(g, flag, flagged ? 0 : 1));
+        float *minus = malloc(un * 4);
+        for (size_t i = 0; i < un; i++) minus[i] = -5.0f;
+        TRY(sift_tensor_write(ut.view, 0, minus, un * 4));
+        free(minus);
+    }
+    TRY(sift_op_score_max(g, qt.view, kv, e->begin, e->end, 1.0f / sqrtf((float)e->d), ut.view));
+    TRY(compute_checked(g));
+    TRY(compute_checked(g)); /* twice: a recording replayed */
+    TRY(sift_tensor_read(ut.view, 0, out, un * 4));
+    sift_graph_destroy(g);
+    if (e->page > 0) sift_tensor_destroy(kv);
+    sift_tensor_destroy(pool), sift_tensor_destroy(table), sift_tensor_destroy(flag);
+    unplace(&kp), unplace(&qt), unplace(&ut);
+}
+
+static void smax_check(const conf_case *cc, const backend *ref, const backend *dut)
+{
+    const smax_case *e = cc->params;
+    const size_t un = (size_t)(e->hkv * (e->end - e->begin));
+    float *q = malloc((size_t)(e->hq * e->d) * 4), *r[2] = {malloc(un * 4 + 4), malloc(un * 4 + 4)};
+    for (int64_t i = 0; i < e->hq * e->d; i++) q[i] = 2.0f * rng_uniform() - 1.0f;
+    host_tensor k = host_random(e->dt, 3, (int64_t[]){e->hkv, e->n, e->d}, 1.0f);
+    smax_run(ref->ctx, e, q, &k, false, r[0]);
+    smax_run(dut->ctx, e, q, &k, false, r[1]);
+    check(cc->name, r[0], r[1], un, 1e-7);
+    if (e->skip) { /* the flag set: nothing written */
+        smax_run(dut->ctx, e, q, &k, true, r[1]);
+        size_t moved = 0;
+        for (size_t i = 0; i < un; i++) moved += r[1][i] != -5.0f;
+        report(cc->name, running_backend, "written under a set flag", (double)moved, 0.0, moved == 0);
+    }
+    host_free(&k);
+    free(q), free(r[0]), free(r[1]);
+}
+
+static void add_smax_cases(void)
+{
+    const smax_case es[] = {
+        /* TokenButler's shape: d' = 16 f16, G = 4, several workgroups, a partial last one */
+        {32, 8, 16, SIFT_F16, 3000, 128, 3000 - 512, 0, 0, false},
+        {32, 8, 16, SIFT_F16, 5000, 128, 5000 - 512, 0, 256, true}, /* paged, predicated */
+        {8, 2, 8, SIFT_F16, 1000, 0, 1000, 0, 128, false},
+        {8, 2, 8, SIFT_F32, 700, 3, 699, 4, 0, false},    /* unaligned view */
+        {12, 4, 24, SIFT_F16, 999, 1, 998, 6, 0, false},  /* unaligned view, G = 3 */
+        {24, 2, 32, SIFT_F16, 1500, 0, 1500, 0, 64, false}, /* G = 12 */
+        {32, 1, 32, SIFT_F32, 600, 10, 590, 0, 0, false},  /* G = 32 */
+        {4, 4, 32, SIFT_F32, 2049, 0, 2049, 0, 32, true},  /* G = 1, paged, predicated */
+        {8, 8, 16, SIFT_F32, 257, 0, 257, 8, 0, false},
+        /* longer rows (score.comp's path), for the same checks */
+        {32, 8, 64, SIFT_F16, 1200, 5, 1100, 2, 0, false},
+        {16, 4, 128, SIFT_F32, 900, 0, 900, 0, 128, true},
+    };
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++) {
+        const smax_case *e = &es[i];
+        char name[160];
+        snprintf(name, sizeof name, "score-max H=%d/%d D=%d %s N=%lld [%lld, %lld) kv_off=%zu page=%lld%s", e->hq, e->hkv,
+                 e->d, sift_dtype_name(e->dt), (long long)e->n, (long long)e->begin, (long long)e->end, e->kv_off,
+                 (long long)e->page, e->skip ? " predicated" : "");
+        registry_add("ops", name, smax_check, NULL, e, sizeof *e);
+    }
+}
+
 /* int8 projected keys: kv_write quantizes rows into an i8 cache (paged), score_max reads them.
  * Against the f32 cache of the same keys, each vote is within the quantization's bound:
  * |u8 - u32| <= scale * max_h sum_i |q[h][i]| * m / 254 (half a step of m / 127 per value); and
@@ -1096,8 +1217,98 @@ static void int8_layout_check(const conf_case *cc, const backend *ref, const bac
     free(b[0]), free(b[1]), free(u[0]), free(u[1]), free(u[2]), free(q), free(x);
 }
 
+/* int8 keys at other shapes (head dimensions 8..128, MHA to MQA, flat and paged caches, rows of
+ * zeros, kv_write at pos0 > 0): the cache bytes each backend writes against the CPU's (m bit for bit;
+ * a q byte may differ by one where its division rounds a .5 tie the other way), and the votes of
+ * score_max over them against the CPU's. */
+typedef struct {
+    int hq, hkv, d;
+    int64_t n, page, begin, end;
+} int8_rows_case;
+
+static void int8_rows_check(const conf_case *cc, const backend *ref, const backend *dut)
+{
+    const int8_rows_case *e = cc->params;
+    const int hq = e->hq, hkv = e->hkv, d = e->d;
+    const int64_t n = e->n, page = e->page, pages = page ? (n + page - 1) / page : 0, ncap = page ? pages * page : n;
+    const int64_t m = e->end - e->begin, t1 = n / 3, rb = d + 4;
+    const int64_t qs[2] = {hq, d}, s1[3] = {t1, hkv, d}, s2[3] = {n - t1, hkv, d};
+    const float scale = 0.125f;
+    float *q = malloc((size_t)(hq * d) * 4), *x = malloc((size_t)(n * hkv * d) * 4);
+    for (int64_t i = 0; i < hq * d; i++) q[i] = 2.0f * rng_uniform() - 1.0f;
+    for (int64_t r = 0; r < n * hkv; r++)
+        for (int i = 0; i < d; i++) /* every 11th row all zeros (m = 0), the others of mixed range */
+            x[r * d + i] = r % 11 == 5 ? 0.0f : (2.0f * rng_uniform() - 1.0f) * (float)(1 + r % 5) * 0.5f;
+    int32_t *table = malloc((size_t)(pages ? pages : 1) * 4);
+    for (int64_t p = 0; p < pages; p++) table[p] = (int32_t)((p * 7 + 3) % pages); /* a permutation: 7 and the page counts are coprime */
+    float *u[2];
+    unsigned char *bytes[2];
+    const backend *runs[2] = {ref, dut};
+    for (int c = 0; c < 2; c++) {
+        sift_context *ctx = runs[c]->ctx;
+        sift_tensor *qt = NULL, *x1 = NULL, *x2 = NULL, *tt = NULL, *pool = NULL, *view = NULL, *ut = NULL;
+        sift_graph *g = NULL;
+        TRY(sift_tensor_create(ctx, SIFT_F32, 2, qs, &qt));
+        TRY(sift_tensor_write(qt, 0, q, (size_t)(hq * d) * 4));
+        TRY(sift_tensor_create(ctx, SIFT_F32, 3, s1, &x1));
+        TRY(sift_tensor_write(x1, 0, x, (size_t)(t1 * hkv * d) * 4));
+        TRY(sift_tensor_create(ctx, SIFT_F32, 3, s2, &x2));
+        TRY(sift_tensor_write(x2, 0, x + t1 * hkv * d, (size_t)((n - t1) * hkv * d) * 4));
+        TRY(sift_tensor_create(ctx, SIFT_I8, 3, (int64_t[]){hkv, ncap, rb}, &pool));
+        if (page) {
+            const int64_t ps[1] = {pages};
+            TRY(sift_tensor_create(ctx, SIFT_I32, 1, ps, &tt));
+            TRY(sift_tensor_write(tt, 0, table, (size_t)pages * 4));
+            TRY(sift_tensor_paged_view(pool, tt, page, &view));
+        }
+        sift_tensor *cache = page ? view : pool;
+        TRY(sift_tensor_create(ctx, SIFT_F32, 2, (int64_t[]){hkv, m}, &ut));
+        TRY(sift_graph_create(ctx, &g));
+        TRY(sift_op_kv_write(g, x1, 0, cache));
+        TRY(sift_op_kv_write(g, x2, t1, cache));
+        TRY(sift_op_score_max(g, qt, cache, e->begin, e->end, scale, ut));
+        TRY(compute_checked(g));
+        u[c] = malloc((size_t)(hkv * m) * 4);
+        TRY(sift_tensor_read(ut, 0, u[c], (size_t)(hkv * m) * 4));
+        bytes[c] = malloc((size_t)(hkv * ncap * rb));
+        TRY(sift_tensor_read(pool, 0, bytes[c], (size_t)(hkv * ncap * rb)));
+        sift_graph_destroy(g);
+        if (view) sift_tensor_destroy(view);
+        sift_tensor_destroy(pool), sift_tensor_destroy(ut), sift_tensor_destroy(x1), sift_tensor_destroy(x2), sift_tensor_destroy(qt);
+        if (tt) sift_tensor_destroy(tt);
+    }
+    /* the rows written: logical positions 0 .. n - 1 of every KV head */
+    int64_t off_by_one = 0, worse = 0, m_bits = 0;
+    for (int64_t g = 0; g < hkv; g++)
+        for (int64_t pos = 0; pos < n; pos++) {
+            const int64_t row = page ? (int64_t)table[pos / page] * page + pos % page : pos;
+            const unsigned char *a = bytes[0] + (g * ncap + row) * rb, *b = bytes[1] + (g * ncap + row) * rb;
+            for (int i = 0; i < d; i++) {
+                const int diff = abs((int)(signed char)a[i] - (int)(signed char)b[i]);
+                off_by_one += diff == 1;
+                worse += diff > 1;
+            }
+            m_bits += memcmp(a + d, b + d, 4) != 0;
+        }
+    report(cc->name, running_backend, "scales differing", (double)m_bits, 0, m_bits == 0);
+    report(cc->name, running_backend, "q off by > 1", (double)worse, 0, worse == 0);
+    const double ties = (double)(hkv * n * d) / 1000.0;
+    report(cc->name, running_backend, "q off by 1", (double)off_by_one, ties, (double)off_by_one <= ties);
+    check("int8 rows: votes against the CPU's", u[0], u[1], (size_t)(hkv * m), 1e-6);
+    free(u[0]), free(u[1]), free(bytes[0]), free(bytes[1]), free(table), free(q), free(x);
+}
+
 static void add_butler_cases(void)
 {
+    const int8_rows_case i8s[] = {{32, 8, 16, 1000, 0, 0, 1000},    {8, 8, 8, 700, 64, 3, 650},     {12, 4, 24, 999, 0, 1, 998},
+                             {32, 1, 32, 600, 128, 10, 590}, {16, 4, 64, 513, 32, 0, 513},   {8, 2, 72, 300, 0, 7, 300},
+                             {32, 8, 128, 768, 256, 100, 768}, {4, 4, 120, 257, 0, 0, 257}};
+    for (size_t i = 0; i < sizeof i8s / sizeof i8s[0]; i++) {
+        char name[128];
+        snprintf(name, sizeof name, "int8    rows H=%d/%d D=%d N=%lld [%lld, %lld) page=%lld", i8s[i].hq, i8s[i].hkv, i8s[i].d,
+                 (long long)i8s[i].n, (long long)i8s[i].begin, (long long)i8s[i].end, (long long)i8s[i].page);
+        registry_add("ops", name, int8_rows_check, NULL, &i8s[i], sizeof i8s[i]);
+    }
     registry_add("ops", "int8    kv_write into i8 rows, score_max over them (within the bound)", int8_keys_check, NULL, NULL, 0);
     const int8_case is[] = {
         {32, 8, 16, 2000, 16, 37, 1995, 0}, /* D = 16, G = 4, small pages, one absent */
@@ -1148,6 +1359,7 @@ void cases_ops(const suite_options *o)
     const int64_t windows[] = {0, 64, 512};
     add_handmade();
     add_butler_cases();
+    add_smax_cases();
 
     /* head dimensions other than the tuned 64 and 128 (any multiple of 8 up to 128): score and the
      * attention ops, f16 and f32, MHA and GQA, short and longer contexts; 16 is TokenButler's keys */

@@ -14,8 +14,11 @@
  *                                  depends on another (vk_graph.c node_barriers)
  *   SIFT_VULKAN_TUNE=k=v,...       kernel shapes for tuning runs: score_rows, score_wgs, attn_rows,
  *                                  attn_wgs (rows per cluster step 1..8; workgroup sizes 64..1024,
- *                                  powers of two), smax_lanes (score_max's lanes per row, 1..16,
- *                                  powers of two), groups (target workgroups of the streaming kernels)
+ *                                  powers of two), smax_stream (the largest D that score_max runs on
+ *                                  its streaming kernel, default 32; 1: never), smax_lanes (score_max's
+ *                                  lanes per row above that, 1..16, powers of two), select_groups
+ *                                  (select's workgroups over all lists, default 1024), groups (target
+ *                                  workgroups of the streaming kernels)
  */
 #include "vk_internal.h"
 
@@ -118,6 +121,8 @@ static sift_status parse_tune(const char *env, vk_tune *t)
         {"attn_rows", offsetof(vk_tune, attn_rows), 1, 8, false},
         {"attn_wgs", offsetof(vk_tune, attn_wgs), 64, 1024, true},
         {"smax_lanes", offsetof(vk_tune, smax_lanes), 1, 16, true},
+        {"smax_stream", offsetof(vk_tune, smax_stream), 1, SIFT_MAX_HEAD_DIM, false},
+        {"select_groups", offsetof(vk_tune, select_groups), 1, 1u << 20, false},
         {"groups", offsetof(vk_tune, groups), 1, 1u << 20, false},
     };
     memset(t, 0, sizeof *t);
@@ -137,8 +142,9 @@ static sift_status parse_tune(const char *env, vk_tune *t)
             (keys[i].pow2 && (v & (v - 1)) != 0))
             return sift_set_error(SIFT_E_INVALID,
                                   "vulkan: SIFT_VULKAN_TUNE='%s': bad entry '%.*s' (keys: score_rows, attn_rows 1..8; "
-                                  "score_wgs, attn_wgs powers of two 64..1024; smax_lanes powers of two 1..16; groups)",
-                                  env, (int)(end - p), p);
+                                  "score_wgs, attn_wgs powers of two 64..1024; smax_lanes powers of two 1..16; smax_stream 1..%d; "
+                                  "select_groups; groups)",
+                                  env, (int)(end - p), p, SIFT_MAX_HEAD_DIM);
         *(uint32_t *)((char *)t + keys[i].off) = (uint32_t)v;
         p = *end ? end + 1 : end;
     }

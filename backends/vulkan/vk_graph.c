@@ -14,6 +14,7 @@
 
 #include "backends/vulkan/attend_merge_spv.h"
 #include "backends/vulkan/attend_spv.h"
+#include "backends/vulkan/score_max_spv.h"
 #include "backends/vulkan/score_spv.h"
 #include "backends/vulkan/select_compact_spv.h"
 #include "backends/vulkan/select_count_spv.h"
@@ -60,6 +61,7 @@ static const struct {
     [VK_K_FILL_RANGE] = {sift_spv_fill_range, sizeof sift_spv_fill_range, "fill_range"},
     [VK_K_MEAN_ROWS] = {sift_spv_mean_rows, sizeof sift_spv_mean_rows, "mean_rows"},
     [VK_K_NEIGHBOR_FETCH] = {sift_spv_neighbor_fetch, sizeof sift_spv_neighbor_fetch, "neighbor_fetch"},
+    [VK_K_SCORE_MAX] = {sift_spv_score_max, sizeof sift_spv_score_max, "score_max"},
 };
 
 /* ---- push constants: the C images of the shaders' push_constant blocks ---- */
@@ -118,7 +120,7 @@ typedef struct {
 
 typedef struct {
     vk_tref votes, out;
-    uint64_t hist, counts, skip;
+    uint64_t hist, state, counts, skip;
     uint32_t cand, chosen, items, nblocks, sink, first, win_begin, win_count, count, pass, mode;
 } push_select;
 
@@ -232,7 +234,7 @@ static sift_status get_pipeline(vkb *be, vk_kernel kernel, const uint32_t spec[V
 
 /* ---- a graph's recording ---- */
 
-typedef enum { STEP_DISPATCH, STEP_FILL, STEP_UPDATE } step_kind;
+typedef enum { STEP_DISPATCH, STEP_UPDATE } step_kind;
 
 typedef struct vk_step {
     step_kind kind;
@@ -240,8 +242,7 @@ typedef struct vk_step {
     uint32_t groups[3];
     uint32_t push_size;
     unsigned char push[VK_PUSH_MAX];
-    VkDeviceSize fill_off, fill_size; /* STEP_FILL: zeroes this range of the scratch buffer;
-                                       * STEP_UPDATE: writes it from gc->blob at blob_off */
+    VkDeviceSize upd_off, upd_size; /* STEP_UPDATE: writes this range of the scratch from gc->blob at blob_off */
     size_t blob_off;
 } vk_step;
 
@@ -306,13 +307,6 @@ static sift_status dispatch(plan *pl, vk_kernel kernel, const uint32_t spec[VK_N
     return add_step(pl, &st);
 }
 
-static sift_status fill_zero(plan *pl, VkDeviceSize off, VkDeviceSize size)
-{
-    if (!pl->emit || size == 0) return SIFT_OK;
-    vk_step st = {.kind = STEP_FILL, .fill_off = off, .fill_size = size};
-    return add_step(pl, &st);
-}
-
 /* ---- for vk_model.c ---- */
 
 vkb *vk_plan_backend(const plan *pl) { return pl->be; }
@@ -340,7 +334,7 @@ sift_status vk_scratch_update(plan *pl, VkDeviceSize off, const void *data, size
         gc->blob_cap = cap;
     }
     memcpy(gc->blob + gc->blob_used, data, size);
-    vk_step st = {.kind = STEP_UPDATE, .fill_off = off, .fill_size = size, .blob_off = gc->blob_used};
+    vk_step st = {.kind = STEP_UPDATE, .upd_off = off, .upd_size = size, .blob_off = gc->blob_used};
     gc->blob_used += size;
     return add_step(pl, &st);
 }
@@ -363,7 +357,7 @@ typedef struct rowcfg {
 
 /* queries: how many queries share each K/V row (G for the decode ops; T * G for causal_attend).
  * rope: attend.comp rotating keys (rows.glsl partial_dots_rope) holds a second set of query values.
- * max_lanes: at most this many lanes per row (16; 1 for score_max's short rows). */
+ * max_lanes: at most this many lanes per row (16; score_max: SIFT_VULKAN_TUNE=smax_lanes). */
 static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t queries, bool attend, bool rope, uint32_t max_lanes,
                        rowcfg *c)
 {
@@ -406,6 +400,7 @@ static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t queries, bo
 
 static void row_spec(const rowcfg *c, uint32_t d, bool f16, bool aligned, bool dense, uint32_t rope, uint32_t spec[VK_NSPEC])
 {
+    for (int i = 0; i < VK_NSPEC; i++) spec[i] = 0; /* the constants this kernel leaves alone: part of the pipeline key */
     spec[VK_SC_ROPE] = rope;
     spec[VK_SC_WGS] = c->wgs;
     spec[VK_SC_D] = d;
@@ -429,12 +424,64 @@ static sift_status skip_flag(const sift_node *n, uint64_t *out)
     return n->skip ? vk_tensor_addr(n->skip, (uint64_t)n->skip_elem * 4u, out) : SIFT_OK;
 }
 
+/* score_max on short rows (D <= 32 by default: TokenButler's d' = 16 keys), score_max.comp: one
+ * invocation per K row, the group's G queries staged once per workgroup in shared memory (G * D
+ * floats), workgroups of 256 consecutive positions of one KV head, grid (position tiles, KV heads).
+ * Each invocation moves its row (D * 2 or D * 4 bytes: 32 at d' = 16 in f16; an int8 cache D + 4:
+ * 20) and writes 4 bytes. One tile per workgroup unless the grid limit (or SIFT_VULKAN_TUNE=groups)
+ * caps the tiles; the workgroups then stride over them. Returns false (nothing planned) where the
+ * kernel does not fit: D above the limit, or the queries beyond a quarter of the shared memory (a
+ * huge group). An int8 cache (rows [Hkv][Ncap][D + 4], sift_dtype_size(SIFT_I8) = 1) runs here at
+ * every D and ignores smax_stream (score.comp has no int8 rows); its queries may fill the shared
+ * memory, and past that the node is refused. */
+static bool plan_score_max_stream(plan *pl, const sift_node *n, sift_status *st)
+{
+    const vkb *be = pl->be;
+    const sift_tensor *q = n->src[0], *k = n->src[1];
+    const uint32_t hq = (uint32_t)q->shape[0], hkv = (uint32_t)k->shape[0], d = (uint32_t)q->shape[1];
+    const uint32_t group = hq / hkv, m = (uint32_t)(n->p.end - n->p.begin);
+    const uint32_t dmax = be->tune.smax_stream ? be->tune.smax_stream : 32u;
+    const bool i8 = k->dtype == SIFT_I8;
+    if (i8) {
+        if ((uint64_t)group * d * 4 > be->max_shared) {
+            *st = sift_set_error(SIFT_E_UNSUPPORTED,
+                                 "vulkan: score_max: %u queries of %u values per KV head exceed the shared memory "
+                                 "(%u bytes) of the int8 kernel",
+                                 group, d, be->max_shared);
+            return true;
+        }
+    } else if (d > dmax || (uint64_t)group * d * 4 > be->max_shared / 4) {
+        return false;
+    }
+    const bool f16 = vk_tensor_is_f16(k);
+    const uint32_t wgs = max_u32(be->tune.score_wgs ? be->tune.score_wgs : 256u, be->subgroup);
+    push_score ps = {.begin = (uint32_t)n->p.begin, .m = m, .group = group, .tiles = ceil_div(m, wgs), .scale = n->p.scale};
+    uint32_t spec[VK_NSPEC] = {0};
+    spec[VK_SC_WGS] = wgs;
+    spec[VK_SC_D] = d;
+    spec[VK_SC_F16] = f16;
+    spec[VK_SC_GH] = group;
+    spec[VK_SC_ALIGNED] = !i8 && vk_rows_aligned(k);
+    spec[VK_SC_I8] = i8;
+    uint32_t gx = min_u32(ps.tiles, be->max_groups[0]);
+    if (be->tune.groups) gx = min_u32(gx, max_u32(1, be->tune.groups / hkv));
+    if ((*st = vk_tensor_ref(q, &ps.q)) != SIFT_OK || (*st = vk_kv_ref(k, &ps.k)) != SIFT_OK ||
+        (*st = vk_tensor_ref(n->dst, &ps.s)) != SIFT_OK || (*st = skip_flag(n, &ps.skip)) != SIFT_OK)
+        return true;
+    if (i8 && (ps.k.t.meta & 3u) != 0) { /* rows are read as 32-bit words */
+        *st = sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: score_max: the i8 cache '%s' does not start on a 4-byte boundary",
+                             k->name);
+        return true;
+    }
+    *st = dispatch(pl, VK_K_SCORE_MAX, spec, &ps, sizeof ps, gx, hkv, 1);
+    return true;
+}
+
 /* score and score_max (score.comp, GMAX): the same rows and dot products; score_max keeps each row's
  * max over the group's heads in registers (its workgroups run every pass, grid z = 1) and writes
- * [Hkv][m]. For score_max, rows of D <= 16 (TokenButler's keys: 32 bytes in f16) get one invocation
- * each: it holds the whole row and the pass's queries (64 values for 4 heads), so nothing crosses
- * lanes, and the loads and stores of a subgroup cover consecutive rows (score.comp tile_row).
- * SIFT_VULKAN_TUNE=smax_lanes=n caps the lanes per row (a comparison on real GPUs). */
+ * [Hkv][m]. Short rows of score_max go to score_max.comp instead (plan_score_max_stream).
+ * SIFT_VULKAN_TUNE=smax_lanes=n caps the lanes per row of score_max here (a comparison on real GPUs;
+ * smax_stream=1 sends every D here). */
 static sift_status plan_score(plan *pl, const sift_node *n)
 {
     const sift_tensor *q = n->src[0], *k = n->src[1];
@@ -442,8 +489,10 @@ static sift_status plan_score(plan *pl, const sift_node *n)
     const uint32_t m = (uint32_t)(n->p.end - n->p.begin);
     if (m == 0) return SIFT_OK;
     const bool f16 = vk_tensor_is_f16(k), gmax = n->op == SIFT_OP_SCORE_MAX;
+    sift_status st;
+    if (gmax && plan_score_max_stream(pl, n, &st)) return st;
     rowcfg c;
-    const uint32_t smax_lanes = pl->be->tune.smax_lanes ? pl->be->tune.smax_lanes : d <= 16 ? 1u : 16u;
+    const uint32_t smax_lanes = pl->be->tune.smax_lanes ? pl->be->tune.smax_lanes : 16u;
     row_config(pl->be, d, f16, hq / hkv, false, false, gmax ? smax_lanes : 16u, &c);
     push_score ps = {.begin = (uint32_t)n->p.begin,
                      .m = m,
@@ -581,6 +630,17 @@ static sift_status plan_vote(plan *pl, const sift_node *n)
 
 /* ---- select ---- */
 
+/* select (select.glsl): grid (block, list) for every kernel, per-list histograms and state, so the
+ * lists of a node run side by side. The block size follows the lists: the smallest power of two of
+ * items (candidates per invocation) that keeps lists x blocks within select_groups (1024 unless
+ * SIFT_VULKAN_TUNE says otherwise: about one wave of 256-invocation workgroups on the H200). A
+ * workgroup's fixed costs (its digit scan, the block prefix of the compaction, barriers, the
+ * latency of its first loads) do not grow with its items, so 8 lists of |C| cost about what one
+ * list of 8 |C| costs instead of 8 waves of them (1M candidates: 1024 blocks of 1024 for one list,
+ * 128 blocks of 8192 per list for 8). Invocations load their items in batches of 8 before using
+ * any. Steps: 4 x select_hist, select_count, select_compact; the histograms are zero when a run
+ * starts (the scratch is zeroed when the recording is built; pass 0 clears passes 1..3, the
+ * compaction pass 0), so no fill step either. */
 static sift_status plan_select(plan *pl, const sift_node *n)
 {
     const sift_select_layout *l = &n->p.layout;
@@ -588,15 +648,16 @@ static sift_status plan_select(plan *pl, const sift_node *n)
     if (l->count == 0) return SIFT_OK;
     const uint64_t cand = (uint64_t)l->cand;
     const uint32_t mode = l->chosen == 0 ? 2u : l->chosen == l->cand ? 1u : 0u;
-    /* many small blocks (about one candidate per invocation up to 256K candidates): each block's
-     * workgroup is short, and the compaction's prefix over earlier blocks stays cheap (<= 1024) */
+    const uint64_t target = pl->be->tune.select_groups ? pl->be->tune.select_groups : 1024u;
     uint32_t items = 1;
-    while (ceil_div(cand, 256ull * items) > 1024) items *= 2;
+    while (ceil_div(cand, 256ull * items) > 1 && (uint64_t)lists * ceil_div(cand, 256ull * items) > target) items *= 2;
     const uint32_t nblocks = max_u32(1, ceil_div(cand, 256ull * items));
     const VkDeviceSize hist = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * 4 * 256 * 4) : 0;
+    const VkDeviceSize state = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * 4 * 8) : 0;
     const VkDeviceSize counts = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * nblocks * 8) : 0;
 
     push_select ps = {.hist = mode == 0 ? scratch_addr(pl, hist) : 0,
+                      .state = mode == 0 ? scratch_addr(pl, state) : 0,
                       .counts = mode == 0 ? scratch_addr(pl, counts) : 0,
                       .cand = (uint32_t)l->cand,
                       .chosen = (uint32_t)l->chosen,
@@ -613,7 +674,6 @@ static sift_status plan_select(plan *pl, const sift_node *n)
     TRY(vk_tensor_ref(n->dst, &ps.out));
     const uint32_t none[VK_NSPEC] = {0};
     if (mode == 0) {
-        TRY(fill_zero(pl, hist, (VkDeviceSize)lists * 4 * 256 * 4));
         for (uint32_t pass = 0; pass < 4; pass++) {
             ps.pass = pass;
             TRY(dispatch(pl, VK_K_SELECT_HIST, none, &ps, sizeof ps, nblocks, lists, 1));
@@ -730,10 +790,28 @@ static const vk_planner planners[SIFT_OP_COUNT] = {
     [SIFT_OP_SCORE_MAX] = plan_score,
 };
 
+/* An int8 cache the shaders can address: its storage and its rows (D + 4 bytes) on 4-byte
+ * boundaries, as they read and write whole 32-bit words. */
+static bool i8_aligned(const sift_tensor *t)
+{
+    const sift_tensor *storage = t->pages ? t->parent : t;
+    return storage->offset % 4 == 0 && t->shape[t->ndim - 1] % 4 == 0;
+}
+
+/* int8 tensors (quantized key rows, SIFT_I8) only where the engine takes them: kv_write's cache and
+ * score_max's k, 4-byte aligned (other layouts are reported as not supported). */
+static bool i8_where_allowed(const sift_node *n)
+{
+    for (int i = 0; i < n->n_src; i++)
+        if (n->src[i] && n->src[i]->dtype == SIFT_I8 && (!(n->op == SIFT_OP_SCORE_MAX && i == 1) || !i8_aligned(n->src[i])))
+            return false;
+    return !n->dst || n->dst->dtype != SIFT_I8 || (n->op == SIFT_OP_KV_WRITE && i8_aligned(n->dst));
+}
+
 bool vk_supports_op(void *be, const sift_node *n)
 {
     (void)be;
-    return planners[n->op] != NULL;
+    return planners[n->op] != NULL && i8_where_allowed(n);
 }
 
 /* ---- building, recording, running ---- */
@@ -813,6 +891,18 @@ static sift_status node_barriers(const sift_graph *g, bool *need)
     return SIFT_OK;
 }
 
+/* Zeroes a new scratch buffer once: kernels that keep state in it between runs (select's
+ * histograms, cleared by the runs themselves for the next one) start from zeros. */
+static sift_status zero_scratch(vkb *be, const vk_buf *b)
+{
+    VkCommandBuffer cb = be->xfer_cb;
+    TRY(vk_begin(be, cb));
+    vk_barrier(be, cb);
+    be->vk.vkCmdFillBuffer(cb, b->buf, 0, VK_WHOLE_SIZE, 0);
+    vk_barrier(be, cb);
+    return vk_submit_wait(be, cb);
+}
+
 static sift_status build(vkb *be, sift_graph *g, vk_cache *gc)
 {
     gc->version = g->version;
@@ -824,6 +914,7 @@ static sift_status build(vkb *be, sift_graph *g, vk_cache *gc)
     plan pl = {.be = be, .gc = gc, .emit = false};
     for (int i = 0; i < g->n_nodes; i++) TRY(planners[g->nodes[i].op](&pl, &g->nodes[i]));
     TRY(vk_buf_create(be, pl.used, false, &gc->scratch, "the scratch buffer of a graph"));
+    TRY(zero_scratch(be, &gc->scratch));
     pl.emit = true;
     pl.used = 0;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -864,7 +955,7 @@ static sift_status record(vkb *be, vk_cache *gc, bool timed)
     /* the scratch updates first: their data is fixed, and the first node's barrier covers them */
     for (int s = 0; s < gc->n_steps; s++)
         if (gc->steps[s].kind == STEP_UPDATE)
-            be->vk.vkCmdUpdateBuffer(cb, gc->scratch.buf, gc->steps[s].fill_off, gc->steps[s].fill_size,
+            be->vk.vkCmdUpdateBuffer(cb, gc->scratch.buf, gc->steps[s].upd_off, gc->steps[s].upd_size,
                                      gc->blob + gc->steps[s].blob_off);
     if (timed) {
         be->vk.vkCmdResetQueryPool(cb, gc->queries, 0, (uint32_t)gc->n_nodes + 1);
@@ -882,10 +973,6 @@ static sift_status record(vkb *be, vk_cache *gc, bool timed)
             if (timed || !first || due) vk_barrier(be, cb);
             first = false;
             due = false;
-            if (st->kind == STEP_FILL) {
-                be->vk.vkCmdFillBuffer(cb, gc->scratch.buf, st->fill_off, st->fill_size, 0);
-                continue;
-            }
             if (st->pipeline != bound) {
                 be->vk.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, st->pipeline);
                 bound = st->pipeline;

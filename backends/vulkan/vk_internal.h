@@ -33,13 +33,16 @@ typedef enum vk_kernel {
     VK_K_FILL_RANGE,
     VK_K_MEAN_ROWS,
     VK_K_NEIGHBOR_FETCH,
+    VK_K_SCORE_MAX,
     VK_K_COUNT
 } vk_kernel;
 
-/* Specialization constant ids (shaders/rows.glsl, attend.comp, score.comp). */
+/* Specialization constant ids (shaders/rows.glsl, attend.comp, score.comp; score_max.comp uses WGS, D, F16,
+ * GH (its group G), ALIGNED and I8). */
 enum {
     VK_SC_WGS = 0, VK_SC_D, VK_SC_F16, VK_SC_LANES, VK_SC_GH, VK_SC_ROWS, VK_SC_VP, VK_SC_ALIGNED, VK_SC_DENSE, VK_SC_ROPE,
     VK_SC_GMAX, /* score.comp: score_max */
+    VK_SC_I8,   /* score_max.comp: an int8 K cache (rows of D + 4 bytes) */
     VK_NSPEC
 };
 /* ... and of the model kernels (shaders/weights.glsl, matvec.comp, matmul.comp, eltwise.comp, kv_write.comp,
@@ -98,7 +101,9 @@ typedef struct vk_kvref {
 typedef struct vk_tune {
     uint32_t score_rows, score_wgs; /* rows per cluster step, workgroup size of score.comp */
     uint32_t attn_rows, attn_wgs;   /* the same for attend.comp */
-    uint32_t smax_lanes;            /* score_max: the most lanes per K row (0: 1 for D <= 16, else 16) */
+    uint32_t smax_lanes;            /* score_max on score.comp (D above smax_stream): the most lanes per K row */
+    uint32_t smax_stream;           /* score_max: the largest D for score_max.comp (0: 32; below 8: never) */
+    uint32_t select_groups;         /* select: target workgroups over all lists (0: 1024) */
     uint32_t groups;                /* target workgroups of the streaming kernels (splits, tiles) */
 } vk_tune;
 

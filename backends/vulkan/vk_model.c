@@ -265,8 +265,17 @@ sift_status vk_plan_kv_write(plan *pl, const sift_node *n)
     TRY(vk_tensor_ref(src, &p.src));
     TRY(vk_kv_ref(cache, &p.cache)); /* paged or not: shaders/common.glsl kv_row */
     uint32_t spec[VK_NSPEC] = {0};
-    uint32_t mode = cache->dtype == SIFT_F32 ? 0u : vk_tensor_is_f16(cache) ? 1u : 2u;
-    if (mode == 1) {
+    uint32_t mode = cache->dtype == SIFT_I8 ? 3u : cache->dtype == SIFT_F32 ? 0u : vk_tensor_is_f16(cache) ? 1u : 2u;
+    if (mode == 3) {
+        /* an int8 cache: rows of D + 4 bytes (sift_dtype_size(SIFT_I8) = 1), one invocation per row,
+         * whole 32-bit stores: the cache must start on a 4-byte boundary (D is a multiple of 8) */
+        if ((p.cache.t.meta & 3u) != 0)
+            return sift_set_error(SIFT_E_UNSUPPORTED,
+                                  "vulkan: kv_write: the i8 cache '%s' does not start on a 4-byte boundary "
+                                  "(the kernel writes 32-bit words)",
+                                  cache->name);
+        p.n = count / p.d; /* rows T * Hkv */
+    } else if (mode == 1) {
         if ((p.cache.t.meta & 3u) != 0)
             return sift_set_error(SIFT_E_UNSUPPORTED,
                                   "vulkan: kv_write: the f16 cache '%s' starts 2 bytes past a 4-byte boundary "
