@@ -1169,6 +1169,14 @@ static void int8_layout_check(const conf_case *cc, const backend *ref, const bac
         TRY(sift_graph_create(ctx, &g));
         TRY(sift_op_kv_write(g, xt, 0, cache));
         if (score) TRY(sift_op_score_max(g, qt, cache, c->begin, c->end, scale, ut));
+        const sift_status supported = sift_graph_check_supported(g);
+        if (supported != SIFT_OK) { /* a layout this backend refuses: free what the case holds, then report it */
+            sift_graph_destroy(g);
+            sift_tensor_destroy(cache), sift_tensor_destroy(tt), sift_tensor_destroy(store), sift_tensor_destroy(ut);
+            sift_tensor_destroy(xt), sift_tensor_destroy(qt);
+            free(b[0]), free(b[1]), free(u[0]), free(u[1]), free(u[2]), free(q), free(x);
+            TRY(supported);
+        }
         TRY(compute_checked(g));
         TRY(sift_tensor_read(store, 0, b[k], bytes));
         if (score) TRY(sift_tensor_read(ut, 0, u[k], (size_t)(hkv * m) * 4));
