@@ -1,28 +1,14 @@
-/* The decode-attention ops (SPEC §3): score, vote, select, gather_attend, dense_attend. */
+/* The decode-attention ops (docs/algorithms.md): score, score_max, vote, select, neighbor_fetch,
+ * gather_attend, dense_attend. */
 #include "engine.h"
 
-sift_status sift_op_score(sift_graph *g, const sift_tensor *q, const sift_tensor *k, int64_t begin, int64_t end,
-                          float scale, sift_tensor *scores)
+/* score (out [Hq][M]) and score_max (out [Hkv][M]): the same operands, checked once. score_max
+ * also reads an i8 cache of quantized rows, D int8 and their scale. */
+static sift_status score_node(sift_graph *g, sift_op opcode, const sift_tensor *q, const sift_tensor *k, int64_t begin,
+                              int64_t end, float scale, sift_tensor *out)
 {
-    const char *op = "score";
-    TRY(sift_check_qkv(g, q, k, NULL, op));
-    TRY(sift_check_scale(scale, op));
-    if (begin < 0 || end < begin || end > k->shape[1])
-        return sift_set_error(SIFT_E_SHAPE, "score: positions [%lld, %lld) outside the cache of %lld", (long long)begin,
-                              (long long)end, (long long)k->shape[1]);
-    TRY(sift_check_out(g, scores, SIFT_F32, q->shape[0], end - begin, op, "scores"));
-    sift_node n = {.op = SIFT_OP_SCORE, .n_src = 2, .src = {q, k}, .dst = scores};
-    n.p.begin = begin;
-    n.p.end = end;
-    n.p.scale = scale;
-    return sift_graph_push_node(g, &n);
-}
-
-sift_status sift_op_score_max(sift_graph *g, const sift_tensor *q, const sift_tensor *k, int64_t begin, int64_t end,
-                              float scale, sift_tensor *votes)
-{
-    const char *op = "score_max";
-    if (k && k->dtype == SIFT_I8 && k->ndim == 3) { /* quantized rows: D int8 and their scale */
+    const char *op = sift_op_name(opcode);
+    if (opcode == SIFT_OP_SCORE_MAX && k && k->dtype == SIFT_I8 && k->ndim == 3) {
         sift_tensor as_f16 = *k;
         as_f16.dtype = SIFT_F16;
         as_f16.shape[2] -= 4;
@@ -32,14 +18,27 @@ sift_status sift_op_score_max(sift_graph *g, const sift_tensor *q, const sift_te
     }
     TRY(sift_check_scale(scale, op));
     if (begin < 0 || end < begin || end > k->shape[1])
-        return sift_set_error(SIFT_E_SHAPE, "score_max: positions [%lld, %lld) outside the cache of %lld", (long long)begin,
+        return sift_set_error(SIFT_E_SHAPE, "%s: positions [%lld, %lld) outside the cache of %lld", op, (long long)begin,
                               (long long)end, (long long)k->shape[1]);
-    TRY(sift_check_out(g, votes, SIFT_F32, k->shape[0], end - begin, op, "votes"));
-    sift_node n = {.op = SIFT_OP_SCORE_MAX, .n_src = 2, .src = {q, k}, .dst = votes};
+    const int64_t rows = opcode == SIFT_OP_SCORE ? q->shape[0] : k->shape[0];
+    TRY(sift_check_out(g, out, SIFT_F32, rows, end - begin, op, opcode == SIFT_OP_SCORE ? "scores" : "votes"));
+    sift_node n = {.op = opcode, .n_src = 2, .src = {q, k}, .dst = out};
     n.p.begin = begin;
     n.p.end = end;
     n.p.scale = scale;
     return sift_graph_push_node(g, &n);
+}
+
+sift_status sift_op_score(sift_graph *g, const sift_tensor *q, const sift_tensor *k, int64_t begin, int64_t end,
+                          float scale, sift_tensor *scores)
+{
+    return score_node(g, SIFT_OP_SCORE, q, k, begin, end, scale, scores);
+}
+
+sift_status sift_op_score_max(sift_graph *g, const sift_tensor *q, const sift_tensor *k, int64_t begin, int64_t end,
+                              float scale, sift_tensor *votes)
+{
+    return score_node(g, SIFT_OP_SCORE_MAX, q, k, begin, end, scale, votes);
 }
 
 sift_status sift_op_vote(sift_graph *g, sift_vote_mode mode, const sift_tensor *scores, sift_tensor *votes)

@@ -106,6 +106,18 @@ static sift_status upload_f32(sift_predictor *p, int ndim, const int64_t *shape,
     return sift_tensor_write(*out, 0, data, (size_t)n * sizeof(float));
 }
 
+/* The end of a load: the predictor handed out, or freed after a failure. */
+static sift_status finish(const sift_model *m, sift_predictor *p, sift_status s, sift_predictor **out)
+{
+    if (s != SIFT_OK) {
+        sift_predictor_destroy(p);
+        return s;
+    }
+    p->overhead = (double)p->n_params / (double)model_params(m);
+    *out = p;
+    return SIFT_OK;
+}
+
 /* ---- from a file ------------------------------------------------------------------------------- */
 
 static sift_status need_u32(const sift_gguf *f, const char *key, uint32_t *out)
@@ -223,13 +235,7 @@ sift_status sift_predictor_load(sift_model *m, const char *path, sift_predictor 
         buf[0] = NULL;
     }
     sift_gguf_close(f);
-    if (s != SIFT_OK) {
-        sift_predictor_destroy(p);
-        return s;
-    }
-    p->overhead = (double)p->n_params / (double)model_params(m);
-    *out = p;
-    return SIFT_OK;
+    return finish(m, p, s, out);
 }
 
 /* ---- random (benchmarks) ----------------------------------------------------------------------- */
@@ -274,13 +280,7 @@ sift_status sift_predictor_random(sift_model *m, int key_dim, uint64_t seed, sif
         s = upload_key_projection(p, l, v);
     }
     free(v);
-    if (s != SIFT_OK) {
-        sift_predictor_destroy(p);
-        return s;
-    }
-    p->overhead = (double)p->n_params / (double)model_params(m);
-    *out = p;
-    return SIFT_OK;
+    return finish(m, p, s, out);
 }
 
 void sift_predictor_get_info(const sift_predictor *p, sift_predictor_info *out)

@@ -189,7 +189,8 @@ static bool kv_row(const sift_tensor *t, int64_t g, int64_t pos, float *dst)
 enum { SCORE_POSITIONS = 256 };
 
 /* s[h][j] = scale * sift_dot_f32(q[h], K[g(h)][begin + j]) for KV head g = item % hkv and the
- * block item / hkv of positions; each K row is read once for its group of heads. */
+ * block item / hkv of positions; each K row is read once for its group of heads. score writes
+ * every head's score; score_max only their max, u[g][j]. */
 CPU_HOT_LOOP static void score_block(void *arg, int64_t item, int thread)
 {
     (void)thread;
@@ -199,15 +200,22 @@ CPU_HOT_LOOP static void score_block(void *arg, int64_t item, int thread)
     const int64_t hq = q->shape[0], hkv = k->shape[0], d = q->shape[1], m = n->p.end - n->p.begin;
     const int64_t group = hq / hkv, g = item % hkv, j0 = item / hkv * SCORE_POSITIONS;
     const int64_t j1 = j0 + SCORE_POSITIONS < m ? j0 + SCORE_POSITIONS : m;
+    const bool max_only = n->op == SIFT_OP_SCORE_MAX;
     float *s = cpu_data(n->dst);
     float row[SIFT_MAX_HEAD_DIM];
     for (int64_t j = j0; j < j1; j++) {
         kv_row(k, g, n->p.begin + j, row);
-        for (int64_t h = g * group; h < (g + 1) * group; h++)
-            s[h * m + j] = n->p.scale * sift_dot_f32((const float *)cpu_data(q) + h * d, row, d);
+        float mx = -INFINITY;
+        for (int64_t h = g * group; h < (g + 1) * group; h++) {
+            const float sc = n->p.scale * sift_dot_f32((const float *)cpu_data(q) + h * d, row, d);
+            if (max_only) mx = fmaxf(mx, sc);
+            else s[h * m + j] = sc;
+        }
+        if (max_only) s[g * m + j] = mx;
     }
 }
 
+/* score and score_max. */
 static sift_status op_score(cpu_backend *be, const sift_node *n)
 {
     const int64_t hq = n->src[0]->shape[0], hkv = n->src[1]->shape[0], d = n->src[0]->shape[1];
@@ -218,37 +226,6 @@ static sift_status op_score(cpu_backend *be, const sift_node *n)
 }
 
 /* SOFTMAX_SUM: v[j] = sum_h softmax_j(s[h][j]).  KVHEAD_MAX: u[g][j] = max over g's heads of s[h][j]. */
-/* u[g][j] = max over the group's heads of scale * dot(q[h], K[g][begin + j]): score_block's
- * arithmetic, then vote's max, per item (KV head, block of positions). */
-CPU_HOT_LOOP static void score_max_block(void *arg, int64_t item, int thread)
-{
-    (void)thread;
-    const node_job *job = arg;
-    const sift_node *n = job->n;
-    const sift_tensor *q = n->src[0], *k = n->src[1];
-    const int64_t hq = q->shape[0], hkv = k->shape[0], d = q->shape[1], m = n->p.end - n->p.begin;
-    const int64_t group = hq / hkv, g = item % hkv, j0 = item / hkv * SCORE_POSITIONS;
-    const int64_t j1 = j0 + SCORE_POSITIONS < m ? j0 + SCORE_POSITIONS : m;
-    float *u = cpu_data(n->dst);
-    float row[SIFT_MAX_HEAD_DIM];
-    for (int64_t j = j0; j < j1; j++) {
-        kv_row(k, g, n->p.begin + j, row);
-        float mx = -INFINITY;
-        for (int64_t h = g * group; h < (g + 1) * group; h++)
-            mx = fmaxf(mx, n->p.scale * sift_dot_f32((const float *)cpu_data(q) + h * d, row, d));
-        u[g * m + j] = mx;
-    }
-}
-
-static sift_status op_score_max(cpu_backend *be, const sift_node *n)
-{
-    const int64_t hq = n->src[0]->shape[0], hkv = n->src[1]->shape[0], d = n->src[0]->shape[1];
-    const int64_t m = n->p.end - n->p.begin;
-    node_job job = {.be = be, .n = n, .blocks = (m + SCORE_POSITIONS - 1) / SCORE_POSITIONS};
-    cpu_parallel_for(be, hkv * job.blocks, (double)hq * (double)m * (double)d, score_max_block, &job);
-    return SIFT_OK;
-}
-
 static sift_status op_vote(cpu_backend *be, const sift_node *n)
 {
     (void)be;
@@ -511,7 +488,7 @@ static const cpu_kernel cpu_kernels[SIFT_OP_COUNT] = {
     [SIFT_OP_LAYERNORM] = cpu_layernorm,
     [SIFT_OP_SILU] = cpu_silu,
     [SIFT_OP_NEIGHBOR_FETCH] = op_neighbor_fetch,
-    [SIFT_OP_SCORE_MAX] = op_score_max,
+    [SIFT_OP_SCORE_MAX] = op_score,
 };
 
 static bool cpu_supports_op(void *be, const sift_node *n)
