@@ -1144,7 +1144,7 @@ static int tokenize_file(int argc, char **argv)
         free(text);
         return 1;
     }
-    const size_t cap = len + 2; /* at most one token per byte, and BOS */
+    const size_t cap = 4 * len + 8; /* a byte may become several tokens (a space without a "▁" piece: three) */
     int32_t *ids = malloc(cap * sizeof *ids);
     size_t n = 0;
     const sift_status st = ids ? sift_model_tokenize(m, text, len, add_bos, ids, cap, &n) : SIFT_E_NOMEM;
