@@ -144,7 +144,7 @@ sift demo --samples 1 --backend cpu
 expect_rc 0 "demo --samples 1"
 expect_in out "1 sample of 4096 tokens" "demo: one sample of the shortest length"
 expect_in out "expected answers, sample 1: 785 048 957 354 968 871 363" "demo: the first sample's answers"
-for p in dense tokenselect quest streaming; do
+for p in dense tokenselect butler quest streaming; do
     checks=$((checks + 1))
     grep -qE "^$p +[0-9? ]+ +[0-9]+\.[0-9]% +[0-9]+\.[0-9] KiB +[0-9]+\.[0-9] t/s\$" "$T/out" || fail "demo: no accuracy line for $p: $(cat "$T/out")"
 done
