@@ -52,7 +52,7 @@ static sift_status butler_lists(const attn *a, const sift_select_params *sel, si
     const sift_attn_config *c = a->c;
     sift_graph *g = a->g;
     const sift_select_layout l = sift_select_layout_of(sel);
-    const int64_t lists = c->n_kv_heads, count = l.count + (c->neighbor_fetch ? l.chosen : 0);
+    const int64_t lists = c->n_kv_heads, count = sift_butler_list_len(&l, c->neighbor_fetch);
     const bool full = l.cand > sel->budget;
     const sift_tensor *kept = c->sel_indices;
     if (kept && (kept->dtype != SIFT_I32 || kept->ndim != 2 || kept->shape[0] != lists || kept->shape[1] != count))

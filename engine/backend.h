@@ -75,6 +75,13 @@ typedef struct sift_select_layout {
 /* The layout of p (p validated: N >= 1, S, W, k >= 0). */
 sift_select_layout sift_select_layout_of(const sift_select_params *p);
 
+/* Entries of a TokenButler list: select's, and with neighbour fetch one more per chosen position
+ * (sift_op_neighbor_fetch). */
+static inline int64_t sift_butler_list_len(const sift_select_layout *l, bool neighbor_fetch)
+{
+    return l->count + (neighbor_fetch ? l->chosen : 0);
+}
+
 /* The positions the queries of an attention node (gather_attend, dense_attend, causal_attend,
  * causal_attend_sparse) visit, resolved by its constructor. Entry e of a query's walk is position
  * list[e] for e < list_len (list: the node's indices, its KV head's or the shared one), else

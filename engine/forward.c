@@ -94,7 +94,7 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
                             (size_t)(sg->row0 * per_row + slot * hq * dk) * sizeof(float), &qp));
         const sift_select_params *sel = &a.sel;
         const sift_select_layout lay = sift_select_layout_of(sel);
-        const int64_t count = lay.count + (c->neighbor_fetch ? lay.chosen : 0);
+        const int64_t count = sift_butler_list_len(&lay, c->neighbor_fetch);
         TRY(sift_graph_view(f->g, sl->sel_idx, SIFT_I32, 2, (int64_t[]){hkv, count}, 0, &kept)); /* [Hkv][count] */
         a.mode = SIFT_ATTN_SELECT;
         a.scorer = SIFT_SCORER_BUTLER;

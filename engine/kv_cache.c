@@ -113,23 +113,21 @@ sift_status sift_kv_release_pages(sift_session *s, sequence *q, int64_t end)
 
 /* ---- host mirrors -------------------------------------------------------------------------------- */
 
-/* Rows [j, end) of KV head h of sequence q in a pool: the byte offset of row j, and how many of
- * the rows from j on lie in j's page (a contiguous run). The host side of sift_kv_phys_row. */
-static int64_t pool_run(const sift_session *s, const sequence *q, int64_t h, int64_t j, int64_t end, size_t *offset)
-{
-    const int64_t p = s->cfg.page_size, d = s->m->hp.head_dim;
-    const int64_t phys = (int64_t)q->page_of[j / p] * p + j % p;
-    *offset = (size_t)((h * s->pool_pages * p + phys) * d) * sift_dtype_size(s->cfg.kv_type);
-    return p - j % p < end - j ? p - j % p : end - j;
-}
-
-/* The same for a pool of rows of `row_bytes` bytes (the projected keys'). */
+/* Rows [j, end) of KV head h of sequence q in a pool of rows of row_bytes bytes: the byte offset
+ * of row j, and how many of the rows from j on lie in j's page (a contiguous run). The host side
+ * of sift_kv_phys_row. */
 static int64_t pool_run_rows(const sift_session *s, const sequence *q, int64_t h, int64_t j, int64_t end, size_t row_bytes,
                              size_t *offset)
 {
     const int64_t p = s->cfg.page_size, phys = (int64_t)q->page_of[j / p] * p + j % p;
     *offset = (size_t)(h * s->pool_pages * p + phys) * row_bytes;
     return p - j % p < end - j ? p - j % p : end - j;
+}
+
+/* The same in a K or V pool, rows of D values of the cache's type. */
+static int64_t pool_run(const sift_session *s, const sequence *q, int64_t h, int64_t j, int64_t end, size_t *offset)
+{
+    return pool_run_rows(s, q, h, j, end, (size_t)s->m->hp.head_dim * sift_dtype_size(s->cfg.kv_type), offset);
 }
 
 /* Copies rows [pos0, pos0 + t) of layer l of sequence q from the pools into its mirror. */

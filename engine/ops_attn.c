@@ -134,7 +134,7 @@ sift_status sift_op_neighbor_fetch(sift_graph *g, const sift_tensor *indices, co
     if (indices->shape[0] < 1 || indices->shape[1] != l.count)
         return sift_set_error(SIFT_E_SHAPE, "neighbor_fetch: indices have %lld entries per list, select lays out %lld",
                               (long long)indices->shape[1], (long long)l.count);
-    TRY(sift_check_out(g, out, SIFT_I32, indices->shape[0], l.count + l.chosen, op, "out"));
+    TRY(sift_check_out(g, out, SIFT_I32, indices->shape[0], sift_butler_list_len(&l, true), op, "out"));
     sift_node n = {.op = SIFT_OP_NEIGHBOR_FETCH, .n_src = 1, .src = {indices}, .dst = out};
     n.p.sel = *p;
     n.p.layout = l;
