@@ -5,20 +5,22 @@
 // Two kernels:
 //
 // mv_kernel<W>, T = 1 (decode): a matrix-vector product that streams the weights once, at memory
-// bandwidth. A block of 8 warps owns R consecutive rows (R = 8, 4, 2 or 1, fewer where N is small,
-// so that the grid has several blocks per multiprocessor); the warps split K, each running its
-// own 3-stage cp.async pipeline through its slice of shared memory (no block barrier until the
-// final sum). A stage holds, for each of the R rows, a span of U * 32 / R weight groups as raw
-// bytes (16-byte copies of whole aligned chunks, whatever the block layout's alignment), and the
-// matching x values (through L1: every block of the multiprocessor reads the same x), padded by 4
-// floats every 32 so that the lanes' 16-byte reads of different groups fall in different banks.
-// Lane l decodes group (l / R) + i * 32 / R of row l % R: the R lanes of a group read its x
-// values at the same addresses (one broadcast), so x is read from shared memory once per R rows.
+// bandwidth. One block of 16 warps per multiprocessor (one wave, no tail); each warp owns row
+// groups of R consecutive rows (R = 8, 4, 2 or 1, fewer where N is small, so that every warp has
+// work) and streams them one after another through its own 3-stage cp.async pipeline in its
+// slice of shared memory, the pipeline running on across row groups: no block barrier at all, and
+// the next row group's loads are in flight while a row group's sums are reduced. A stage holds,
+// for each of the R rows, a span of U * 32 / R weight groups as raw bytes (16-byte copies of whole
+// aligned chunks, whatever the block layout's alignment), and the matching x values (through L1:
+// every warp of the multiprocessor reads the same x), padded by 4 floats every 32 so that the
+// lanes' 16-byte reads of different groups fall in different banks.
 // Groups: f32 4 values (16 bytes), f16 and bf16 8 values (16 bytes), q8_0 and q4_0 one block of 32
 // (34 and 18 bytes at even addresses: read as 32-bit words and realigned with funnel shifts; the
 // int8 and nibble values become floats through the 2^23 bit trick, exactly). Each lane keeps one
-// f32 sum (q blocks: sum of q * x, times the scale); the sums are reduced over the lanes of a row
-// by shuffles and over the warps in shared memory, in a fixed order.
+// f32 sum (q blocks: sum of q * x, times the scale); at the end of a row group the sums are reduced
+// over the lanes of a row by shuffles, in a fixed order. Lane l decodes group (l / R) + i * 32 / R
+// of row l % R: the R lanes of a group read its x values at the same addresses (one broadcast), so
+// x is read from shared memory once per R rows.
 //
 // gemm_kernel, T > 1 (prefill) and every case mv_kernel does not take (unaligned rows or x): a
 // 64 x 64 output tile per block (64 tokens x 64 rows of w), K in steps of 32 through double-buffered
@@ -47,7 +49,7 @@ struct MatmulArgs {
 
 // ---- matrix-vector ------------------------------------------------------------------------------
 
-constexpr int MV_WARPS = NT / 32;
+constexpr int MV_WARPS = 16, MV_THREADS = 32 * MV_WARPS; // one block of 16 warps per multiprocessor
 constexpr int MV_STAGES = 3;
 constexpr int MV_STAGE_BUDGET = 3584; // bytes of weights + x per warp and stage (about 2 KiB of weights)
 
@@ -193,62 +195,73 @@ template <> __device__ __forceinline__ float mv_dot<SIFT_Q4_0>(const unsigned ch
     return fmaf(d, s, acc);
 }
 
-template <int W> __global__ void __launch_bounds__(NT) mv_kernel(const MatmulArgs a)
+template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(const MatmulArgs a)
 {
     constexpr int G = fmt_group(W), GB = fmt_group_bytes(W);
     SIFT_DYNAMIC_SMEM(smem);
-    __shared__ float red[MV_WARPS][8];
 
     const int R = a.rows_per_block, U = a.mv_u;
     const MvLayout L = mv_layout(W, R, U);
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int r = lane & (R - 1), gl = lane / R, gstep = 32 / R;
-    const int64_t n0 = (int64_t)blockIdx.x * R;
-    const int nrows = (int)min((int64_t)R, a.n - n0);
-    const int64_t ng = a.k / G;                                       // groups per row
-    const int64_t gw0 = ng * warp / MV_WARPS, gw1 = ng * (warp + 1) / MV_WARPS;
-    const int nst = (int)((gw1 - gw0 + L.sg - 1) / L.sg);
+    const int64_t ng = a.k / G;                          // groups per row
+    const int nst = (int)((ng + L.sg - 1) / L.sg);       // stages per row group
+    const int64_t n_groups = (a.n + R - 1) / R;          // row groups of R rows
+    // this warp's row groups: wid, wid + wstride, ...; its work, stage after stage of each
+    // (warp w of every block before warp w + 1 of any: a short matrix spreads over all blocks)
+    const int64_t wid = (int64_t)warp * gridDim.x + blockIdx.x, wstride = (int64_t)gridDim.x * MV_WARPS;
+    const int64_t items = wid < n_groups ? (n_groups - wid + wstride - 1) / wstride * nst : 0;
     unsigned char *wbuf = smem + (size_t)warp * MV_STAGES * L.stage_bytes;
     const unsigned char *wb = static_cast<const unsigned char *>(a.w);
     const uintptr_t wend = reinterpret_cast<uintptr_t>(wb) + (size_t)a.n * a.row_bytes;
 
-    // Enqueues stage i (groups gw0 + i * sg ..) into its buffer: R rows of raw bytes, then x.
-    auto issue = [&](int i) {
+    // Enqueues work item i (stage s of row group rg) into buffer i % MV_STAGES: R rows of raw
+    // bytes, then x.
+    int64_t in_rg = wid;
+    int in_s = 0;
+    auto issue = [&](int64_t i) {
         unsigned char *buf = wbuf + (size_t)(i % MV_STAGES) * L.stage_bytes;
-        const int64_t g0 = gw0 + (int64_t)i * L.sg, g1 = min(gw1, g0 + L.sg);
+        const int64_t n0 = in_rg * R;
+        const int nrows = (int)min((int64_t)R, a.n - n0);
+        const int64_t g0 = (int64_t)in_s * L.sg, g1 = min(ng, g0 + L.sg);
         for (int j = lane; j < nrows * L.nch; j += 32) {
-            const int rr = j / L.nch, c = j % L.nch;
+            const int rr = j / L.nch, c = j - rr * L.nch;
             const uintptr_t row = reinterpret_cast<uintptr_t>(wb) + (size_t)(n0 + rr) * a.row_bytes;
             const uintptr_t s0 = row + (uintptr_t)g0 * GB, s1 = row + (uintptr_t)g1 * GB;
             const uintptr_t src = (s0 & ~(uintptr_t)15) + 16 * (uintptr_t)c;
             if (src < s1) {
-                const int n = wend - src < 16 ? (int)(wend - src) : 16;
-                cp_async16_n(buf + rr * L.rs + 16 * c, reinterpret_cast<const void *>(src), n);
+                const int nb = wend - src < 16 ? (int)(wend - src) : 16;
+                cp_async16_n(buf + rr * L.rs + 16 * c, reinterpret_cast<const void *>(src), nb);
             }
         }
         float *xs = reinterpret_cast<float *>(buf + R * L.rs);
         const int nx = (int)(g1 - g0) * G / 4;
         for (int j = lane; j < nx; j += 32) cp_async16_l1(xs + 4 * j + 4 * (j >> 3), a.x + g0 * G + 4 * j);
+        if (++in_s == nst) in_s = 0, in_rg += wstride;
     };
 
 #pragma unroll
     for (int s = 0; s < MV_STAGES - 1; s++) {
-        if (s < nst) issue(s);
+        if (s < items) issue(s);
         cp_async_commit();
     }
-    // the misalignment of this lane's row span within its first chunk is the same in every stage
-    // when the stage length in bytes is a multiple of 16; it is not for q blocks, so recompute
-    const uintptr_t myrow = reinterpret_cast<uintptr_t>(wb) + (size_t)(n0 + min(r, nrows - 1)) * a.row_bytes;
+    int64_t rg = wid;
+    int st = 0;
     float acc = 0.0f;
-    for (int i = 0; i < nst; i++) {
+    for (int64_t i = 0; i < items; i++) {
         cp_async_wait<MV_STAGES - 2>();
-        __syncwarp(); // stage i landed for every lane; every lane is done with stage i - 1
-        if (i + MV_STAGES - 1 < nst) issue(i + MV_STAGES - 1);
+        __syncwarp(); // item i landed for every lane; every lane is done with item i - 1's buffer
+        if (i + MV_STAGES - 1 < items) issue(i + MV_STAGES - 1);
         cp_async_commit();
         const unsigned char *buf = wbuf + (size_t)(i % MV_STAGES) * L.stage_bytes;
-        const int64_t g0 = gw0 + (int64_t)i * L.sg;
-        const int gn = (int)(min(gw1, g0 + L.sg) - g0);
+        const int64_t n0 = rg * R;
+        const int nrows = (int)min((int64_t)R, a.n - n0);
+        const int64_t g0 = (int64_t)st * L.sg;
+        const int gn = (int)(min(ng, g0 + L.sg) - g0);
         if (r < nrows) {
+            // the misalignment of this lane's row span within its first chunk (q blocks: it
+            // changes from stage to stage)
+            const uintptr_t myrow = reinterpret_cast<uintptr_t>(wb) + (size_t)(n0 + r) * a.row_bytes;
             const int mis = (int)((myrow + (uintptr_t)g0 * GB) & 15);
             const unsigned char *wrow = buf + r * L.rs + mis;
             const float *xs = reinterpret_cast<const float *>(buf + R * L.rs);
@@ -257,19 +270,15 @@ template <int W> __global__ void __launch_bounds__(NT) mv_kernel(const MatmulArg
                 if (gi < gn) acc = mv_dot<W>(wrow + gi * GB, xs + mv_xpos(gi * G), acc);
             }
         }
+        if (++st == nst) { // the row group is complete: sum each row's lanes, in a fixed order
+            for (int o = 16; o >= R; o >>= 1) acc += __shfl_xor_sync(FULL, acc, o);
+            if (lane < nrows) a.out[n0 + lane] = a.bias ? acc + a.bias[n0 + lane] : acc;
+            acc = 0.0f;
+            st = 0;
+            rg += wstride;
+        }
     }
     cp_async_wait<0>();
-
-    for (int o = 16; o >= R; o >>= 1) acc += __shfl_xor_sync(FULL, acc, o);
-    if (lane < R) red[warp][lane] = acc;
-    __syncthreads();
-    if ((int)threadIdx.x < nrows) {
-        float s = 0.0f;
-#pragma unroll
-        for (int w = 0; w < MV_WARPS; w++) s += red[w][threadIdx.x];
-        const int64_t n = n0 + (int64_t)threadIdx.x;
-        a.out[n] = a.bias ? s + a.bias[n] : s;
-    }
 }
 
 // ---- tiled --------------------------------------------------------------------------------------
@@ -376,20 +385,28 @@ static size_t mv_smem(int wtype, int R, int u)
 // by many rows), q8_0 at least 4, the others down to 1.
 static int mv_rmin(int wtype) { return wtype == SIFT_Q4_0 ? 8 : wtype == SIFT_Q8_0 ? 4 : 1; }
 
-// U for R rows per block: as many groups per lane and stage as the stage budget allows (1 .. 8).
-static int mv_groups_per_lane(int wtype, int R)
+// The bytes of weights + x per warp and stage: MV_STAGE_BUDGET, less where the device's shared
+// memory cannot hold MV_WARPS x MV_STAGES such stages in one block (sm_86/89: about 2 KiB).
+static int mv_stage_budget(const sift_cuda_device *dev)
+{
+    const size_t fit = (dev->smem_optin - 1024) / (MV_WARPS * MV_STAGES);
+    return fit < (size_t)MV_STAGE_BUDGET ? (int)(fit & ~(size_t)15) : MV_STAGE_BUDGET;
+}
+
+// U for R rows per row group: as many groups per lane and stage as the stage budget allows (1 .. 8).
+static int mv_groups_per_lane(int wtype, int R, int budget)
 {
     const int per_u = 32 * fmt_group_bytes(wtype) + 32 * fmt_group(wtype) * 9 / (2 * R); // bytes per unit of U
-    const int u = MV_STAGE_BUDGET / per_u;
+    const int u = budget / per_u;
     return u < 1 ? 1 : u > 8 ? 8 : u;
 }
 
 // The most dynamic shared memory any plan gives a matrix-vector kernel of this weight type.
-static size_t mv_smem_max(int wtype)
+static size_t mv_smem_max(int wtype, int budget)
 {
     size_t m = 0;
     for (int R = mv_rmin(wtype); R <= 8; R *= 2) {
-        const size_t s = mv_smem(wtype, R, mv_groups_per_lane(wtype, R));
+        const size_t s = mv_smem(wtype, R, mv_groups_per_lane(wtype, R, budget));
         m = s > m ? s : m;
     }
     return m;
@@ -423,9 +440,9 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
 {
     for (const sift_dtype w : {SIFT_F32, SIFT_F16, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0}) {
         const void *fn = reinterpret_cast<const void *>(mv_kernel_for(w));
-        // the plans' largest (about 95 KiB; with the static reduction array, within every sm_80+
-        // device's limit: 163 KiB on A100, 99 KiB on sm_86/89, 227 KiB on H100/H200)
-        const size_t need = mv_smem_max(w);
+        // the plans' largest (about 170 KiB on H100/H200; the stage budget keeps it within the
+        // device's limit: 163 KiB on A100, 99 KiB on sm_86/89)
+        const size_t need = mv_smem_max(w, mv_stage_budget(dev));
         if (need + 1024 > dev->smem_optin) return cudaErrorNotSupported;
         cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)need);
         if (e == cudaSuccess)
@@ -453,14 +470,15 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
         plan->path = MM_TILED;
         return cudaSuccess;
     }
-    // R: 8 rows per block unless that leaves fewer than 3 blocks per multiprocessor
+    // R: 8 rows per row group unless that leaves fewer than half a row group per warp of the
+    // grid (one block of MV_WARPS warps per multiprocessor), where x's share of the traffic
+    // allows fewer
     const int rmin = mv_rmin(w);
     int R = 8;
-    while (R > rmin && (a.n + R - 1) / R < 3 * (int64_t)dev->sm_count) R /= 2;
+    while (R > rmin && (a.n + R - 1) / R < (int64_t)MV_WARPS * dev->sm_count / 2) R /= 2;
     // U: groups per lane and stage, as many as the stage budget allows
-    const int u = mv_groups_per_lane(w, R);
-    const size_t smem = mv_smem(w, R, u); // <= mv_smem_max(w), the limit matmul_init set
-    if ((a.n + R - 1) / R > 2147483647) return beyond_limit(plan, "a matrix-vector product over 2^31 blocks of rows");
+    const int u = mv_groups_per_lane(w, R, mv_stage_budget(dev));
+    const size_t smem = mv_smem(w, R, u); // <= mv_smem_max, the limit matmul_init set
     plan->path = MM_VEC;
     plan->rows_per_block = R;
     plan->groups_per_lane = u;
@@ -471,12 +489,14 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
 extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, const sift_node *n,
                                                const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
 {
-    (void)dev, (void)scratch;
+    (void)scratch;
     const MatmulArgs a = matmul_args(n, plan);
     switch (plan->path) {
     case MM_VEC: {
-        const unsigned blocks = (unsigned)((a.n + a.rows_per_block - 1) / a.rows_per_block);
-        return launch(mv_kernel_for(a.wtype), dim3(blocks), dim3(NT), plan->smem, st, a);
+        // one block per multiprocessor (fewer for fewer row groups); the warps stream row groups
+        const int64_t groups = (a.n + a.rows_per_block - 1) / a.rows_per_block;
+        const unsigned blocks = (unsigned)(groups < dev->sm_count ? groups : dev->sm_count);
+        return launch(mv_kernel_for(a.wtype), dim3(blocks), dim3(MV_THREADS), plan->smem, st, a);
     }
     case MM_TILED: {
         const bool wvec = reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.row_bytes % 16 == 0;
