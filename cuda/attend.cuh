@@ -529,4 +529,16 @@ template <typename T, int D, int GC, bool GENERAL> KernelInfo attend_info()
 // The general attention kernels (attend_general.cu), as kernel_info picks the others.
 KernelInfo general_kernel_info(int f16, int d, int gc);
 
+// The tensor-core decode kernels (attend_mma.cu): one warp per block, D = 64 or 128, f16 K/V,
+// at most 4 query heads per KV head, one query per head, V at K's rows.
+constexpr int MMA_HEADS = 4; // query heads per block (B's 8 columns: 4 heads x {hi, lo})
+using AttendMmaKernel = void (*)(AttendArgs, float *, float2 *);
+struct MmaKernelInfo {
+    AttendMmaKernel attend;
+    const void *fn;
+    size_t smem;  // dynamic shared memory
+    int tile_rows; // keys per stage
+};
+MmaKernelInfo mma_kernel_info(int d);
+
 } // namespace sift_cuda

@@ -166,6 +166,81 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 #endif
 
+// ---- tensor-core fragments (sm_80+: mma.sync m16n8k16, f16 inputs, f32 accumulation) -----------
+// PTX's layouts, lane = 4 g + c (g = lane / 4, c = lane % 4), each register two f16 (low half
+// first): A 16 x 16 row-major, a[0] = (row g, cols 2c, 2c+1), a[1] = (g + 8, 2c ..), a[2] = (g, 2c + 8 ..),
+// a[3] = (g + 8, 2c + 8 ..); B 16 x 8 "col", b[0] = (rows 2c, 2c+1, col g), b[1] = (rows 2c + 8, 2c + 9,
+// col g); D 16 x 8 f32, d[0..3] = (g, 2c), (g, 2c + 1), (g + 8, 2c), (g + 8, 2c + 1).
+// ldmatrix_x4: lane i gives the shared-memory address of row i % 8 (16 bytes: 8 f16) of 8 x 8
+// matrix i / 8; r[j] receives matrix j as (row g, cols 2c, 2c+1); _trans receives its transpose,
+// (rows 2c, 2c+1 of column g), so rows of V stored [key][d] become an A fragment of V^T.
+#ifdef SIFT_CUDA_EMU
+__device__ __forceinline__ float half_lo(unsigned w) { return __half2float(__ushort_as_half((unsigned short)(w & 0xffffu))); }
+__device__ __forceinline__ float half_hi(unsigned w) { return __half2float(__ushort_as_half((unsigned short)(w >> 16))); }
+__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2])
+{
+    unsigned mine[6] = {a[0], a[1], a[2], a[3], b[0], b[1]}, all[32][6];
+    sift_emu::warp_gather(mine, all, sizeof mine);
+    const int lane = (int)(sift_emu::linear_tid() & 31), g = lane / 4, c = lane % 4;
+    auto A = [&](int row, int col) { // element (row, col) of A: lane 4 (row % 8) + (col % 8) / 2
+        const unsigned w = all[4 * (row % 8) + (col % 8) / 2][(row >= 8 ? 1 : 0) + (col >= 8 ? 2 : 0)];
+        return col % 2 ? half_hi(w) : half_lo(w);
+    };
+    auto B = [&](int row, int col) {
+        const unsigned w = all[4 * col + (row % 8) / 2][4 + (row >= 8 ? 1 : 0)];
+        return row % 2 ? half_hi(w) : half_lo(w);
+    };
+    for (int i = 0; i < 4; i++) {
+        const int row = g + (i >= 2 ? 8 : 0), col = 2 * c + (i % 2);
+        float acc = d[i];
+        for (int k = 0; k < 16; k++) acc += A(row, k) * B(k, col); // products are exact in f32
+        d[i] = acc;
+    }
+}
+template <bool TRANS> __device__ __forceinline__ void ldmatrix_x4_emu(unsigned (&r)[4], const void *row)
+{
+    const void *rows[32];
+    sift_emu::warp_gather(&row, rows, sizeof row);
+    const int lane = (int)(sift_emu::linear_tid() & 31), g = lane / 4, c = lane % 4;
+    for (int j = 0; j < 4; j++) {
+        unsigned short h[2];
+        for (int e = 0; e < 2; e++) {
+            const unsigned char *src = TRANS ? static_cast<const unsigned char *>(rows[8 * j + 2 * c + e]) + 2 * g
+                                             : static_cast<const unsigned char *>(rows[8 * j + g]) + 2 * (2 * c + e);
+            memcpy(&h[e], src, 2);
+        }
+        r[j] = (unsigned)h[0] | ((unsigned)h[1] << 16);
+    }
+}
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void *row) { ldmatrix_x4_emu<false>(r, row); }
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void *row) { ldmatrix_x4_emu<true>(r, row); }
+#else
+__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2])
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void *row)
+{
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s) : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const void *row)
+{
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(s) : "memory");
+}
+#endif
+// Two floats as one register of two f16 (a first, in the low half), rounded to nearest.
+__device__ __forceinline__ unsigned pack_half2(float a, float b)
+{
+    return (unsigned)__half_as_ushort(__float2half_rn(a)) | ((unsigned)__half_as_ushort(__float2half_rn(b)) << 16);
+}
+
 // A 16-byte load of data read once (K rows streamed by score_max): ld.global.cs, evict-first in
 // L1 and L2, so that a stream much larger than L2 does not push out what other kernels reuse. In
 // the emulator the address must lie inside one allocation (the emulator checks only what it can).

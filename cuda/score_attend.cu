@@ -3,6 +3,9 @@
 // general ones). See attend.cuh for the algorithms.
 #include "attend.cuh"
 
+#include <stdlib.h>
+#include <string.h>
+
 namespace sift_cuda {
 
 // out[h] = sum_s o_s * exp(m_s - M) / sum_s l_s * exp(m_s - M), M = max_s m_s; 0 if nothing was valid.
@@ -71,23 +74,29 @@ static bool kv_aligned(const KvMap &kv)
     return rows_aligned(kv.k, es) && rows_aligned(kv.v, es);
 }
 
-// Splits `len` entries into blocks of whole tiles: about two waves of resident blocks in all.
-static cudaError_t plan_splits(const sift_cuda_device *dev, const KernelInfo &k, int units, int64_t len, int *splits,
-                               int64_t *split_len)
+// Splits `len` entries into blocks of whole tiles of tile_rows: `waves` waves of resident blocks
+// (of kernel fn, `threads` threads and smem bytes each) in all, over `units` blocks per split.
+static cudaError_t plan_splits(const sift_cuda_device *dev, const void *fn, int threads, size_t smem, int tile_rows,
+                               int waves, int units, int64_t len, int *splits, int64_t *split_len)
 {
     int occ = 0;
-    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k.fn, NT, smem_for(k, dev->stages));
+    cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, fn, threads, smem);
     if (e != cudaSuccess) return e;
     if (occ < 1) occ = 1;
-    const int64_t tiles = (len + k.tile_rows - 1) / k.tile_rows;
-    const int64_t target = 2 * (int64_t)dev->sm_count * occ;
+    const int64_t tiles = (len + tile_rows - 1) / tile_rows;
+    const int64_t target = (int64_t)waves * dev->sm_count * occ;
     int64_t n = (target + units - 1) / units;
     if (n > tiles) n = tiles;
     if (n < 1) n = 1;
     const int64_t per = (tiles + n - 1) / n;
-    *split_len = per * k.tile_rows;
+    *split_len = per * tile_rows;
     *splits = (int)((tiles + per - 1) / per);
     return cudaSuccess;
+}
+static cudaError_t plan_splits(const sift_cuda_device *dev, const KernelInfo &k, int units, int64_t len, int *splits,
+                               int64_t *split_len)
+{
+    return plan_splits(dev, k.fn, NT, smem_for(k, dev->stages), k.tile_rows, 2, units, len, splits, split_len);
 }
 
 } // namespace sift_cuda
@@ -127,6 +136,11 @@ extern "C" cudaError_t sift_cuda_init(int device, sift_cuda_device *dev)
                                                  (int)cudaSharedmemCarveoutMaxShared);
                     if (e != cudaSuccess) return e;
                 }
+    for (int d = 64; d <= 128; d += 64) {
+        e = cudaFuncSetAttribute(mma_kernel_info(d).fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 (int)cudaSharedmemCarveoutMaxShared);
+        if (e != cudaSuccess) return e;
+    }
     dev->sm_count = sms;
     dev->stages = stages;
     dev->smem_per_sm = (size_t)per_sm;
@@ -218,8 +232,17 @@ static AttendArgs attend_args(const sift_node *n, const sift_cuda_plan *plan)
     return a;
 }
 
-// path (1: the general kernels), chunks, aligned; with entries and tokens blocks (splits),
-// split_len, scratch_bytes (the splits' partials) and, for rotary keys, rope_rows.
+enum { ATTEND_FAST = 0, ATTEND_GENERAL, ATTEND_MMA }; // sift_cuda_plan.path
+
+// SIFT_CUDA_MMA=0 runs decode attention on attend_kernel instead of the tensor cores (to compare).
+static bool mma_enabled()
+{
+    const char *v = getenv("SIFT_CUDA_MMA");
+    return !(v && !strcmp(v, "0"));
+}
+
+// path (ATTEND_*), chunks, aligned; with entries and tokens blocks (splits), split_len,
+// scratch_bytes (the splits' partials) and, for rotary keys, rope_rows.
 extern "C" cudaError_t sift_cuda_attend_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
     if (!rows_addressable(n->src[1]) || !rows_addressable(n->src[2]))
@@ -229,13 +252,22 @@ extern "C" cudaError_t sift_cuda_attend_plan(const sift_cuda_device *dev, const 
         return beyond_limit(plan, "causal attention over more than 2^30 (token, head) rows");
     const bool general = n->p.rope_keys || a.kv.v_own_map;
     const int G = a.hq / a.kv.hkv, gc = heads_per_block(G, general);
-    plan->path = general;
-    plan->chunks = (G + gc - 1) / gc;
     plan->aligned = kv_aligned(a.kv);
+    // one query per head, f16 K/V at K's rows, D = 64 or 128, groups of up to 4: the tensor cores
+    const bool mma = !general && !a.causal && a.tokens == 1 && a.kv.f16 && (a.kv.d == 64 || a.kv.d == 128) && G <= MMA_HEADS &&
+                     plan->aligned && mma_enabled();
+    plan->path = mma ? ATTEND_MMA : general ? ATTEND_GENERAL : ATTEND_FAST;
+    plan->chunks = mma ? 1 : (G + gc - 1) / gc;
     if (a.n <= 0 || a.tokens <= 0) return cudaSuccess;
     if (n->p.rope_keys) plan->rope_rows = a.n;
-    const KernelInfo k = kernel_info(true, a.kv.f16, a.kv.d, gc, general);
-    cudaError_t e = plan_splits(dev, k, a.kv.hkv * plan->chunks * a.tokens, a.n, &plan->blocks, &plan->split_len);
+    cudaError_t e;
+    if (mma) { // one wave of warps
+        const MmaKernelInfo k = mma_kernel_info(a.kv.d);
+        e = plan_splits(dev, k.fn, 32, k.smem, k.tile_rows, 1, a.kv.hkv, a.n, &plan->blocks, &plan->split_len);
+    } else {
+        const KernelInfo k = kernel_info(true, a.kv.f16, a.kv.d, gc, general);
+        e = plan_splits(dev, k, a.kv.hkv * plan->chunks * a.tokens, a.n, &plan->blocks, &plan->split_len);
+    }
     if (e != cudaSuccess) return e;
     if ((int64_t)plan->blocks * a.tokens > INT32_MAX)
         return beyond_limit(plan, "more than 2^31 - 1 blocks of tokens x splits");
@@ -253,13 +285,19 @@ extern "C" cudaError_t sift_cuda_attend_launch(const sift_cuda_device *dev, cons
     if (rows <= 0) return cudaSuccess;
     if (a.n <= 0 || a.splits <= 0) // an empty list attends to nothing: zeros
         return cudaMemsetAsync(a.out, 0, (size_t)rows * (size_t)d * sizeof(float), st);
-    const bool general = plan->path != 0;
-    const KernelInfo k = kernel_info(true, a.kv.f16, d, heads_per_block(a.hq / a.kv.hkv, general), general);
     const size_t parts = (size_t)a.splits * (size_t)rows;
     float *part_o = static_cast<float *>(scratch);
     float2 *part_ml = reinterpret_cast<float2 *>(part_o + parts * (size_t)d);
     const dim3 grid((unsigned)a.splits * (unsigned)a.tokens, (unsigned)a.kv.hkv, (unsigned)a.chunks);
-    cudaError_t e = launch(k.attend, grid, dim3(NT), smem_for(k, dev->stages), st, a, dev->stages, part_o, part_ml);
+    cudaError_t e;
+    if (plan->path == ATTEND_MMA) {
+        const MmaKernelInfo k = mma_kernel_info(d);
+        e = launch(k.attend, grid, dim3(32), k.smem, st, a, part_o, part_ml);
+    } else {
+        const bool general = plan->path == ATTEND_GENERAL;
+        const KernelInfo k = kernel_info(true, a.kv.f16, d, heads_per_block(a.hq / a.kv.hkv, general), general);
+        e = launch(k.attend, grid, dim3(NT), smem_for(k, dev->stages), st, a, dev->stages, part_o, part_ml);
+    }
     if (e != cudaSuccess) return e;
     return launch(attend_merge, dim3((unsigned)rows), dim3(128), 0, st, part_o, part_ml, a.splits, rows, d, a.out);
 }

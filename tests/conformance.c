@@ -114,7 +114,7 @@ static void run_check(const conf_case *c, const backend *ref, const backend *dut
 
 static int usage(FILE *f, int status)
 {
-    fputs("usage: sift-conformance [--backend cpu|vulkan|cuda] [--suite ops|model|cache|attn|all] [--list]\n"
+    fputs("usage: sift-conformance [--backend cpu|vulkan|cuda] [--suite ops|model|cache|attn|all] [--match S] [--list]\n"
           "       sift-conformance --perf [--backend B] [--suite perf|ops|model|all] [--shape 8b|small]\n"
           "                        [--prefill T] [--repeat R]\n"
           "\n"
@@ -122,7 +122,8 @@ static int usage(FILE *f, int status)
           "--backend cpu --suite all). --perf instead times each case's graph (default suite perf: the\n"
           "matmuls of a layer and the logits per weight type, decode and prefill, and the other ops, at\n"
           "Llama-3.1-8B's shapes or a small model's) and prints each node's median time in us and its\n"
-          "effective bandwidth (the bytes it must move at least, over its time).\n",
+          "effective bandwidth (the bytes it must move at least, over its time). --match S keeps the\n"
+          "cases whose name contains S.\n",
           f);
     return status;
 }
@@ -131,7 +132,7 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     setenv("SIFT_VULKAN_VALIDATION", "1", 0);
-    const char *backend_name = "cpu", *suite = NULL, *shape = "8b";
+    const char *backend_name = "cpu", *suite = NULL, *shape = "8b", *match = NULL;
     bool perf = false, list = false;
     long long repeat = 20, prefill = 512;
     for (int i = 1; i < argc; i++) {
@@ -141,6 +142,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(stdout, 0);
         else if (val && !strcmp(a, "--backend")) backend_name = argv[++i];
         else if (val && !strcmp(a, "--suite")) suite = argv[++i];
+        else if (val && !strcmp(a, "--match")) match = argv[++i];
         else if (val && !strcmp(a, "--shape") && (!strcmp(val, "8b") || !strcmp(val, "small"))) shape = argv[++i];
         else if (val && !strcmp(a, "--prefill") && (prefill = atoll(val)) >= 1 && prefill <= 65536) i++;
         else if (val && !strcmp(a, "--repeat") && (repeat = atoll(val)) >= 1 && repeat <= 100000) i++;
@@ -188,6 +190,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < n_cases; i++) {
         const conf_case *c = &cases[i];
         if (strcmp(suite, "all") && strcmp(suite, c->suite)) continue;
+        if (match && !strstr(c->name, match)) continue;
         if (list) {
             printf("%-6s %s\n", c->suite, c->name);
             continue;

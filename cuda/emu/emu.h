@@ -41,6 +41,7 @@ unsigned char *dynamic_smem();
 void syncthreads();
 uint64_t warp_exchange(uint64_t mine, int src_lane); // every lane of the warp calls; returns src's value
 uint32_t warp_ballot(bool p);
+void warp_gather(const void *mine, void *all, size_t bytes); // every lane: all[l] = lane l's bytes (<= 64)
 uint32_t warp_match_any(uint64_t v);
 void cp_async16(void *dst, const void *src, int n); // n bytes of src, zeros after
 bool readable(const void *p, size_t n);             // inside one cudaMalloc'd block

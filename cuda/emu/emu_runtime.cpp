@@ -46,6 +46,8 @@ size_t smem_size;
 unsigned bar_count, bar_gen;
 std::vector<unsigned> warp_count, warp_gen;
 std::vector<uint64_t> warp_slot; // [warp][32]
+constexpr size_t WARP_GATHER_MAX = 64;
+std::vector<unsigned char> warp_gather_buf; // [warp][32][WARP_GATHER_MAX]
 uint64_t progress;
 std::mt19937 rng;
 bool late_cpasync = true;
@@ -128,6 +130,18 @@ uint64_t warp_exchange(uint64_t mine, int src)
     return r;
 }
 
+void warp_gather(const void *mine, void *all, size_t bytes)
+{
+    if (bytes > WARP_GATHER_MAX) die("warp_gather of more than 64 bytes a lane");
+    const unsigned lin = linear_tid(), w = lin / 32;
+    memcpy(&warp_gather_buf[((size_t)w * 32 + lin % 32) * WARP_GATHER_MAX], mine, bytes);
+    warp_barrier();
+    for (unsigned l = 0; l < 32; l++)
+        memcpy(static_cast<unsigned char *>(all) + l * bytes,
+               &warp_gather_buf[((size_t)w * 32 + (l < warp_size(w) ? l : 0)) * WARP_GATHER_MAX], bytes);
+    warp_barrier();
+}
+
 uint32_t warp_ballot(bool p)
 {
     const unsigned lin = linear_tid(), w = lin / 32;
@@ -187,6 +201,7 @@ static void run_block(dim3 grid, dim3 block, uint3 bid)
     warp_count.assign(warps, 0);
     warp_gen.assign(warps, 0);
     warp_slot.assign((size_t)warps * 32, 0);
+    warp_gather_buf.assign((size_t)warps * 32 * WARP_GATHER_MAX, 0);
     bar_count = 0;
     for (unsigned i = 0; i < nthreads; i++) {
         Thread &t = threads[i];
