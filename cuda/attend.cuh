@@ -540,5 +540,13 @@ struct MmaKernelInfo {
     int tile_rows; // keys per stage
 };
 MmaKernelInfo mma_kernel_info(int d);
+using ScoreMmaKernel = void (*)(ScoreArgs);
+struct ScoreMmaKernelInfo {
+    ScoreMmaKernel score;
+    const void *fn;
+    size_t smem;
+    int tile_rows;
+};
+ScoreMmaKernelInfo score_mma_kernel_info(int d);
 
 } // namespace sift_cuda

@@ -1,7 +1,8 @@
-// Decode attention on the tensor cores: dense_attend and gather_attend of one query per head with
+// Decode attention and scoring on the tensor cores: dense_attend and gather_attend of one query per head with
 // f16 K/V at their own physical rows (plain, or K and V paged through one table), D = 64 or 128,
 // at most 4 query heads per KV head, 16-byte aligned rows. Everything else runs attend_kernel
-// (attend.cuh); the meaning is the same (AttendArgs).
+// (attend.cuh); the meaning is the same (AttendArgs). score_mma_kernel is its QK alone, for score
+// (ScoreArgs) under the same conditions.
 //
 // Why: attend_kernel does QK and PV with f32 FMAs, 2 per byte of K/V read for a group of 4 heads,
 // and its tiles pass through 4 block barriers; it streams at about 60% of the bandwidth. Here the
@@ -52,6 +53,64 @@ template <int D> __device__ __forceinline__ int tile_off(int r, int ch)
     return r * MmaTile<D>::RB + ((ch ^ (r & 7)) << 4);
 }
 
+// q as B fragments, for heads hbase .. hbase + hcount - 1 (hcount <= 4; the others 0), each
+// element times `factor`: column n = g is head g & 3, part g >> 2 (0: hi, 1: lo); k-step kk holds
+// elements 16 kk + 2c, +1 (qb[kk][0]) and 16 kk + 2c + 8, +9 (qb[kk][1]). Each head is scaled by
+// 2^-e (exact) so that its largest element is below 1; returns e of this lane's head (column g).
+template <int D>
+__device__ __forceinline__ int load_q_fragments(const float *q, int d, int hbase, int hcount, float factor,
+                                                unsigned (&qb)[D / 16][2])
+{
+    const int lane = (int)threadIdx.x & 31, g = lane >> 2, c = lane & 3, hn = g & 3, part = g >> 2;
+    float qv[D / 16][4];
+    float amax = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int e = 16 * kk + 2 * c + (i & 1) + (i >> 1) * 8;
+            const float x = hn < hcount ? __ldg(q + (int64_t)(hbase + hn) * d + e) * factor : 0.0f;
+            qv[kk][i] = x;
+            amax = fmaxf(amax, fabsf(x));
+        }
+    amax = fmaxf(amax, __shfl_xor_sync(FULL, amax, 1)); // the 4 lanes of a column hold its D elements
+    amax = fmaxf(amax, __shfl_xor_sync(FULL, amax, 2));
+    int qexp = 0;
+    if (amax > 0.0f) (void)frexpf(amax, &qexp); // amax = f * 2^qexp, f in [0.5, 1)
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        float y[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float x = ldexpf(qv[kk][i], -qexp); // exact
+            const float hi = __half2float(__float2half_rn(x));
+            y[i] = part ? x - hi : x;
+        }
+        qb[kk][0] = pack_half2(y[0], y[1]);
+        qb[kk][1] = pack_half2(y[2], y[3]);
+    }
+    return qexp;
+}
+
+// S^T fragment of 16 keys (rows r0 .. r0 + 15 of a K tile) x 8 columns: K by ldmatrix, q from
+// qb; then hi + lo: acc[0], acc[1] = keys r0 + g, heads hA, hA + 1 (hA = 2 (c & 1)), acc[2], acc[3]
+// = keys r0 + g + 8, in units of the q fragments (times 2^qexp of the head).
+template <int D>
+__device__ __forceinline__ void qk_fragment(const unsigned char *ks, int r0, const unsigned (&qb)[D / 16][2], float (&acc)[4])
+{
+    const int lane = (int)threadIdx.x & 31;
+    acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+    const int r = r0 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        unsigned af[4];
+        ldmatrix_x4(af, ks + tile_off<D>(r, 2 * kk + (lane >> 4)));
+        mma_16816(acc, af, qb[kk]);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) acc[i] += __shfl_xor_sync(FULL, acc[i], 2); // hi + lo
+}
+
 template <int D> __global__ void __launch_bounds__(32) attend_mma_kernel(const AttendArgs a, float *part_o, float2 *part_ml)
 {
     using C = MmaTile<D>;
@@ -66,37 +125,9 @@ template <int D> __global__ void __launch_bounds__(32) attend_mma_kernel(const A
     const int ntiles = end > beg ? (int)((end - beg + C::TK - 1) / C::TK) : 0;
     const int32_t *idx = a.idx ? a.idx + (a.idx_lists == 1 ? (int64_t)0 : (int64_t)kvh * a.list_len) : nullptr;
 
-    // q as B fragments: column n = g is head g & 3, part g >> 2 (0: hi, 1: lo); k-step kk holds
-    // elements 16 kk + 2c, +1 (qb[kk][0]) and 16 kk + 2c + 8, +9 (qb[kk][1]).
     const int hn = g & 3, part = g >> 2;
-    float qv[C::KS][4];
-    float amax = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < C::KS; kk++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int e = 16 * kk + 2 * c + (i & 1) + (i >> 1) * 8;
-            const float x = hn < hcount ? __ldg(a.q + (int64_t)(hbase + hn) * a.kv.d + e) * (a.scale * 1.44269504088896341f) : 0.0f;
-            qv[kk][i] = x;
-            amax = fmaxf(amax, fabsf(x));
-        }
-    amax = fmaxf(amax, __shfl_xor_sync(FULL, amax, 1)); // the 4 lanes of a column hold its D elements
-    amax = fmaxf(amax, __shfl_xor_sync(FULL, amax, 2));
-    int qexp = 0;
-    if (amax > 0.0f) (void)frexpf(amax, &qexp); // amax = f * 2^qexp, f in [0.5, 1)
     unsigned qb[C::KS][2];
-#pragma unroll
-    for (int kk = 0; kk < C::KS; kk++) {
-        float y[4];
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const float x = ldexpf(qv[kk][i], -qexp); // exact
-            const float hi = __half2float(__float2half_rn(x));
-            y[i] = part ? x - hi : x;
-        }
-        qb[kk][0] = pack_half2(y[0], y[1]);
-        qb[kk][1] = pack_half2(y[2], y[3]);
-    }
+    const int qexp = load_q_fragments<D>(a.q, a.kv.d, hbase, hcount, a.scale * 1.44269504088896341f, qb);
     // The D fragments of QK: lane c holds columns 2c, 2c+1: heads hA = 2 (c & 1), hA + 1, part c >> 1.
     const int hA = 2 * (c & 1);
     const float scA = ldexpf(1.0f, __shfl_sync(FULL, qexp, 4 * hA)), scB = ldexpf(1.0f, __shfl_sync(FULL, qexp, 4 * (hA + 1)));
@@ -151,16 +182,8 @@ template <int D> __global__ void __launch_bounds__(32) attend_mma_kernel(const A
         float s[C::MT][4];
 #pragma unroll
         for (int m = 0; m < C::MT; m++) {
-            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            const int r = 16 * m + (lane & 7) + ((lane >> 3) & 1) * 8;
-#pragma unroll
-            for (int kk = 0; kk < C::KS; kk++) {
-                unsigned af[4];
-                ldmatrix_x4(af, ks + tile_off<D>(r, 2 * kk + (lane >> 4)));
-                mma_16816(acc, af, qb[kk]);
-            }
-#pragma unroll
-            for (int i = 0; i < 4; i++) acc[i] += __shfl_xor_sync(FULL, acc[i], 2); // hi + lo
+            float acc[4];
+            qk_fragment<D>(ks, 16 * m, qb, acc);
             const bool k0 = (mask >> (16 * m + g)) & 1u, k1 = (mask >> (16 * m + g + 8)) & 1u;
             s[m][0] = k0 ? acc[0] * scA : neg_inf();
             s[m][1] = k0 ? acc[1] * scB : neg_inf();
@@ -263,6 +286,75 @@ template <int D> __global__ void __launch_bounds__(32) attend_mma_kernel(const A
     }
 }
 
+
+// ---- score ------------------------------------------------------------------------------------
+
+// score: the QK of attend_mma_kernel alone, K only, twice the keys per stage.
+template <int D> struct ScoreMmaTile {
+    static constexpr int TK = 4096 / D;         // keys per stage: 32 (D = 128) or 64 (D = 64): 8 KiB of K
+    static constexpr int RB = D * 2, CPR = RB / 16, RPI = 32 / CPR, CPL = TK / RPI, MT = TK / 16;
+    static constexpr int STAGE = TK * RB;
+    static constexpr size_t SMEM = (size_t)MMA_STAGES * STAGE;
+};
+
+template <int D> __global__ void __launch_bounds__(32) score_mma_kernel(const ScoreArgs a)
+{
+    if (skipped(a.skip)) return;
+    using C = ScoreMmaTile<D>;
+    SIFT_DYNAMIC_SMEM(smem);
+    const int lane = (int)threadIdx.x, g = lane >> 2, c = lane & 3;
+    const int kvh = (int)blockIdx.y, G = a.hq / a.kv.hkv;
+    const int hbase = kvh * G, hcount = G; // G <= 4 (the plan)
+    const int64_t beg = (int64_t)blockIdx.x * a.split_len, end = min(a.m, beg + a.split_len);
+    const int ntiles = end > beg ? (int)((end - beg + C::TK - 1) / C::TK) : 0;
+
+    unsigned qb[D / 16][2];
+    const int qexp = load_q_fragments<D>(a.q, a.kv.d, hbase, hcount, a.scale, qb);
+    const int hA = 2 * (c & 1);
+    const float scA = ldexpf(1.0f, __shfl_sync(FULL, qexp, 4 * hA)), scB = ldexpf(1.0f, __shfl_sync(FULL, qexp, 4 * (hA + 1)));
+    float *outA = a.scores + (int64_t)(hbase + hA) * a.m, *outB = outA + a.m;
+
+    // rows of positions begin + j, j in [tb, tb + TK) (absent ones zero-filled: score 0, as the reference)
+    auto issue = [&](int tile) {
+        unsigned char *ks = smem + (size_t)(tile % MMA_STAGES) * C::STAGE;
+        const int64_t tb = beg + (int64_t)tile * C::TK;
+        const int ch = lane % C::CPR;
+#pragma unroll
+        for (int i = 0; i < C::CPL; i++) {
+            const int r = lane / C::CPR + C::RPI * i;
+            const int32_t pr = tb + r < end ? kv_locate(a.kv.k, a.kv.ncap, a.begin + tb + r) : -1;
+            const __half *kp = kv_at<const __half>(a.kv.k, kvh, pr >= 0 ? pr : 0) + ch * 8;
+            cp_async16(ks + tile_off<D>(r, ch), kp, pr >= 0);
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < MMA_STAGES - 1; s++) {
+        if (s < ntiles) issue(s);
+        cp_async_commit();
+    }
+    for (int t = 0; t < ntiles; t++) {
+        cp_async_wait<MMA_STAGES - 2>();
+        __syncwarp();
+        if (t + MMA_STAGES - 1 < ntiles) issue(t + MMA_STAGES - 1);
+        cp_async_commit();
+        const unsigned char *ks = smem + (size_t)(t % MMA_STAGES) * C::STAGE;
+        const int64_t tb = beg + (int64_t)t * C::TK;
+#pragma unroll
+        for (int m = 0; m < C::MT; m++) {
+            float acc[4];
+            qk_fragment<D>(ks, 16 * m, qb, acc);
+            const int64_t j = tb + 16 * m + g;
+            if (c < 2) { // lanes c and c + 2 hold the same sums
+                if (hA < hcount && j < end) outA[j] = acc[0] * scA;
+                if (hA < hcount && j + 8 < end) outA[j + 8] = acc[2] * scA;
+                if (hA + 1 < hcount && j < end) outB[j] = acc[1] * scB;
+                if (hA + 1 < hcount && j + 8 < end) outB[j + 8] = acc[3] * scB;
+            }
+        }
+    }
+    cp_async_wait<0>();
+}
+
 MmaKernelInfo mma_kernel_info(int d)
 {
     if (d == 64) {
@@ -271,6 +363,16 @@ MmaKernelInfo mma_kernel_info(int d)
     }
     const AttendMmaKernel k = &attend_mma_kernel<128>;
     return {k, reinterpret_cast<const void *>(k), MmaTile<128>::SMEM, MmaTile<128>::TK};
+}
+
+ScoreMmaKernelInfo score_mma_kernel_info(int d)
+{
+    if (d == 64) {
+        const ScoreMmaKernel k = &score_mma_kernel<64>;
+        return {k, reinterpret_cast<const void *>(k), ScoreMmaTile<64>::SMEM, ScoreMmaTile<64>::TK};
+    }
+    const ScoreMmaKernel k = &score_mma_kernel<128>;
+    return {k, reinterpret_cast<const void *>(k), ScoreMmaTile<128>::SMEM, ScoreMmaTile<128>::TK};
 }
 
 } // namespace sift_cuda

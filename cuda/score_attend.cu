@@ -139,6 +139,9 @@ extern "C" cudaError_t sift_cuda_init(int device, sift_cuda_device *dev)
     for (int d = 64; d <= 128; d += 64) {
         e = cudaFuncSetAttribute(mma_kernel_info(d).fn, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  (int)cudaSharedmemCarveoutMaxShared);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(score_mma_kernel_info(d).fn, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     (int)cudaSharedmemCarveoutMaxShared);
         if (e != cudaSuccess) return e;
     }
     dev->sm_count = sms;
@@ -147,6 +150,21 @@ extern "C" cudaError_t sift_cuda_init(int device, sift_cuda_device *dev)
     dev->smem_optin = (size_t)optin;
     e = matmul_init(dev);
     return e == cudaSuccess ? score_max_init(dev) : e;
+}
+
+// SIFT_CUDA_MMA=0 runs decode attention and scoring on attend_kernel and score_kernel instead of
+// the tensor cores (to compare the two).
+static bool mma_enabled()
+{
+    const char *v = getenv("SIFT_CUDA_MMA");
+    return !(v && !strcmp(v, "0"));
+}
+
+// The tensor cores take score and one-query attention over f16 K (and V) rows of D = 64 or 128,
+// 16-byte aligned, for groups of at most 4 query heads.
+static bool mma_shape(const KvMap &kv, int G, bool aligned)
+{
+    return kv.f16 && (kv.d == 64 || kv.d == 128) && G <= MMA_HEADS && aligned && mma_enabled();
 }
 
 // ---- score --------------------------------------------------------------------------------------
@@ -171,15 +189,20 @@ static ScoreArgs score_args(const sift_node *n, const sift_cuda_plan *plan)
     return a;
 }
 
-// chunks, aligned; blocks (splits) and split_len when there are positions.
+// path (1: the tensor cores), chunks, aligned; blocks (splits) and split_len when there are positions.
 extern "C" cudaError_t sift_cuda_score_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
     if (!rows_addressable(n->src[1])) return beyond_limit(plan, "a K pool of 2^31 rows or more per KV head");
     const ScoreArgs a = score_args(n, nullptr);
     const int G = a.hq / a.kv.hkv, gc = heads_per_block(G);
-    plan->chunks = (G + gc - 1) / gc;
     plan->aligned = kv_aligned(a.kv);
+    plan->path = mma_shape(a.kv, G, plan->aligned);
+    plan->chunks = plan->path ? 1 : (G + gc - 1) / gc;
     if (a.m <= 0) return cudaSuccess;
+    if (plan->path) { // one wave of warps
+        const ScoreMmaKernelInfo k = score_mma_kernel_info(a.kv.d);
+        return plan_splits(dev, k.fn, 32, k.smem, k.tile_rows, 1, a.kv.hkv, a.m, &plan->blocks, &plan->split_len);
+    }
     const KernelInfo k = kernel_info(false, a.kv.f16, a.kv.d, gc);
     return plan_splits(dev, k, a.kv.hkv * plan->chunks, a.m, &plan->blocks, &plan->split_len);
 }
@@ -190,8 +213,12 @@ extern "C" cudaError_t sift_cuda_score_launch(const sift_cuda_device *dev, const
     (void)scratch;
     const ScoreArgs a = score_args(n, plan);
     if (a.m <= 0 || a.splits <= 0) return cudaSuccess;
-    const KernelInfo k = kernel_info(false, a.kv.f16, a.kv.d, heads_per_block(a.hq / a.kv.hkv));
     const dim3 grid((unsigned)a.splits, (unsigned)a.kv.hkv, (unsigned)a.chunks);
+    if (plan->path) {
+        const ScoreMmaKernelInfo k = score_mma_kernel_info(a.kv.d);
+        return launch(k.score, grid, dim3(32), k.smem, st, a);
+    }
+    const KernelInfo k = kernel_info(false, a.kv.f16, a.kv.d, heads_per_block(a.hq / a.kv.hkv));
     return launch(k.score, grid, dim3(NT), smem_for(k, dev->stages), st, a, dev->stages);
 }
 
@@ -234,13 +261,6 @@ static AttendArgs attend_args(const sift_node *n, const sift_cuda_plan *plan)
 
 enum { ATTEND_FAST = 0, ATTEND_GENERAL, ATTEND_MMA }; // sift_cuda_plan.path
 
-// SIFT_CUDA_MMA=0 runs decode attention on attend_kernel instead of the tensor cores (to compare).
-static bool mma_enabled()
-{
-    const char *v = getenv("SIFT_CUDA_MMA");
-    return !(v && !strcmp(v, "0"));
-}
-
 // path (ATTEND_*), chunks, aligned; with entries and tokens blocks (splits), split_len,
 // scratch_bytes (the splits' partials) and, for rotary keys, rope_rows.
 extern "C" cudaError_t sift_cuda_attend_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
@@ -254,8 +274,7 @@ extern "C" cudaError_t sift_cuda_attend_plan(const sift_cuda_device *dev, const 
     const int G = a.hq / a.kv.hkv, gc = heads_per_block(G, general);
     plan->aligned = kv_aligned(a.kv);
     // one query per head, f16 K/V at K's rows, D = 64 or 128, groups of up to 4: the tensor cores
-    const bool mma = !general && !a.causal && a.tokens == 1 && a.kv.f16 && (a.kv.d == 64 || a.kv.d == 128) && G <= MMA_HEADS &&
-                     plan->aligned && mma_enabled();
+    const bool mma = !general && !a.causal && a.tokens == 1 && mma_shape(a.kv, G, plan->aligned);
     plan->path = mma ? ATTEND_MMA : general ? ATTEND_GENERAL : ATTEND_FAST;
     plan->chunks = mma ? 1 : (G + gc - 1) / gc;
     if (a.n <= 0 || a.tokens <= 0) return cudaSuccess;
