@@ -5,20 +5,20 @@
 // Two kernels:
 //
 // mv_kernel<W>, T = 1 (decode): a matrix-vector product that streams the weights once, at memory
-// bandwidth. One block of 16 warps per multiprocessor (one wave, no tail); each warp owns row
-// groups of R consecutive rows (R = 8, 4, 2 or 1, fewer where N is small, so that every warp has
-// work) and streams them one after another through its own 3-stage cp.async pipeline in its
-// slice of shared memory, the pipeline running on across row groups: no block barrier at all, and
-// the next row group's loads are in flight while a row group's sums are reduced. A stage holds,
-// for each of the R rows, a span of U * 32 / R weight groups as raw bytes (16-byte copies of whole
-// aligned chunks, whatever the block layout's alignment), and the matching x values (through L1:
-// every warp of the multiprocessor reads the same x), padded by 4 floats every 32 so that the
-// lanes' 16-byte reads of different groups fall in different banks.
+// bandwidth. One block of 16 warps per multiprocessor (one wave, no tail) takes row groups of R
+// consecutive rows (R = 8, 4, 2 or 1, fewer where N is small, so that every multiprocessor has
+// one), block b the groups b, b + grid, ...; its warps split K, each holding its slice of x in
+// shared memory (copied once) and streaming its slice of every row group through its own 3-stage
+// cp.async pipeline, which runs on across row groups: the next row group's weights are in flight
+// while a row group's sums are combined (one block barrier per row group). A stage holds, for
+// each of the R rows, a span of U * 32 / R weight groups as raw bytes (16-byte copies of whole
+// aligned chunks, whatever the block layout's alignment); x is padded by 4 floats every 32 so that
+// the lanes' 16-byte reads of different groups fall in different banks.
 // Groups: f32 4 values (16 bytes), f16 and bf16 8 values (16 bytes), q8_0 and q4_0 one block of 32
 // (34 and 18 bytes at even addresses: read as 32-bit words and realigned with funnel shifts; the
 // int8 and nibble values become floats through the 2^23 bit trick, exactly). Each lane keeps one
 // f32 sum (q blocks: sum of q * x, times the scale); at the end of a row group the sums are reduced
-// over the lanes of a row by shuffles, in a fixed order. Lane l decodes group (l / R) + i * 32 / R
+// over the lanes of a row by shuffles and over the warps in shared memory, in a fixed order. Lane l decodes group (l / R) + i * 32 / R
 // of row l % R: the R lanes of a group read its x values at the same addresses (one broadcast), so
 // x is read from shared memory once per R rows.
 //
@@ -51,7 +51,7 @@ struct MatmulArgs {
 
 constexpr int MV_WARPS = 16, MV_THREADS = 32 * MV_WARPS; // one block of 16 warps per multiprocessor
 constexpr int MV_STAGES = 3;
-constexpr int MV_STAGE_BUDGET = 3584; // bytes of weights + x per warp and stage (about 2 KiB of weights)
+constexpr int MV_STAGE_BUDGET = 2560; // bytes of weights per warp and stage, at most
 
 __host__ __device__ constexpr int fmt_group(int w) // values per group
 {
@@ -63,19 +63,18 @@ __host__ __device__ constexpr int fmt_group_bytes(int w)
 }
 
 // The shared-memory layout of one warp's stage: R rows of rs bytes (the row's span of sg groups,
-// up to 15 bytes of misalignment before it and 4 bytes of over-read after it), then x.
+// up to 15 bytes of misalignment before it and 4 bytes of over-read after it).
 struct MvLayout {
     int sg;          // groups per row per stage: u * 32 / R
     int nch;         // 16-byte chunks copied per row (at most)
     int rs;          // row stride, bytes
-    int xf;          // floats of x (padded)
-    int stage_bytes; // R * rs + 4 * xf
+    int stage_bytes; // R * rs
 };
 
 __host__ __device__ inline MvLayout mv_layout(int wtype, int R, int u)
 {
     MvLayout L;
-    const int gb = fmt_group_bytes(wtype), g = fmt_group(wtype);
+    const int gb = fmt_group_bytes(wtype);
     L.sg = u * 32 / R;
     const int span = L.sg * gb;
     const bool quant = wtype == SIFT_Q8_0 || wtype == SIFT_Q4_0;
@@ -90,13 +89,19 @@ __host__ __device__ inline MvLayout mv_layout(int wtype, int R, int u)
     else
         while (m % 8 != (8 / R) % 8) m++;
     L.rs = m * 16;
-    const int xe = L.sg * g;
-    L.xf = xe + 4 * ((xe + 31) / 32);
-    L.stage_bytes = R * L.rs + 4 * L.xf;
+    L.stage_bytes = R * L.rs;
     return L;
 }
 
-// x element e of a stage (e counted from the stage's first value) in the padded layout
+// A warp's slice of K: groups [ng * w / MV_WARPS, ng * (w + 1) / MV_WARPS); its x values are
+// resident in shared memory, padded by 4 floats every 32: the floats one slice takes at most.
+__host__ __device__ inline int mv_xslice_floats(int wtype, int64_t k)
+{
+    const int64_t ng = k / fmt_group(wtype), xe = (ng + MV_WARPS - 1) / MV_WARPS * fmt_group(wtype);
+    return (int)(xe + 4 * ((xe + 31) / 32));
+}
+
+// x element e of a warp's slice (e counted from the slice's first value) in the padded layout
 __device__ __forceinline__ int mv_xpos(int e) { return e + 4 * (e >> 5); }
 
 // acc += dot of one group with its x values (x 16-byte aligned in shared memory; w at its byte
@@ -199,31 +204,37 @@ template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(cons
 {
     constexpr int G = fmt_group(W), GB = fmt_group_bytes(W);
     SIFT_DYNAMIC_SMEM(smem);
+    __shared__ float red[2][MV_WARPS][8]; // the warps' row sums, by row group parity
 
     const int R = a.rows_per_block, U = a.mv_u;
     const MvLayout L = mv_layout(W, R, U);
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int r = lane & (R - 1), gl = lane / R, gstep = 32 / R;
-    const int64_t ng = a.k / G;                          // groups per row
-    const int nst = (int)((ng + L.sg - 1) / L.sg);       // stages per row group
-    const int64_t n_groups = (a.n + R - 1) / R;          // row groups of R rows
-    // this warp's row groups: wid, wid + wstride, ...; its work, stage after stage of each
-    // (warp w of every block before warp w + 1 of any: a short matrix spreads over all blocks)
-    const int64_t wid = (int64_t)warp * gridDim.x + blockIdx.x, wstride = (int64_t)gridDim.x * MV_WARPS;
-    const int64_t items = wid < n_groups ? (n_groups - wid + wstride - 1) / wstride * nst : 0;
-    unsigned char *wbuf = smem + (size_t)warp * MV_STAGES * L.stage_bytes;
+    const int64_t ng = a.k / G;                                     // groups per row
+    const int64_t gw0 = ng * warp / MV_WARPS, gw1 = ng * (warp + 1) / MV_WARPS; // this warp's slice
+    const int nst = (int)((gw1 - gw0 + L.sg - 1) / L.sg);           // its stages per row group
+    const int64_t n_groups = (a.n + R - 1) / R;                      // row groups of R rows
+    const int64_t my_groups = (int64_t)blockIdx.x < n_groups ? (n_groups - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+    const int64_t items = my_groups * nst;
+    const int xsf = mv_xslice_floats(W, a.k);
+    float *xs = reinterpret_cast<float *>(smem) + (size_t)warp * xsf; // this warp's x slice
+    unsigned char *wbuf = smem + (size_t)MV_WARPS * xsf * sizeof(float) + (size_t)warp * MV_STAGES * L.stage_bytes;
     const unsigned char *wb = static_cast<const unsigned char *>(a.w);
     const uintptr_t wend = reinterpret_cast<uintptr_t>(wb) + (size_t)a.n * a.row_bytes;
 
-    // Enqueues work item i (stage s of row group rg) into buffer i % MV_STAGES: R rows of raw
-    // bytes, then x.
-    int64_t in_rg = wid;
+    // x's slice, once (the first cp.async group)
+    const int nx = (int)(gw1 - gw0) * G / 4;
+    for (int j = lane; j < nx; j += 32) cp_async16_l1(xs + 4 * j + 4 * (j >> 3), a.x + gw0 * G + 4 * j);
+    cp_async_commit();
+
+    // Enqueues work item i (stage s of this warp's slice of row group rg) into buffer i % MV_STAGES.
+    int64_t in_rg = blockIdx.x;
     int in_s = 0;
     auto issue = [&](int64_t i) {
         unsigned char *buf = wbuf + (size_t)(i % MV_STAGES) * L.stage_bytes;
         const int64_t n0 = in_rg * R;
         const int nrows = (int)min((int64_t)R, a.n - n0);
-        const int64_t g0 = (int64_t)in_s * L.sg, g1 = min(ng, g0 + L.sg);
+        const int64_t g0 = gw0 + (int64_t)in_s * L.sg, g1 = min(gw1, g0 + L.sg);
         for (int j = lane; j < nrows * L.nch; j += 32) {
             const int rr = j / L.nch, c = j - rr * L.nch;
             const uintptr_t row = reinterpret_cast<uintptr_t>(wb) + (size_t)(n0 + rr) * a.row_bytes;
@@ -234,10 +245,7 @@ template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(cons
                 cp_async16_n(buf + rr * L.rs + 16 * c, reinterpret_cast<const void *>(src), nb);
             }
         }
-        float *xs = reinterpret_cast<float *>(buf + R * L.rs);
-        const int nx = (int)(g1 - g0) * G / 4;
-        for (int j = lane; j < nx; j += 32) cp_async16_l1(xs + 4 * j + 4 * (j >> 3), a.x + g0 * G + 4 * j);
-        if (++in_s == nst) in_s = 0, in_rg += wstride;
+        if (++in_s == nst) in_s = 0, in_rg += gridDim.x;
     };
 
 #pragma unroll
@@ -245,37 +253,40 @@ template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(cons
         if (s < items) issue(s);
         cp_async_commit();
     }
-    int64_t rg = wid;
-    int st = 0;
-    float acc = 0.0f;
-    for (int64_t i = 0; i < items; i++) {
-        cp_async_wait<MV_STAGES - 2>();
-        __syncwarp(); // item i landed for every lane; every lane is done with item i - 1's buffer
-        if (i + MV_STAGES - 1 < items) issue(i + MV_STAGES - 1);
-        cp_async_commit();
-        const unsigned char *buf = wbuf + (size_t)(i % MV_STAGES) * L.stage_bytes;
-        const int64_t n0 = rg * R;
+    int64_t i = 0;
+    for (int64_t k = 0; k < my_groups; k++) {
+        const int64_t n0 = (blockIdx.x + k * gridDim.x) * R;
         const int nrows = (int)min((int64_t)R, a.n - n0);
-        const int64_t g0 = (int64_t)st * L.sg;
-        const int gn = (int)(min(ng, g0 + L.sg) - g0);
-        if (r < nrows) {
-            // the misalignment of this lane's row span within its first chunk (q blocks: it
-            // changes from stage to stage)
-            const uintptr_t myrow = reinterpret_cast<uintptr_t>(wb) + (size_t)(n0 + r) * a.row_bytes;
-            const int mis = (int)((myrow + (uintptr_t)g0 * GB) & 15);
-            const unsigned char *wrow = buf + r * L.rs + mis;
-            const float *xs = reinterpret_cast<const float *>(buf + R * L.rs);
-            for (int u = 0; u < U; u++) {
-                const int gi = u * gstep + gl;
-                if (gi < gn) acc = mv_dot<W>(wrow + gi * GB, xs + mv_xpos(gi * G), acc);
+        const uintptr_t myrow = reinterpret_cast<uintptr_t>(wb) + (size_t)(n0 + min(r, nrows - 1)) * a.row_bytes;
+        float acc = 0.0f;
+        for (int st = 0; st < nst; st++, i++) {
+            cp_async_wait<MV_STAGES - 2>();
+            __syncwarp(); // item i (and x) landed for every lane; every lane is done with item i - 1's buffer
+            if (i + MV_STAGES - 1 < items) issue(i + MV_STAGES - 1);
+            cp_async_commit();
+            const unsigned char *buf = wbuf + (size_t)(i % MV_STAGES) * L.stage_bytes;
+            const int64_t g0 = gw0 + (int64_t)st * L.sg;
+            const int gn = (int)(min(gw1, g0 + L.sg) - g0);
+            if (r < nrows) {
+                // the misalignment of this lane's row span within its first chunk (q blocks: it
+                // changes from stage to stage)
+                const int mis = (int)((myrow + (uintptr_t)g0 * GB) & 15);
+                const unsigned char *wrow = buf + r * L.rs + mis;
+                for (int u = 0; u < U; u++) {
+                    const int gi = u * gstep + gl;
+                    if (gi < gn) acc = mv_dot<W>(wrow + gi * GB, xs + mv_xpos((st * L.sg + gi) * G), acc);
+                }
             }
         }
-        if (++st == nst) { // the row group is complete: sum each row's lanes, in a fixed order
-            for (int o = 16; o >= R; o >>= 1) acc += __shfl_xor_sync(FULL, acc, o);
-            if (lane < nrows) a.out[n0 + lane] = a.bias ? acc + a.bias[n0 + lane] : acc;
-            acc = 0.0f;
-            st = 0;
-            rg += wstride;
+        // the row group is complete: each row's lanes by shuffles, then the warps in a fixed order
+        for (int o = 16; o >= R; o >>= 1) acc += __shfl_xor_sync(FULL, acc, o);
+        if (lane < R) red[k & 1][warp][lane] = acc;
+        __syncthreads(); // (the other parity's sums were read before the previous barrier was passed)
+        if ((int)threadIdx.x < nrows) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int w = 0; w < MV_WARPS; w++) sum += red[k & 1][w][threadIdx.x];
+            a.out[n0 + threadIdx.x] = a.bias ? sum + a.bias[n0 + threadIdx.x] : sum;
         }
     }
     cp_async_wait<0>();
@@ -376,40 +387,25 @@ static MvKernel mv_kernel_for(int wtype)
     }
 }
 
-static size_t mv_smem(int wtype, int R, int u)
+// Dynamic shared memory of a plan: the warps' x slices, then their rings.
+static size_t mv_smem(int wtype, int64_t k, int R, int u)
 {
-    return (size_t)MV_WARPS * MV_STAGES * (size_t)mv_layout(wtype, R, u).stage_bytes;
+    return (size_t)MV_WARPS * ((size_t)mv_xslice_floats(wtype, k) * sizeof(float) +
+                               (size_t)MV_STAGES * (size_t)mv_layout(wtype, R, u).stage_bytes);
 }
 
-// The fewest rows per block: q4_0 keeps 8 (its x values outweigh its weights: they must be shared
-// by many rows), q8_0 at least 4, the others down to 1.
+// The fewest rows per row group: q4_0 keeps 8 (its x values outweigh its weights: they must be
+// shared by many rows), q8_0 at least 4, the others down to 1.
 static int mv_rmin(int wtype) { return wtype == SIFT_Q4_0 ? 8 : wtype == SIFT_Q8_0 ? 4 : 1; }
 
-// The bytes of weights + x per warp and stage: MV_STAGE_BUDGET, less where the device's shared
-// memory cannot hold MV_WARPS x MV_STAGES such stages in one block (sm_86/89: about 2 KiB).
-static int mv_stage_budget(const sift_cuda_device *dev)
+// U for R rows per row group: as many groups per lane and stage as MV_STAGE_BUDGET bytes of
+// weights allow, and the shared memory left beside the x slices (1 .. 8; 0: not even 1 fits).
+static int mv_groups_per_lane(const sift_cuda_device *dev, int wtype, int64_t k, int R)
 {
-    const size_t fit = (dev->smem_optin - 1024) / (MV_WARPS * MV_STAGES);
-    return fit < (size_t)MV_STAGE_BUDGET ? (int)(fit & ~(size_t)15) : MV_STAGE_BUDGET;
-}
-
-// U for R rows per row group: as many groups per lane and stage as the stage budget allows (1 .. 8).
-static int mv_groups_per_lane(int wtype, int R, int budget)
-{
-    const int per_u = 32 * fmt_group_bytes(wtype) + 32 * fmt_group(wtype) * 9 / (2 * R); // bytes per unit of U
-    const int u = budget / per_u;
-    return u < 1 ? 1 : u > 8 ? 8 : u;
-}
-
-// The most dynamic shared memory any plan gives a matrix-vector kernel of this weight type.
-static size_t mv_smem_max(int wtype, int budget)
-{
-    size_t m = 0;
-    for (int R = mv_rmin(wtype); R <= 8; R *= 2) {
-        const size_t s = mv_smem(wtype, R, mv_groups_per_lane(wtype, R, budget));
-        m = s > m ? s : m;
-    }
-    return m;
+    for (int u = 8; u >= 1; u--)
+        if ((u == 1 || 32 * u * fmt_group_bytes(wtype) <= MV_STAGE_BUDGET) && mv_smem(wtype, k, R, u) + 2048 <= dev->smem_optin)
+            return u;
+    return 0;
 }
 
 } // namespace sift_cuda
@@ -438,13 +434,10 @@ static MatmulArgs matmul_args(const sift_node *n, const sift_cuda_plan *plan)
 
 cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
 {
+    // the plans size the shared memory per shape (x slices + rings), up to the device's limit
     for (const sift_dtype w : {SIFT_F32, SIFT_F16, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0}) {
         const void *fn = reinterpret_cast<const void *>(mv_kernel_for(w));
-        // the plans' largest (about 170 KiB on H100/H200; the stage budget keeps it within the
-        // device's limit: 163 KiB on A100, 99 KiB on sm_86/89)
-        const size_t need = mv_smem_max(w, mv_stage_budget(dev));
-        if (need + 1024 > dev->smem_optin) return cudaErrorNotSupported;
-        cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)need);
+        cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(dev->smem_optin - 1024));
         if (e == cudaSuccess)
             e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
         if (e != cudaSuccess) return e;
@@ -464,21 +457,20 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
     // (q rows are even, which the funnel shifts need)
     const bool vec = a.t == 1 && a.k > 0 && xp % 16 == 0 && a.k % fmt_group(w) == 0 &&
                      (quant ? wp % 2 == 0 : wp % 16 == 0 && a.row_bytes % 16 == 0);
-    if (!vec) {
+    // R: 8 rows per row group unless that leaves a multiprocessor without one, where x's share of
+    // the traffic allows fewer; U: groups per lane and stage (0 where not even one fits beside the
+    // x slices: K of tens of thousands)
+    const int rmin = mv_rmin(w);
+    int R = 8;
+    while (R > rmin && (a.n + R - 1) / R < (int64_t)dev->sm_count) R /= 2;
+    const int u = vec ? mv_groups_per_lane(dev, w, a.k, R) : 0;
+    if (u == 0) {
         if ((a.t + GT - 1) / GT > 2147483647 || (a.n + GN - 1) / GN > 65535)
             return beyond_limit(plan, "a tiled matmul of more than 2^37 tokens or 2^22 rows of w");
         plan->path = MM_TILED;
         return cudaSuccess;
     }
-    // R: 8 rows per row group unless that leaves fewer than half a row group per warp of the
-    // grid (one block of MV_WARPS warps per multiprocessor), where x's share of the traffic
-    // allows fewer
-    const int rmin = mv_rmin(w);
-    int R = 8;
-    while (R > rmin && (a.n + R - 1) / R < (int64_t)MV_WARPS * dev->sm_count / 2) R /= 2;
-    // U: groups per lane and stage, as many as the stage budget allows
-    const int u = mv_groups_per_lane(w, R, mv_stage_budget(dev));
-    const size_t smem = mv_smem(w, R, u); // <= mv_smem_max, the limit matmul_init set
+    const size_t smem = mv_smem(w, a.k, R, u);
     plan->path = MM_VEC;
     plan->rows_per_block = R;
     plan->groups_per_lane = u;
