@@ -536,14 +536,16 @@ using AttendMmaKernel = void (*)(AttendArgs, float *, float2 *);
 struct MmaKernelInfo {
     AttendMmaKernel attend;
     const void *fn;
-    size_t smem;  // dynamic shared memory
-    int tile_rows; // keys per stage
+    int threads;   // per block
+    size_t smem;   // dynamic shared memory per block
+    int tile_rows; // keys per stage of all the block's warps: splits are multiples of it
 };
 MmaKernelInfo mma_kernel_info(int d);
 using ScoreMmaKernel = void (*)(ScoreArgs);
 struct ScoreMmaKernelInfo {
     ScoreMmaKernel score;
     const void *fn;
+    int threads;
     size_t smem;
     int tile_rows;
 };

@@ -15,8 +15,9 @@
 // q is first scaled by a power of two per head (exact) so that its largest element is near 1,
 // far from f16's range limits.
 //
-// One warp is one block, one split of the positions of one KV head: no block barrier anywhere.
-// The warp streams its positions through a 3-stage cp.async ring of TK keys (K and V rows,
+// A block of 4 warps takes one split of the positions of one KV head, each warp a quarter of it,
+// alone (no block barrier until the end, where the block combines its warps' results). A warp
+// streams its positions through a 3-stage cp.async ring of TK keys (K and V rows,
 // 4 KiB each; chunks XOR-swizzled by row so that ldmatrix reads are conflict-free). Per stage:
 //   QK: S^T [TK keys][8] = K [TK][D] x Q^T [D][8] (A = K rows by ldmatrix, B = q in registers);
 //       s = hi + lo column pairs (a shuffle), in log2 units (q carries scale * log2 e);
@@ -24,13 +25,15 @@
 //       rows of a fragment), p = exp2(s - m), the running sum per lane;
 //   PV: O^T [D][8] += V^T [D][TK] x P^T [TK][8] (A = V rows by ldmatrix.trans, B = p split in hi
 //       and lo, brought from the QK layout to the B layout through 4 x TK floats of shared memory).
-// At the end the hi and lo columns of O are added, and the split's (o, m, l) go to the partials
-// that attend_merge combines (m converted to natural-log units).
+// At the end the hi and lo columns of O are added, the 4 warps' (o, m, l) are combined in shared
+// memory, and the split's go to the partials that attend_merge combines (m converted to
+// natural-log units). score_mma_kernel is one warp per block: it has nothing to combine.
 #include "attend.cuh"
 
 namespace sift_cuda {
 
 constexpr int MMA_STAGES = 3;
+constexpr int MMA_WARPS = 4; // attention: warps per block, each on its own part of the block's split
 
 template <int D> struct MmaTile {
     static constexpr int TK = 2048 / D;         // keys per stage: 16 (D = 128) or 32 (D = 64)
@@ -42,7 +45,8 @@ template <int D> struct MmaTile {
     static constexpr int KS = D / 16;           // QK k-steps (= PV m-tiles)
     static constexpr int STAGE = 2 * TK * RB;   // K then V: 8 KiB
     static constexpr int PST = TK + 4;          // P row stride in floats (banks of 2 heads apart)
-    static constexpr size_t SMEM = (size_t)MMA_STAGES * STAGE + (size_t)MMA_HEADS * PST * 4 + MMA_STAGES * 4;
+    // a warp's shared memory, rounded up so that the next warp's stages stay 128-byte aligned
+    static constexpr size_t SMEM = ((size_t)MMA_STAGES * STAGE + (size_t)MMA_HEADS * PST * 4 + MMA_STAGES * 4 + 127) & ~(size_t)127;
     static_assert(CPL * RPI == TK && MT >= 1, "tile shape");
 };
 
@@ -111,17 +115,23 @@ __device__ __forceinline__ void qk_fragment(const unsigned char *ks, int r0, con
     for (int i = 0; i < 4; i++) acc[i] += __shfl_xor_sync(FULL, acc[i], 2); // hi + lo
 }
 
-template <int D> __global__ void __launch_bounds__(32) attend_mma_kernel(const AttendArgs a, float *part_o, float2 *part_ml)
+template <int D>
+__global__ void __launch_bounds__(32 * MMA_WARPS) attend_mma_kernel(const AttendArgs a, float *part_o, float2 *part_ml)
 {
     using C = MmaTile<D>;
-    SIFT_DYNAMIC_SMEM(smem);
+    SIFT_DYNAMIC_SMEM(smem_block);
+    const int warp = (int)threadIdx.x >> 5;
+    unsigned char *smem = smem_block + (size_t)warp * C::SMEM; // this warp's stages, P and MASK
     float *P = reinterpret_cast<float *>(smem + (size_t)MMA_STAGES * C::STAGE); // [4][PST]: p per head and key
     unsigned *MASK = reinterpret_cast<unsigned *>(P + MMA_HEADS * C::PST);    // [stages]: keys present
 
-    const int lane = (int)threadIdx.x, g = lane >> 2, c = lane & 3;
+    const int lane = (int)threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     const int kvh = (int)blockIdx.y, G = a.hq / a.kv.hkv;
     const int hbase = kvh * G, hcount = G; // G <= 4 (the plan)
-    const int64_t beg = (int64_t)blockIdx.x * a.split_len, end = min(a.n, beg + a.split_len);
+    // the block's split, a multiple of MMA_WARPS tiles long, in equal parts for its warps
+    const int64_t sub = a.split_len / MMA_WARPS;
+    const int64_t beg = (int64_t)blockIdx.x * a.split_len + warp * sub;
+    const int64_t end = min(min(a.n, (int64_t)(blockIdx.x + 1) * a.split_len), beg + sub);
     const int ntiles = end > beg ? (int)((end - beg + C::TK - 1) / C::TK) : 0;
     const int32_t *idx = a.idx ? a.idx + (a.idx_lists == 1 ? (int64_t)0 : (int64_t)kvh * a.list_len) : nullptr;
 
@@ -266,26 +276,43 @@ template <int D> __global__ void __launch_bounds__(32) attend_mma_kernel(const A
         lA += __shfl_xor_sync(FULL, lA, off);
         lB += __shfl_xor_sync(FULL, lB, off);
     }
-    const int64_t prow = (int64_t)blockIdx.x * a.hq + hbase; // [split][hq], one token
+    // the warps' (o, m, l) side by side in their own shared memory (free now), then the block's
+    // partial: the log-sum-exp combination of its warps
+    float *wo = reinterpret_cast<float *>(smem); // [4][D] o, then m[4], l[4]
     if (c < 2) {
-        const int d = a.kv.d;
 #pragma unroll
         for (int mt = 0; mt < C::KS; mt++) {
-            if (hA < hcount) {
-                part_o[(prow + hA) * d + 16 * mt + g] = o[mt][0];
-                part_o[(prow + hA) * d + 16 * mt + g + 8] = o[mt][2];
-            }
-            if (hA + 1 < hcount) {
-                part_o[(prow + hA + 1) * d + 16 * mt + g] = o[mt][1];
-                part_o[(prow + hA + 1) * d + 16 * mt + g + 8] = o[mt][3];
-            }
+            wo[hA * D + 16 * mt + g] = o[mt][0];
+            wo[hA * D + 16 * mt + g + 8] = o[mt][2];
+            wo[(hA + 1) * D + 16 * mt + g] = o[mt][1];
+            wo[(hA + 1) * D + 16 * mt + g + 8] = o[mt][3];
         }
-        const float ln2 = 0.693147180559945309f;
-        if (g == 0 && hA < hcount) part_ml[prow + hA] = make_float2(mA == neg_inf() ? mA : mA * ln2, lA);
-        if (g == 0 && hA + 1 < hcount) part_ml[prow + hA + 1] = make_float2(mB == neg_inf() ? mB : mB * ln2, lB);
+        if (g == 0) {
+            wo[MMA_HEADS * D + hA] = mA, wo[MMA_HEADS * D + hA + 1] = mB;
+            wo[MMA_HEADS * D + 4 + hA] = lA, wo[MMA_HEADS * D + 4 + hA + 1] = lB;
+        }
+    }
+    __syncthreads();
+    const int d = a.kv.d;
+    const int64_t prow = (int64_t)blockIdx.x * a.hq + hbase; // [split][hq], one token
+    for (int e = (int)threadIdx.x; e < hcount * d; e += 32 * MMA_WARPS) {
+        const int h = e / d, col = e - h * d;
+        float mx = neg_inf();
+#pragma unroll
+        for (int w = 0; w < MMA_WARPS; w++) mx = fmaxf(mx, reinterpret_cast<const float *>(smem_block + (size_t)w * C::SMEM)[MMA_HEADS * D + h]);
+        float acc = 0.0f, l = 0.0f;
+#pragma unroll
+        for (int w = 0; w < MMA_WARPS; w++) {
+            const float *x = reinterpret_cast<const float *>(smem_block + (size_t)w * C::SMEM);
+            const float mw = x[MMA_HEADS * D + h];
+            const float wt = mw == neg_inf() ? 0.0f : exp2f(mw - mx);
+            acc += x[h * D + col] * wt;
+            l += x[MMA_HEADS * D + 4 + h] * wt;
+        }
+        part_o[(prow + h) * d + col] = acc;
+        if (col == 0) part_ml[prow + h] = make_float2(mx == neg_inf() ? mx : mx * 0.693147180559945309f, l);
     }
 }
-
 
 // ---- score ------------------------------------------------------------------------------------
 
@@ -359,20 +386,20 @@ MmaKernelInfo mma_kernel_info(int d)
 {
     if (d == 64) {
         const AttendMmaKernel k = &attend_mma_kernel<64>;
-        return {k, reinterpret_cast<const void *>(k), MmaTile<64>::SMEM, MmaTile<64>::TK};
+        return {k, reinterpret_cast<const void *>(k), 32 * MMA_WARPS, MMA_WARPS * MmaTile<64>::SMEM, MMA_WARPS * MmaTile<64>::TK};
     }
     const AttendMmaKernel k = &attend_mma_kernel<128>;
-    return {k, reinterpret_cast<const void *>(k), MmaTile<128>::SMEM, MmaTile<128>::TK};
+    return {k, reinterpret_cast<const void *>(k), 32 * MMA_WARPS, MMA_WARPS * MmaTile<128>::SMEM, MMA_WARPS * MmaTile<128>::TK};
 }
 
 ScoreMmaKernelInfo score_mma_kernel_info(int d)
 {
     if (d == 64) {
         const ScoreMmaKernel k = &score_mma_kernel<64>;
-        return {k, reinterpret_cast<const void *>(k), ScoreMmaTile<64>::SMEM, ScoreMmaTile<64>::TK};
+        return {k, reinterpret_cast<const void *>(k), 32, ScoreMmaTile<64>::SMEM, ScoreMmaTile<64>::TK};
     }
     const ScoreMmaKernel k = &score_mma_kernel<128>;
-    return {k, reinterpret_cast<const void *>(k), ScoreMmaTile<128>::SMEM, ScoreMmaTile<128>::TK};
+    return {k, reinterpret_cast<const void *>(k), 32, ScoreMmaTile<128>::SMEM, ScoreMmaTile<128>::TK};
 }
 
 } // namespace sift_cuda

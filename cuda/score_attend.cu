@@ -9,25 +9,72 @@
 namespace sift_cuda {
 
 // out[h] = sum_s o_s * exp(m_s - M) / sum_s l_s * exp(m_s - M), M = max_s m_s; 0 if nothing was valid.
-// One block per query row h (a head; for causal attention, a (token, head) pair), hq rows.
-__global__ void __launch_bounds__(128) attend_merge(const float *part_o, const float2 *part_ml, int splits, int hq,
-                                                    int d, float *out)
+// One block per query row h (a head; for causal attention, a (token, head) pair), hq rows. The
+// splits' weights exp(m_s - M) are computed once per block into shared memory (MERGE_CHUNK at a
+// time), so that the sum over the splits is independent loads and FMAs.
+constexpr int MERGE_THREADS = 128, MERGE_CHUNK = 1024;
+
+__device__ __forceinline__ float block_reduce(float v, bool is_max, float *red)
 {
-    const int h = (int)blockIdx.x;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float y = __shfl_xor_sync(FULL, v, o);
+        v = is_max ? fmaxf(v, y) : v + y;
+    }
+    __syncthreads(); // red is free (an earlier reduction's readers are done)
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    v = red[0];
+#pragma unroll
+    for (int w = 1; w < MERGE_THREADS / 32; w++) v = is_max ? fmaxf(v, red[w]) : v + red[w];
+    return v;
+}
+
+__global__ void __launch_bounds__(MERGE_THREADS) attend_merge(const float *part_o, const float2 *part_ml, int splits, int hq,
+                                                              int d, float *out)
+{
+    __shared__ float wt[MERGE_CHUNK], red[MERGE_THREADS / 32];
+    const int h = (int)blockIdx.x, tid = (int)threadIdx.x;
     const float ninf = neg_inf();
     float mx = ninf;
-    for (int s = 0; s < splits; s++) mx = fmaxf(mx, part_ml[(int64_t)s * hq + h].x);
-    for (int e = (int)threadIdx.x; e < d; e += (int)blockDim.x) {
-        float l = 0.0f, acc = 0.0f;
-        if (mx != ninf) {
-            for (int s = 0; s < splits; s++) {
-                const float2 ml = part_ml[(int64_t)s * hq + h];
-                const float w = ml.x == ninf ? 0.0f : expf(ml.x - mx);
-                l += ml.y * w;
-                acc += part_o[((int64_t)s * hq + h) * d + e] * w;
-            }
+    for (int s = tid; s < splits; s += MERGE_THREADS) mx = fmaxf(mx, part_ml[(int64_t)s * hq + h].x);
+    mx = block_reduce(mx, true, red);
+    float l = 0.0f;
+    for (int s = tid; s < splits; s += MERGE_THREADS) {
+        const float2 ml = part_ml[(int64_t)s * hq + h];
+        l += ml.x == ninf ? 0.0f : ml.y * expf(ml.x - mx);
+    }
+    l = block_reduce(l, false, red);
+    float acc[2] = {0.0f, 0.0f}; // elements tid and tid + 128 (d <= 256)
+    for (int s0 = 0; s0 < splits; s0 += MERGE_CHUNK) {
+        const int n = min(MERGE_CHUNK, splits - s0);
+        __syncthreads(); // the previous chunk's weights are read
+        for (int s = tid; s < n; s += MERGE_THREADS) {
+            const float m = part_ml[(int64_t)(s0 + s) * hq + h].x;
+            wt[s] = m == ninf ? 0.0f : expf(m - mx);
         }
-        out[(int64_t)h * d + e] = mx == ninf ? 0.0f : acc * (1.0f / l);
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int e = tid + i * MERGE_THREADS;
+            if (e >= d) continue;
+            const float *po = part_o + ((int64_t)s0 * hq + h) * d + e;
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+            int s = 0;
+            for (; s + 4 <= n; s += 4) {
+                a0 += po[(int64_t)(s + 0) * hq * d] * wt[s + 0];
+                a1 += po[(int64_t)(s + 1) * hq * d] * wt[s + 1];
+                a2 += po[(int64_t)(s + 2) * hq * d] * wt[s + 2];
+                a3 += po[(int64_t)(s + 3) * hq * d] * wt[s + 3];
+            }
+            for (; s < n; s++) a0 += po[(int64_t)s * hq * d] * wt[s];
+            acc[i] += (a0 + a1) + (a2 + a3);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int e = tid + i * MERGE_THREADS;
+        if (e < d) out[(int64_t)h * d + e] = mx == ninf ? 0.0f : acc[i] * (1.0f / l);
     }
 }
 
@@ -137,8 +184,11 @@ extern "C" cudaError_t sift_cuda_init(int device, sift_cuda_device *dev)
                     if (e != cudaSuccess) return e;
                 }
     for (int d = 64; d <= 128; d += 64) {
-        e = cudaFuncSetAttribute(mma_kernel_info(d).fn, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                 (int)cudaSharedmemCarveoutMaxShared);
+        const MmaKernelInfo k = mma_kernel_info(d);
+        if (k.smem > (size_t)optin) return cudaErrorNotSupported;
+        e = cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)k.smem);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(k.fn, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
         if (e == cudaSuccess)
             e = cudaFuncSetAttribute(score_mma_kernel_info(d).fn, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      (int)cudaSharedmemCarveoutMaxShared);
@@ -201,7 +251,7 @@ extern "C" cudaError_t sift_cuda_score_plan(const sift_cuda_device *dev, const s
     if (a.m <= 0) return cudaSuccess;
     if (plan->path) { // one wave of warps
         const ScoreMmaKernelInfo k = score_mma_kernel_info(a.kv.d);
-        return plan_splits(dev, k.fn, 32, k.smem, k.tile_rows, 1, a.kv.hkv, a.m, &plan->blocks, &plan->split_len);
+        return plan_splits(dev, k.fn, k.threads, k.smem, k.tile_rows, 1, a.kv.hkv, a.m, &plan->blocks, &plan->split_len);
     }
     const KernelInfo k = kernel_info(false, a.kv.f16, a.kv.d, gc);
     return plan_splits(dev, k, a.kv.hkv * plan->chunks, a.m, &plan->blocks, &plan->split_len);
@@ -216,7 +266,7 @@ extern "C" cudaError_t sift_cuda_score_launch(const sift_cuda_device *dev, const
     const dim3 grid((unsigned)a.splits, (unsigned)a.kv.hkv, (unsigned)a.chunks);
     if (plan->path) {
         const ScoreMmaKernelInfo k = score_mma_kernel_info(a.kv.d);
-        return launch(k.score, grid, dim3(32), k.smem, st, a);
+        return launch(k.score, grid, dim3(k.threads), k.smem, st, a);
     }
     const KernelInfo k = kernel_info(false, a.kv.f16, a.kv.d, heads_per_block(a.hq / a.kv.hkv));
     return launch(k.score, grid, dim3(NT), smem_for(k, dev->stages), st, a, dev->stages);
@@ -282,7 +332,7 @@ extern "C" cudaError_t sift_cuda_attend_plan(const sift_cuda_device *dev, const 
     cudaError_t e;
     if (mma) { // one wave of warps
         const MmaKernelInfo k = mma_kernel_info(a.kv.d);
-        e = plan_splits(dev, k.fn, 32, k.smem, k.tile_rows, 1, a.kv.hkv, a.n, &plan->blocks, &plan->split_len);
+        e = plan_splits(dev, k.fn, k.threads, k.smem, k.tile_rows, 1, a.kv.hkv, a.n, &plan->blocks, &plan->split_len);
     } else {
         const KernelInfo k = kernel_info(true, a.kv.f16, a.kv.d, gc, general);
         e = plan_splits(dev, k, a.kv.hkv * plan->chunks * a.tokens, a.n, &plan->blocks, &plan->split_len);
@@ -311,12 +361,12 @@ extern "C" cudaError_t sift_cuda_attend_launch(const sift_cuda_device *dev, cons
     cudaError_t e;
     if (plan->path == ATTEND_MMA) {
         const MmaKernelInfo k = mma_kernel_info(d);
-        e = launch(k.attend, grid, dim3(32), k.smem, st, a, part_o, part_ml);
+        e = launch(k.attend, grid, dim3(k.threads), k.smem, st, a, part_o, part_ml);
     } else {
         const bool general = plan->path == ATTEND_GENERAL;
         const KernelInfo k = kernel_info(true, a.kv.f16, d, heads_per_block(a.hq / a.kv.hkv, general), general);
         e = launch(k.attend, grid, dim3(NT), smem_for(k, dev->stages), st, a, dev->stages, part_o, part_ml);
     }
     if (e != cudaSuccess) return e;
-    return launch(attend_merge, dim3((unsigned)rows), dim3(128), 0, st, part_o, part_ml, a.splits, rows, d, a.out);
+    return launch(attend_merge, dim3((unsigned)rows), dim3(MERGE_THREADS), 0, st, part_o, part_ml, a.splits, rows, d, a.out);
 }
