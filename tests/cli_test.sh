@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The sift command line: exit codes and messages of run, logits, eval and bench-attn on the CPU.
+# The sift command line: exit codes and messages of run, logits, eval, demo, bench-attn and
+# bench-decode on the CPU; their JSON is read back.
 # usage: cli_test.sh SIFT_BINARY SHARED_DIR RETRIEVAL_MODEL PROJECT_VERSION
 # The checks that need ../shared's stories260K are skipped (exit 77 after the others) where it is absent.
 set -u
@@ -12,6 +13,8 @@ fails=0 checks=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # sift ARGS...: runs the binary (30 s at most), output in $T/out and $T/err, exit status in $rc
 sift() { timeout 30 "$SIFT" "$@" >"$T/out" 2>"$T/err"; rc=$?; }
+# the same for the demo, whose 4K-token prompts take a minute under the sanitizers
+sift_slow() { timeout 150 "$SIFT" "$@" >"$T/out" 2>"$T/err"; rc=$?; }
 expect_rc() { checks=$((checks + 1)); [ "$rc" -eq "$1" ] || fail "$2: exit $rc, want $1; stderr: $(head -c 600 "$T/err")"; }
 # expect_in FILE TEXT WHAT: FILE ($T/out or $T/err) contains TEXT (fixed string)
 expect_in() { checks=$((checks + 1)); grep -qF -- "$2" "$T/$1" || fail "$3: $1 lacks '$2'; it has: $(head -c 600 "$T/$1")"; }
@@ -155,7 +158,7 @@ sift tokenize -m "$RMODEL" -f "$T/tok.txt" --no-bos
 expect_eq "$(wc -w < "$T/out")" 7 "tokenize --no-bos"
 
 # ---- sift demo: the retrieval model and its test set, found through the source tree -------------
-sift demo --samples 1 --backend cpu
+sift_slow demo --samples 1 --backend cpu
 expect_rc 0 "demo --samples 1"
 expect_in out "1 sample of 4096 tokens" "demo: one sample of the shortest length"
 expect_in out "expected answers, sample 1: 785 048 957 354 968 871 363" "demo: the first sample's answers"
@@ -268,6 +271,10 @@ fi
 sift bench-decode -m "$M" --backend cpu --batch 0
 expect_rc 2 "bench-decode --batch 0"
 expect_in err "sift bench-decode: --batch needs a valid value, not '0'" "bench-decode --batch 0"
+sift bench-decode -m "$M" --backend cpu --ctx 256,1x
+expect_rc 2 "bench-decode --ctx 256,1x"
+expect_in err "sift bench-decode: --ctx needs up to 64 comma-separated contexts in tokens (1 .. 2^31 - 1), not '256,1x'" "bench-decode --ctx 256,1x"
+expect_eq "$(wc -c <"$T/out")" 0 "bench-decode --ctx 256,1x: refused before any run"
 
 # flag checks
 sift "${R[@]}" --page-size 0
