@@ -10,6 +10,7 @@
 #include "session.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 typedef struct pass {
     sift_session *s;
@@ -45,12 +46,32 @@ static sift_rope_params rope_params(const sift_model *m)
     return (sift_rope_params){.n_rot = (int)m->hp.rope_dim, .base = m->hp.rope_freq_base, .mode = m->rope_mode};
 }
 
+/* Runs the pass's graph; while the session profiles, timed, each node's device time and bytes
+ * added to its op's entry. */
+static sift_status compute(pass *f)
+{
+    sift_session *s = f->s;
+    if (!s->profiling) return sift_graph_compute(f->g);
+    const int n = sift_graph_node_count(f->g);
+    double *node_us = malloc((size_t)(n > 0 ? n : 1) * sizeof *node_us);
+    if (!node_us) return sift_set_error(SIFT_E_NOMEM, "session: out of memory for the profile");
+    const sift_status e = sift_graph_compute_timed(f->g, node_us);
+    for (int i = 0; e == SIFT_OK && i < n; i++) {
+        const sift_op op = f->g->nodes[i].op;
+        s->prof[op].nodes++;
+        s->prof[op].us += node_us[i];
+        s->prof[op].bytes += sift_graph_node_bytes(f->g, i);
+    }
+    free(node_us);
+    return e;
+}
+
 /* Computes the graph so far, and (the host's turn) lets the host work before layer l's attention:
  * the quality of layer l - 1's attention, then the mirrors, observations and lists of layer l. */
 static sift_status host_turn(pass *f, uint32_t l)
 {
     if (!f->host) return SIFT_OK;
-    sift_status e = sift_graph_compute(f->g);
+    sift_status e = compute(f);
     if (e == SIFT_OK && f->measure && l > 0) e = sift_quality_measure_layer(f->s, f->st, l - 1); /* before its lists go */
     sift_graph_destroy(f->g);
     f->g = NULL;
@@ -239,7 +260,7 @@ static sift_status forward(pass *f)
     TRY(rows2(f, s->logits, 0, rows, hp->n_vocab, &logits));         /* logits [rows][vocab] */
     TRY(sift_op_rmsnorm(f->g, x, s->m->output_norm, hp->rms_eps, xn));
     TRY(sift_op_matmul(f->g, xn, s->m->output, NULL, logits));
-    TRY(sift_graph_compute(f->g));
+    TRY(compute(f));
     if (f->measure) TRY(sift_quality_measure_layer(s, f->st, hp->n_layer - 1));
     return f->host ? SIFT_OK : sift_host_after_step(s, st);
 }
@@ -253,5 +274,6 @@ sift_status sift_forward(sift_session *s, step *st)
     TRY(sift_graph_create(s->m->ctx, &f.g));
     const sift_status e = forward(&f);
     sift_graph_destroy(f.g);
+    if (e == SIFT_OK && s->profiling) s->prof_steps++;
     return e;
 }

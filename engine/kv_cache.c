@@ -164,8 +164,15 @@ sift_status sift_kv_mirror_rows(sift_session *s, sequence *q, uint32_t l, int64_
 
 sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uint64_t seed)
 {
+    return sift_session_fill_synthetic_seq(s, 0, n, seed);
+}
+
+sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n, uint64_t seed)
+{
     if (!s) return sift_set_error(SIFT_E_INVALID, "sift_session_fill_synthetic: session is NULL");
-    sequence *q = &s->seqs[0];
+    if (seq < 0 || seq >= s->cfg.n_seq)
+        return sift_set_error(SIFT_E_INVALID, "sift_session_fill_synthetic: no sequence %d of %d", seq, s->cfg.n_seq);
+    sequence *q = &s->seqs[seq];
     if (n < 0 || n > s->cfg.n_ctx - q->pos)
         return sift_set_error(SIFT_E_LIMIT, "sift_session_fill_synthetic: %lld tokens do not fit after %lld of %lld",
                               (long long)n, (long long)q->pos, (long long)s->cfg.n_ctx);

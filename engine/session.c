@@ -458,3 +458,42 @@ sift_status sift_session_sel_cache_stats(const sift_session *s, int layer, int64
     return SIFT_OK;
 }
 
+/* ---- profiling ------------------------------------------------------------------------------------ */
+
+sift_status sift_session_set_profiling(sift_session *s, int on)
+{
+    if (!s) return sift_set_error(SIFT_E_INVALID, "sift_session_set_profiling: session is NULL");
+    if (on) { /* a new profile; turning it off keeps the one taken for reading */
+        memset(s->prof, 0, sizeof s->prof);
+        s->prof_steps = 0;
+    }
+    s->profiling = on != 0;
+    return SIFT_OK;
+}
+
+/* Longer time first; equal times in the order of the names, so that the order is the same each run. */
+static int by_time_descending(const void *pa, const void *pb)
+{
+    const sift_op_time *a = pa, *b = pb;
+    if (a->us != b->us) return a->us > b->us ? -1 : 1;
+    return strcmp(a->op, b->op);
+}
+
+sift_status sift_session_profile(const sift_session *s, sift_op_time *out, int max, int *n, int64_t *steps)
+{
+    const char *fn = "sift_session_profile";
+    if (!s || !n) return sift_set_error(SIFT_E_INVALID, "%s: null argument", fn);
+    if (max < 0) return sift_set_error(SIFT_E_INVALID, "%s: room for %d entries (0 or more)", fn, max);
+    if (max > 0 && !out) return sift_set_error(SIFT_E_INVALID, "%s: out is NULL with room for %d entries", fn, max);
+    sift_op_time all[SIFT_OP_COUNT];
+    int count = 0;
+    for (int op = 0; op < SIFT_OP_COUNT; op++)
+        if (s->prof[op].nodes > 0)
+            all[count++] = (sift_op_time){.op = sift_op_name((sift_op)op), .nodes = s->prof[op].nodes, .us = s->prof[op].us,
+                                          .bytes = s->prof[op].bytes};
+    qsort(all, (size_t)count, sizeof *all, by_time_descending);
+    for (int i = 0; i < count && i < max; i++) out[i] = all[i];
+    *n = count;
+    if (steps) *steps = s->prof_steps;
+    return SIFT_OK;
+}

@@ -98,6 +98,14 @@ struct sift_session {
     int64_t last_row;        /* the row whose layer outputs sift_session_layer_output reads */
     double quality_recall, quality_err;
     int64_t quality_n;
+    /* sift_session_set_profiling: while on, every graph runs timed and its nodes add to their op's
+     * entry; prof_steps counts the steps that completed */
+    bool profiling;
+    int64_t prof_steps;
+    struct {
+        int64_t nodes;
+        double us, bytes;
+    } prof[SIFT_OP_COUNT];
 };
 
 static inline bool sift_host_policy(sift_policy p)

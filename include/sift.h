@@ -528,6 +528,9 @@ SIFT_API sift_status sift_session_rewind(sift_session *s, int seq, int64_t pos);
 /* For benchmarks of decode at long context without its prefill: advances sequence 0 by n tokens
  * whose cached K/V rows are pseudo-random values (what the model then computes is meaningless). */
 SIFT_API sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uint64_t seed);
+/* The same for sequence seq (0 .. n_seq - 1), to time batched decode (sift_session_decode_batch) at
+ * long context. */
+SIFT_API sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n, uint64_t seed);
 /* Changes the decode policy and S, W, k of the following steps (every sequence). Host policies
  * other than after a fresh session need eval_mode. */
 SIFT_API sift_status sift_session_set_policy(sift_session *s, sift_policy policy, int64_t sink, int64_t window,
@@ -551,6 +554,31 @@ SIFT_API sift_status sift_session_sel_cache_stats(const sift_session *s, int lay
  * dense attention mass recalled by the attended set and of |o - o_dense| / |o_dense|; *n counts
  * the (step, layer, head) triples. */
 SIFT_API sift_status sift_session_attention_quality(const sift_session *s, double *recall, double *rel_err, int64_t *n);
+
+/* One op's share of the profiled steps (sift_session_profile): the nodes of that op that ran, their
+ * summed device time in microseconds, and the bytes they must move at least (sift_graph_node_bytes;
+ * bytes / us / 1e3 is an effective bandwidth in GB/s). op is a static string
+ * (sift_graph_node_op_name's). */
+typedef struct sift_op_time {
+    const char *op;
+    int64_t nodes;
+    double us;
+    double bytes;
+} sift_op_time;
+/* Per-op profile of a session's steps. on != 0 clears the profile and runs every following step's
+ * graphs (prefill chunks and decode steps alike) with sift_graph_compute_timed, adding each node's
+ * device time and bytes to its op's entry; on = 0 stops, keeping the profile for reading until
+ * profiling is turned on again. Timed runs are not the runs of an untimed step: CUDA then launches
+ * the kernels one by one between events instead of replaying one CUDA graph, and Vulkan writes a
+ * timestamp between nodes; so the summed device time of a profiled step is not an untimed step's
+ * wall time, which also holds the host's work and the launches. The CPU backend times each node
+ * with the wall clock. A device that cannot time (a Vulkan queue without timestamps) fails the
+ * profiled step with SIFT_E_UNSUPPORTED. */
+SIFT_API sift_status sift_session_set_profiling(sift_session *s, int on);
+/* The profile: up to max entries into out (out may be NULL when max is 0), sorted by time,
+ * descending (equal times by op name); *n gets how many entries there are (ops that ran at least
+ * once), which may exceed max; *steps (when not NULL) the steps profiled. */
+SIFT_API sift_status sift_session_profile(const sift_session *s, sift_op_time *out, int max, int *n, int64_t *steps);
 
 /* ---- sampling (on the host) ----------------------------------------------------------------- */
 

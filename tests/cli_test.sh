@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The sift command line: exit codes and messages of run, logits, eval and bench-attn on the CPU.
+# The sift command line: exit codes and messages of run, logits, eval, demo, bench-attn and
+# bench-decode on the CPU; their JSON is read back.
 # usage: cli_test.sh SIFT_BINARY SHARED_DIR RETRIEVAL_MODEL PROJECT_VERSION
 # The checks that need ../shared's stories260K are skipped (exit 77 after the others) where it is absent.
 set -u
@@ -12,6 +13,8 @@ fails=0 checks=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # sift ARGS...: runs the binary (30 s at most), output in $T/out and $T/err, exit status in $rc
 sift() { timeout 30 "$SIFT" "$@" >"$T/out" 2>"$T/err"; rc=$?; }
+# the same for the demo, whose 4K-token prompts take a minute under the sanitizers
+sift_slow() { timeout 150 "$SIFT" "$@" >"$T/out" 2>"$T/err"; rc=$?; }
 expect_rc() { checks=$((checks + 1)); [ "$rc" -eq "$1" ] || fail "$2: exit $rc, want $1; stderr: $(head -c 600 "$T/err")"; }
 # expect_in FILE TEXT WHAT: FILE ($T/out or $T/err) contains TEXT (fixed string)
 expect_in() { checks=$((checks + 1)); grep -qF -- "$2" "$T/$1" || fail "$3: $1 lacks '$2'; it has: $(head -c 600 "$T/$1")"; }
@@ -19,6 +22,19 @@ expect_not_in() { checks=$((checks + 1)); ! grep -qF -- "$2" "$T/$1" || fail "$3
 expect_eq() { checks=$((checks + 1)); [ "$1" = "$2" ] || fail "$3: '$1', want '$2'"; }
 # every line of stderr that starts with "sift <cmd>:" says something after it
 no_empty_message() { checks=$((checks + 1)); ! grep -qE '^sift [a-z-]+: *$' "$T/err" || fail "$1: an empty error message"; }
+# expect_json WHAT: every line of $T/out is JSON and every number in it finite (Python's reader also
+# takes NaN and Infinity, which JSON has not: refused here); skipped with a message without python3
+expect_json() {
+    if ! command -v python3 >/dev/null; then
+        echo "SKIP: no python3: the JSON of $1 is not validated"
+        return
+    fi
+    checks=$((checks + 1))
+    python3 -c 'import json, sys
+def refuse(c): raise ValueError("not a JSON number: " + c)
+[json.loads(l, parse_constant=refuse) for l in sys.stdin if l.strip()]' <"$T/out" ||
+        fail "$1: not valid JSON: $(head -c 600 "$T/out")"
+}
 
 # ---- without a model ---------------------------------------------------------------------------
 sift --version
@@ -62,6 +78,10 @@ if command -v python3 >/dev/null; then
     checks=$((checks + 1))
     python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$T/out" || fail "bench-attn --json is not JSON"
 fi
+# the default shapes at a small context: every figure finite or null
+sift bench-attn --backend cpu --ctx 4096 --repeat 2 --json
+expect_rc 0 "bench-attn --ctx 4096 --json"
+expect_json "bench-attn --ctx 4096 --json"
 sift bench-attn --backend cpu --ctx 2048 --budget 128 --sink 16 --window 64 --heads 4/2 --dim 64 --repeat 1
 expect_rc 0 "bench-attn"
 expect_not_in out "inf" "bench-attn table"
@@ -137,10 +157,8 @@ expect_eq "$(wc -w < "$T/out")" 8 "tokenize: BOS and 7 characters"
 sift tokenize -m "$RMODEL" -f "$T/tok.txt" --no-bos
 expect_eq "$(wc -w < "$T/out")" 7 "tokenize --no-bos"
 
-# ---- stories260K ---------------------------------------------------------------------------------
-if [ ! -f "$M" ]; then
-    # ---- sift demo: the retrieval model and its test set, found through the source tree -------------
-sift demo --samples 1 --backend cpu
+# ---- sift demo: the retrieval model and its test set, found through the source tree -------------
+sift_slow demo --samples 1 --backend cpu
 expect_rc 0 "demo --samples 1"
 expect_in out "1 sample of 4096 tokens" "demo: one sample of the shortest length"
 expect_in out "expected answers, sample 1: 785 048 957 354 968 871 363" "demo: the first sample's answers"
@@ -158,7 +176,9 @@ expect_in err "--samples needs a valid value" "demo --samples 0: message"
 sift demo --bogus
 expect_rc 2 "demo: unknown option"
 
-echo "checks passed: $((checks - fails)) of $checks"
+# ---- stories260K ---------------------------------------------------------------------------------
+if [ ! -f "$M" ]; then
+    echo "checks passed: $((checks - fails)) of $checks"
     [ "$fails" -eq 0 ] || exit 1
     echo "SKIP: $M is absent: sift run checks not run"
     exit 77
@@ -217,6 +237,44 @@ expect_rc 0 "run tokenselect, S W k given"
 expect_not_in err "warning" "run tokenselect, S W k given"
 sift "${R[@]}" --policy tokenselect --ctx 512 -n 4 --sink 400 --window 100 --budget 64
 expect_in err "warning: S + W + k = 564 >= the context of 512 tokens" "run tokenselect, S W k too large"
+
+# bench-decode: two sequences decoded together, a per-op profile of each mode
+BD=(bench-decode -m "$M" --backend cpu --ctx 256 --steps 2 --sink 8 --window 32 --budget 64 --batch 2 --profile)
+sift "${BD[@]}"
+expect_rc 0 "bench-decode --batch 2 --profile"
+expect_in out "batch 2 (tokens/s = 2 / step time)" "bench-decode --batch 2: the banner"
+expect_in out "device time, summed" "bench-decode --profile: the summed device time"
+expect_in out "untimed step, wall clock (median)" "bench-decode --profile: the wall time beside it"
+layers=$(sed -n 's/.*, \([0-9]*\) layers, .*/\1/p' "$T/out")
+checks=$((checks + 1))
+# a dense step's matmuls: Q, K, V, the output projection, gate, up and down per layer, the logits
+grep -qE "^ +matmul +$((7 * ${layers:-0} + 1))\.0 " "$T/out" || fail "bench-decode --profile: $((7 * ${layers:-0} + 1)) matmuls per step: $(grep matmul "$T/out")"
+sift "${BD[@]}" --json
+expect_rc 0 "bench-decode --batch 2 --profile --json"
+expect_json "bench-decode --json"
+if command -v python3 >/dev/null; then
+    checks=$((checks + 1))
+    python3 - "$T/out" "${layers:-0}" <<'PY' || fail "bench-decode --json: $(head -c 900 "$T/out")"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+assert [r["attn"] for r in rows] == ["dense", "select", "cached"], [r["attn"] for r in rows]
+for r in rows:
+    assert r["batch"] == 2 and r["ctx"] == 256, r
+    assert abs(r["tokens_per_s"] - 2e3 / r["ms_per_step"]) <= 0.01 * r["tokens_per_s"], r  # 2 tokens a step
+    ops = {p["op"]: p for p in r["profile"]}
+    assert r["profile_steps"] == 4 and ops["matmul"]["nodes_per_step"] == 7 * int(sys.argv[2]) + 1, r
+    times = [p["us_per_step"] for p in r["profile"]]
+    assert times == sorted(times, reverse=True), times
+    assert abs(sum(times) - r["profile_us_per_step"]) <= 0.01 * r["profile_us_per_step"] + 0.01, r
+PY
+fi
+sift bench-decode -m "$M" --backend cpu --batch 0
+expect_rc 2 "bench-decode --batch 0"
+expect_in err "sift bench-decode: --batch needs a valid value, not '0'" "bench-decode --batch 0"
+sift bench-decode -m "$M" --backend cpu --ctx 256,1x
+expect_rc 2 "bench-decode --ctx 256,1x"
+expect_in err "sift bench-decode: --ctx needs up to 64 comma-separated contexts in tokens (1 .. 2^31 - 1), not '256,1x'" "bench-decode --ctx 256,1x"
+expect_eq "$(wc -c <"$T/out")" 0 "bench-decode --ctx 256,1x: refused before any run"
 
 # flag checks
 sift "${R[@]}" --page-size 0

@@ -2,6 +2,7 @@
  *   - paging is invisible: pages of 16 tokens give the logits of one page as large as the context;
  *   - the pool: a full pool is SIFT_E_LIMIT, and the session works again after a rewind frees pages;
  *   - several sequences: a batched decode step gives each sequence the logits it gets alone;
+ *     synthetic contexts fill one sequence each;
  *   - rewind: rewinding and feeding the same tokens again gives the same logits;
  *   - the Selection Cache: theta 1 never reuses; theta -1 reuses at every full step after the
  *     first (hits = (steps - 1) x layers); its output is that of the first step's top-k with
@@ -10,7 +11,9 @@
  *     its logits stay finite and close (reported);
  *   - length extrapolation keeping every token equals dense (keys rotated by rank = by position),
  *     and runs past the cache's rotary range with finite logits;
- *   - every policy decodes with finite logits on every backend.
+ *   - every policy decodes with finite logits on every backend;
+ *   - the per-op profile of decode steps counts each op's nodes as the forward pass makes them,
+ *     and stops counting when turned off.
  * Each backend's logits are compared with the CPU's (NMSE <= 1e-3: f16 cache, other arithmetic).
  * Usage: sift-session-test MODEL.gguf... (a missing model file is skipped with a message). */
 #include "sift.h"
@@ -243,6 +246,120 @@ out:
     free(a);
 }
 
+/* The entry of op in a profile of n entries (NULL when the op never ran). */
+static const sift_op_time *profile_entry(const sift_op_time *prof, int n, const char *op)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(prof[i].op, op)) return &prof[i];
+    return NULL;
+}
+
+/* The per-op profile of dense decode steps: each op's node count follows from the forward pass
+ * (engine/forward.c), times and bytes are positive, entries come longest first, and turning
+ * profiling off stops the counting and keeps the profile. */
+static void profiling(const model_run *t)
+{
+    enum { MAX_OPS = 64 };
+    sift_op_time prof[MAX_OPS], again[MAX_OPS];
+    sift_session *s = NULL;
+    const sift_session_config c = base_config(256);
+    const int64_t layers = t->info.n_layers;
+    int n = -1, m = -1;
+    int64_t steps = -1;
+    RUN_OK(sift_session_create(t->m, &c, &s), "session");
+    RUN_OK(sift_session_eval(s, t->toks, 80, NULL), "prefill (not profiled)");
+    RUN_OK(sift_session_profile(s, prof, MAX_OPS, &n, &steps), "profile before profiling");
+    check(n == 0 && steps == 0, t->name, t->bname, "profile before profiling: empty", (double)n);
+    RUN_OK(sift_session_set_profiling(s, 1), "profiling on");
+    RUN_OK(sift_session_eval(s, &t->toks[80], 1, NULL), "profiled step 1");
+    RUN_OK(sift_session_profile(s, prof, MAX_OPS, &n, &steps), "profile of 1 step");
+    const sift_op_time *mm = profile_entry(prof, n, "matmul");
+    const double matmul_bytes_1 = mm ? mm->bytes : 0.0;
+    RUN_OK(sift_session_eval(s, &t->toks[81], 1, NULL), "profiled step 2");
+    RUN_OK(sift_session_profile(s, prof, MAX_OPS, &n, &steps), "profile of 2 steps");
+    check(steps == 2, t->name, t->bname, "profile: 2 steps profiled", (double)steps);
+    /* a dense decode step: the embedding; per layer 2 norms, Q/K/V, 2 RoPEs, 2 cache writes, the
+     * attention, the output projection, 2 residual adds and the MLP (gate, up, swiglu, down); the
+     * final norm and the logits */
+    const struct {
+        const char *op;
+        int64_t per_step;
+    } want[] = {{"matmul", 7 * layers + 1}, {"rmsnorm", 2 * layers + 1}, {"rope", 2 * layers}, {"kv_write", 2 * layers},
+                {"dense_attend", layers},   {"add", 2 * layers},         {"swiglu", layers},   {"get_rows", 1}};
+    const int n_want = (int)(sizeof want / sizeof want[0]);
+    check(n == n_want, t->name, t->bname, "profile of dense decode: 8 ops", (double)n);
+    for (int i = 0; i < n_want; i++) {
+        const sift_op_time *e = profile_entry(prof, n, want[i].op);
+        char what[96];
+        snprintf(what, sizeof what, "profile: %s nodes = 2 steps x %lld", want[i].op, (long long)want[i].per_step);
+        check(e && e->nodes == 2 * want[i].per_step, t->name, t->bname, what, e ? (double)e->nodes : -1.0);
+        snprintf(what, sizeof what, "profile: %s bytes > 0, time >= 0", want[i].op);
+        check(e && e->bytes > 0.0 && e->us >= 0.0, t->name, t->bname, what, e ? e->bytes : -1.0);
+    }
+    mm = profile_entry(prof, n, "matmul");
+    if (!mm) goto out;
+    check(mm->us > 0.0, t->name, t->bname, "profile: matmul device time > 0 us", mm->us);
+    /* each matmul moves its f32 input and output rows and its weights: more than the rows alone.
+     * The rows of a layer: Q/K/V read E each and write Hq D + 2 Hkv D; the output projection
+     * reads Hq D and writes E; gate and up read E each and write F each; down reads F and writes
+     * E. The logits read E and write the vocabulary. */
+    const sift_model_info *in = &t->info;
+    const double e = in->n_embd, f = in->n_ff, qd = (double)in->n_heads * in->head_dim, kvd = (double)in->n_kv_heads * in->head_dim;
+    const double layer_rows = (3 * e + qd + 2 * kvd) + (qd + e) + (2 * e + 2 * f) + (f + e);
+    const double row_bytes = 4.0 * ((double)layers * layer_rows + e + in->n_vocab);
+    check(mm->bytes > 2.0 * row_bytes, t->name, t->bname, "profile: matmul bytes > 2 steps of its rows (+ weights)",
+          mm->bytes / (2.0 * row_bytes));
+    check(mm->bytes == 2.0 * matmul_bytes_1, t->name, t->bname, "profile: matmul bytes of 2 steps = 2 x 1 step",
+          mm->bytes / matmul_bytes_1);
+    bool sorted = true;
+    for (int i = 1; i < n; i++) sorted = sorted && prof[i - 1].us >= prof[i].us;
+    check(sorted, t->name, t->bname, "profile: sorted by time, descending", prof[0].us);
+    RUN_OK(sift_session_profile(s, again, 2, &m, NULL), "profile, room for 2");
+    check(m == n && !memcmp(again, prof, 2 * sizeof *prof), t->name, t->bname, "profile, room for 2: the first 2, count of all",
+          (double)m);
+    /* off: the next step is not counted, the profile stays */
+    RUN_OK(sift_session_set_profiling(s, 0), "profiling off");
+    RUN_OK(sift_session_eval(s, &t->toks[82], 1, NULL), "step after profiling");
+    RUN_OK(sift_session_profile(s, again, MAX_OPS, &m, &steps), "profile after off");
+    check(steps == 2 && m == n && !memcmp(again, prof, (size_t)n * sizeof *prof), t->name, t->bname,
+          "profiling off: a step later, the same 2-step profile", (double)steps);
+    RUN_OK(sift_session_set_profiling(s, 1), "profiling on again");
+    RUN_OK(sift_session_profile(s, again, MAX_OPS, &m, &steps), "profile after on");
+    check(steps == 0 && m == 0, t->name, t->bname, "profiling on again: a new, empty profile", (double)m);
+    check(sift_session_profile(s, NULL, 4, &m, NULL) == SIFT_E_INVALID && sift_session_profile(NULL, NULL, 0, &m, NULL) == SIFT_E_INVALID &&
+              sift_session_set_profiling(NULL, 1) == SIFT_E_INVALID,
+          t->name, t->bname, "profile: null arguments refused with SIFT_E_INVALID", 0.0);
+out:
+    sift_session_destroy(s);
+}
+
+/* Synthetic contexts per sequence (benchmarks of batched decode): each call moves only its
+ * sequence, a batched step then decodes over them, and bad sequences or sizes are refused. */
+static void synthetic(const model_run *t)
+{
+    float *rows = malloc(2 * NV * sizeof(float));
+    sift_session *s = NULL;
+    sift_session_config c = base_config(256);
+    c.n_seq = 2;
+    RUN_OK(sift_session_create(t->m, &c, &s), "two sequences");
+    RUN_OK(sift_session_fill_synthetic_seq(s, 1, 100, 7), "100 synthetic tokens in sequence 1");
+    RUN_OK(sift_session_fill_synthetic(s, 40, 8), "40 synthetic tokens in sequence 0");
+    check(sift_session_seq_pos(s, 0) == 40 && sift_session_seq_pos(s, 1) == 100, t->name, t->bname,
+          "synthetic fill: sequence 0 at 40, sequence 1 at 100", (double)sift_session_seq_pos(s, 1));
+    const int seqs[2] = {0, 1};
+    const int32_t tk[2] = {t->toks[1], t->toks[2]};
+    RUN_OK(sift_session_decode_batch(s, 2, seqs, tk, rows), "batched step over synthetic contexts");
+    check(all_finite(rows, 2 * NV) && sift_session_seq_pos(s, 1) == 101, t->name, t->bname,
+          "batched step over synthetic contexts: finite logits, sequence 1 at 101", (double)sift_session_seq_pos(s, 1));
+    const sift_status bad_seq = sift_session_fill_synthetic_seq(s, 2, 1, 7);
+    const sift_status too_many = sift_session_fill_synthetic_seq(s, 1, 256, 7);
+    check(bad_seq == SIFT_E_INVALID && too_many == SIFT_E_LIMIT && sift_session_seq_pos(s, 1) == 101, t->name, t->bname,
+          "synthetic fill: no sequence 2 (SIFT_E_INVALID), 256 more do not fit (SIFT_E_LIMIT)", (double)too_many);
+out:
+    sift_session_destroy(s);
+    free(rows);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -277,6 +394,8 @@ int main(int argc, char **argv)
             sel_cache(&t, outs);
             prefill_and_extrapolation(&t, outs);
             policies(&t);
+            profiling(&t);
+            synthetic(&t);
             if (kind == SIFT_BACKEND_CPU) {
                 ref = outs;
             } else if (ref) {

@@ -18,6 +18,10 @@ int cli_open_model(const char *who, const char *backend, int64_t threads, const 
                    sift_model **m);
 /* -t/--threads: a thread count in 1 .. 4096. */
 bool cli_parse_threads(const char *s, int64_t *out);
+/* JSON output on stdout: a string with its quotes and escapes; a number with `decimals` digits
+ * after the point, or null where it is not finite (JSON has no inf or nan). */
+void cli_json_string(const char *str);
+void cli_json_fixed(double v, int decimals);
 /* A whole file into a new NUL-terminated buffer of *len bytes (NULL with errno set when it cannot
  * be read). */
 char *cli_read_file(const char *path, size_t *len);

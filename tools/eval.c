@@ -331,13 +331,20 @@ static int eval_text(const eval_options *o, sift_context *ctx, sift_model *m, co
             policy_label(o, pi, label, sizeof label);
             if (r.sc_steps) snprintf(sc, sizeof sc, "%.1f%%", 100.0 * (double)r.sc_hits / (double)r.sc_steps);
             const double ppl = exp(r.nll_sum / (double)r.scored), agree = (double)r.agree / (double)r.scored;
-            if (o->json)
+            if (o->json) { /* null where a figure does not exist: no quality measured, nothing scored */
                 printf("{\"mode\": \"text\", \"policy\": \"%s\", \"budget\": %lld, \"sink\": %lld, \"window\": %lld, \"tokens\": %lld, "
-                       "\"perplexity\": %.4f, \"top1_agreement\": %.4f, \"recall\": %.4f, \"rel_error\": %.4f, "
-                       "\"sel_cache_hits\": %lld, \"sel_cache_steps\": %lld}\n",
+                       "\"perplexity\": ",
                        label, p == SIFT_POLICY_DENSE ? 0LL : (long long)k, (long long)o->sink, (long long)o->window,
-                       (long long)r.scored, ppl, agree, r.recall, r.err, (long long)r.sc_hits, (long long)r.sc_steps);
-            else if (r.quality_n)
+                       (long long)r.scored);
+                cli_json_fixed(ppl, 4);
+                printf(", \"top1_agreement\": ");
+                cli_json_fixed(agree, 4);
+                printf(", \"recall\": ");
+                cli_json_fixed(r.quality_n ? r.recall : NAN, 4);
+                printf(", \"rel_error\": ");
+                cli_json_fixed(r.quality_n ? r.err : NAN, 4);
+                printf(", \"sel_cache_hits\": %lld, \"sel_cache_steps\": %lld}\n", (long long)r.sc_hits, (long long)r.sc_steps);
+            } else if (r.quality_n)
                 printf("%-14s %7lld %10.4f %8.1f%% %9.4f %10.4f %9s\n", label, p == SIFT_POLICY_DENSE ? 0LL : (long long)k, ppl,
                        100.0 * agree, r.recall, r.err, sc);
             else
@@ -552,13 +559,15 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
                     const int64_t c = correct[row * n_len + li], a = answers[row * n_len + li];
                     c_all += c;
                     a_all += a;
-                    if (o->json)
+                    if (o->json) {
                         printf("{\"mode\": \"retrieval\", \"policy\": \"%s\", \"budget\": %lld, \"length\": %lld, \"samples\": %d, "
-                               "\"answers\": %lld, \"accuracy\": %.4f, \"sel_cache_hits\": %lld, \"sel_cache_steps\": %lld}\n",
+                               "\"answers\": %lld, \"accuracy\": ",
                                label, o->policies[pi] == SIFT_POLICY_DENSE ? 0LL : (long long)o->budgets[bi],
-                               (long long)lengths[li], used[li], (long long)a,
-                               a ? (double)c / (double)a : 0.0, (long long)sc_hits[row], (long long)sc_steps[row]);
-                    else
+                               (long long)lengths[li], used[li], (long long)a);
+                        cli_json_fixed(a ? (double)c / (double)a : NAN, 4); /* null: no answer to score */
+                        printf(", \"sel_cache_hits\": %lld, \"sel_cache_steps\": %lld}\n", (long long)sc_hits[row],
+                               (long long)sc_steps[row]);
+                    } else
                         printf(" %8.1f%%", a ? 100.0 * (double)c / (double)a : 0.0);
                 }
                 if (!o->json && sc_steps[row])

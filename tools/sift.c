@@ -61,8 +61,8 @@ static void usage_bench(FILE *f)
           "  --vote sum|max  head soft vote (TokenSelect) or per-KV-head max (default sum)\n"
           "  --key-dim d'    TokenButler's key dimension, a multiple of 8 (default 16; 0: no butler graph)\n"
           "  --repeat R      timed repeats (default 20, after 3 warm-ups)\n"
-          "  --json          print one JSON object instead of the table (gbps is null for a stage timed\n"
-          "                  at 0 us; the table prints - there)\n"
+          "  --json          print one JSON object instead of the table; a figure that does not exist\n"
+          "                  is null (gbps of a stage timed at 0 us; the table prints - there)\n"
           "\n"
           "With the soft vote and more candidates than k, a third graph times a Selection Cache hit: the\n"
           "cosine check, score/vote/select skipped on the device, the window moved, gather_attend.\n"
@@ -182,6 +182,26 @@ int cli_load_predictor(const char *who, sift_model *m, const cli_butler *b, sift
 }
 
 bool cli_parse_threads(const char *s, int64_t *out) { return cli_parse_i64(s, out) && *out >= 1 && *out <= 4096; }
+
+void cli_json_string(const char *str)
+{
+    putchar('"');
+    for (const unsigned char *c = (const unsigned char *)str; *c; c++) {
+        if (*c == '"' || *c == '\\') printf("\\%c", *c);
+        else if (*c < 0x20) printf("\\u%04x", *c);
+        else putchar(*c);
+    }
+    putchar('"');
+}
+
+void cli_json_fixed(double v, int decimals)
+{
+    if (isfinite(v)) printf("%.*f", decimals, v);
+    else fputs("null", stdout); /* JSON has no inf or nan */
+}
+
+/* a / b, where a figure exists: NAN (null in JSON, '-' in tables) when b is not positive */
+static double ratio(double a, double b) { return b > 0 ? a / b : NAN; }
 
 /* Fills a tensor with pseudo-random values in [-1, 1) in slabs, so a 4 GB cache needs no 4 GB host copy. */
 static sift_status fill_random(sift_tensor *t, uint64_t seed)
@@ -378,29 +398,36 @@ static int bench_attn(int argc, char **argv)
     if (butler) rr[n_graphs++] = &rb;
 
     if (json) {
-        printf("{\"backend\": \"%s\", \"device\": \"%s\", \"ctx\": %lld, \"budget\": %lld, \"sink\": %lld, "
-               "\"window\": %lld, \"q_heads\": %lld, \"kv_heads\": %lld, \"dim\": %lld, \"kv\": \"%s\", \"vote\": \"%s\", "
-               "\"repeat\": %lld, \"graphs\": [",
-               sift_backend_kind_name(sift_context_backend(ctx)), sift_context_device_name(ctx), (long long)n_ctx,
-               (long long)budget, (long long)sink, (long long)window, (long long)hq, (long long)hkv, (long long)dim,
-               sift_dtype_name(kv), vote == SIFT_VOTE_SOFTMAX_SUM ? "sum" : "max", (long long)repeat);
+        printf("{\"backend\": \"%s\", \"device\": ", sift_backend_kind_name(sift_context_backend(ctx)));
+        cli_json_string(sift_context_device_name(ctx));
+        printf(", \"ctx\": %lld, \"budget\": %lld, \"sink\": %lld, \"window\": %lld, \"q_heads\": %lld, \"kv_heads\": %lld, "
+               "\"dim\": %lld, \"kv\": \"%s\", \"vote\": \"%s\", \"repeat\": %lld, \"graphs\": [",
+               (long long)n_ctx, (long long)budget, (long long)sink, (long long)window, (long long)hq, (long long)hkv,
+               (long long)dim, sift_dtype_name(kv), vote == SIFT_VOTE_SOFTMAX_SUM ? "sum" : "max", (long long)repeat);
         for (int r = 0; r < n_graphs; r++) {
-            printf("%s{\"graph\": \"%s\", \"total_us\": %.3f, \"stages\": [", r ? ", " : "", rr[r]->graph, rr[r]->total_us);
+            printf("%s{\"graph\": \"%s\", \"total_us\": ", r ? ", " : "", rr[r]->graph);
+            cli_json_fixed(rr[r]->total_us, 3);
+            printf(", \"stages\": [");
             for (int i = 0; i < rr[r]->n_nodes; i++) {
-                char gbps[32] = "null"; /* a stage timed at 0 us has no bandwidth */
-                if (rr[r]->us[i] > 0) snprintf(gbps, sizeof gbps, "%.1f", rr[r]->bytes[i] / (rr[r]->us[i] * 1e3));
-                printf("%s{\"op\": \"%s\", \"us\": %.3f, \"bytes\": %.0f, \"gbps\": %s}", i ? ", " : "", rr[r]->names[i],
-                       rr[r]->us[i], rr[r]->bytes[i], gbps);
+                printf("%s{\"op\": \"%s\", \"us\": ", i ? ", " : "", rr[r]->names[i]);
+                cli_json_fixed(rr[r]->us[i], 3);
+                printf(", \"bytes\": ");
+                cli_json_fixed(rr[r]->bytes[i], 0);
+                printf(", \"gbps\": "); /* null for a stage timed at 0 us: it has no bandwidth */
+                cli_json_fixed(ratio(rr[r]->bytes[i], rr[r]->us[i] * 1e3), 1);
+                printf("}");
             }
             printf("]}");
         }
-        if (rd.total_us > 0) {
-            printf("], \"select_over_dense\": %.4f", rs.total_us / rd.total_us);
-            if (cached) printf(", \"cached_over_dense\": %.4f", rc.total_us / rd.total_us);
-            if (butler) printf(", \"butler_over_dense\": %.4f", rb.total_us / rd.total_us);
-        } else {
-            printf("], \"select_over_dense\": null%s%s", cached ? ", \"cached_over_dense\": null" : "",
-                   butler ? ", \"butler_over_dense\": null" : "");
+        printf("], \"select_over_dense\": ");
+        cli_json_fixed(ratio(rs.total_us, rd.total_us), 4);
+        if (cached) {
+            printf(", \"cached_over_dense\": ");
+            cli_json_fixed(ratio(rc.total_us, rd.total_us), 4);
+        }
+        if (butler) {
+            printf(", \"butler_over_dense\": ");
+            cli_json_fixed(ratio(rb.total_us, rd.total_us), 4);
         }
         printf("}\n");
     } else {
@@ -819,7 +846,10 @@ static int run_model(int argc, char **argv, bool logits_mode)
             if ((s = sift_session_eval(session, &ids[i], 1, logits)) != SIFT_OK) break;
             int32_t best = sift_sampler_sample(sampler, logits, info.n_vocab);
             printf("{\"pos\": %zu, \"token\": %d, \"argmax\": %d, \"logits\": [", i, ids[i], best);
-            for (int v = 0; v < info.n_vocab; v++) printf("%s%.6g", v ? ", " : "", (double)logits[v]);
+            for (int v = 0; v < info.n_vocab; v++) { /* null for a logit that is not finite: JSON has no inf or nan */
+                if (isfinite(logits[v])) printf("%s%.6g", v ? ", " : "", (double)logits[v]);
+                else printf("%snull", v ? ", " : "");
+            }
             printf("]}\n");
             if (i + 1 == n_ids && (int64_t)(n_ids - n_prompt) < n_predict) {
                 if ((int64_t)n_ids >= n_ctx) full = true;
@@ -885,13 +915,56 @@ done:
     return s == SIFT_OK ? 0 : 1;
 }
 
+/* Steps bench-decode --profile runs with device timing after the timed ones. */
+enum { PROFILE_STEPS = 4, PROFILE_MAX_OPS = 64 };
+
+/* A mode's profile (--profile): each op's nodes, device time and bandwidth per profiled step,
+ * then the summed device time beside the untimed steps' median wall time. */
+static void print_profile(const sift_op_time *ops, int n, int64_t steps, double wall_ms, bool json)
+{
+    double sum_us = 0.0;
+    for (int i = 0; i < n; i++) sum_us += ops[i].us;
+    const double per_step = steps > 0 ? 1.0 / (double)steps : NAN;
+    if (json) {
+        printf(", \"profile_steps\": %lld, \"profile_us_per_step\": ", (long long)steps);
+        cli_json_fixed(sum_us * per_step, 3);
+        printf(", \"profile\": [");
+        for (int i = 0; i < n; i++) {
+            printf("%s{\"op\": \"%s\", \"nodes_per_step\": ", i ? ", " : "", ops[i].op);
+            cli_json_fixed((double)ops[i].nodes * per_step, 2);
+            printf(", \"us_per_step\": ");
+            cli_json_fixed(ops[i].us * per_step, 3);
+            printf(", \"share\": ");
+            cli_json_fixed(ratio(ops[i].us, sum_us), 4);
+            printf(", \"gbps\": ");
+            cli_json_fixed(ratio(ops[i].bytes, ops[i].us * 1e3), 1);
+            printf("}");
+        }
+        printf("]");
+        return;
+    }
+    printf("           profile of %lld steps timed node by node:   nodes/step     us/step    share      GB/s\n",
+           (long long)steps);
+    for (int i = 0; i < n; i++) {
+        char gbps[32] = "-";
+        const double bw = ratio(ops[i].bytes, ops[i].us * 1e3);
+        if (isfinite(bw)) snprintf(gbps, sizeof gbps, "%.1f", bw);
+        printf("             %-36s %12.1f %11.1f %7.1f%% %9s\n", ops[i].op, (double)ops[i].nodes * per_step,
+               ops[i].us * per_step, 100.0 * (sum_us > 0 ? ops[i].us / sum_us : 0.0), gbps);
+    }
+    const double device_us = sum_us * per_step, wall_us = wall_ms * 1e3;
+    printf("             %-36s %12s %11.1f\n"
+           "             %-36s %12s %11.1f  (%+.1f: the host's work, launches, gaps between kernels)\n",
+           "device time, summed", "", device_us, "untimed step, wall clock (median)", "", wall_us, wall_us - device_us);
+}
+
 static int bench_decode(int argc, char **argv)
 {
     const char *model_path = NULL, *backend = NULL, *ctx_list = "8192,32768,131072";
     int64_t threads = 0; /* -t: the CPU backend's threads, 0: one per core */
-    int64_t steps = 16, budget = 2048, sink = 128, window = 512;
+    int64_t steps = 16, budget = 2048, sink = 128, window = 512, batch = 1;
     float sel_cache = -1.0f;
-    bool json = false;
+    bool json = false, profile = false;
     cli_butler butler = {.interval = 1};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -902,32 +975,48 @@ static int bench_decode(int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: sift bench-decode -m MODEL.gguf [options]\n"
                    "\n"
-                   "Decode speed at long contexts, dense vs selected attention. The KV cache is first filled\n"
-                   "with N pseudo-random tokens (no prefill: the text generated is meaningless; the work per\n"
-                   "step is that of a real step at context N); then STEPS decode steps are timed one by one\n"
-                   "(wall clock, the step's submission and read-back of the logits included). Prints the median\n"
-                   "step time and tokens/s.\n"
+                   "Decode speed at long contexts, dense vs selected attention. The KV cache of each sequence\n"
+                   "is first filled with N pseudo-random tokens (no prefill: the text generated is meaningless;\n"
+                   "the work per step is that of a real step at context N); then STEPS decode steps are timed\n"
+                   "one by one (wall clock, the step's submission and read-back of the logits included). Prints\n"
+                   "the median step time and tokens/s (B tokens per step with --batch B).\n"
                    "\n"
                    "options:\n"
                    "  -m, --model PATH   GGUF model\n"
                    "  --ctx N[,N...]     contexts (default 8192,32768,131072)\n"
                    "  --steps S          timed steps per context and mode (default 16, after 2 warm-ups)\n"
-                   "  --backend B        cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                     `sift devices` shows the choice)\n"
-            "  -t, --threads N    the CPU backend's threads (default: one per core)\n"
+                   "  --batch B          B sequences (1 .. 512, default 1), each at context N, decoded together:\n"
+                   "                     one step gives a token to each (sift_session_decode_batch), so\n"
+                   "                     tokens/s = B / the median step time\n"
+                   "  --profile          after the timed steps of each mode, 4 more with device timing: a table\n"
+                   "                     per op of nodes, us and share per step and GB/s (the bytes an op must\n"
+                   "                     move at least, over its time), and the summed device time beside the\n"
+                   "                     untimed step's wall time. Timed steps run differently (CUDA launches\n"
+                   "                     the kernels one by one between events instead of one CUDA graph), so\n"
+                   "                     the difference is an estimate of the host's work and the launches\n"
+                   "  --backend B        cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n"
+                   "                     `sift devices` shows the choice)\n"
+                   "  -t, --threads N    the CPU backend's threads (default: one per core)\n"
                    "  --budget k --sink S --window W   selection (defaults 2048, 128, 512)\n"
                    "  --sel-cache T      the third mode: TokenSelect with the Selection Cache at threshold T\n"
                    "                     (default -1: every step after the first reuses, the cache's best case\n"
                    "                     on random data; 'off' leaves the mode out)\n"
                    CLI_BUTLER_HELP
                    "                     (with --predictor, a last mode times the butler policy)\n"
-                   "  --json             one JSON object per line\n");
+                   "  --json             one JSON object per context and mode, one a line: ctx, attn (dense,\n"
+                   "                     select, cached, butler), batch, ms_per_step, tokens_per_s, ms_per_token\n"
+                   "                     (1000 / tokens_per_s), kv_gb, sel_cache_hit_rate; with --profile also\n"
+                   "                     profile_steps, profile_us_per_step and profile: [{op, nodes_per_step,\n"
+                   "                     us_per_step, share, gbps}] (null where a figure does not exist)\n");
             return 0;
         } else if (!strcmp(a, "--json")) json = true, takes = false, ok = true;
+        else if (!strcmp(a, "--profile")) profile = true, takes = false, ok = true;
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = val;
         else if (!strcmp(a, "--backend")) backend = val;
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = cli_parse_threads(val, &threads);
         else if (!strcmp(a, "--ctx")) ctx_list = val;
         else if (!strcmp(a, "--steps")) ok = cli_parse_i64(val, &steps) && steps >= 1 && steps <= 10000;
+        else if (!strcmp(a, "--batch")) ok = cli_parse_i64(val, &batch) && batch >= 1 && batch <= 512;
         else if (!strcmp(a, "--budget")) ok = cli_parse_i64(val, &budget);
         else if (!strcmp(a, "--sink")) ok = cli_parse_i64(val, &sink);
         else if (!strcmp(a, "--window")) ok = cli_parse_i64(val, &window);
@@ -937,13 +1026,33 @@ static int bench_decode(int argc, char **argv)
             return 2;
         }
         if (!ok) {
-            fprintf(stderr, "sift bench-decode: %s needs a valid value\n", a);
+            fprintf(stderr, "sift bench-decode: %s needs a valid value%s%s%s\n", a, val && takes ? ", not '" : "",
+                    val && takes ? val : "", val && takes ? "'" : "");
             return 2;
         }
         if (takes) i++;
     }
     if (!model_path) {
         fprintf(stderr, "sift bench-decode: no model given (-m MODEL.gguf)\n");
+        return 2;
+    }
+    enum { MAX_CTXS = 64 };
+    int64_t ctxs[MAX_CTXS];
+    int n_ctxs = 0;
+    for (const char *p = ctx_list; p && *p;) { /* checked before the model loads */
+        char *end;
+        errno = 0;
+        const long long n = strtoll(p, &end, 10);
+        if (end == p || (*end && *end != ',') || errno || n < 1 || n > INT32_MAX || n_ctxs == MAX_CTXS) {
+            fprintf(stderr, "sift bench-decode: --ctx needs up to %d comma-separated contexts in tokens (1 .. 2^31 - 1), not '%s'\n",
+                    MAX_CTXS, ctx_list);
+            return 2;
+        }
+        ctxs[n_ctxs++] = n;
+        p = *end ? end + 1 : end;
+    }
+    if (n_ctxs == 0) {
+        fprintf(stderr, "sift bench-decode: --ctx needs a context in tokens\n");
         return 2;
     }
     sift_context *ctx = NULL;
@@ -966,30 +1075,35 @@ static int bench_decode(int argc, char **argv)
     }
     sift_model_info info;
     sift_model_get_info(model, &info);
-    float *logits = malloc((size_t)info.n_vocab * sizeof *logits);
+    const int n_seq = (int)batch;
+    float *logits = malloc((size_t)n_seq * (size_t)info.n_vocab * sizeof *logits);
     double *times = malloc((size_t)steps * sizeof *times);
-    if (!json)
-        printf("sift bench-decode  %s  on %s\n%s, %d layers, %d/%d heads of %d, weights %.2f GB; S=%lld W=%lld k=%lld; median of %lld steps\n\n"
-               "%10s %-7s %12s %10s %12s\n",
+    int *seqs = malloc((size_t)n_seq * sizeof *seqs);
+    int32_t *toks = malloc((size_t)n_seq * sizeof *toks);
+    sift_op_time *prof = malloc(PROFILE_MAX_OPS * sizeof *prof);
+    bool reported = false; /* the failure's message is printed already */
+    if (!logits || !times || !seqs || !toks || !prof) {
+        fprintf(stderr, "sift bench-decode: out of host memory\n");
+        s = SIFT_E_NOMEM;
+        reported = true;
+    }
+    if (s == SIFT_OK && !json) {
+        printf("sift bench-decode  %s  on %s\n%s, %d layers, %d/%d heads of %d, weights %.2f GB; S=%lld W=%lld k=%lld; ",
                model_path, sift_context_device_name(ctx), info.arch, info.n_layers, info.n_heads, info.n_kv_heads,
-               info.head_dim, (double)info.weight_bytes / 1e9, (long long)sink, (long long)window, (long long)budget,
-               (long long)steps, "context", "attn", "ms/token", "tokens/s", "KV GB");
-    const char *p = ctx_list;
-    while (s == SIFT_OK && logits && times && *p) {
-        int64_t n_ctx = 0;
-        char *end;
-        n_ctx = strtoll(p, &end, 10);
-        if (end == p || n_ctx < 1) {
-            fprintf(stderr, "sift bench-decode: bad context list '%s'\n", ctx_list);
-            s = SIFT_E_INVALID;
-            break;
-        }
-        p = *end == ',' ? end + 1 : end;
+               info.head_dim, (double)info.weight_bytes / 1e9, (long long)sink, (long long)window, (long long)budget);
+        if (batch > 1) printf("batch %lld (tokens/s = %lld / step time); ", (long long)batch, (long long)batch);
+        printf("median of %lld steps\n\n%10s %-7s %12s %10s %12s\n", (long long)steps, "context", "attn", "ms/step", "tokens/s",
+               "KV GB");
+    }
+    for (int c = 0; c < n_ctxs && s == SIFT_OK; c++) {
+        const int64_t n_ctx = ctxs[c];
         static const char *const mode_names[4] = {"dense", "select", "cached", "butler"};
         for (int mode = 0; mode < 4 && s == SIFT_OK; mode++) {
             if ((mode == 2 && sel_cache > 1.0f) || (mode == 3 && !predictor)) continue;
             sift_session_config cfg = sift_session_config_default();
-            cfg.n_ctx = n_ctx + steps + 4;
+            /* room for the warm-ups, the timed and the profiled steps */
+            cfg.n_ctx = n_ctx + steps + 4 + (profile ? PROFILE_STEPS : 0);
+            cfg.n_seq = n_seq;
             cfg.policy = mode == 3 ? SIFT_POLICY_BUTLER : mode ? SIFT_POLICY_TOKENSELECT : SIFT_POLICY_DENSE;
             cfg.predictor = mode == 3 ? predictor : NULL;
             cfg.predict_interval = (int)butler.interval;
@@ -1001,37 +1115,71 @@ static int bench_decode(int argc, char **argv)
             cfg.sel_cache = mode == 2 ? sel_cache : SIFT_SEL_CACHE_OFF;
             sift_session *ss = NULL;
             s = sift_session_create(model, &cfg, &ss);
-            if (s == SIFT_OK) s = sift_session_fill_synthetic(ss, n_ctx, 7);
-            int32_t tok = info.bos >= 0 ? info.bos : 0;
+            for (int q = 0; q < n_seq && s == SIFT_OK; q++) {
+                s = sift_session_fill_synthetic_seq(ss, q, n_ctx, 7 + (uint64_t)q);
+                seqs[q] = q;
+                toks[q] = (int32_t)(((info.bos >= 0 ? info.bos : 0) + q) % info.n_vocab);
+            }
             for (int64_t i = 0; s == SIFT_OK && i < steps + 2; i++) {
                 const double t0 = wall_s();
-                s = sift_session_eval(ss, &tok, 1, logits);
+                s = sift_session_decode_batch(ss, n_seq, seqs, toks, logits);
                 if (i >= 2) times[i - 2] = wall_s() - t0;
-                tok = (int32_t)((tok + 7919) % info.n_vocab);
+                for (int q = 0; q < n_seq; q++) toks[q] = (int32_t)((toks[q] + 7919) % info.n_vocab);
+            }
+            double med = 0.0;
+            int64_t hits = 0, n_steps = 0;
+            if (s == SIFT_OK) {
+                med = median(times, (int)steps);
+                s = sift_session_sel_cache_stats(ss, -1, &hits, &n_steps);
+            }
+            int n_prof = 0;
+            int64_t prof_steps = 0;
+            if (s == SIFT_OK && profile) { /* after the timed steps, so that timing costs them nothing */
+                s = sift_session_set_profiling(ss, 1);
+                for (int i = 0; s == SIFT_OK && i < PROFILE_STEPS; i++) {
+                    s = sift_session_decode_batch(ss, n_seq, seqs, toks, logits);
+                    for (int q = 0; q < n_seq; q++) toks[q] = (int32_t)((toks[q] + 7919) % info.n_vocab);
+                }
+                if (s == SIFT_OK) s = sift_session_set_profiling(ss, 0);
+                if (s == SIFT_OK) s = sift_session_profile(ss, prof, PROFILE_MAX_OPS, &n_prof, &prof_steps);
+                if (n_prof > PROFILE_MAX_OPS) n_prof = PROFILE_MAX_OPS;
             }
             if (s == SIFT_OK) {
-                const double med = median(times, (int)steps);
                 const double kv_gb = (double)sift_session_kv_bytes(ss) / 1e9;
-                int64_t hits = 0, n_steps = 0;
-                sift_session_sel_cache_stats(ss, -1, &hits, &n_steps);
                 const double hit_rate = n_steps ? (double)hits / (double)n_steps : 0.0;
-                if (json)
-                    printf("{\"model\": \"%s\", \"device\": \"%s\", \"ctx\": %lld, \"attn\": \"%s\", \"ms_per_token\": %.3f, "
-                           "\"tokens_per_s\": %.2f, \"kv_gb\": %.3f, \"sel_cache_hit_rate\": %.3f}\n",
-                           model_path, sift_context_device_name(ctx), (long long)n_ctx, mode_names[mode], med * 1e3,
-                           1.0 / med, kv_gb, hit_rate);
-                else
-                    printf("%10lld %-7s %12.3f %10.2f %12.2f%s\n", (long long)n_ctx, mode_names[mode], med * 1e3, 1.0 / med,
+                const double tokens_per_s = (double)n_seq / med;
+                if (json) {
+                    printf("{\"model\": ");
+                    cli_json_string(model_path);
+                    printf(", \"device\": ");
+                    cli_json_string(sift_context_device_name(ctx));
+                    printf(", \"ctx\": %lld, \"attn\": \"%s\", \"batch\": %d, \"ms_per_step\": ", (long long)n_ctx,
+                           mode_names[mode], n_seq);
+                    cli_json_fixed(med * 1e3, 3);
+                    printf(", \"tokens_per_s\": ");
+                    cli_json_fixed(tokens_per_s, 2);
+                    printf(", \"ms_per_token\": ");
+                    cli_json_fixed(1e3 / tokens_per_s, 3);
+                    printf(", \"kv_gb\": %.3f, \"sel_cache_hit_rate\": %.3f", kv_gb, hit_rate);
+                    if (profile) print_profile(prof, n_prof, prof_steps, med * 1e3, true);
+                    printf("}\n");
+                } else {
+                    printf("%10lld %-7s %12.3f %10.2f %12.2f%s\n", (long long)n_ctx, mode_names[mode], med * 1e3, tokens_per_s,
                            kv_gb, mode == 2 ? (hit_rate == 1.0 ? "  (every step reused)" : hit_rate > 0 ? "  (some steps reused)" : "  (no step reused)")
                                   : mode == 3 ? "  (+ predictor keys)" : "");
+                    if (profile) print_profile(prof, n_prof, prof_steps, med * 1e3, false);
+                }
                 fflush(stdout);
             }
             sift_session_destroy(ss);
         }
     }
-    if (s != SIFT_OK) fprintf(stderr, "sift bench-decode: %s\n", sift_last_error());
+    if (s != SIFT_OK && !reported) fprintf(stderr, "sift bench-decode: %s\n", sift_last_error());
     free(logits);
     free(times);
+    free(seqs);
+    free(toks);
+    free(prof);
     sift_predictor_destroy(predictor);
     sift_model_destroy(model);
     sift_context_destroy(ctx);
@@ -1040,17 +1188,6 @@ static int bench_decode(int argc, char **argv)
 
 /* One line per backend (its device, or why it is unavailable) and the automatic choice with its
  * reason; --json: the same as one JSON object. */
-static void json_string(const char *str)
-{
-    putchar('"');
-    for (const unsigned char *c = (const unsigned char *)str; *c; c++) {
-        if (*c == '"' || *c == '\\') printf("\\%c", *c);
-        else if (*c < 0x20) printf("\\u%04x", *c);
-        else putchar(*c);
-    }
-    putchar('"');
-}
-
 static int devices(int argc, char **argv)
 {
     const bool json = argc > 0 && !strcmp(argv[0], "--json");
@@ -1084,16 +1221,16 @@ static int devices(int argc, char **argv)
                    available[b] ? "true" : "false");
             if (available[b]) {
                 printf("\"device\": ");
-                json_string(device[b]);
+                cli_json_string(device[b]);
                 printf(", \"emulated\": %s}", emulated[b] ? "true" : "false");
             } else {
                 printf("\"reason\": ");
-                json_string(reason[b]);
+                cli_json_string(reason[b]);
                 printf("}");
             }
         }
         printf("], \"choice\": \"%s\", \"why\": ", sift_backend_kind_name((sift_backend_kind)choice));
-        json_string(why);
+        cli_json_string(why);
         printf("}\n");
         return 0;
     }
