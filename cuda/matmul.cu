@@ -228,21 +228,23 @@ template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(cons
     cp_async_commit();
 
     // Enqueues work item i (stage s of this warp's slice of row group rg) into buffer i % MV_STAGES.
+    // The copies: 32 / R lanes per row, lane `sub` of a row its chunks sub, sub + 32 / R, ...
+    // (each warp instruction reads 512 / R consecutive bytes of each of the R rows).
+    const int lpr = 32 / R, crow = lane / lpr, sub = lane % lpr;
     int64_t in_rg = blockIdx.x;
     int in_s = 0;
     auto issue = [&](int64_t i) {
-        unsigned char *buf = wbuf + (size_t)(i % MV_STAGES) * L.stage_bytes;
+        unsigned char *buf = wbuf + (size_t)(i % MV_STAGES) * L.stage_bytes + crow * L.rs;
         const int64_t n0 = in_rg * R;
-        const int nrows = (int)min((int64_t)R, a.n - n0);
-        const int64_t g0 = gw0 + (int64_t)in_s * L.sg, g1 = min(gw1, g0 + L.sg);
-        for (int j = lane; j < nrows * L.nch; j += 32) {
-            const int rr = j / L.nch, c = j - rr * L.nch;
-            const uintptr_t row = reinterpret_cast<uintptr_t>(wb) + (size_t)(n0 + rr) * a.row_bytes;
-            const uintptr_t s0 = row + (uintptr_t)g0 * GB, s1 = row + (uintptr_t)g1 * GB;
-            const uintptr_t src = (s0 & ~(uintptr_t)15) + 16 * (uintptr_t)c;
-            if (src < s1) {
+        if (n0 + crow < a.n) {
+            const int64_t g0 = gw0 + (int64_t)in_s * L.sg, g1 = min(gw1, g0 + L.sg);
+            const uintptr_t row = reinterpret_cast<uintptr_t>(wb) + (size_t)(n0 + crow) * a.row_bytes;
+            const uintptr_t s1 = row + (uintptr_t)g1 * GB, base = (row + (uintptr_t)g0 * GB) & ~(uintptr_t)15;
+            for (int c = sub; c < L.nch; c += lpr) {
+                const uintptr_t src = base + 16 * (uintptr_t)c;
+                if (src >= s1) break;
                 const int nb = wend - src < 16 ? (int)(wend - src) : 16;
-                cp_async16_n(buf + rr * L.rs + 16 * c, reinterpret_cast<const void *>(src), nb);
+                cp_async16_n(buf + 16 * c, reinterpret_cast<const void *>(src), nb);
             }
         }
         if (++in_s == nst) in_s = 0, in_rg += gridDim.x;
