@@ -111,10 +111,7 @@ template <int W> __device__ __forceinline__ float mv_dot(const unsigned char *w,
 template <> __device__ __forceinline__ float mv_dot<SIFT_F32>(const unsigned char *w, const float *x, float acc)
 {
     const float4 a = *reinterpret_cast<const float4 *>(w), b = *reinterpret_cast<const float4 *>(x);
-    acc = fmaf(a.x, b.x, acc);
-    acc = fmaf(a.y, b.y, acc);
-    acc = fmaf(a.z, b.z, acc);
-    return fmaf(a.w, b.w, acc);
+    return acc + (fmaf(a.x, b.x, a.y * b.y) + fmaf(a.z, b.z, a.w * b.w));
 }
 
 __device__ __forceinline__ float dot8_words(const uint4 &u, const float *x, float acc, bool bf16)
@@ -122,6 +119,7 @@ __device__ __forceinline__ float dot8_words(const uint4 &u, const float *x, floa
     const float4 x0 = *reinterpret_cast<const float4 *>(x), x1 = *reinterpret_cast<const float4 *>(x + 4);
     const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
     const unsigned wd[4] = {u.x, u.y, u.z, u.w};
+    float part[2] = {0.0f, 0.0f}; // two independent chains: the FMA latency, not the issue rate, bounded one
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         float lo, hi;
@@ -134,10 +132,10 @@ __device__ __forceinline__ float dot8_words(const uint4 &u, const float *x, floa
             const float2 f = __half22float2(h);
             lo = f.x, hi = f.y;
         }
-        acc = fmaf(lo, xs[2 * i], acc);
-        acc = fmaf(hi, xs[2 * i + 1], acc);
+        part[i & 1] = fmaf(lo, xs[2 * i], part[i & 1]);
+        part[i & 1] = fmaf(hi, xs[2 * i + 1], part[i & 1]);
     }
-    return acc;
+    return acc + (part[0] + part[1]);
 }
 template <> __device__ __forceinline__ float mv_dot<SIFT_F16>(const unsigned char *w, const float *x, float acc)
 {
@@ -163,17 +161,17 @@ template <> __device__ __forceinline__ float mv_dot<SIFT_Q8_0>(const unsigned ch
     unsigned v[9];
     const unsigned sh = load_words<9>(w, v);
     const float d = half_bits_to_float(__funnelshift_rc(v[0], v[1], sh) & 0xffffu);
-    float s = 0.0f;
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}; // four independent chains (FMA latency)
 #pragma unroll
     for (int m = 0; m < 8; m++) {
         const unsigned q = __funnelshift_rc(v[m], v[m + 1], sh + 16) ^ 0x80808080u; // bytes + 128
         const float4 xv = *reinterpret_cast<const float4 *>(x + 4 * m);
-        s = fmaf(byte_as_float(q, 0, 128.0f), xv.x, s);
-        s = fmaf(byte_as_float(q, 1, 128.0f), xv.y, s);
-        s = fmaf(byte_as_float(q, 2, 128.0f), xv.z, s);
-        s = fmaf(byte_as_float(q, 3, 128.0f), xv.w, s);
+        s[0] = fmaf(byte_as_float(q, 0, 128.0f), xv.x, s[0]);
+        s[1] = fmaf(byte_as_float(q, 1, 128.0f), xv.y, s[1]);
+        s[2] = fmaf(byte_as_float(q, 2, 128.0f), xv.z, s[2]);
+        s[3] = fmaf(byte_as_float(q, 3, 128.0f), xv.w, s[3]);
     }
-    return fmaf(d, s, acc);
+    return fmaf(d, (s[0] + s[1]) + (s[2] + s[3]), acc);
 }
 
 template <> __device__ __forceinline__ float mv_dot<SIFT_Q4_0>(const unsigned char *w, const float *x, float acc)
@@ -181,23 +179,23 @@ template <> __device__ __forceinline__ float mv_dot<SIFT_Q4_0>(const unsigned ch
     unsigned v[5];
     const unsigned sh = load_words<5>(w, v);
     const float d = half_bits_to_float(__funnelshift_rc(v[0], v[1], sh) & 0xffffu);
-    float s = 0.0f;
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}; // four independent chains (FMA latency)
 #pragma unroll
     for (int m = 0; m < 4; m++) {
         const unsigned q = __funnelshift_rc(v[m], v[m + 1], sh + 16); // bytes 4m .. 4m+3
         const unsigned lo = q & 0x0f0f0f0fu, hi = (q >> 4) & 0x0f0f0f0fu;
         const float4 xl = *reinterpret_cast<const float4 *>(x + 4 * m);      // elements 4m ..
         const float4 xh = *reinterpret_cast<const float4 *>(x + 16 + 4 * m); // elements 16 + 4m ..
-        s = fmaf(byte_as_float(lo, 0, 8.0f), xl.x, s);
-        s = fmaf(byte_as_float(lo, 1, 8.0f), xl.y, s);
-        s = fmaf(byte_as_float(lo, 2, 8.0f), xl.z, s);
-        s = fmaf(byte_as_float(lo, 3, 8.0f), xl.w, s);
-        s = fmaf(byte_as_float(hi, 0, 8.0f), xh.x, s);
-        s = fmaf(byte_as_float(hi, 1, 8.0f), xh.y, s);
-        s = fmaf(byte_as_float(hi, 2, 8.0f), xh.z, s);
-        s = fmaf(byte_as_float(hi, 3, 8.0f), xh.w, s);
+        s[0] = fmaf(byte_as_float(lo, 0, 8.0f), xl.x, s[0]);
+        s[1] = fmaf(byte_as_float(lo, 1, 8.0f), xl.y, s[1]);
+        s[2] = fmaf(byte_as_float(lo, 2, 8.0f), xl.z, s[2]);
+        s[3] = fmaf(byte_as_float(lo, 3, 8.0f), xl.w, s[3]);
+        s[0] = fmaf(byte_as_float(hi, 0, 8.0f), xh.x, s[0]);
+        s[1] = fmaf(byte_as_float(hi, 1, 8.0f), xh.y, s[1]);
+        s[2] = fmaf(byte_as_float(hi, 2, 8.0f), xh.z, s[2]);
+        s[3] = fmaf(byte_as_float(hi, 3, 8.0f), xh.w, s[3]);
     }
-    return fmaf(d, s, acc);
+    return fmaf(d, (s[0] + s[1]) + (s[2] + s[3]), acc);
 }
 
 template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(const MatmulArgs a)
