@@ -49,7 +49,7 @@ struct MatmulArgs {
 
 // ---- matrix-vector ------------------------------------------------------------------------------
 
-constexpr int MV_WARPS = 16, MV_THREADS = 32 * MV_WARPS; // one block of 16 warps per multiprocessor
+constexpr int MV_WARPS = 16, MV_THREADS = 32 * MV_WARPS; // one block of (at most) 16 warps per multiprocessor
 constexpr int MV_STAGES = 3;
 constexpr int MV_STAGE_BUDGET = 2560; // bytes of weights per warp and stage, at most
 
@@ -93,11 +93,11 @@ __host__ __device__ inline MvLayout mv_layout(int wtype, int R, int u)
     return L;
 }
 
-// A warp's slice of K: groups [ng * w / MV_WARPS, ng * (w + 1) / MV_WARPS); its x values are
+// A warp's slice of K, of nw warps: groups [ng * w / nw, ng * (w + 1) / nw); its x values are
 // resident in shared memory, padded by 4 floats every 32: the floats one slice takes at most.
-__host__ __device__ inline int mv_xslice_floats(int wtype, int64_t k)
+__host__ __device__ inline int mv_xslice_floats(int wtype, int64_t k, int nw)
 {
-    const int64_t ng = k / fmt_group(wtype), xe = (ng + MV_WARPS - 1) / MV_WARPS * fmt_group(wtype);
+    const int64_t ng = k / fmt_group(wtype), xe = (ng + nw - 1) / nw * fmt_group(wtype);
     return (int)(xe + 4 * ((xe + 31) / 32));
 }
 
@@ -206,17 +206,17 @@ template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(cons
 
     const int R = a.rows_per_block, U = a.mv_u;
     const MvLayout L = mv_layout(W, R, U);
-    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5, nw = (int)blockDim.x >> 5;
     const int r = lane & (R - 1), gl = lane / R, gstep = 32 / R;
     const int64_t ng = a.k / G;                                     // groups per row
-    const int64_t gw0 = ng * warp / MV_WARPS, gw1 = ng * (warp + 1) / MV_WARPS; // this warp's slice
+    const int64_t gw0 = ng * warp / nw, gw1 = ng * (warp + 1) / nw; // this warp's slice
     const int nst = (int)((gw1 - gw0 + L.sg - 1) / L.sg);           // its stages per row group
     const int64_t n_groups = (a.n + R - 1) / R;                      // row groups of R rows
     const int64_t my_groups = (int64_t)blockIdx.x < n_groups ? (n_groups - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
     const int64_t items = my_groups * nst;
-    const int xsf = mv_xslice_floats(W, a.k);
+    const int xsf = mv_xslice_floats(W, a.k, nw);
     float *xs = reinterpret_cast<float *>(smem) + (size_t)warp * xsf; // this warp's x slice
-    unsigned char *wbuf = smem + (size_t)MV_WARPS * xsf * sizeof(float) + (size_t)warp * MV_STAGES * L.stage_bytes;
+    unsigned char *wbuf = smem + (size_t)nw * xsf * sizeof(float) + (size_t)warp * MV_STAGES * L.stage_bytes;
     const unsigned char *wb = static_cast<const unsigned char *>(a.w);
     const uintptr_t wend = reinterpret_cast<uintptr_t>(wb) + (size_t)a.n * a.row_bytes;
 
@@ -284,8 +284,7 @@ template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(cons
         __syncthreads(); // (the other parity's sums were read before the previous barrier was passed)
         if ((int)threadIdx.x < nrows) {
             float sum = 0.0f;
-#pragma unroll
-            for (int w = 0; w < MV_WARPS; w++) sum += red[k & 1][w][threadIdx.x];
+            for (int w = 0; w < nw; w++) sum += red[k & 1][w][threadIdx.x];
             a.out[n0 + threadIdx.x] = a.bias ? sum + a.bias[n0 + threadIdx.x] : sum;
         }
     }
@@ -387,23 +386,23 @@ static MvKernel mv_kernel_for(int wtype)
     }
 }
 
-// Dynamic shared memory of a plan: the warps' x slices, then their rings.
-static size_t mv_smem(int wtype, int64_t k, int R, int u)
+// Dynamic shared memory of a plan of nw warps: their x slices, then their rings.
+static size_t mv_smem(int wtype, int64_t k, int R, int u, int nw)
 {
-    return (size_t)MV_WARPS * ((size_t)mv_xslice_floats(wtype, k) * sizeof(float) +
-                               (size_t)MV_STAGES * (size_t)mv_layout(wtype, R, u).stage_bytes);
+    return (size_t)nw * ((size_t)mv_xslice_floats(wtype, k, nw) * sizeof(float) +
+                         (size_t)MV_STAGES * (size_t)mv_layout(wtype, R, u).stage_bytes);
 }
 
 // The fewest rows per row group: q4_0 keeps 8 (its x values outweigh its weights: they must be
 // shared by many rows), q8_0 at least 4, the others down to 1.
 static int mv_rmin(int wtype) { return wtype == SIFT_Q4_0 ? 8 : wtype == SIFT_Q8_0 ? 4 : 1; }
 
-// U for R rows per row group: as many groups per lane and stage as MV_STAGE_BUDGET bytes of
-// weights allow, and the shared memory left beside the x slices (1 .. 8; 0: not even 1 fits).
-static int mv_groups_per_lane(const sift_cuda_device *dev, int wtype, int64_t k, int R)
+// U for R rows per row group and nw warps: as many groups per lane and stage as MV_STAGE_BUDGET
+// bytes of weights allow, and the shared memory left beside the x slices (1 .. 8; 0: not even 1 fits).
+static int mv_groups_per_lane(const sift_cuda_device *dev, int wtype, int64_t k, int R, int nw)
 {
     for (int u = 8; u >= 1; u--)
-        if ((u == 1 || 32 * u * fmt_group_bytes(wtype) <= MV_STAGE_BUDGET) && mv_smem(wtype, k, R, u) + 2048 <= dev->smem_optin)
+        if ((u == 1 || 32 * u * fmt_group_bytes(wtype) <= MV_STAGE_BUDGET) && mv_smem(wtype, k, R, u, nw) + 2048 <= dev->smem_optin)
             return u;
     return 0;
 }
@@ -445,7 +444,7 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
     return cudaSuccess;
 }
 
-// path (MM_*); matrix-vector: rows_per_block, groups_per_lane, smem.
+// path (MM_*); matrix-vector: warps, rows_per_block, groups_per_lane, smem.
 extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
     const MatmulArgs a = matmul_args(n, nullptr);
@@ -463,15 +462,18 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
     const int rmin = mv_rmin(w);
     int R = 8;
     while (R > rmin && (a.n + R - 1) / R < (int64_t)dev->sm_count) R /= 2;
-    const int u = vec ? mv_groups_per_lane(dev, w, a.k, R) : 0;
+    // warps: 16, fewer where their rings and x do not fit (sm_86/89's 99 KiB, wide K)
+    int nw = MV_WARPS, u = 0;
+    while (vec && nw >= 4 && (u = mv_groups_per_lane(dev, w, a.k, R, nw)) == 0) nw /= 2;
     if (u == 0) {
         if ((a.t + GT - 1) / GT > 2147483647 || (a.n + GN - 1) / GN > 65535)
             return beyond_limit(plan, "a tiled matmul of more than 2^37 tokens or 2^22 rows of w");
         plan->path = MM_TILED;
         return cudaSuccess;
     }
-    const size_t smem = mv_smem(w, a.k, R, u);
+    const size_t smem = mv_smem(w, a.k, R, u, nw);
     plan->path = MM_VEC;
+    plan->warps = nw;
     plan->rows_per_block = R;
     plan->groups_per_lane = u;
     plan->smem = smem;
@@ -488,7 +490,7 @@ extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, cons
         // one block per multiprocessor (fewer for fewer row groups); the warps stream row groups
         const int64_t groups = (a.n + a.rows_per_block - 1) / a.rows_per_block;
         const unsigned blocks = (unsigned)(groups < dev->sm_count ? groups : dev->sm_count);
-        return launch(mv_kernel_for(a.wtype), dim3(blocks), dim3(MV_THREADS), plan->smem, st, a);
+        return launch(mv_kernel_for(a.wtype), dim3(blocks), dim3(32 * plan->warps), plan->smem, st, a);
     }
     case MM_TILED: {
         const bool wvec = reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.row_bytes % 16 == 0;

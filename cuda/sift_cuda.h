@@ -45,7 +45,8 @@ typedef struct sift_cuda_plan {
     int blocks;           /* score, attention: splits of the positions; vote: partial blocks per head;
                            * select: radix blocks per list */
     int64_t split_len;    /* score, attention: positions per split */
-    int rows_per_block;   /* matmul, matrix-vector: rows of w per block */
+    int warps;            /* matmul, matrix-vector: warps per block */
+    int rows_per_block;   /* matmul, matrix-vector: rows of w per row group */
     int groups_per_lane;  /* matmul, matrix-vector: weight groups per lane and pipeline stage */
     size_t smem;          /* matmul, matrix-vector: dynamic shared memory per block */
     size_t scratch_bytes; /* device scratch the launches need (vote partials, radix histograms, attention partials) */
