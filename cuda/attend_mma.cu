@@ -57,6 +57,25 @@ template <int D> __device__ __forceinline__ int tile_off(int r, int ch)
     return r * MmaTile<D>::RB + ((ch ^ (r & 7)) << 4);
 }
 
+// One warp's cp.async ring of MMA_STAGES stages, one commit group per stage (empty past the
+// end): ring_start enqueues the first MMA_STAGES - 1 stages; ring_next(t) waits for stage t and
+// enqueues stage t + MMA_STAGES - 1 into the buffer stage t - 1 used.
+template <typename Issue> __device__ __forceinline__ void ring_start(int ntiles, Issue &issue)
+{
+#pragma unroll
+    for (int s = 0; s < MMA_STAGES - 1; s++) {
+        if (s < ntiles) issue(s);
+        cp_async_commit();
+    }
+}
+template <typename Issue> __device__ __forceinline__ void ring_next(int t, int ntiles, Issue &issue)
+{
+    cp_async_wait<MMA_STAGES - 2>();
+    __syncwarp(); // stage t landed for all lanes; all are done with stage t - 1 (and what it fed)
+    if (t + MMA_STAGES - 1 < ntiles) issue(t + MMA_STAGES - 1);
+    cp_async_commit();
+}
+
 // q as B fragments, for heads hbase .. hbase + hcount - 1 (hcount <= 4; the others 0), each
 // element times `factor`: column n = g is head g & 3, part g >> 2 (0: hi, 1: lo); k-step kk holds
 // elements 16 kk + 2c, +1 (qb[kk][0]) and 16 kk + 2c + 8, +9 (qb[kk][1]). Each head is scaled by
@@ -175,16 +194,9 @@ __global__ void __launch_bounds__(32 * MMA_WARPS) attend_mma_kernel(const Attend
         for (int i = 0; i < 4; i++) o[mt][i] = 0.0f;
     float mA = neg_inf(), mB = neg_inf(), lA = 0.0f, lB = 0.0f; // running max (warp-wide), sums (this lane's keys)
 
-#pragma unroll
-    for (int s = 0; s < MMA_STAGES - 1; s++) {
-        if (s < ntiles) issue(s);
-        cp_async_commit();
-    }
+    ring_start(ntiles, issue);
     for (int t = 0; t < ntiles; t++) {
-        cp_async_wait<MMA_STAGES - 2>();
-        __syncwarp(); // stage t landed for all lanes; all are done with stage t - 1 and with P
-        if (t + MMA_STAGES - 1 < ntiles) issue(t + MMA_STAGES - 1);
-        cp_async_commit();
+        ring_next(t, ntiles, issue); // (and all are done with P)
         const unsigned char *ks = smem + (size_t)(t % MMA_STAGES) * C::STAGE, *vs = ks + C::TK * C::RB;
         const unsigned mask = MASK[t % MMA_STAGES];
 
@@ -354,16 +366,9 @@ template <int D> __global__ void __launch_bounds__(32) score_mma_kernel(const Sc
             cp_async16(ks + tile_off<D>(r, ch), kp, pr >= 0);
         }
     };
-#pragma unroll
-    for (int s = 0; s < MMA_STAGES - 1; s++) {
-        if (s < ntiles) issue(s);
-        cp_async_commit();
-    }
+    ring_start(ntiles, issue);
     for (int t = 0; t < ntiles; t++) {
-        cp_async_wait<MMA_STAGES - 2>();
-        __syncwarp();
-        if (t + MMA_STAGES - 1 < ntiles) issue(t + MMA_STAGES - 1);
-        cp_async_commit();
+        ring_next(t, ntiles, issue);
         const unsigned char *ks = smem + (size_t)(t % MMA_STAGES) * C::STAGE;
         const int64_t tb = beg + (int64_t)t * C::TK;
 #pragma unroll
