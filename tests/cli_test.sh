@@ -11,10 +11,13 @@ trap 'rm -rf "$T"' EXIT
 fails=0 checks=0
 
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# Time limits are multiplied by SIFT_TEST_TIMEOUT_SCALE (the sanitizer job sets it: instrumented
+# code on two cores runs several times slower).
+scale=${SIFT_TEST_TIMEOUT_SCALE:-1}
 # sift ARGS...: runs the binary (30 s at most), output in $T/out and $T/err, exit status in $rc
-sift() { timeout 30 "$SIFT" "$@" >"$T/out" 2>"$T/err"; rc=$?; }
+sift() { timeout $((30 * scale)) "$SIFT" "$@" >"$T/out" 2>"$T/err"; rc=$?; }
 # the same for the demo, whose 4K-token prompts take a minute under the sanitizers
-sift_slow() { timeout 150 "$SIFT" "$@" >"$T/out" 2>"$T/err"; rc=$?; }
+sift_slow() { timeout $((150 * scale)) "$SIFT" "$@" >"$T/out" 2>"$T/err"; rc=$?; }
 expect_rc() { checks=$((checks + 1)); [ "$rc" -eq "$1" ] || fail "$2: exit $rc, want $1; stderr: $(head -c 600 "$T/err")"; }
 # expect_in FILE TEXT WHAT: FILE ($T/out or $T/err) contains TEXT (fixed string)
 expect_in() { checks=$((checks + 1)); grep -qF -- "$2" "$T/$1" || fail "$3: $1 lacks '$2'; it has: $(head -c 600 "$T/$1")"; }
