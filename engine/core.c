@@ -20,6 +20,8 @@ sift_status sift_set_error(sift_status s, const char *fmt, ...)
 
 const char *sift_last_error(void) { return last_error; }
 
+const char *sift_version(void) { return SIFT_VERSION_STRING; }
+
 const char *sift_status_name(sift_status s)
 {
     switch (s) {

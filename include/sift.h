@@ -19,13 +19,31 @@
 extern "C" {
 #endif
 
-#if defined(_WIN32) && defined(SIFT_BUILD_SHARED)
+/* Exported symbols. On Windows a program using the DLL needs nothing defined (imports are the
+ * default); one linking the static library defines SIFT_STATIC. The library's own build defines
+ * SIFT_BUILD_SHARED for the DLL and SIFT_STATIC for the static library. */
+#if defined(_WIN32)
+#if defined(SIFT_BUILD_SHARED)
 #define SIFT_API __declspec(dllexport)
+#elif defined(SIFT_STATIC)
+#define SIFT_API
+#else
+#define SIFT_API __declspec(dllimport)
+#endif
 #elif defined(__GNUC__)
 #define SIFT_API __attribute__((visibility("default")))
 #else
 #define SIFT_API
 #endif
+
+/* The version of this header. sift_version() gives the library's: the two differ when a program
+ * runs against another build of the shared library than it was compiled with (the soname changes
+ * with the major version). */
+#define SIFT_VERSION_MAJOR 0
+#define SIFT_VERSION_MINOR 1
+#define SIFT_VERSION_PATCH 0
+#define SIFT_VERSION_STRING "0.1.0"
+SIFT_API const char *sift_version(void);
 
 typedef enum sift_status {
     SIFT_OK = 0,

@@ -1307,7 +1307,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        printf("sift %s\n", SIFT_VERSION_STRING);
+        printf("sift %s\n", sift_version());
         return 0;
     }
     if (!strcmp(cmd, "bench-attn")) return bench_attn(argc - 2, argv + 2);
