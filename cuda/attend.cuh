@@ -276,13 +276,7 @@ __device__ __forceinline__ void qk_tile(const T *Ks, const float (&qr)[GC][8], f
             load_qk<D>(Ks + row * D, r, x);
         }
         float acc[GC];
-#pragma unroll
-        for (int h = 0; h < GC; h++) {
-            float s = 0.0f;
-#pragma unroll
-            for (int j = 0; j < 8; j++) s = fmaf(qr[h][j], x[j], s);
-            acc[h] = s;
-        }
+        head_dots(qr, x, acc);
         ReduceScatter<GC, C::LPR / 2>::run(acc, lane);
         if (lane % F == 0) S[row * s_row + (r / F) * s_head] = acc[0] * scale;
     }
@@ -533,22 +527,15 @@ KernelInfo general_kernel_info(int f16, int d, int gc);
 // at most 4 query heads per KV head, one query per head, V at K's rows.
 constexpr int MMA_HEADS = 4; // query heads per block (B's 8 columns: 4 heads x {hi, lo})
 using AttendMmaKernel = void (*)(AttendArgs, float *, float2 *);
-struct MmaKernelInfo {
-    AttendMmaKernel attend;
+using ScoreMmaKernel = void (*)(ScoreArgs);
+template <typename K> struct MmaKernelInfo {
+    K kernel;
     const void *fn;
     int threads;   // per block
     size_t smem;   // dynamic shared memory per block
     int tile_rows; // keys per stage of all the block's warps: splits are multiples of it
 };
-MmaKernelInfo mma_kernel_info(int d);
-using ScoreMmaKernel = void (*)(ScoreArgs);
-struct ScoreMmaKernelInfo {
-    ScoreMmaKernel score;
-    const void *fn;
-    int threads;
-    size_t smem;
-    int tile_rows;
-};
-ScoreMmaKernelInfo score_mma_kernel_info(int d);
+MmaKernelInfo<AttendMmaKernel> mma_kernel_info(int d);
+MmaKernelInfo<ScoreMmaKernel> score_mma_kernel_info(int d);
 
 } // namespace sift_cuda

@@ -35,18 +35,23 @@ namespace sift_cuda {
 constexpr int MMA_STAGES = 3;
 constexpr int MMA_WARPS = 4; // attention: warps per block, each on its own part of the block's split
 
-template <int D> struct MmaTile {
-    static constexpr int TK = 2048 / D;         // keys per stage: 16 (D = 128) or 32 (D = 64)
+// A warp's stages of 8 KiB: TK keys of K and V rows (attention, WITH_V), or twice the keys of K
+// alone (score).
+template <int D, bool WITH_V> struct MmaTile {
+    static constexpr int TK = (WITH_V ? 2048 : 4096) / D; // keys per stage: attention 16 (D = 128) or 32 (D = 64)
     static constexpr int RB = D * 2;            // bytes per row
     static constexpr int CPR = RB / 16;         // 16-byte chunks per row
     static constexpr int RPI = 32 / CPR;        // rows per warp copy instruction
-    static constexpr int CPL = TK / RPI;        // copies per lane per stage, of K and of V each
+    static constexpr int CPL = TK / RPI;        // copies per lane per stage, of K (and of V) each
     static constexpr int MT = TK / 16;          // QK m-tiles (= PV k-steps) per stage
     static constexpr int KS = D / 16;           // QK k-steps (= PV m-tiles)
-    static constexpr int STAGE = 2 * TK * RB;   // K then V: 8 KiB
-    static constexpr int PST = TK + 4;          // P row stride in floats (banks of 2 heads apart)
-    // a warp's shared memory, rounded up so that the next warp's stages stay 128-byte aligned
-    static constexpr size_t SMEM = ((size_t)MMA_STAGES * STAGE + (size_t)MMA_HEADS * PST * 4 + MMA_STAGES * 4 + 127) & ~(size_t)127;
+    static constexpr int STAGE = (WITH_V ? 2 : 1) * TK * RB; // K (then V): 8 KiB
+    static constexpr int PST = TK + 4;          // attention: P row stride in floats (banks of 2 heads apart)
+    // a warp's shared memory (attention: the stages, P and MASK), rounded up so that the next
+    // warp's stages stay 128-byte aligned
+    static constexpr size_t SMEM =
+        WITH_V ? ((size_t)MMA_STAGES * STAGE + (size_t)MMA_HEADS * PST * 4 + MMA_STAGES * 4 + 127) & ~(size_t)127
+               : (size_t)MMA_STAGES * STAGE;
     static_assert(CPL * RPI == TK && MT >= 1, "tile shape");
 };
 
@@ -54,7 +59,7 @@ template <int D> struct MmaTile {
 // 8 rows of an ldmatrix matrix, read at one chunk column, fall in 8 different bank groups.
 template <int D> __device__ __forceinline__ int tile_off(int r, int ch)
 {
-    return r * MmaTile<D>::RB + ((ch ^ (r & 7)) << 4);
+    return r * D * 2 + ((ch ^ (r & 7)) << 4);
 }
 
 // One warp's cp.async ring of MMA_STAGES stages, one commit group per stage (empty past the
@@ -137,7 +142,7 @@ __device__ __forceinline__ void qk_fragment(const unsigned char *ks, int r0, con
 template <int D>
 __global__ void __launch_bounds__(32 * MMA_WARPS) attend_mma_kernel(const AttendArgs a, float *part_o, float2 *part_ml)
 {
-    using C = MmaTile<D>;
+    using C = MmaTile<D, true>;
     SIFT_DYNAMIC_SMEM(smem_block);
     const int warp = (int)threadIdx.x >> 5;
     unsigned char *smem = smem_block + (size_t)warp * C::SMEM; // this warp's stages, P and MASK
@@ -329,17 +334,10 @@ __global__ void __launch_bounds__(32 * MMA_WARPS) attend_mma_kernel(const Attend
 // ---- score ------------------------------------------------------------------------------------
 
 // score: the QK of attend_mma_kernel alone, K only, twice the keys per stage.
-template <int D> struct ScoreMmaTile {
-    static constexpr int TK = 4096 / D;         // keys per stage: 32 (D = 128) or 64 (D = 64): 8 KiB of K
-    static constexpr int RB = D * 2, CPR = RB / 16, RPI = 32 / CPR, CPL = TK / RPI, MT = TK / 16;
-    static constexpr int STAGE = TK * RB;
-    static constexpr size_t SMEM = (size_t)MMA_STAGES * STAGE;
-};
-
 template <int D> __global__ void __launch_bounds__(32) score_mma_kernel(const ScoreArgs a)
 {
     if (skipped(a.skip)) return;
-    using C = ScoreMmaTile<D>;
+    using C = MmaTile<D, false>;
     SIFT_DYNAMIC_SMEM(smem);
     const int lane = (int)threadIdx.x, g = lane >> 2, c = lane & 3;
     const int kvh = (int)blockIdx.y, G = a.hq / a.kv.hkv;
@@ -387,24 +385,20 @@ template <int D> __global__ void __launch_bounds__(32) score_mma_kernel(const Sc
     cp_async_wait<0>();
 }
 
-MmaKernelInfo mma_kernel_info(int d)
+// The block geometry of each: attention 4 warps of MmaTile<D, true>, score 1 warp of MmaTile<D, false>.
+template <int D> MmaKernelInfo<AttendMmaKernel> attend_mma_info()
 {
-    if (d == 64) {
-        const AttendMmaKernel k = &attend_mma_kernel<64>;
-        return {k, reinterpret_cast<const void *>(k), 32 * MMA_WARPS, MMA_WARPS * MmaTile<64>::SMEM, MMA_WARPS * MmaTile<64>::TK};
-    }
-    const AttendMmaKernel k = &attend_mma_kernel<128>;
-    return {k, reinterpret_cast<const void *>(k), 32 * MMA_WARPS, MMA_WARPS * MmaTile<128>::SMEM, MMA_WARPS * MmaTile<128>::TK};
+    const AttendMmaKernel k = &attend_mma_kernel<D>;
+    using C = MmaTile<D, true>;
+    return {k, reinterpret_cast<const void *>(k), 32 * MMA_WARPS, MMA_WARPS * C::SMEM, MMA_WARPS * C::TK};
 }
-
-ScoreMmaKernelInfo score_mma_kernel_info(int d)
+template <int D> MmaKernelInfo<ScoreMmaKernel> score_mma_info()
 {
-    if (d == 64) {
-        const ScoreMmaKernel k = &score_mma_kernel<64>;
-        return {k, reinterpret_cast<const void *>(k), 32, ScoreMmaTile<64>::SMEM, ScoreMmaTile<64>::TK};
-    }
-    const ScoreMmaKernel k = &score_mma_kernel<128>;
-    return {k, reinterpret_cast<const void *>(k), 32, ScoreMmaTile<128>::SMEM, ScoreMmaTile<128>::TK};
+    const ScoreMmaKernel k = &score_mma_kernel<D>;
+    using C = MmaTile<D, false>;
+    return {k, reinterpret_cast<const void *>(k), 32, C::SMEM, C::TK};
 }
+MmaKernelInfo<AttendMmaKernel> mma_kernel_info(int d) { return d == 64 ? attend_mma_info<64>() : attend_mma_info<128>(); }
+MmaKernelInfo<ScoreMmaKernel> score_mma_kernel_info(int d) { return d == 64 ? score_mma_info<64>() : score_mma_info<128>(); }
 
 } // namespace sift_cuda

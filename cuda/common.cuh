@@ -296,6 +296,20 @@ __device__ __forceinline__ float warp_sum(float x)
     return x;
 }
 
+// acc[h] = q[h] . x over this lane's E elements of a row, for each of GC heads: the lane's parts of
+// GC dot products, which ReduceScatter then sums over the lanes of the row.
+template <int GC, int E>
+__device__ __forceinline__ void head_dots(const float (&q)[GC][E], const float (&x)[E], float (&acc)[GC])
+{
+#pragma unroll
+    for (int h = 0; h < GC; h++) {
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < E; i++) s = fmaf(q[h][i], x[i], s);
+        acc[h] = s;
+    }
+}
+
 // Reduce-scatter (recursive halving) of N values over aligned groups of W lanes (N <= W, both
 // powers of two): afterwards v[0] of every lane holds the sum over its W-lane group of value
 // number (lane % W) / (W / N); the W / N consecutive lanes sharing a number hold the same sum.

@@ -184,7 +184,7 @@ extern "C" cudaError_t sift_cuda_init(int device, sift_cuda_device *dev)
                     if (e != cudaSuccess) return e;
                 }
     for (int d = 64; d <= 128; d += 64) {
-        const MmaKernelInfo k = mma_kernel_info(d);
+        const auto k = mma_kernel_info(d);
         if (k.smem > (size_t)optin) return cudaErrorNotSupported;
         e = cudaFuncSetAttribute(k.fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)k.smem);
         if (e == cudaSuccess)
@@ -250,7 +250,7 @@ extern "C" cudaError_t sift_cuda_score_plan(const sift_cuda_device *dev, const s
     plan->chunks = plan->path ? 1 : (G + gc - 1) / gc;
     if (a.m <= 0) return cudaSuccess;
     if (plan->path) { // one wave of warps
-        const ScoreMmaKernelInfo k = score_mma_kernel_info(a.kv.d);
+        const auto k = score_mma_kernel_info(a.kv.d);
         return plan_splits(dev, k.fn, k.threads, k.smem, k.tile_rows, 1, a.kv.hkv, a.m, &plan->blocks, &plan->split_len);
     }
     const KernelInfo k = kernel_info(false, a.kv.f16, a.kv.d, gc);
@@ -265,8 +265,8 @@ extern "C" cudaError_t sift_cuda_score_launch(const sift_cuda_device *dev, const
     if (a.m <= 0 || a.splits <= 0) return cudaSuccess;
     const dim3 grid((unsigned)a.splits, (unsigned)a.kv.hkv, (unsigned)a.chunks);
     if (plan->path) {
-        const ScoreMmaKernelInfo k = score_mma_kernel_info(a.kv.d);
-        return launch(k.score, grid, dim3(k.threads), k.smem, st, a);
+        const auto k = score_mma_kernel_info(a.kv.d);
+        return launch(k.kernel, grid, dim3(k.threads), k.smem, st, a);
     }
     const KernelInfo k = kernel_info(false, a.kv.f16, a.kv.d, heads_per_block(a.hq / a.kv.hkv));
     return launch(k.score, grid, dim3(NT), smem_for(k, dev->stages), st, a, dev->stages);
@@ -331,7 +331,7 @@ extern "C" cudaError_t sift_cuda_attend_plan(const sift_cuda_device *dev, const 
     if (n->p.rope_keys) plan->rope_rows = a.n;
     cudaError_t e;
     if (mma) { // one wave of warps
-        const MmaKernelInfo k = mma_kernel_info(a.kv.d);
+        const auto k = mma_kernel_info(a.kv.d);
         e = plan_splits(dev, k.fn, k.threads, k.smem, k.tile_rows, 1, a.kv.hkv, a.n, &plan->blocks, &plan->split_len);
     } else {
         const KernelInfo k = kernel_info(true, a.kv.f16, a.kv.d, gc, general);
@@ -360,8 +360,8 @@ extern "C" cudaError_t sift_cuda_attend_launch(const sift_cuda_device *dev, cons
     const dim3 grid((unsigned)a.splits * (unsigned)a.tokens, (unsigned)a.kv.hkv, (unsigned)a.chunks);
     cudaError_t e;
     if (plan->path == ATTEND_MMA) {
-        const MmaKernelInfo k = mma_kernel_info(d);
-        e = launch(k.attend, grid, dim3(k.threads), k.smem, st, a, part_o, part_ml);
+        const auto k = mma_kernel_info(d);
+        e = launch(k.kernel, grid, dim3(k.threads), k.smem, st, a, part_o, part_ml);
     } else {
         const bool general = plan->path == ATTEND_GENERAL;
         const KernelInfo k = kernel_info(true, a.kv.f16, d, heads_per_block(a.hq / a.kv.hkv, general), general);

@@ -127,13 +127,7 @@ __global__ void __launch_bounds__(NT, GC <= 4 ? 4 : 1) score_max_rows(const Scor
                 float x[E];
                 chunk_to_float(raw[u][k], x);
                 float acc[GC];
-#pragma unroll
-                for (int h = 0; h < GC; h++) {
-                    float s = 0.0f;
-#pragma unroll
-                    for (int i = 0; i < E; i++) s = fmaf(qr[h][i], x[i], s);
-                    acc[h] = s;
-                }
+                head_dots(qr, x, acc);
                 ReduceScatter<GC, TPR / 2>::run(acc, lane);
                 float mx = neg_inf();
 #pragma unroll
@@ -341,13 +335,7 @@ __global__ void __launch_bounds__(NT) score_max_i8_rows(const ScoreMaxArgs a)
             for (int ch = 0; ch < a.chunks; ch++) {
                 if (a.chunks > 1) i8_load_q<L, GC>(a, g * G + ch * GC, min(GC, G - ch * GC), c, qr);
                 float acc[GC];
-#pragma unroll
-                for (int h = 0; h < GC; h++) {
-                    float s = 0.0f;
-#pragma unroll
-                    for (int i = 0; i < 8; i++) s = fmaf(qr[h][i], x[i], s);
-                    acc[h] = s;
-                }
+                head_dots(qr, x, acc);
                 ReduceScatter<GC, L / 2>::run(acc, lane);
 #pragma unroll
                 for (int i = 0; i < NH; i++)
