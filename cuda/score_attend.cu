@@ -11,7 +11,7 @@ namespace sift_cuda {
 // out[h] = sum_s o_s * exp(m_s - M) / sum_s l_s * exp(m_s - M), M = max_s m_s; 0 if nothing was valid.
 // One block per query row h (a head; for causal attention, a (token, head) pair), hq rows. The
 // splits' weights exp(m_s - M) are computed once per block into shared memory (MERGE_CHUNK at a
-// time), so that the sum over the splits is independent loads and FMAs.
+// time), l summed on the way, so that the sum over the splits is independent loads and FMAs.
 constexpr int MERGE_THREADS = 128, MERGE_CHUNK = 1024;
 
 __device__ __forceinline__ float block_reduce(float v, bool is_max, float *red)
@@ -39,19 +39,15 @@ __global__ void __launch_bounds__(MERGE_THREADS) attend_merge(const float *part_
     float mx = ninf;
     for (int s = tid; s < splits; s += MERGE_THREADS) mx = fmaxf(mx, part_ml[(int64_t)s * hq + h].x);
     mx = block_reduce(mx, true, red);
-    float l = 0.0f;
-    for (int s = tid; s < splits; s += MERGE_THREADS) {
-        const float2 ml = part_ml[(int64_t)s * hq + h];
-        l += ml.x == ninf ? 0.0f : ml.y * expf(ml.x - mx);
-    }
-    l = block_reduce(l, false, red);
-    float acc[2] = {0.0f, 0.0f}; // elements tid and tid + 128 (d <= 256)
+    float l = 0.0f, acc[2] = {0.0f, 0.0f}; // acc: elements tid and tid + 128 (d <= 256)
     for (int s0 = 0; s0 < splits; s0 += MERGE_CHUNK) {
         const int n = min(MERGE_CHUNK, splits - s0);
         __syncthreads(); // the previous chunk's weights are read
         for (int s = tid; s < n; s += MERGE_THREADS) {
-            const float m = part_ml[(int64_t)(s0 + s) * hq + h].x;
-            wt[s] = m == ninf ? 0.0f : expf(m - mx);
+            const float2 ml = part_ml[(int64_t)(s0 + s) * hq + h];
+            const float w = ml.x == ninf ? 0.0f : expf(ml.x - mx);
+            wt[s] = w;
+            l += ml.y * w;
         }
         __syncthreads();
 #pragma unroll
@@ -71,6 +67,7 @@ __global__ void __launch_bounds__(MERGE_THREADS) attend_merge(const float *part_
             acc[i] += (a0 + a1) + (a2 + a3);
         }
     }
+    l = block_reduce(l, false, red);
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int e = tid + i * MERGE_THREADS;
@@ -194,6 +191,10 @@ extern "C" cudaError_t sift_cuda_init(int device, sift_cuda_device *dev)
                                      (int)cudaSharedmemCarveoutMaxShared);
         if (e != cudaSuccess) return e;
     }
+    // SIFT_CUDA_MMA=0 runs score and decode attention on score_kernel and attend_kernel instead
+    // of the tensor cores (to compare the two); read once, here
+    const char *mma = getenv("SIFT_CUDA_MMA");
+    dev->mma = !(mma && !strcmp(mma, "0"));
     dev->sm_count = sms;
     dev->stages = stages;
     dev->smem_per_sm = (size_t)per_sm;
@@ -202,19 +203,11 @@ extern "C" cudaError_t sift_cuda_init(int device, sift_cuda_device *dev)
     return e == cudaSuccess ? score_max_init(dev) : e;
 }
 
-// SIFT_CUDA_MMA=0 runs decode attention and scoring on attend_kernel and score_kernel instead of
-// the tensor cores (to compare the two).
-static bool mma_enabled()
-{
-    const char *v = getenv("SIFT_CUDA_MMA");
-    return !(v && !strcmp(v, "0"));
-}
-
 // The tensor cores take score and one-query attention over f16 K (and V) rows of D = 64 or 128,
-// 16-byte aligned, for groups of at most 4 query heads.
-static bool mma_shape(const KvMap &kv, int G, bool aligned)
+// 16-byte aligned, for groups of at most 4 query heads (unless SIFT_CUDA_MMA=0: dev->mma).
+static bool mma_shape(const sift_cuda_device *dev, const KvMap &kv, int G, bool aligned)
 {
-    return kv.f16 && (kv.d == 64 || kv.d == 128) && G <= MMA_HEADS && aligned && mma_enabled();
+    return dev->mma && kv.f16 && (kv.d == 64 || kv.d == 128) && G <= MMA_HEADS && aligned;
 }
 
 // ---- score --------------------------------------------------------------------------------------
@@ -246,7 +239,7 @@ extern "C" cudaError_t sift_cuda_score_plan(const sift_cuda_device *dev, const s
     const ScoreArgs a = score_args(n, nullptr);
     const int G = a.hq / a.kv.hkv, gc = heads_per_block(G);
     plan->aligned = kv_aligned(a.kv);
-    plan->path = mma_shape(a.kv, G, plan->aligned);
+    plan->path = mma_shape(dev, a.kv, G, plan->aligned);
     plan->chunks = plan->path ? 1 : (G + gc - 1) / gc;
     if (a.m <= 0) return cudaSuccess;
     if (plan->path) { // one wave of warps
@@ -324,7 +317,7 @@ extern "C" cudaError_t sift_cuda_attend_plan(const sift_cuda_device *dev, const 
     const int G = a.hq / a.kv.hkv, gc = heads_per_block(G, general);
     plan->aligned = kv_aligned(a.kv);
     // one query per head, f16 K/V at K's rows, D = 64 or 128, groups of up to 4: the tensor cores
-    const bool mma = !general && !a.causal && a.tokens == 1 && mma_shape(a.kv, G, plan->aligned);
+    const bool mma = !general && !a.causal && a.tokens == 1 && mma_shape(dev, a.kv, G, plan->aligned);
     plan->path = mma ? ATTEND_MMA : general ? ATTEND_GENERAL : ATTEND_FAST;
     plan->chunks = mma ? 1 : (G + gc - 1) / gc;
     if (a.n <= 0 || a.tokens <= 0) return cudaSuccess;

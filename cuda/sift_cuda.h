@@ -27,6 +27,7 @@ typedef struct sift_cuda_device {
     int stages;          /* depth of the cp.async pipeline of the score and attention kernels: 2 or 3 */
     size_t smem_per_sm;  /* shared memory per multiprocessor, bytes */
     size_t smem_optin;   /* the most dynamic shared memory one block may use, bytes */
+    int mma;             /* score and decode attention may use the tensor cores (SIFT_CUDA_MMA=0: never) */
 } sift_cuda_device;
 
 /* Picks the pipeline depth for the device and raises the kernels' dynamic shared memory limits.
