@@ -117,7 +117,25 @@ void sift_model_destroy(sift_model *m)
     sift_tensor_destroy(m->rope_factors);
     sift_tokenizer_destroy(m->tok);
     sift_gguf_close(m->file);
+    free(m->chat_template);
     free(m);
+}
+
+/* tokenizer.chat_template as a C string (a template with a NUL byte in it is no template sift
+ * can recognise: left out). */
+static sift_status copy_chat_template(sift_model *m)
+{
+    const char *key = "tokenizer.chat_template";
+    if (!sift_gguf_has(m->file, key)) return SIFT_OK;
+    sift_gguf_str tmpl;
+    sift_status s = sift_gguf_get_string(m->file, key, &tmpl);
+    if (s != SIFT_OK) return s;
+    if (memchr(tmpl.ptr, 0, (size_t)tmpl.len)) return SIFT_OK;
+    m->chat_template = malloc((size_t)tmpl.len + 1);
+    if (!m->chat_template) return sift_set_error(SIFT_E_NOMEM, "sift_model_load: out of memory for the chat template");
+    memcpy(m->chat_template, tmpl.ptr, (size_t)tmpl.len);
+    m->chat_template[tmpl.len] = 0;
+    return SIFT_OK;
 }
 
 sift_status sift_model_load(sift_context *ctx, const char *path, sift_model **out)
@@ -131,6 +149,7 @@ sift_status sift_model_load(sift_context *ctx, const char *path, sift_model **ou
     sift_status s = sift_gguf_open_file(path, &m->file);
     if (s == SIFT_OK) s = sift_gguf_read_hparams(m->file, &m->hp);
     if (s == SIFT_OK) s = sift_tokenizer_create(m->file, &m->tok);
+    if (s == SIFT_OK) s = copy_chat_template(m);
     const sift_gguf_hparams *hp = &m->hp;
     if (s == SIFT_OK && (hp->head_dim % 8 != 0 || hp->head_dim > SIFT_MAX_HEAD_DIM))
         s = sift_set_error(SIFT_E_UNSUPPORTED, "%s: head dimension %u is not supported (a multiple of 8, at most %d)",
@@ -196,6 +215,7 @@ void sift_model_get_info(const sift_model *m, sift_model_info *out)
     out->weight_bytes = m->weight_bytes;
     out->bos = sift_tokenizer_bos(m->tok);
     out->eos = sift_tokenizer_eos(m->tok);
+    out->add_bos = sift_tokenizer_adds_bos(m->tok) && out->bos >= 0;
 }
 
 sift_status sift_model_tokenize(const sift_model *m, const char *text, size_t len, int add_bos, int32_t *ids, size_t cap,
@@ -204,6 +224,17 @@ sift_status sift_model_tokenize(const sift_model *m, const char *text, size_t le
     if (!m || (!text && len) || !n) return sift_set_error(SIFT_E_INVALID, "sift_model_tokenize: null argument");
     return sift_tokenizer_encode(m->tok, text ? text : "", len, add_bos != 0, ids, cap, n);
 }
+
+sift_status sift_model_tokenize_special(const sift_model *m, const char *text, size_t len, int add_bos, int parse_special,
+                                        int32_t *ids, size_t cap, size_t *n)
+{
+    if (!m || (!text && len) || !n) return sift_set_error(SIFT_E_INVALID, "sift_model_tokenize_special: null argument");
+    return sift_tokenizer_encode_special(m->tok, text ? text : "", len, add_bos != 0, parse_special != 0, ids, cap, n);
+}
+
+int sift_model_token_is_eog(const sift_model *m, int32_t id) { return m && sift_tokenizer_is_eog(m->tok, id); }
+
+const char *sift_model_chat_template(const sift_model *m) { return m ? m->chat_template : NULL; }
 
 sift_status sift_model_token_piece(const sift_model *m, int32_t id, char *buf, size_t cap, size_t *len)
 {

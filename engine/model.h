@@ -21,6 +21,7 @@ struct sift_model {
     layer_weights *layers;
     size_t weight_bytes;
     sift_rope_mode rope_mode;
+    char *chat_template; /* tokenizer.chat_template, NUL-terminated; NULL when the file has none */
 };
 
 #endif

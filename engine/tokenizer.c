@@ -38,6 +38,13 @@ struct sift_tokenizer {
     int32_t bos, eos, unk;
     bool add_bos;
     bool add_space_prefix;
+    /* The tokens text may spell (control, user-defined, unknown; not empty), ordered by first
+     * byte, then longest first, then by id; those of first byte b are [special_at[b],
+     * special_at[b + 1]). */
+    int32_t *specials;
+    uint32_t special_at[257];
+    int32_t eog[8]; /* the ids that end a generation: EOS, end of turn, ... */
+    int n_eog;
 };
 
 /* GPT-2's byte -> code point map: printable Latin-1 bytes stand for themselves, the others are
@@ -440,6 +447,7 @@ static bool bpe_pair_key(const sift_tokenizer *t, const char *buf, const symbol 
 /* Byte-level BPE of one pre-tokenized piece. */
 static sift_status bpe_piece(const sift_tokenizer *t, const uint8_t *bytes, size_t len, id_out *o)
 {
+    if (len == 0) return SIFT_OK; /* pieces are never empty */
     /* Every byte becomes its symbol: 1 or 2 bytes of UTF-8 (the code points stay below 0x800). */
     char *buf = malloc(2 * len);
     size_t *origin = malloc(2 * len * sizeof *origin); /* buffer offset -> piece byte */
@@ -448,6 +456,13 @@ static sift_status bpe_piece(const sift_tokenizer *t, const uint8_t *bytes, size
         free(origin);
         return sift_set_error(SIFT_E_NOMEM, "tokenizer: out of memory");
     }
+    /* The buffer is written before the merger holds it (GCC's -Wmaybe-uninitialized otherwise). */
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        const size_t k = utf8_encode(t->byte_cp[bytes[i]], buf + n);
+        for (size_t j = 0; j < k; j++) origin[n + j] = i;
+        n += k;
+    }
     merger m;
     sift_status s = merger_init(&m, t, buf, 2 * len, len, bpe_pair_key);
     if (s != SIFT_OK) {
@@ -455,12 +470,10 @@ static sift_status bpe_piece(const sift_tokenizer *t, const uint8_t *bytes, size
         free(origin);
         return s;
     }
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        size_t k = utf8_encode(t->byte_cp[bytes[i]], buf + n);
-        m.syms[i] = (symbol){n, k, (int64_t)i - 1, i + 1 < len ? (int64_t)i + 1 : -1};
-        for (size_t j = 0; j < k; j++) origin[n + j] = i;
-        n += k;
+    for (size_t i = 0, at = 0; i < len; i++) {
+        const size_t k = t->byte_cp[bytes[i]] < 0x80 ? 1 : 2;
+        m.syms[i] = (symbol){at, k, (int64_t)i - 1, i + 1 < len ? (int64_t)i + 1 : -1};
+        at += k;
     }
     run_merges(&m, len);
     for (int64_t i = 0; i >= 0 && s == SIFT_OK; i = m.syms[i].next) {
@@ -560,12 +573,42 @@ sift_status sift_bpe_split(sift_bpe_pre pre, const char *text, size_t len, size_
 
 size_t sift_tokenizer_max_tokens(size_t len)
 {
-    /* A space becomes "▁", which without a piece of its own falls back to 3 byte tokens. */
-    return len > (SIZE_MAX - 4) / 3 ? SIZE_MAX : 3 * len + 4;
+    /* A byte gives at most one id, but a space becomes "▁", which without a piece of its own falls
+     * back to 3 byte tokens; and each piece of text between special tokens gets SentencePiece's
+     * leading "▁" (3 more ids at most for the special's byte or more before it). */
+    return len > (SIZE_MAX - 4) / 4 ? SIZE_MAX : 4 * len + 4;
 }
 
-sift_status sift_tokenizer_encode(const sift_tokenizer *t, const char *text, size_t len, bool add_bos, int32_t *ids,
-                                  size_t cap, size_t *n)
+/* Whether text may spell token type `type` as its id: user-defined tokens always (they are part of
+ * the vocabulary's text, as in llama.cpp and Hugging Face), control and unknown tokens only when the
+ * caller asks for special tokens to be parsed. */
+static bool splits_out(uint8_t type, bool parse_special)
+{
+    return type == SIFT_TOKEN_USER_DEFINED || (parse_special && (type == SIFT_TOKEN_CONTROL || type == SIFT_TOKEN_UNKNOWN));
+}
+
+/* The special token spelled at text[0..len): the longest one (ties: the lowest id), or -1. */
+static int32_t special_match(const sift_tokenizer *t, const char *text, size_t len, bool parse_special, size_t *match_len)
+{
+    const uint8_t first = (uint8_t)text[0];
+    for (uint32_t i = t->special_at[first]; i < t->special_at[first + 1]; i++) {
+        const int32_t id = t->specials[i];
+        const token_text *tt = &t->tokens[id];
+        if (tt->len <= len && memcmp(tt->ptr, text, tt->len) == 0 && splits_out(t->types[id], parse_special)) {
+            *match_len = tt->len;
+            return id;
+        }
+    }
+    return -1;
+}
+
+static sift_status encode_text(const sift_tokenizer *t, const char *text, size_t len, id_out *o)
+{
+    return t->kind == SIFT_TOKENIZER_SPM ? spm_encode(t, text, len, o) : bpe_encode(t, text, len, o);
+}
+
+sift_status sift_tokenizer_encode_special(const sift_tokenizer *t, const char *text, size_t len, bool add_bos,
+                                          bool parse_special, int32_t *ids, size_t cap, size_t *n)
 {
     if (!t || (!text && len) || (!ids && cap) || !n) return sift_set_error(SIFT_E_INVALID, "sift_tokenizer_encode: null argument");
     *n = 0;
@@ -575,9 +618,32 @@ sift_status sift_tokenizer_encode(const sift_tokenizer *t, const char *text, siz
         sift_status s = emit(&o, t->bos);
         if (s != SIFT_OK) return s;
     }
-    sift_status s = t->kind == SIFT_TOKENIZER_SPM ? spm_encode(t, text, len, &o) : bpe_encode(t, text, len, &o);
+    /* Leftmost-longest: at each byte the longest special token spelled there; the text between
+     * two of them is encoded on its own (each such piece gets SentencePiece's leading "▁", as in
+     * llama.cpp). */
+    size_t piece_start = 0;
+    sift_status s = SIFT_OK;
+    for (size_t i = 0; i < len && s == SIFT_OK;) {
+        size_t match_len = 0;
+        const int32_t id = special_match(t, text + i, len - i, parse_special, &match_len);
+        if (id < 0) {
+            i++;
+            continue;
+        }
+        if (i > piece_start) s = encode_text(t, text + piece_start, i - piece_start, &o);
+        if (s == SIFT_OK) s = emit(&o, id);
+        i += match_len;
+        piece_start = i;
+    }
+    if (s == SIFT_OK && len > piece_start) s = encode_text(t, text + piece_start, len - piece_start, &o);
     if (s == SIFT_OK) *n = o.n;
     return s;
+}
+
+sift_status sift_tokenizer_encode(const sift_tokenizer *t, const char *text, size_t len, bool add_bos, int32_t *ids,
+                                  size_t cap, size_t *n)
+{
+    return sift_tokenizer_encode_special(t, text, len, add_bos, false, ids, cap, n);
 }
 
 static int hex_digit(char c)
@@ -744,6 +810,82 @@ static void copy_strings(char *pool, size_t *used, const sift_gguf_str *src, tok
     }
 }
 
+/* A special token's sort key: by first byte, longest first, then by id. */
+typedef struct special_key {
+    uint8_t first;
+    size_t len;
+    int32_t id;
+} special_key;
+
+static int compare_special(const void *pa, const void *pb)
+{
+    const special_key *a = pa, *b = pb;
+    if (a->first != b->first) return a->first < b->first ? -1 : 1;
+    if (a->len != b->len) return a->len > b->len ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
+}
+
+/* The list special_match walks: every control, user-defined and unknown token with a text. */
+static sift_status index_specials(const sift_gguf *g, sift_tokenizer *t)
+{
+    size_t n = 0;
+    for (int32_t i = 0; i < t->n_vocab; i++)
+        n += t->tokens[i].len > 0 && splits_out(t->types[i], true);
+    special_key *keys = malloc((n ? n : 1) * sizeof *keys);
+    t->specials = malloc((n ? n : 1) * sizeof *t->specials);
+    if (!keys || !t->specials) {
+        free(keys);
+        return fail(g, SIFT_E_NOMEM, "out of memory for %zu special tokens", n);
+    }
+    size_t k = 0;
+    for (int32_t i = 0; i < t->n_vocab; i++)
+        if (t->tokens[i].len > 0 && splits_out(t->types[i], true))
+            keys[k++] = (special_key){(uint8_t)t->tokens[i].ptr[0], t->tokens[i].len, i};
+    qsort(keys, n, sizeof *keys, compare_special);
+    memset(t->special_at, 0, sizeof t->special_at);
+    for (size_t i = 0; i < n; i++) {
+        t->specials[i] = keys[i].id;
+        t->special_at[keys[i].first + 1]++;
+    }
+    for (int b = 0; b < 256; b++) t->special_at[b + 1] += t->special_at[b];
+    free(keys);
+    return SIFT_OK;
+}
+
+static void add_eog(sift_tokenizer *t, int32_t id)
+{
+    if (id < 0 || t->n_eog == (int)(sizeof t->eog / sizeof t->eog[0])) return;
+    for (int i = 0; i < t->n_eog; i++)
+        if (t->eog[i] == id) return;
+    t->eog[t->n_eog++] = id;
+}
+
+/* The tokens that end a generation: EOS, the end-of-turn and end-of-message ids the file names,
+ * and the control tokens chat models end their turns with (llama.cpp recognises the same texts,
+ * for files that name no end-of-turn token). */
+static sift_status find_eog(const sift_gguf *g, sift_tokenizer *t)
+{
+    static const char *const turn_ends[] = {"<|eot_id|>", "<|eom_id|>", "<|im_end|>", "<|end|>",
+                                            "<end_of_turn>", "<|endoftext|>", "<EOT>"};
+    int32_t eot = -1, eom = -1;
+    sift_status s = special_id(g, "tokenizer.ggml.eot_token_id", t->n_vocab, &eot);
+    if (s == SIFT_OK) s = special_id(g, "tokenizer.ggml.eom_token_id", t->n_vocab, &eom);
+    if (s != SIFT_OK) return s;
+    add_eog(t, t->eos);
+    add_eog(t, eot);
+    add_eog(t, eom);
+    for (size_t i = 0; i < sizeof turn_ends / sizeof turn_ends[0]; i++) {
+        const size_t len = strlen(turn_ends[i]);
+        const uint8_t first = (uint8_t)turn_ends[i][0];
+        for (uint32_t j = t->special_at[first]; j < t->special_at[first + 1]; j++) {
+            const token_text *tt = &t->tokens[t->specials[j]];
+            if (tt->len == len && memcmp(tt->ptr, turn_ends[i], len) == 0 && t->types[t->specials[j]] != SIFT_TOKEN_UNKNOWN)
+                add_eog(t, t->specials[j]);
+        }
+    }
+    return SIFT_OK;
+}
+
 static sift_status create(const sift_gguf *g, sift_tokenizer *t)
 {
     char shown[80];
@@ -857,7 +999,8 @@ static sift_status create(const sift_gguf *g, sift_tokenizer *t)
         (s = optional_bool(g, "tokenizer.ggml.add_space_prefix", t->kind == SIFT_TOKENIZER_SPM, &t->add_space_prefix)))
         return s;
     if (t->kind == SIFT_TOKENIZER_BPE) t->add_space_prefix = false; /* byte-level BPE writes its spaces */
-    return SIFT_OK;
+    if ((s = index_specials(g, t)) != SIFT_OK) return s;
+    return find_eog(g, t);
 }
 
 sift_status sift_tokenizer_create(const sift_gguf *g, sift_tokenizer **out)
@@ -886,6 +1029,7 @@ void sift_tokenizer_destroy(sift_tokenizer *t)
     free(t->scores);
     free(t->types);
     free(t->merge_strs);
+    free(t->specials);
     free(t);
 }
 
@@ -896,6 +1040,13 @@ int32_t sift_tokenizer_bos(const sift_tokenizer *t) { return t->bos; }
 int32_t sift_tokenizer_eos(const sift_tokenizer *t) { return t->eos; }
 int32_t sift_tokenizer_unk(const sift_tokenizer *t) { return t->unk; }
 bool sift_tokenizer_adds_bos(const sift_tokenizer *t) { return t->add_bos; }
+
+bool sift_tokenizer_is_eog(const sift_tokenizer *t, int32_t id)
+{
+    for (int i = 0; t && id >= 0 && i < t->n_eog; i++)
+        if (t->eog[i] == id) return true;
+    return false;
+}
 
 const char *sift_tokenizer_token_string(const sift_tokenizer *t, int32_t id, size_t *len)
 {

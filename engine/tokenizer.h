@@ -13,9 +13,13 @@
  *    "qwen2": the same with single digits); each piece's bytes are mapped to GPT-2's printable
  *    code points and merged by tokenizer.ggml.merges, lowest rank first (ties: the leftmost).
  *
- * Control tokens (BOS, EOS, ...) are never produced from text: a text "<s>" is the characters
- * '<', 's', '>'. Decoding drops control tokens, turns byte tokens back into their bytes, and for
- * SentencePiece removes the one leading space the encoder added. */
+ * Special tokens spelled in the text are split out first (leftmost-longest, as Hugging Face's
+ * added tokens are matched) and the text between them is encoded piece by piece, each piece as a
+ * text of its own: user-defined tokens always, control tokens (BOS, EOS, <|im_start|>, ...) and
+ * <unk> only when the caller asks to parse special tokens (llama.cpp's parse_special); otherwise
+ * a text "<s>" is the characters '<', 's', '>', so user text cannot inject control tokens.
+ * Decoding drops control tokens, turns byte tokens back into their bytes, and for SentencePiece
+ * removes the one leading space the encoder added. */
 #ifndef SIFT_TOKENIZER_H
 #define SIFT_TOKENIZER_H
 
@@ -64,13 +68,18 @@ int32_t sift_tokenizer_unk(const sift_tokenizer *t);
 /* tokenizer.ggml.add_bos_token; absent: true for SentencePiece, false for GPT-2 BPE (llama.cpp's
  * defaults). */
 bool sift_tokenizer_adds_bos(const sift_tokenizer *t);
+/* Whether generation ends at token id: EOS, tokenizer.ggml.eot_token_id / eom_token_id, or a
+ * control token chat models end a turn with (<|eot_id|>, <|eom_id|>, <|im_end|>, <|end|>,
+ * <end_of_turn>, <|endoftext|>, <EOT>). */
+bool sift_tokenizer_is_eog(const sift_tokenizer *t, int32_t id);
 /* The vocabulary string of a token as the file spells it ("▁the", "Ġthe", "<0x0A>"), not NUL
  * terminated; NULL for an id out of range. */
 const char *sift_tokenizer_token_string(const sift_tokenizer *t, int32_t id, size_t *len);
 sift_token_type sift_tokenizer_token_type(const sift_tokenizer *t, int32_t id);
 
-/* Largest number of ids encoding len bytes of text can produce: every token covers at least one
- * byte, plus BOS and SentencePiece's leading "▁". */
+/* Largest number of ids encoding len bytes of text can produce: at most 4 per byte (a space
+ * without a "▁" piece is 3 byte tokens; SentencePiece's leading "▁" before each piece of text
+ * between special tokens), plus BOS. */
 size_t sift_tokenizer_max_tokens(size_t len);
 
 /* Encodes len bytes of text (any bytes; invalid UTF-8 passes through byte fallback or byte-level
@@ -79,6 +88,10 @@ size_t sift_tokenizer_max_tokens(size_t len);
  * vocabulary has no BOS token, or when a byte has no token and there is no <unk>. */
 sift_status sift_tokenizer_encode(const sift_tokenizer *t, const char *text, size_t len, bool add_bos, int32_t *ids,
                                   size_t cap, size_t *n);
+/* The same, with control and unknown tokens spelled in the text ("<|eot_id|>") encoded as their
+ * ids when parse_special is set (sift_tokenizer_encode: parse_special false). */
+sift_status sift_tokenizer_encode_special(const sift_tokenizer *t, const char *text, size_t len, bool add_bos,
+                                          bool parse_special, int32_t *ids, size_t cap, size_t *n);
 
 /* The pre-tokenizer alone: splits len bytes of text into the pieces BPE then merges within,
  * writing each piece's end offset (in bytes) to ends[cap] and their number to *n. At most len

@@ -408,6 +408,7 @@ typedef struct sift_model_info {
     int64_t n_ctx_train;
     size_t weight_bytes;  /* on the device */
     int32_t bos, eos;     /* -1 when the vocabulary has none */
+    int add_bos;          /* whether the model's prompts start with BOS (tokenizer.ggml.add_bos_token) */
 } sift_model_info;
 
 SIFT_API void sift_model_get_info(const sift_model *m, sift_model_info *out);
@@ -416,6 +417,35 @@ SIFT_API sift_status sift_model_tokenize(const sift_model *m, const char *text, 
                                          size_t cap, size_t *n);
 /* The bytes one token adds to running text (control tokens: none). */
 SIFT_API sift_status sift_model_token_piece(const sift_model *m, int32_t id, char *buf, size_t cap, size_t *len);
+/* sift_model_tokenize, and with parse_special the control tokens spelled in the text
+ * ("<|eot_id|>", "<|im_start|>", "<s>") become their ids; without it they stay text, so that user
+ * text cannot inject them (user-defined tokens are ids either way). */
+SIFT_API sift_status sift_model_tokenize_special(const sift_model *m, const char *text, size_t len, int add_bos,
+                                                 int parse_special, int32_t *ids, size_t cap, size_t *n);
+/* Whether generating token id ends a reply: EOS, or an end-of-turn token (<|eot_id|>, <|im_end|>...). */
+SIFT_API int sift_model_token_is_eog(const sift_model *m, int32_t id);
+
+/* ---- chat templates (engine/chat.c) -------------------------------------------------------- */
+
+typedef struct sift_chat_message {
+    const char *role;    /* "system", "user" or "assistant" */
+    const char *content;
+} sift_chat_message;
+
+/* The model file's tokenizer.chat_template (Jinja source, NUL-terminated, owned by the model), or
+ * NULL when it has none. */
+SIFT_API const char *sift_model_chat_template(const sift_model *m);
+/* The format tmpl names or is written for: "chatml", "llama3", "llama2", "llama2-sys",
+ * "llama2-sys-bos" or "llama2-sys-strip", recognised by name or by the markers in a template's
+ * source (it is never run as Jinja); NULL when sift does not know it. */
+SIFT_API const char *sift_chat_template_name(const char *tmpl);
+/* Writes n messages as the prompt text tmpl's format gives them (special tokens spelled out, for
+ * sift_model_tokenize_special with parse_special; BOS not written: tokenize with add_bos as the
+ * model's info says), and the start of the assistant's reply when add_assistant. *len gets the
+ * length; buf[cap] gets the text and a NUL (SIFT_E_INVALID when len + 1 > cap: call with cap 0 to
+ * size it, or when tmpl is unknown). */
+SIFT_API sift_status sift_chat_format(const char *tmpl, const sift_chat_message *msgs, size_t n, int add_assistant,
+                                      char *buf, size_t cap, size_t *len);
 
 /* ---- TokenButler's predictor (docs/algorithms.md) ------------------------------------------ */
 
