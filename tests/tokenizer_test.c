@@ -7,11 +7,17 @@
  *     with Python's `regex` module);
  *  3. byte-level BPE on a small vocabulary written here: GPT-2's byte symbols, merge order,
  *     contractions, digit groups, control and user-defined tokens, round trips of any bytes;
- *  4. SentencePiece on a small vocabulary written here: score order, ties, byte fallback, <unk>.
+ *  4. SentencePiece on a small vocabulary written here: score order, ties, byte fallback, <unk>;
+ *  5. special tokens spelled in text, both kinds: split out with parse_special (adjacent, at the
+ *     start and the end, longest first, a partial one left as text), text without it, user-defined
+ *     tokens always; the end-of-generation ids;
+ *  6. chat templates: each format's exact text for a two-turn conversation with a system prompt,
+ *     and recognition by markers (sift_chat_format, sift_chat_template_name).
  *
  *   sift-tokenizer-test <shared dir> */
 #include "gguf.h"
 #include "gguf_builder.h"
+#include "sift.h"
 #include "tokenizer.h"
 
 #include <stdbool.h>
@@ -497,6 +503,163 @@ static void test_spm(void)
     sift_tokenizer_destroy(t);
 }
 
+/* ---- 5. special tokens spelled in text --------------------------------------------------------- */
+
+/* Encodes text with or without parse_special and compares with want[n_want]. */
+static void check_special(const sift_tokenizer *t, const char *what, const char *text, size_t len, bool bos,
+                          bool parse_special, const int32_t *want, size_t n_want)
+{
+    const size_t cap = sift_tokenizer_max_tokens(len);
+    int32_t *ids = malloc(cap * sizeof *ids);
+    size_t n = 0;
+    sift_status s = sift_tokenizer_encode_special(t, text, len, bos, parse_special, ids, cap, &n);
+    bool same = s == SIFT_OK && n == n_want && memcmp(ids, want, n * sizeof *ids) == 0;
+    CHECK(same, "%s (%s): %s, %zu ids, expected %zu", what, parse_special ? "parsed" : "as text", sift_status_name(s), n,
+          n_want);
+    if (!same) {
+        printf("   got:     ");
+        for (size_t i = 0; i < n; i++) printf(" %d", (int)ids[i]);
+        printf("\n   expected:");
+        for (size_t i = 0; i < n_want; i++) printf(" %d", (int)want[i]);
+        printf("\n");
+    }
+    free(ids);
+}
+
+static void test_specials(void)
+{
+    /* Byte-level BPE without merges: every byte of text is its own id (the byte's value). */
+    static const char *const extra[] = {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
+                                        "<tool>", "<|eot", "<|unused|>"};
+    static const int32_t extra_types[] = {3, 3, 3, 3, 4, 3, 5};
+    /* ids:                                256                  257                    258               259   260    261      262 */
+    sift_tokenizer *t = bpe_tokenizer("llama-bpe", extra, extra_types, 7, NULL, 0, true);
+    if (!t) return;
+    check_special(t, "llama 3 header", TEXT("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"),
+                  false, true, IDS(256, 257, 'u', 's', 'e', 'r', 258, '\n', '\n', 'h', 'i', 259));
+    check_special(t, "adjacent", TEXT("<|eot_id|><|eot_id|>"), false, true, IDS(259, 259));
+    check_special(t, "BOS, then a special first", TEXT("<|eot_id|>a"), true, true, IDS(256, 259, 'a'));
+    check_special(t, "a special last", TEXT("a <|eot_id|>"), false, true, IDS('a', ' ', 259));
+    /* The longest special spelled at a position wins: "<|eot_id|>", not "<|eot" and the rest. */
+    check_special(t, "longest first", TEXT("<|eot_id|><|eot|>"), false, true, IDS(259, 261, '|', '>'));
+    /* A special cut short is text (or, here, the shorter special it starts with). */
+    check_special(t, "partial", TEXT("<|end_header_id|"), false, true,
+                  IDS('<', '|', 'e', 'n', 'd', '_', 'h', 'e', 'a', 'd', 'e', 'r', '_', 'i', 'd', '|'));
+    check_special(t, "partial, a shorter special", TEXT("<|eot_id|"), false, true, IDS(261, '_', 'i', 'd', '|'));
+    check_special(t, "partial at the end", TEXT("x<|eo"), false, true, IDS('x', '<', '|', 'e', 'o'));
+    /* Without parse_special, control tokens are text; user-defined ones are ids either way; an
+     * unused token never comes from text. */
+    check_special(t, "control as text", TEXT("<|eot_id|>"), false, false, IDS('<', '|', 'e', 'o', 't', '_', 'i', 'd', '|', '>'));
+    check_special(t, "user-defined, parsed", TEXT("a<tool>b"), false, true, IDS('a', 260, 'b'));
+    check_special(t, "user-defined as text", TEXT("a<tool>b"), false, false, IDS('a', 260, 'b'));
+    check_special(t, "unused", TEXT("<|unused|>"), false, true, IDS('<', '|', 'u', 'n', 'u', 's', 'e', 'd', '|', '>'));
+    check_special(t, "empty", TEXT(""), false, true, NULL, 0);
+    /* sift_tokenizer_encode does not parse them. */
+    {
+        int32_t ids[16];
+        size_t n = 0;
+        CHECK(sift_tokenizer_encode(t, TEXT("<|eot_id|>"), false, ids, 16, &n) == SIFT_OK && n == 10, "encode: %zu ids", n);
+    }
+    CHECK(sift_tokenizer_is_eog(t, 259) && !sift_tokenizer_is_eog(t, 256) && !sift_tokenizer_is_eog(t, 261) &&
+              !sift_tokenizer_is_eog(t, 'a') && !sift_tokenizer_is_eog(t, -1),
+          "end of generation: <|eot_id|> only");
+    sift_tokenizer_destroy(t);
+
+    /* SentencePiece: each piece of text after a special gets the leading "▁" (llama.cpp's rule):
+     * "▁a" (10) where "a" (4) would be without it. */
+    t = spm_tokenizer(true, true);
+    if (!t) return;
+    check_special(t, "spm <s>ab</s>", TEXT("<s>ab</s>"), false, true, IDS(1, 10, 5, 2));
+    check_special(t, "spm BOS and <s>", TEXT("<s>a"), true, true, IDS(1, 1, 10));
+    check_special(t, "spm between specials", TEXT("a</s>b"), false, true, IDS(10, 2, 3, 5));
+    check_special(t, "spm <unk>", TEXT("<unk>"), false, true, IDS(0));
+    check_special(t, "spm <s> as text", TEXT("<s>"), false, false, IDS(3, 15 + '<', 15 + 's', 15 + '>'));
+    check_special(t, "spm partial", TEXT("</s"), false, true, IDS(3, 15 + '<', 15 + '/', 15 + 's'));
+    CHECK(!sift_tokenizer_is_eog(t, 2), "spm: no EOS named, so no end of generation");
+    sift_tokenizer_destroy(t);
+}
+
+/* ---- 6. chat templates --------------------------------------------------------------------------- */
+
+static void check_format(const char *tmpl, const sift_chat_message *msgs, size_t n, int add_assistant, const char *want)
+{
+    size_t need = 0;
+    CHECK(sift_chat_format(tmpl, msgs, n, add_assistant, NULL, 0, &need) == SIFT_E_INVALID && need == strlen(want),
+          "%s: sizing call gives %zu bytes, want %zu", tmpl, need, strlen(want));
+    char buf[1024];
+    size_t len = 0;
+    sift_status s = sift_chat_format(tmpl, msgs, n, add_assistant, buf, sizeof buf, &len);
+    CHECK(s == SIFT_OK && len == strlen(want) && !strcmp(buf, want), "%s: %s\n   got:      '%s'\n   expected: '%s'", tmpl,
+          sift_status_name(s), s == SIFT_OK ? buf : "", want);
+    CHECK(sift_chat_format(tmpl, msgs, n, add_assistant, buf, strlen(want), &len) == SIFT_E_INVALID,
+          "%s: no room for the NUL", tmpl);
+}
+
+static void test_chat_format(void)
+{
+    /* A system prompt, two user turns and the reply between them; the spaces around the first user
+     * line show which formats trim. */
+    static const sift_chat_message chat[] = {
+        {"system", "You are terse."}, {"user", " Hi \n"}, {"assistant", "Hello."}, {"user", "Bye?"}};
+    check_format("chatml", chat, 4, 1,
+                 "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\n Hi \n<|im_end|>\n"
+                 "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nBye?<|im_end|>\n<|im_start|>assistant\n");
+    check_format("chatml", chat, 2, 0, "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\n Hi \n<|im_end|>\n");
+    check_format("llama3", chat, 4, 1,
+                 "<|start_header_id|>system<|end_header_id|>\n\nYou are terse.<|eot_id|>"
+                 "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                 "<|start_header_id|>assistant<|end_header_id|>\n\nHello.<|eot_id|>"
+                 "<|start_header_id|>user<|end_header_id|>\n\nBye?<|eot_id|>"
+                 "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    check_format("llama2", chat, 4, 1, "[INST] You are terse.\n Hi \n [/INST]Hello.</s>[INST] Bye? [/INST]");
+    check_format("llama2-sys", chat, 4, 1,
+                 "[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\n Hi \n [/INST]Hello.</s>[INST] Bye? [/INST]");
+    check_format("llama2-sys-bos", chat, 4, 1,
+                 "[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\n Hi \n [/INST]Hello.</s><s>[INST] Bye? [/INST]");
+    check_format("llama2-sys-strip", chat, 4, 0,
+                 "[INST] <<SYS>>\nYou are terse.\n<</SYS>>\n\nHi [/INST]Hello.</s>[INST] Bye? [/INST]");
+    check_format("chatml", NULL, 0, 1, "<|im_start|>assistant\n");
+
+    /* Recognition by markers, as template sources (shortened) spell them. */
+    static const struct {
+        const char *source, *name;
+    } sources[] = {
+        {"{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + "
+         "'\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}",
+         "chatml"},
+        {"{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'"
+         " + message['content'] | trim + '<|eot_id|>' }}{% endfor %}",
+         "llama3"},
+        {"{% if messages[0]['role'] == 'system' %}<<SYS>>{% endif %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}",
+         "llama2-sys-strip"},
+        {"{{ bos_token + '[INST] ' + message['content'] + ' [/INST]' }}<<SYS>>", "llama2-sys-bos"},
+        {"{% for m in messages %}[INST] <<SYS>> {{ m['content'] }}{% endfor %}", "llama2-sys"},
+        {"{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}", "llama2"},
+        {"{{'<|im_start|>' + message['role'] + '<|im_sep|>'}}", NULL},   /* Phi-4 */
+        {"[SYSTEM_PROMPT]{{ system }}[/SYSTEM_PROMPT][INST]", NULL},    /* Mistral */
+        {"{% for m in messages %}<start_of_turn>{{ m['role'] }}{% endfor %}", NULL}, /* Gemma */
+        {"<|start_header_id|>user", NULL},                                 /* half of Llama 3's markers */
+        {"", NULL},
+        {"llama3", "llama3"},
+    };
+    for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
+        const char *got = sift_chat_template_name(sources[i].source);
+        CHECK(sources[i].name ? got && !strcmp(got, sources[i].name) : got == NULL, "template %zu: '%s', want '%s'", i,
+              got ? got : "(none)", sources[i].name ? sources[i].name : "(none)");
+    }
+    CHECK(sift_chat_template_name(NULL) == NULL, "no template");
+
+    char buf[64];
+    size_t len = 7;
+    CHECK(sift_chat_format("gemma", chat, 4, 1, buf, sizeof buf, &len) == SIFT_E_INVALID && len == 0 &&
+              strstr(sift_last_error(), "'gemma' is no chat template sift knows"),
+          "unknown template: %s", sift_last_error());
+    const sift_chat_message no_role[] = {{NULL, "x"}};
+    CHECK(sift_chat_format("chatml", no_role, 1, 1, buf, sizeof buf, &len) == SIFT_E_INVALID &&
+              strstr(sift_last_error(), "message 0 has no role"),
+          "a message without a role: %s", sift_last_error());
+}
+
 /* Metadata that names no tokenizer sift runs. */
 static void test_refusals(void)
 {
@@ -536,6 +699,8 @@ int main(int argc, char **argv)
     test_bpe();
     test_spm();
     test_refusals();
+    test_specials();
+    test_chat_format();
     test_stories(argv[1]);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
