@@ -2,7 +2,11 @@
  * for cross-backend tests and speed runs at shapes no test model has (Llama-3.1-8B: --preset 8b).
  * Weights are uniform with variance 1/fan-in, so activations stay of order one through the layers;
  * the tokenizer is a SentencePiece vocabulary of byte tokens and filler pieces. Matrices are written
- * in the chosen type (f32, f16, q8_0, q4_0, with ggml's block layouts); norms and biases in f32. */
+ * in the chosen type (f32, f16, q8_0, q4_0, with ggml's block layouts); norms and biases in f32.
+ * --chat FORMAT makes the file a chat model's: its template (tokenizer.chat_template) and the
+ * special tokens that format spells, in the vocabulary kind such models have (GPT-2 byte-level BPE
+ * without merges for llama3 and chatml, so that every byte of text is one token; SentencePiece
+ * for llama2). */
 #include "sift.h"
 
 #include <math.h>
@@ -43,7 +47,7 @@ static void put_str(const char *s)
     put(s, strlen(s));
 }
 
-enum { T_U32 = 4, T_I32 = 5, T_F32 = 6, T_STRING = 8, T_ARRAY = 9 };
+enum { T_U32 = 4, T_I32 = 5, T_F32 = 6, T_BOOL = 7, T_STRING = 8, T_ARRAY = 9 };
 
 static void kv_u32(const char *key, uint32_t v)
 {
@@ -62,6 +66,111 @@ static void kv_str(const char *key, const char *v)
     put_str(key);
     put_u32(T_STRING);
     put_str(v);
+}
+static void kv_bool(const char *key, bool v)
+{
+    put_str(key);
+    put_u32(T_BOOL);
+    const uint8_t b = v;
+    put(&b, 1);
+}
+static void array_header(const char *key, uint32_t type, uint64_t n)
+{
+    put_str(key);
+    put_u32(T_ARRAY);
+    put_u32(type);
+    put_u64(n);
+}
+
+/* ---- the vocabulary ------------------------------------------------------------------------- */
+
+/* A chat format's file: its template (short, but with the markers that name the format) and the
+ * special tokens it spells, BOS and EOS first. */
+typedef struct chat_vocab {
+    const char *name, *pre, *template_source;
+    const char *specials[5];
+    int n_specials;
+    bool add_bos;
+} chat_vocab;
+
+static const chat_vocab chat_vocabs[] = {
+    {"llama3", "llama-bpe",
+     "{{- bos_token }}{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] + "
+     "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{%- endfor %}{%- if add_generation_prompt "
+     "%}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{%- endif %}",
+     {"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}, 5, true},
+    {"chatml", "qwen2",
+     "{%- for message in messages %}{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' "
+     "}}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}",
+     {"<|endoftext|>", "<|im_end|>", "<|im_start|>"}, 3, false},
+    {"llama2", NULL,
+     "{%- for message in messages %}{%- if message['role'] == 'system' %}{{- '<<SYS>>\n' + message['content'] + "
+     "'\n<</SYS>>\n\n' }}{%- elif message['role'] == 'user' %}{{- '[INST] ' + message['content'] + ' [/INST]' }}{%- "
+     "else %}{{- message['content'] + eos_token }}{%- endif %}{%- endfor %}",
+     {"<s>", "</s>"}, 2, true},
+};
+
+/* GPT-2's symbol for byte b, as UTF-8: printable bytes stand for themselves, the others are
+ * 256 + their rank among the unprintable ones. */
+static void gpt2_symbol(int b, char out[4])
+{
+    int shifted = 0;
+    for (int x = 0; x < b; x++) shifted += !((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174);
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+    const unsigned cp = printable ? (unsigned)b : 256u + (unsigned)shifted;
+    if (cp < 0x80) {
+        out[0] = (char)cp, out[1] = 0;
+    } else {
+        out[0] = (char)(0xc0 | (cp >> 6)), out[1] = (char)(0x80 | (cp & 0x3f)), out[2] = 0;
+    }
+}
+
+/* How many tokenizer.* keys write_tokenizer writes. */
+static int tokenizer_kv_count(const chat_vocab *chat) { return !chat ? 6 : chat->pre ? 9 : 7; }
+
+/* The tokenizer.* keys. SentencePiece: <unk>, <s>, </s>, the 256 byte tokens, then filler pieces.
+ * GPT-2 BPE: the 256 byte symbols, the format's special tokens, then filler tokens; no merges. */
+static void write_tokenizer(int vocab, const chat_vocab *chat)
+{
+    if (!chat || !chat->pre) {
+        kv_str("tokenizer.ggml.model", "llama");
+        array_header("tokenizer.ggml.tokens", T_STRING, (uint64_t)vocab);
+        for (int i = 0; i < vocab; i++) {
+            char piece[32];
+            if (i < 3) snprintf(piece, sizeof piece, "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
+            else if (i < 259) snprintf(piece, sizeof piece, "<0x%02X>", i - 3);
+            else snprintf(piece, sizeof piece, "\xe2\x96\x81tok%d", i);
+            put_str(piece);
+        }
+        array_header("tokenizer.ggml.scores", T_F32, (uint64_t)vocab);
+        for (int i = 0; i < vocab; i++) {
+            float score = i < 259 ? 0.0f : -(float)i;
+            put(&score, 4);
+        }
+        array_header("tokenizer.ggml.token_type", T_I32, (uint64_t)vocab);
+        for (int i = 0; i < vocab; i++) put_u32(i == 0 ? 2u : i < 3 ? 3u : i < 259 ? 6u : 1u);
+        kv_u32("tokenizer.ggml.bos_token_id", 1);
+        kv_u32("tokenizer.ggml.eos_token_id", 2);
+        if (chat) kv_str("tokenizer.chat_template", chat->template_source);
+        return;
+    }
+    kv_str("tokenizer.ggml.model", "gpt2");
+    kv_str("tokenizer.ggml.pre", chat->pre);
+    array_header("tokenizer.ggml.tokens", T_STRING, (uint64_t)vocab);
+    for (int i = 0; i < vocab; i++) {
+        char piece[32];
+        if (i < 256) gpt2_symbol(i, piece);
+        else if (i < 256 + chat->n_specials) snprintf(piece, sizeof piece, "%s", chat->specials[i - 256]);
+        else snprintf(piece, sizeof piece, "tok%d", i);
+        put_str(piece);
+    }
+    array_header("tokenizer.ggml.token_type", T_I32, (uint64_t)vocab);
+    for (int i = 0; i < vocab; i++) put_u32(i >= 256 && i < 256 + chat->n_specials ? 3u : 1u);
+    array_header("tokenizer.ggml.merges", T_STRING, 0);
+    kv_u32("tokenizer.ggml.bos_token_id", 256);
+    kv_u32("tokenizer.ggml.eos_token_id", 257);
+    kv_bool("tokenizer.ggml.add_bos_token", chat->add_bos);
+    kv_str("tokenizer.chat_template", chat->template_source);
 }
 
 /* ---- the tensors ---------------------------------------------------------------------------- */
@@ -148,7 +257,10 @@ static void usage(FILE *f)
           "         4096 wide, 14336 hidden, 32/8 heads of 128, vocabulary 128256)\n"
           "options (override the preset):\n"
           "  --arch llama|qwen2  --layers L  --embd E  --ff F  --heads Hq/Hkv  --head-dim D\n"
-          "  --vocab V  --ctx C  --type f32|f16|q8_0|q4_0 (matrices)  --seed S\n",
+          "  --vocab V  --ctx C  --type f32|f16|q8_0|q4_0 (matrices)  --seed S\n"
+          "  --chat llama3|chatml|llama2  a chat model's vocabulary and template: GPT-2 byte-level BPE\n"
+          "                     without merges (one token per byte of text) and Llama 3's or ChatML's\n"
+          "                     special tokens, or SentencePiece and Llama 2's [INST] template\n",
           f);
 }
 
@@ -182,6 +294,7 @@ int main(int argc, char **argv)
     shape s;
     preset("tiny", &s);
     const char *path = NULL;
+    const chat_vocab *chat = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -209,6 +322,14 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--vocab")) s.vocab = atoi(v);
         else if (!strcmp(a, "--ctx")) s.ctx = atoi(v);
         else if (!strcmp(a, "--seed")) s.seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--chat")) {
+            for (size_t c = 0; c < sizeof chat_vocabs / sizeof chat_vocabs[0]; c++)
+                if (!strcmp(v, chat_vocabs[c].name)) chat = &chat_vocabs[c];
+            if (!chat) {
+                fprintf(stderr, "sift-gen-model: unknown chat format '%s' (llama3, chatml, llama2)\n", v);
+                return 2;
+            }
+        }
         else if (!strcmp(a, "--type")) {
             s.type = !strcmp(v, "f16") ? SIFT_F16 : !strcmp(v, "q8_0") ? SIFT_Q8_0 : !strcmp(v, "q4_0") ? SIFT_Q4_0 : SIFT_F32;
             if (s.type == SIFT_F32 && strcmp(v, "f32")) {
@@ -283,7 +404,7 @@ int main(int argc, char **argv)
         perror(path);
         return 1;
     }
-    const int n_kv = 18;
+    const int n_kv = 12 + tokenizer_kv_count(chat);
     put("GGUF", 4);
     put_u32(3);
     put_u64((uint64_t)nt);
@@ -303,34 +424,7 @@ int main(int argc, char **argv)
     kv_f32(AK("rope.freq_base"), s.rope_base);
     kv_f32(AK("attention.layer_norm_rms_epsilon"), 1e-5f);
 #undef AK
-    kv_str("tokenizer.ggml.model", "llama");
-    /* vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then filler pieces */
-    put_str("tokenizer.ggml.tokens");
-    put_u32(T_ARRAY);
-    put_u32(T_STRING);
-    put_u64((uint64_t)s.vocab);
-    for (int i = 0; i < s.vocab; i++) {
-        char piece[32];
-        if (i < 3) snprintf(piece, sizeof piece, "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
-        else if (i < 259) snprintf(piece, sizeof piece, "<0x%02X>", i - 3);
-        else snprintf(piece, sizeof piece, "\xe2\x96\x81tok%d", i);
-        put_str(piece);
-    }
-    put_str("tokenizer.ggml.scores");
-    put_u32(T_ARRAY);
-    put_u32(T_F32);
-    put_u64((uint64_t)s.vocab);
-    for (int i = 0; i < s.vocab; i++) {
-        float score = i < 259 ? 0.0f : -(float)i;
-        put(&score, 4);
-    }
-    put_str("tokenizer.ggml.token_type");
-    put_u32(T_ARRAY);
-    put_u32(T_I32);
-    put_u64((uint64_t)s.vocab);
-    for (int i = 0; i < s.vocab; i++) put_u32(i == 0 ? 2u : i < 3 ? 3u : i < 259 ? 6u : 1u);
-    kv_u32("tokenizer.ggml.bos_token_id", 1);
-    kv_u32("tokenizer.ggml.eos_token_id", 2);
+    write_tokenizer(s.vocab, chat);
 
     for (int i = 0; i < nt; i++) {
         put_str(ts[i].name);
