@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The sift command line: exit codes and messages of run, logits, eval, demo, bench-attn and
 # bench-decode on the CPU; their JSON is read back.
-# usage: cli_test.sh SIFT_BINARY SHARED_DIR RETRIEVAL_MODEL PROJECT_VERSION
+# usage: cli_test.sh SIFT_BINARY SHARED_DIR RETRIEVAL_MODEL PROJECT_VERSION [CHAT_LLAMA3 CHAT_CHATML CHAT_LLAMA2]
+# (the chat models: sift-gen-model --chat llama3|chatml|llama2; the chat checks need them)
 # The checks that need ../shared's stories260K are skipped (exit 77 after the others) where it is absent.
 set -u
 SIFT=$1 SHARED=$2 RMODEL=$3 VERSION=$4
+CHAT_LLAMA3=${5:-} CHAT_CHATML=${6:-} CHAT_LLAMA2=${7:-}
 M=$SHARED/models/stories260K.gguf
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -178,6 +180,72 @@ expect_rc 2 "demo --samples 0"
 expect_in err "--samples needs a valid value" "demo --samples 0: message"
 sift demo --bogus
 expect_rc 2 "demo: unknown option"
+
+# ---- sift chat on generated chat models ----------------------------------------------------------
+# Their GPT-2 vocabularies have no merges: a byte of text is a token, a special token one, so each
+# turn's new tokens are counted here by hand.
+if [ -n "$CHAT_LLAMA3" ]; then
+    sift chat --help
+    expect_rc 0 "chat --help"
+    expect_in out "--chat-template T" "chat --help"
+    # turn 1: BOS + system (1+6+1+2+9+1) + user (1+4+1+2+2+1) + the reply's header (1+9+1+2) = 45;
+    # turn 2: <|eot_id|> closing the reply + user (1+4+1+2+12+1) + header (13) = 35, the reply's
+    # tokens already cached; the empty line is skipped
+    printf 'hi\n\nhow are you?\n' >"$T/chat.txt"
+    sift chat -m "$CHAT_LLAMA3" --backend cpu -n 5 --system "Be terse." --temp 0 <"$T/chat.txt"
+    expect_rc 0 "chat llama3"
+    expect_in err "template llama3 (from the model)" "chat llama3: the template recognised"
+    expect_in err "turn 1: 45 new tokens evaluated, 5 generated (-n); 50 of 4096 in the context" "chat llama3: turn 1"
+    expect_in err "turn 2: 35 new tokens evaluated, 5 generated (-n); 90 of 4096 in the context" "chat llama3: turn 2"
+    expect_not_in err "turn 3" "chat llama3: two lines, two turns"
+    expect_eq "$(wc -l <"$T/out")" 2 "chat llama3: a line per reply"
+    first=$(cat "$T/out")
+    # the same through sift run -cnv (-p is the system prompt there)
+    sift run -cnv -m "$CHAT_LLAMA3" --backend cpu -n 5 -p "Be terse." --temp 0 <"$T/chat.txt"
+    expect_rc 0 "run -cnv"
+    expect_eq "$(cat "$T/out")" "$first" "run -cnv: the replies of sift chat"
+    # the context fills during turn 2's prompt: the chat stops cleanly
+    sift chat -m "$CHAT_LLAMA3" --backend cpu -n 5 --system "Be terse." -c 60 <"$T/chat.txt"
+    expect_rc 0 "chat, context full"
+    expect_in err "turn 1: 45 new tokens evaluated, 5 generated (-n)" "chat, context full: turn 1"
+    expect_in err "context full: turn 2's 35 tokens do not fit after 50 of 60" "chat, context full: turn 2"
+    # and during a reply without -n
+    sift chat -m "$CHAT_LLAMA3" --backend cpu --system "Be terse." -c 48 <"$T/chat.txt"
+    expect_rc 0 "chat, context full in a reply"
+    expect_in err "turn 1: 45 new tokens evaluated, 4 generated (context full); 48 of 48" "chat, context full in a reply"
+    expect_not_in err "turn 2" "chat, context full in a reply: no second turn"
+    # ChatML: no BOS; turn 1: (1+7+1+1) + (1+10) = 21; turn 2: <|im_end|> \n + (1+8+1+1) + 11 = 24
+    printf 'hi\nbye\n' | { sift chat -m "$CHAT_CHATML" --backend cpu -n 3; }
+    expect_rc 0 "chat chatml"
+    expect_in err "template chatml (from the model)" "chat chatml"
+    expect_in err "turn 1: 21 new tokens evaluated, 3 generated (-n)" "chat chatml: turn 1"
+    expect_in err "turn 2: 24 new tokens evaluated, 3 generated (-n)" "chat chatml: turn 2"
+    # the llama3 model under ChatML's template, by name: its vocabulary lacks ChatML's tokens, so
+    # they are text: BOS + 12 + 7 + 10 + 1 + 12 + 10 = 53
+    printf 'hi\nbye\n' | { sift chat -m "$CHAT_LLAMA3" --chat-template chatml --backend cpu -n 3; }
+    expect_rc 0 "chat --chat-template chatml"
+    expect_in err "template chatml (--chat-template)" "chat --chat-template"
+    expect_in err "turn 1: 53 new tokens evaluated" "chat --chat-template chatml: its markers as text"
+    # SentencePiece and the [INST] template
+    printf 'hi\nbye\n' | { sift chat -m "$CHAT_LLAMA2" --backend cpu -n 2 --system S; }
+    expect_rc 0 "chat llama2"
+    expect_in err "template llama2-sys (from the model)" "chat llama2"
+    expect_in err "turn 2: " "chat llama2: two turns"
+    # refusals: no template, an unknown one, no model
+    sift chat -m "$CHAT_LLAMA3" --chat-template gemma --backend cpu </dev/null
+    expect_rc 2 "chat --chat-template gemma"
+    expect_in err "--chat-template 'gemma' is no format sift knows" "chat --chat-template gemma"
+    if [ -f "$M" ]; then
+        sift chat -m "$M" --backend cpu </dev/null
+        expect_rc 1 "chat without a template"
+        expect_in err "has no chat template (tokenizer.chat_template); name its format with --chat-template" "chat without a template"
+    fi
+    sift chat </dev/null
+    expect_rc 2 "chat without a model"
+    no_empty_message "chat"
+else
+    echo "SKIP: no chat models given: sift chat checks not run"
+fi
 
 # ---- stories260K ---------------------------------------------------------------------------------
 if [ ! -f "$M" ]; then

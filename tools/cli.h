@@ -51,5 +51,7 @@ int cli_load_predictor(const char *who, sift_model *m, const cli_butler *b, sift
 int cli_eval(int argc, char **argv);
 /* `sift demo` (tools/eval.c). */
 int cli_demo(int argc, char **argv);
+/* `sift chat`, and `sift run -cnv` (tools/chat.c). */
+int cli_chat(int argc, char **argv);
 
 #endif

@@ -25,6 +25,8 @@ static void usage(FILE *f)
           "               accuracy, KV bytes read per step and speed of dense, tokenselect, quest and\n"
           "               streaming attention (run it from the repository root)\n"
           "  run          generate text from a GGUF model (llama, qwen2, mistral)\n"
+          "  chat         chat with a model in its chat template, one message per line of stdin\n"
+          "               (sift run -cnv is the same)\n"
           "  logits       write a model's per-step logits as JSON lines (for tests)\n"
           "  tokenize     print the token ids of a text file, one line of decimal ids (the predictor\n"
           "               trainer reads text through it)\n"
@@ -513,13 +515,17 @@ static void usage_run(FILE *f, const char *cmd)
             "  --temp T           temperature; 0 is greedy (default 0.8 for run, 0 for logits)\n"
             "  --top-k K          sample from the K most likely tokens (default 40; 0: off)\n"
             "  --top-p P          sample from the smallest set of probability P (default 0.95; 1: off)\n"
-            "  -s, --seed S       sampling seed (default 1; -1: a random seed, printed to stderr)\n",
+            "  -s, --seed S       sampling seed (default 1; -1: a random seed, printed to stderr)\n"
+            "%s",
             cmd,
             strcmp(cmd, "run") == 0
                 ? "Streams the generated text to stdout; prints the KV cache size, prefill progress and the\n"
                   "prefill and decode speeds (tokens/s) to stderr. Generation stops at EOS or after N tokens.\n"
                 : "Runs the prompt (BOS first) token by token, then N greedy steps, and prints one JSON line per\n"
-                  "forward pass: {\"pos\", \"token\", \"argmax\", \"logits\": [...]}.\n");
+                  "forward pass: {\"pos\", \"token\", \"argmax\", \"logits\": [...]}.\n",
+            strcmp(cmd, "run") == 0 ? "  -cnv, --conversation  chat instead: sift chat with these arguments (-p is the system\n"
+                                      "                     prompt; see sift chat --help)\n"
+                                    : "");
 }
 
 static double wall_s(void)
@@ -1311,6 +1317,9 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "bench-attn")) return bench_attn(argc - 2, argv + 2);
+    if (!strcmp(cmd, "chat")) return cli_chat(argc - 2, argv + 2);
+    for (int i = 2; !strcmp(cmd, "run") && i < argc; i++) /* llama.cpp's conversation mode */
+        if (!strcmp(argv[i], "-cnv") || !strcmp(argv[i], "--conversation")) return cli_chat(argc - 2, argv + 2);
     if (!strcmp(cmd, "run")) return run_model(argc - 2, argv + 2, false);
     if (!strcmp(cmd, "bench-decode")) return bench_decode(argc - 2, argv + 2);
     if (!strcmp(cmd, "logits")) return run_model(argc - 2, argv + 2, true);
