@@ -654,6 +654,16 @@ static void test_chat_format(void)
     CHECK(sift_chat_format("gemma", chat, 4, 1, buf, sizeof buf, &len) == SIFT_E_INVALID && len == 0 &&
               strstr(sift_last_error(), "'gemma' is no chat template sift knows"),
           "unknown template: %s", sift_last_error());
+    CHECK(sift_chat_format(NULL, chat, 4, 1, buf, sizeof buf, &len) == SIFT_E_INVALID &&
+              sift_chat_format("chatml", NULL, 1, 1, buf, sizeof buf, &len) == SIFT_E_INVALID &&
+              sift_chat_format("chatml", chat, 4, 1, NULL, 8, &len) == SIFT_E_INVALID &&
+              sift_chat_format("chatml", chat, 4, 1, buf, sizeof buf, NULL) == SIFT_E_INVALID,
+          "chat format: null arguments");
+    size_t n_ids = 0;
+    int32_t ids[4];
+    CHECK(sift_model_tokenize_special(NULL, "x", 1, 0, 1, ids, 4, &n_ids) == SIFT_E_INVALID &&
+              !sift_model_token_is_eog(NULL, 0) && sift_model_chat_template(NULL) == NULL,
+          "model calls without a model");
     const sift_chat_message no_role[] = {{NULL, "x"}};
     CHECK(sift_chat_format("chatml", no_role, 1, 1, buf, sizeof buf, &len) == SIFT_E_INVALID &&
               strstr(sift_last_error(), "message 0 has no role"),
