@@ -30,6 +30,9 @@
 #include "common.cuh"
 #include "weights.cuh"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace sift_cuda {
 
 enum { MM_NONE = 0, MM_VEC, MM_TILED }; // sift_cuda_plan.path
@@ -50,8 +53,9 @@ struct MatmulArgs {
 // ---- matrix-vector ------------------------------------------------------------------------------
 
 constexpr int MV_WARPS = 16, MV_THREADS = 32 * MV_WARPS; // one block of (at most) 16 warps per multiprocessor
-constexpr int MV_STAGES = 3;
-constexpr int MV_STAGE_BUDGET = 2560; // bytes of weights per warp and stage, at most
+constexpr int MV_STAGES = 3;          // default pipeline depth
+constexpr int XDIGIT_BYTES = 96;      // q8_0: one block of x as three int8 digits of 32 values
+constexpr int MV_STAGE_BUDGET = 2560; // default bytes of weights per warp and stage, at most
 
 __host__ __device__ constexpr int fmt_group(int w) // values per group
 {
@@ -94,10 +98,12 @@ __host__ __device__ inline MvLayout mv_layout(int wtype, int R, int u)
 }
 
 // A warp's slice of K, of nw warps: groups [ng * w / nw, ng * (w + 1) / nw); its x values are
-// resident in shared memory, padded by 4 floats every 32: the floats one slice takes at most.
+// resident in shared memory: the floats one slice takes at most. f32/f16/bf16/q4_0: x itself,
+// padded by 4 floats every 32; q8_0: x's digits (XDIGIT_BYTES per block) and the blocks' scales.
 __host__ __device__ inline int mv_xslice_floats(int wtype, int64_t k, int nw)
 {
-    const int64_t ng = k / fmt_group(wtype), xe = (ng + nw - 1) / nw * fmt_group(wtype);
+    const int64_t ng = k / fmt_group(wtype), gw = (ng + nw - 1) / nw, xe = gw * fmt_group(wtype);
+    if (wtype == SIFT_Q8_0) return (int)((gw * (XDIGIT_BYTES + 4) / 4 + 3) & ~3); // 16-byte aligned slices
     return (int)(xe + 4 * ((xe + 31) / 32));
 }
 
@@ -156,22 +162,45 @@ template <int NW> __device__ __forceinline__ unsigned load_words(const unsigned 
     return (unsigned)(a & 3) * 8;
 }
 
-template <> __device__ __forceinline__ float mv_dot<SIFT_Q8_0>(const unsigned char *w, const float *x, float acc)
+// q8_0 against x as digits: x ~ s (d0 + d1 / 2^7 + d2 / 2^14) per block of 32 values, with s a
+// power of two and the digits integers in [-64, 64], exact to 2^-21 of the block's largest |x|
+// (f32 itself keeps 2^-24 of each value). The integer sums of q * digit (dp4a, 4 products an
+// instruction, exact) replace the byte-to-float conversions and FMAs, a third of the instructions.
+__device__ __forceinline__ void x_digits(float v, int lane, unsigned char *xd, float *xscale)
+{
+    // m = max |x| of the 32 lanes' values = f 2^(e - 126), f in [0.5, 1) (e: m's exponent field);
+    // s = 2^(e - 132), so |x| / s < 64. m = 0: all digits 0. inf or NaN: s = NaN, the block's sum too.
+    const unsigned m = __reduce_max_sync(FULL, __float_as_uint(v) & 0x7fffffffu);
+    const int e = (int)(m >> 23);
+    const float v0 = ldexpf(v, 132 - e), d0 = rintf(v0);
+    const float r1 = (v0 - d0) * 128.0f, d1 = rintf(r1); // exact: the remainders lose no bits
+    const float d2 = rintf((r1 - d1) * 128.0f);
+    xd[lane] = (unsigned char)(signed char)(int)d0;
+    xd[32 + lane] = (unsigned char)(signed char)(int)d1;
+    xd[64 + lane] = (unsigned char)(signed char)(int)d2;
+    if (lane == 0) *xscale = e == 255 ? __uint_as_float(0x7fc00000u) : ldexpf(1.0f, e - 132);
+}
+
+__device__ __forceinline__ float mv_dot_q8_digits(const unsigned char *w, const unsigned char *xd, float xscale, float acc)
 {
     unsigned v[9];
     const unsigned sh = load_words<9>(w, v);
     const float d = half_bits_to_float(__funnelshift_rc(v[0], v[1], sh) & 0xffffu);
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}; // four independent chains (FMA latency)
+    const uint4 *xq = reinterpret_cast<const uint4 *>(xd);
+    const uint4 p[6] = {xq[0], xq[1], xq[2], xq[3], xq[4], xq[5]};
+    const unsigned x0[8] = {p[0].x, p[0].y, p[0].z, p[0].w, p[1].x, p[1].y, p[1].z, p[1].w};
+    const unsigned x1[8] = {p[2].x, p[2].y, p[2].z, p[2].w, p[3].x, p[3].y, p[3].z, p[3].w};
+    const unsigned x2[8] = {p[4].x, p[4].y, p[4].z, p[4].w, p[5].x, p[5].y, p[5].z, p[5].w};
+    int a0 = 0, a1 = 0, a2 = 0; // |a0| <= 32 * 128 * 64 = 2^18: exact as floats
 #pragma unroll
     for (int m = 0; m < 8; m++) {
-        const unsigned q = __funnelshift_rc(v[m], v[m + 1], sh + 16) ^ 0x80808080u; // bytes + 128
-        const float4 xv = *reinterpret_cast<const float4 *>(x + 4 * m);
-        s[0] = fmaf(byte_as_float(q, 0, 128.0f), xv.x, s[0]);
-        s[1] = fmaf(byte_as_float(q, 1, 128.0f), xv.y, s[1]);
-        s[2] = fmaf(byte_as_float(q, 2, 128.0f), xv.z, s[2]);
-        s[3] = fmaf(byte_as_float(q, 3, 128.0f), xv.w, s[3]);
+        const int q = (int)__funnelshift_rc(v[m], v[m + 1], sh + 16); // bytes 4m .. 4m+3 of the block
+        a0 = __dp4a(q, (int)x0[m], a0);
+        a1 = __dp4a(q, (int)x1[m], a1);
+        a2 = __dp4a(q, (int)x2[m], a2);
     }
-    return fmaf(d, (s[0] + s[1]) + (s[2] + s[3]), acc);
+    const float f = fmaf((float)a2, 0x1p-14f, fmaf((float)a1, 0x1p-7f, (float)a0));
+    return fmaf(d * xscale, f, acc);
 }
 
 template <> __device__ __forceinline__ float mv_dot<SIFT_Q4_0>(const unsigned char *w, const float *x, float acc)
@@ -198,7 +227,7 @@ template <> __device__ __forceinline__ float mv_dot<SIFT_Q4_0>(const unsigned ch
     return fmaf(d, (s[0] + s[1]) + (s[2] + s[3]), acc);
 }
 
-template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(const MatmulArgs a)
+template <int W, int MV_STAGES> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(const MatmulArgs a)
 {
     constexpr int G = fmt_group(W), GB = fmt_group_bytes(W);
     SIFT_DYNAMIC_SMEM(smem);
@@ -220,8 +249,9 @@ template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(cons
     const unsigned char *wb = static_cast<const unsigned char *>(a.w);
     const uintptr_t wend = reinterpret_cast<uintptr_t>(wb) + (size_t)a.n * a.row_bytes;
 
-    // x's slice, once (the first cp.async group)
-    const int nx = (int)(gw1 - gw0) * G / 4;
+    // x's slice, once (the first cp.async group; q8_0 digitizes it below instead)
+    constexpr bool XD = W == SIFT_Q8_0;
+    const int nx = XD ? 0 : (int)(gw1 - gw0) * G / 4;
     for (int j = lane; j < nx; j += 32) cp_async16_l1(xs + 4 * j + 4 * (j >> 3), a.x + gw0 * G + 4 * j);
     cp_async_commit();
 
@@ -253,6 +283,15 @@ template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(cons
         if (s < items) issue(s);
         cp_async_commit();
     }
+    // q8_0: x's slice as digits, while the first stages' weights are in flight
+    unsigned char *xd = reinterpret_cast<unsigned char *>(xs);
+    float *xscale = reinterpret_cast<float *>(xd + (size_t)XDIGIT_BYTES * ((ng + nw - 1) / nw));
+    if constexpr (XD) {
+#pragma unroll 4
+        for (int b = 0; b < (int)(gw1 - gw0); b++)
+            x_digits(a.x[(gw0 + b) * 32 + lane], lane, xd + (size_t)XDIGIT_BYTES * b, xscale + b);
+        __syncwarp();
+    }
     int64_t i = 0;
     for (int64_t k = 0; k < my_groups; k++) {
         const int64_t n0 = (blockIdx.x + k * gridDim.x) * R;
@@ -274,7 +313,10 @@ template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(cons
                 const unsigned char *wrow = buf + r * L.rs + mis;
                 for (int u = 0; u < U; u++) {
                     const int gi = u * gstep + gl;
-                    if (gi < gn) acc = mv_dot<W>(wrow + gi * GB, xs + mv_xpos((st * L.sg + gi) * G), acc);
+                    if (gi >= gn) continue;
+                    const int xb = st * L.sg + gi; // the group's index in this warp's slice
+                    if constexpr (XD) acc = mv_dot_q8_digits(wrow + gi * GB, xd + XDIGIT_BYTES * xb, xscale[xb], acc);
+                    else acc = mv_dot<W>(wrow + gi * GB, xs + mv_xpos(xb * G), acc);
                 }
             }
         }
@@ -375,22 +417,26 @@ __global__ void __launch_bounds__(NT) gemm_kernel(const MatmulArgs a, const int 
 
 using MvKernel = void (*)(MatmulArgs);
 
-static MvKernel mv_kernel_for(int wtype)
+template <int S> static MvKernel mv_kernel_of(int wtype)
 {
     switch (wtype) {
-    case SIFT_F32: return &mv_kernel<SIFT_F32>;
-    case SIFT_F16: return &mv_kernel<SIFT_F16>;
-    case SIFT_BF16: return &mv_kernel<SIFT_BF16>;
-    case SIFT_Q8_0: return &mv_kernel<SIFT_Q8_0>;
-    default: return &mv_kernel<SIFT_Q4_0>;
+    case SIFT_F32: return &mv_kernel<SIFT_F32, S>;
+    case SIFT_F16: return &mv_kernel<SIFT_F16, S>;
+    case SIFT_BF16: return &mv_kernel<SIFT_BF16, S>;
+    case SIFT_Q8_0: return &mv_kernel<SIFT_Q8_0, S>;
+    default: return &mv_kernel<SIFT_Q4_0, S>;
     }
+}
+static MvKernel mv_kernel_for(int wtype, int stages)
+{
+    return stages == 6 ? mv_kernel_of<6>(wtype) : stages == 4 ? mv_kernel_of<4>(wtype) : mv_kernel_of<3>(wtype);
 }
 
 // Dynamic shared memory of a plan of nw warps: their x slices, then their rings.
-static size_t mv_smem(int wtype, int64_t k, int R, int u, int nw)
+static size_t mv_smem(int wtype, int64_t k, int R, int u, int nw, int stages)
 {
     return (size_t)nw * ((size_t)mv_xslice_floats(wtype, k, nw) * sizeof(float) +
-                         (size_t)MV_STAGES * (size_t)mv_layout(wtype, R, u).stage_bytes);
+                         (size_t)stages * (size_t)mv_layout(wtype, R, u).stage_bytes);
 }
 
 // The fewest rows per row group: q4_0 keeps 8 (its x values outweigh its weights: they must be
@@ -402,7 +448,8 @@ static int mv_rmin(int wtype) { return wtype == SIFT_Q4_0 ? 8 : wtype == SIFT_Q8
 static int mv_groups_per_lane(const sift_cuda_device *dev, int wtype, int64_t k, int R, int nw)
 {
     for (int u = 8; u >= 1; u--)
-        if ((u == 1 || 32 * u * fmt_group_bytes(wtype) <= MV_STAGE_BUDGET) && mv_smem(wtype, k, R, u, nw) + 2048 <= dev->smem_optin)
+        if ((u == 1 || 32 * u * fmt_group_bytes(wtype) <= dev->mv_stage_budget) &&
+            mv_smem(wtype, k, R, u, nw, dev->mv_stages) + 2048 <= dev->smem_optin)
             return u;
     return 0;
 }
@@ -431,11 +478,18 @@ static MatmulArgs matmul_args(const sift_node *n, const sift_cuda_plan *plan)
     return a;
 }
 
-cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
+cudaError_t sift_cuda::matmul_init(sift_cuda_device *dev)
 {
+    // SIFT_CUDA_MV_TUNE=stages,budget (stages 3, 4 or 6; budget: bytes per warp and stage), to tune
+    dev->mv_stages = MV_STAGES;
+    dev->mv_stage_budget = MV_STAGE_BUDGET;
+    const char *tune = getenv("SIFT_CUDA_MV_TUNE");
+    int ts = 0, tb = 0;
+    if (tune && sscanf(tune, "%d,%d", &ts, &tb) == 2 && (ts == 3 || ts == 4 || ts == 6) && tb >= 512 && tb <= 16384)
+        dev->mv_stages = ts, dev->mv_stage_budget = tb;
     // the plans size the shared memory per shape (x slices + rings), up to the device's limit
     for (const sift_dtype w : {SIFT_F32, SIFT_F16, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0}) {
-        const void *fn = reinterpret_cast<const void *>(mv_kernel_for(w));
+        const void *fn = reinterpret_cast<const void *>(mv_kernel_for(w, dev->mv_stages));
         cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(dev->smem_optin - 1024));
         if (e == cudaSuccess)
             e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
@@ -471,7 +525,7 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
         plan->path = MM_TILED;
         return cudaSuccess;
     }
-    const size_t smem = mv_smem(w, a.k, R, u, nw);
+    const size_t smem = mv_smem(w, a.k, R, u, nw, dev->mv_stages);
     plan->path = MM_VEC;
     plan->warps = nw;
     plan->rows_per_block = R;
@@ -490,7 +544,7 @@ extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, cons
         // one block per multiprocessor (fewer for fewer row groups); the warps stream row groups
         const int64_t groups = (a.n + a.rows_per_block - 1) / a.rows_per_block;
         const unsigned blocks = (unsigned)(groups < dev->sm_count ? groups : dev->sm_count);
-        return launch(mv_kernel_for(a.wtype), dim3(blocks), dim3(32 * plan->warps), plan->smem, st, a);
+        return launch(mv_kernel_for(a.wtype, dev->mv_stages), dim3(blocks), dim3(32 * plan->warps), plan->smem, st, a);
     }
     case MM_TILED: {
         const bool wvec = reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.row_bytes % 16 == 0;
