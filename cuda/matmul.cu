@@ -1,6 +1,7 @@
 // matmul: out[t][j] = dot(x[t], w[j]) (+ bias[j]), x f32 [T][K], w [N][K] in f32, f16, bf16, q8_0 or
-// q4_0 (weights.cuh), f32 activations and f32 accumulation throughout (no int8 activations, no
-// tensor cores: every backend must agree with the CPU reference to NMSE 1e-6 per layer).
+// q4_0 (weights.cuh), f32 activations and f32 accumulation (the q8_0/q4_0 decode takes x as three
+// int8 digits, exact to 2^-21 of each block's largest value; no tensor cores): every backend must
+// agree with the CPU reference to NMSE 1e-6 per layer.
 //
 // Two kernels:
 //
@@ -15,9 +16,10 @@
 // aligned chunks, whatever the block layout's alignment); x is padded by 4 floats every 32 so that
 // the lanes' 16-byte reads of different groups fall in different banks.
 // Groups: f32 4 values (16 bytes), f16 and bf16 8 values (16 bytes), q8_0 and q4_0 one block of 32
-// (34 and 18 bytes at even addresses: read as 32-bit words and realigned with funnel shifts; the
-// int8 and nibble values become floats through the 2^23 bit trick, exactly). Each lane keeps one
-// f32 sum (q blocks: sum of q * x, times the scale); at the end of a row group the sums are reduced
+// (34 and 18 bytes at even addresses: read as 32-bit words and realigned with funnel shifts). For
+// the q blocks each warp first writes its slice of x as three int8 digits per value (XDigits), so
+// that a block's products are exact integer sums (dp4a), scaled once per block. Each lane keeps one
+// f32 sum; at the end of a row group the sums are reduced
 // over the lanes of a row by shuffles and over the warps in shared memory, in a fixed order. Lane l decodes group (l / R) + i * 32 / R
 // of row l % R: the R lanes of a group read its x values at the same addresses (one broadcast), so
 // x is read from shared memory once per R rows.
@@ -54,7 +56,7 @@ struct MatmulArgs {
 
 constexpr int MV_WARPS = 16, MV_THREADS = 32 * MV_WARPS; // one block of (at most) 16 warps per multiprocessor
 constexpr int MV_STAGES = 3;          // default pipeline depth
-constexpr int XDIGIT_BYTES = 96;      // q8_0: one block of x as three int8 digits of 32 values
+constexpr int XDIGIT_BYTES = 112;     // q8_0/q4_0: one block of x as digits (XDigits)
 constexpr int MV_STAGE_BUDGET = 2560; // default bytes of weights per warp and stage, at most
 
 __host__ __device__ constexpr int fmt_group(int w) // values per group
@@ -98,12 +100,12 @@ __host__ __device__ inline MvLayout mv_layout(int wtype, int R, int u)
 }
 
 // A warp's slice of K, of nw warps: groups [ng * w / nw, ng * (w + 1) / nw); its x values are
-// resident in shared memory: the floats one slice takes at most. f32/f16/bf16/q4_0: x itself,
-// padded by 4 floats every 32; q8_0: x's digits (XDIGIT_BYTES per block) and the blocks' scales.
+// resident in shared memory: the floats one slice takes at most. f32/f16/bf16: x itself, padded by
+// 4 floats every 32; q8_0/q4_0: x's digits, XDIGIT_BYTES per block.
 __host__ __device__ inline int mv_xslice_floats(int wtype, int64_t k, int nw)
 {
     const int64_t ng = k / fmt_group(wtype), gw = (ng + nw - 1) / nw, xe = gw * fmt_group(wtype);
-    if (wtype == SIFT_Q8_0) return (int)((gw * (XDIGIT_BYTES + 4) / 4 + 3) & ~3); // 16-byte aligned slices
+    if (wtype == SIFT_Q8_0 || wtype == SIFT_Q4_0) return (int)(gw * XDIGIT_BYTES / 4);
     return (int)(xe + 4 * ((xe + 31) / 32));
 }
 
@@ -162,69 +164,92 @@ template <int NW> __device__ __forceinline__ unsigned load_words(const unsigned 
     return (unsigned)(a & 3) * 8;
 }
 
-// q8_0 against x as digits: x ~ s (d0 + d1 / 2^7 + d2 / 2^14) per block of 32 values, with s a
-// power of two and the digits integers in [-64, 64], exact to 2^-21 of the block's largest |x|
-// (f32 itself keeps 2^-24 of each value). The integer sums of q * digit (dp4a, 4 products an
-// instruction, exact) replace the byte-to-float conversions and FMAs, a third of the instructions.
-__device__ __forceinline__ void x_digits(float v, int lane, unsigned char *xd, float *xscale)
+// q8_0 and q4_0 against x as digits: x = s (d0 + d1 / 2^7 + d2 / 2^14) per block of 32 values, to
+// 2^-21 of the block's largest |x| (f32 itself keeps 2^-24 of each value), with s a power of two and
+// the digits integers in [-64, 64]. The integer sums of q * digit (dp4a: 4 products an instruction,
+// exact) replace the byte-to-float conversions and FMAs: a third of the dot product's instructions.
+struct XDigits {
+    signed char d[3][32]; // the digits of the block's 32 values
+    float scale;          // s (NaN where the block holds an inf or a NaN, so that its sums are NaN too)
+    int sum[3];           // the sums of each digit over the block (q4_0's offset of 8)
+};
+static_assert(sizeof(XDigits) == XDIGIT_BYTES, "XDigits: 7 16-byte words");
+
+// Whole warp: lane `lane`'s value v of one block into its digits.
+__device__ __forceinline__ void x_digits(float v, int lane, XDigits *xd)
 {
-    // m = max |x| of the 32 lanes' values = f 2^(e - 126), f in [0.5, 1) (e: m's exponent field);
-    // s = 2^(e - 132), so |x| / s < 64. m = 0: all digits 0. inf or NaN: s = NaN, the block's sum too.
+    // m = max |x| = f 2^(e - 126) with f in [0.5, 1) (e: m's exponent field); s = 2^(e - 132), so
+    // |x| / s < 64; the remainders lose no bits. m = 0: every digit is 0.
     const unsigned m = __reduce_max_sync(FULL, __float_as_uint(v) & 0x7fffffffu);
     const int e = (int)(m >> 23);
     const float v0 = ldexpf(v, 132 - e), d0 = rintf(v0);
-    const float r1 = (v0 - d0) * 128.0f, d1 = rintf(r1); // exact: the remainders lose no bits
+    const float r1 = (v0 - d0) * 128.0f, d1 = rintf(r1);
     const float d2 = rintf((r1 - d1) * 128.0f);
-    xd[lane] = (unsigned char)(signed char)(int)d0;
-    xd[32 + lane] = (unsigned char)(signed char)(int)d1;
-    xd[64 + lane] = (unsigned char)(signed char)(int)d2;
-    if (lane == 0) *xscale = e == 255 ? __uint_as_float(0x7fc00000u) : ldexpf(1.0f, e - 132);
+    const int di[3] = {(int)d0, (int)d1, (int)d2};
+    for (int j = 0; j < 3; j++) {
+        xd->d[j][lane] = (signed char)di[j];
+        const int sum = __reduce_add_sync(FULL, di[j]);
+        if (lane == 0) xd->sum[j] = sum;
+    }
+    if (lane == 0) xd->scale = e == 255 ? __uint_as_float(0x7fc00000u) : ldexpf(1.0f, e - 132);
 }
 
-__device__ __forceinline__ float mv_dot_q8_digits(const unsigned char *w, const unsigned char *xd, float xscale, float acc)
+// The digits of one block as 8 words (values 4m .. 4m+3 in word m) per digit.
+struct XWords {
+    unsigned w[3][8];
+};
+__device__ __forceinline__ XWords x_words(const XDigits *xd)
+{
+    const uint4 *p = reinterpret_cast<const uint4 *>(xd);
+    XWords x;
+#pragma unroll
+    for (int j = 0; j < 3; j++) {
+        const uint4 a = p[2 * j], b = p[2 * j + 1];
+        x.w[j][0] = a.x, x.w[j][1] = a.y, x.w[j][2] = a.z, x.w[j][3] = a.w;
+        x.w[j][4] = b.x, x.w[j][5] = b.y, x.w[j][6] = b.z, x.w[j][7] = b.w;
+    }
+    return x;
+}
+
+// acc + d * s * (a0 + a1 / 2^7 + a2 / 2^14): |a0| <= 32 * 128 * 64 = 2^18, exact as a float.
+__device__ __forceinline__ float digit_sum(float d, float s, int a0, int a1, int a2, float acc)
+{
+    const float f = fmaf((float)a2, 0x1p-14f, fmaf((float)a1, 0x1p-7f, (float)a0));
+    return fmaf(d * s, f, acc);
+}
+
+__device__ __forceinline__ float mv_dot_digits_q8_0(const unsigned char *w, const XDigits *xd, float acc)
 {
     unsigned v[9];
     const unsigned sh = load_words<9>(w, v);
     const float d = half_bits_to_float(__funnelshift_rc(v[0], v[1], sh) & 0xffffu);
-    const uint4 *xq = reinterpret_cast<const uint4 *>(xd);
-    const uint4 p[6] = {xq[0], xq[1], xq[2], xq[3], xq[4], xq[5]};
-    const unsigned x0[8] = {p[0].x, p[0].y, p[0].z, p[0].w, p[1].x, p[1].y, p[1].z, p[1].w};
-    const unsigned x1[8] = {p[2].x, p[2].y, p[2].z, p[2].w, p[3].x, p[3].y, p[3].z, p[3].w};
-    const unsigned x2[8] = {p[4].x, p[4].y, p[4].z, p[4].w, p[5].x, p[5].y, p[5].z, p[5].w};
-    int a0 = 0, a1 = 0, a2 = 0; // |a0| <= 32 * 128 * 64 = 2^18: exact as floats
+    const XWords x = x_words(xd);
+    int a[3] = {0, 0, 0};
 #pragma unroll
     for (int m = 0; m < 8; m++) {
         const int q = (int)__funnelshift_rc(v[m], v[m + 1], sh + 16); // bytes 4m .. 4m+3 of the block
-        a0 = __dp4a(q, (int)x0[m], a0);
-        a1 = __dp4a(q, (int)x1[m], a1);
-        a2 = __dp4a(q, (int)x2[m], a2);
+#pragma unroll
+        for (int j = 0; j < 3; j++) a[j] = __dp4a(q, (int)x.w[j][m], a[j]);
     }
-    const float f = fmaf((float)a2, 0x1p-14f, fmaf((float)a1, 0x1p-7f, (float)a0));
-    return fmaf(d * xscale, f, acc);
+    return digit_sum(d, xd->scale, a[0], a[1], a[2], acc);
 }
 
-template <> __device__ __forceinline__ float mv_dot<SIFT_Q4_0>(const unsigned char *w, const float *x, float acc)
+// q4_0: the nibbles n as bytes (0 .. 15), sum (n - 8) x = sum n x - 8 sum x.
+__device__ __forceinline__ float mv_dot_digits_q4_0(const unsigned char *w, const XDigits *xd, float acc)
 {
     unsigned v[5];
     const unsigned sh = load_words<5>(w, v);
     const float d = half_bits_to_float(__funnelshift_rc(v[0], v[1], sh) & 0xffffu);
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}; // four independent chains (FMA latency)
+    const XWords x = x_words(xd);
+    int a[3] = {0, 0, 0};
 #pragma unroll
     for (int m = 0; m < 4; m++) {
         const unsigned q = __funnelshift_rc(v[m], v[m + 1], sh + 16); // bytes 4m .. 4m+3
-        const unsigned lo = q & 0x0f0f0f0fu, hi = (q >> 4) & 0x0f0f0f0fu;
-        const float4 xl = *reinterpret_cast<const float4 *>(x + 4 * m);      // elements 4m ..
-        const float4 xh = *reinterpret_cast<const float4 *>(x + 16 + 4 * m); // elements 16 + 4m ..
-        s[0] = fmaf(byte_as_float(lo, 0, 8.0f), xl.x, s[0]);
-        s[1] = fmaf(byte_as_float(lo, 1, 8.0f), xl.y, s[1]);
-        s[2] = fmaf(byte_as_float(lo, 2, 8.0f), xl.z, s[2]);
-        s[3] = fmaf(byte_as_float(lo, 3, 8.0f), xl.w, s[3]);
-        s[0] = fmaf(byte_as_float(hi, 0, 8.0f), xh.x, s[0]);
-        s[1] = fmaf(byte_as_float(hi, 1, 8.0f), xh.y, s[1]);
-        s[2] = fmaf(byte_as_float(hi, 2, 8.0f), xh.z, s[2]);
-        s[3] = fmaf(byte_as_float(hi, 3, 8.0f), xh.w, s[3]);
+        const int lo = (int)(q & 0x0f0f0f0fu), hi = (int)((q >> 4) & 0x0f0f0f0fu); // values 4m .., 16 + 4m ..
+#pragma unroll
+        for (int j = 0; j < 3; j++) a[j] = __dp4a(hi, (int)x.w[j][4 + m], __dp4a(lo, (int)x.w[j][m], a[j]));
     }
-    return fmaf(d, (s[0] + s[1]) + (s[2] + s[3]), acc);
+    return digit_sum(d, xd->scale, a[0] - 8 * xd->sum[0], a[1] - 8 * xd->sum[1], a[2] - 8 * xd->sum[2], acc);
 }
 
 template <int W, int MV_STAGES> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(const MatmulArgs a)
@@ -250,7 +275,7 @@ template <int W, int MV_STAGES> __global__ void __launch_bounds__(MV_THREADS, 1)
     const uintptr_t wend = reinterpret_cast<uintptr_t>(wb) + (size_t)a.n * a.row_bytes;
 
     // x's slice, once (the first cp.async group; q8_0 digitizes it below instead)
-    constexpr bool XD = W == SIFT_Q8_0;
+    constexpr bool XD = W == SIFT_Q8_0 || W == SIFT_Q4_0;
     const int nx = XD ? 0 : (int)(gw1 - gw0) * G / 4;
     for (int j = lane; j < nx; j += 32) cp_async16_l1(xs + 4 * j + 4 * (j >> 3), a.x + gw0 * G + 4 * j);
     cp_async_commit();
@@ -283,13 +308,11 @@ template <int W, int MV_STAGES> __global__ void __launch_bounds__(MV_THREADS, 1)
         if (s < items) issue(s);
         cp_async_commit();
     }
-    // q8_0: x's slice as digits, while the first stages' weights are in flight
-    unsigned char *xd = reinterpret_cast<unsigned char *>(xs);
-    float *xscale = reinterpret_cast<float *>(xd + (size_t)XDIGIT_BYTES * ((ng + nw - 1) / nw));
+    // q8_0/q4_0: x's slice as digits, while the first stages' weights are in flight
+    XDigits *xd = reinterpret_cast<XDigits *>(xs);
     if constexpr (XD) {
 #pragma unroll 4
-        for (int b = 0; b < (int)(gw1 - gw0); b++)
-            x_digits(a.x[(gw0 + b) * 32 + lane], lane, xd + (size_t)XDIGIT_BYTES * b, xscale + b);
+        for (int b = 0; b < (int)(gw1 - gw0); b++) x_digits(a.x[(gw0 + b) * 32 + lane], lane, xd + b);
         __syncwarp();
     }
     int64_t i = 0;
@@ -315,7 +338,8 @@ template <int W, int MV_STAGES> __global__ void __launch_bounds__(MV_THREADS, 1)
                     const int gi = u * gstep + gl;
                     if (gi >= gn) continue;
                     const int xb = st * L.sg + gi; // the group's index in this warp's slice
-                    if constexpr (XD) acc = mv_dot_q8_digits(wrow + gi * GB, xd + XDIGIT_BYTES * xb, xscale[xb], acc);
+                    if constexpr (W == SIFT_Q8_0) acc = mv_dot_digits_q8_0(wrow + gi * GB, xd + xb, acc);
+                    else if constexpr (W == SIFT_Q4_0) acc = mv_dot_digits_q4_0(wrow + gi * GB, xd + xb, acc);
                     else acc = mv_dot<W>(wrow + gi * GB, xs + mv_xpos(xb * G), acc);
                 }
             }

@@ -121,6 +121,12 @@ inline unsigned __reduce_max_sync(unsigned, unsigned v)
     }
     return v;
 }
+inline int __reduce_add_sync(unsigned, int v)
+{
+    const int lane = (int)(sift_emu::linear_tid() & 31);
+    for (int o = 16; o > 0; o >>= 1) v += (int)(unsigned)sift_emu::warp_exchange((uint64_t)(uint32_t)v, lane ^ o);
+    return v;
+}
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s)
 {
     const uint64_t v = ((uint64_t)y << 32) | x;
