@@ -171,27 +171,33 @@ template <int NW> __device__ __forceinline__ unsigned load_words(const unsigned 
 struct XDigits {
     signed char d[3][32]; // the digits of the block's 32 values
     float scale;          // s (NaN where the block holds an inf or a NaN, so that its sums are NaN too)
-    int sum[3];           // the sums of each digit over the block (q4_0's offset of 8)
+    int sum[3];           // q4_0: the sums of each digit over the block (for its offset of 8)
 };
 static_assert(sizeof(XDigits) == XDIGIT_BYTES, "XDigits: 7 16-byte words");
 
-// Whole warp: lane `lane`'s value v of one block into its digits.
-__device__ __forceinline__ void x_digits(float v, int lane, XDigits *xd)
+// Whole warp: lane `lane`'s value v of one block into its digits (SUMS: and their sums, for q4_0).
+template <bool SUMS> __device__ __forceinline__ void x_digits(float v, int lane, XDigits *xd)
 {
     // m = max |x| = f 2^(e - 126) with f in [0.5, 1) (e: m's exponent field); s = 2^(e - 132), so
-    // |x| / s < 64; the remainders lose no bits. m = 0: every digit is 0.
+    // |x| / s < 64; the remainders lose no bits. m = 0: every digit is 0. The powers of two are
+    // built from their bits (e < 5 and e < 6: tiny m, in two factors; e = 255: inf or NaN, s NaN).
     const unsigned m = __reduce_max_sync(FULL, __float_as_uint(v) & 0x7fffffffu);
     const int e = (int)(m >> 23);
-    const float v0 = ldexpf(v, 132 - e), d0 = rintf(v0);
-    const float r1 = (v0 - d0) * 128.0f, d1 = rintf(r1);
-    const float d2 = rintf((r1 - d1) * 128.0f);
+    const float v0 = e < 5 ? v * 0x1p64f * __uint_as_float((unsigned)(195 - e) << 23) : v * __uint_as_float((unsigned)(259 - e) << 23);
+    const float d0 = rintf(v0), r1 = (v0 - d0) * 128.0f, d1 = rintf(r1), d2 = rintf((r1 - d1) * 128.0f);
     const int di[3] = {(int)d0, (int)d1, (int)d2};
+#pragma unroll
     for (int j = 0; j < 3; j++) {
         xd->d[j][lane] = (signed char)di[j];
-        const int sum = __reduce_add_sync(FULL, di[j]);
-        if (lane == 0) xd->sum[j] = sum;
+        if constexpr (SUMS) {
+            const int sum = __reduce_add_sync(FULL, di[j]);
+            if (lane == 0) xd->sum[j] = sum;
+        }
     }
-    if (lane == 0) xd->scale = e == 255 ? __uint_as_float(0x7fc00000u) : ldexpf(1.0f, e - 132);
+    if (lane == 0)
+        xd->scale = e == 255 ? __uint_as_float(0x7fc00000u)
+                    : e < 6  ? 0x1p-126f * __uint_as_float((unsigned)(e + 121) << 23)
+                             : __uint_as_float((unsigned)(e - 5) << 23);
 }
 
 // The digits of one block as 8 words (values 4m .. 4m+3 in word m) per digit.
@@ -311,8 +317,17 @@ template <int W, int MV_STAGES> __global__ void __launch_bounds__(MV_THREADS, 1)
     // q8_0/q4_0: x's slice as digits, while the first stages' weights are in flight
     XDigits *xd = reinterpret_cast<XDigits *>(xs);
     if constexpr (XD) {
-#pragma unroll 4
-        for (int b = 0; b < (int)(gw1 - gw0); b++) x_digits(a.x[(gw0 + b) * 32 + lane], lane, xd + b);
+        // 16 blocks' loads at a time, so that their latencies overlap
+        const int nb = (int)(gw1 - gw0);
+        const float *xg = a.x + gw0 * 32 + lane;
+        for (int b0 = 0; b0 < nb; b0 += 16) {
+            float v[16];
+#pragma unroll
+            for (int j = 0; j < 16; j++) v[j] = b0 + j < nb ? __ldg(xg + (b0 + j) * 32) : 0.0f;
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+                if (b0 + j < nb) x_digits<W == SIFT_Q4_0>(v[j], lane, xd + b0 + j);
+        }
         __syncwarp();
     }
     int64_t i = 0;
