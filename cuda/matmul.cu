@@ -286,32 +286,43 @@ template <int W, int MV_STAGES> __global__ void __launch_bounds__(MV_THREADS, 1)
     for (int j = lane; j < nx; j += 32) cp_async16_l1(xs + 4 * j + 4 * (j >> 3), a.x + gw0 * G + 4 * j);
     cp_async_commit();
 
-    // Enqueues work item i (stage s of this warp's slice of row group rg) into buffer i % MV_STAGES.
-    // The copies: 32 / R lanes per row, lane `sub` of a row its chunks sub, sub + 32 / R, ...
-    // (each warp instruction reads 512 / R consecutive bytes of each of the R rows).
+    // Enqueues the next work item (stage in_s of this warp's slice of row group in_rg) into ring
+    // slot in_slot. The copies: 32 / R lanes per row, lane `sub` of a row its chunks sub,
+    // sub + 32 / R, ... (each warp instruction reads 512 / R consecutive bytes of each of the R
+    // rows). Addresses advance by whole stages, so that a stage costs a few instructions beside
+    // its copies (64-bit products and ring indices once per row group).
     const int lpr = 32 / R, crow = lane / lpr, sub = lane % lpr;
+    const uintptr_t wbase = reinterpret_cast<uintptr_t>(wb);
+    const size_t slice0 = (size_t)gw0 * GB;               // the warp's slice within a row, bytes
+    const int slice_bytes = (int)((gw1 - gw0) * GB), stage_span = L.sg * GB;
+    auto slice_of = [&](int64_t rg) -> uintptr_t { // this lane's copy row's slice in row group rg (0: none)
+        const int64_t row = rg * R + crow;
+        return rg < n_groups && row < a.n ? wbase + (size_t)row * a.row_bytes + slice0 : 0;
+    };
     int64_t in_rg = blockIdx.x;
-    int in_s = 0;
-    auto issue = [&](int64_t i) {
-        unsigned char *buf = wbuf + (size_t)(i % MV_STAGES) * L.stage_bytes + crow * L.rs;
-        const int64_t n0 = in_rg * R;
-        if (n0 + crow < a.n) {
-            const int64_t g0 = gw0 + (int64_t)in_s * L.sg, g1 = min(gw1, g0 + L.sg);
-            const uintptr_t row = reinterpret_cast<uintptr_t>(wb) + (size_t)(n0 + crow) * a.row_bytes;
-            const uintptr_t s1 = row + (uintptr_t)g1 * GB, base = (row + (uintptr_t)g0 * GB) & ~(uintptr_t)15;
-            for (int c = sub; c < L.nch; c += lpr) {
-                const uintptr_t src = base + 16 * (uintptr_t)c;
-                if (src >= s1) break;
-                const int nb = wend - src < 16 ? (int)(wend - src) : 16;
+    uintptr_t in_row = slice_of(in_rg);
+    int in_s = 0, in_slot = 0;
+    auto issue = [&]() {
+        unsigned char *buf = wbuf + in_slot * L.stage_bytes + crow * L.rs;
+        if (in_row) {
+            const int off = in_s * stage_span;
+            const uintptr_t s1 = in_row + (uintptr_t)min(off + stage_span, slice_bytes);
+            const uintptr_t base = (in_row + (uintptr_t)off) & ~(uintptr_t)15;
+            const int nch = (int)((s1 - base + 15) >> 4);
+            const bool tail = s1 + 16 > wend; // the last rows: a chunk may pass the end of w
+            for (int c = sub; c < nch; c += lpr) {
+                const uintptr_t src = base + 16 * (unsigned)c;
+                const int nb = tail && wend - src < 16 ? (int)(wend - src) : 16;
                 cp_async16_n(buf + 16 * c, reinterpret_cast<const void *>(src), nb);
             }
         }
-        if (++in_s == nst) in_s = 0, in_rg += gridDim.x;
+        if (++in_slot == MV_STAGES) in_slot = 0;
+        if (++in_s == nst) in_s = 0, in_rg += gridDim.x, in_row = slice_of(in_rg);
     };
 
 #pragma unroll
     for (int s = 0; s < MV_STAGES - 1; s++) {
-        if (s < items) issue(s);
+        if (s < items) issue();
         cp_async_commit();
     }
     // q8_0/q4_0: x's slice as digits, while the first stages' weights are in flight
@@ -331,23 +342,24 @@ template <int W, int MV_STAGES> __global__ void __launch_bounds__(MV_THREADS, 1)
         __syncwarp();
     }
     int64_t i = 0;
+    int slot = 0; // ring slot of item i
     for (int64_t k = 0; k < my_groups; k++) {
         const int64_t n0 = (blockIdx.x + k * gridDim.x) * R;
         const int nrows = (int)min((int64_t)R, a.n - n0);
-        const uintptr_t myrow = reinterpret_cast<uintptr_t>(wb) + (size_t)(n0 + min(r, nrows - 1)) * a.row_bytes;
+        const uintptr_t myrow = wbase + (size_t)(n0 + min(r, nrows - 1)) * a.row_bytes + slice0; // this lane's slice
         float acc = 0.0f;
         for (int st = 0; st < nst; st++, i++) {
             cp_async_wait<MV_STAGES - 2>();
             __syncwarp(); // item i (and x) landed for every lane; every lane is done with item i - 1's buffer
-            if (i + MV_STAGES - 1 < items) issue(i + MV_STAGES - 1);
+            if (i + MV_STAGES - 1 < items) issue();
             cp_async_commit();
-            const unsigned char *buf = wbuf + (size_t)(i % MV_STAGES) * L.stage_bytes;
-            const int64_t g0 = gw0 + (int64_t)st * L.sg;
-            const int gn = (int)(min(gw1, g0 + L.sg) - g0);
+            const unsigned char *buf = wbuf + slot * L.stage_bytes;
+            if (++slot == MV_STAGES) slot = 0;
+            const int gn = min(L.sg, (int)(gw1 - gw0) - st * L.sg);
             if (r < nrows) {
                 // the misalignment of this lane's row span within its first chunk (q blocks: it
                 // changes from stage to stage)
-                const int mis = (int)((myrow + (uintptr_t)g0 * GB) & 15);
+                const int mis = (int)((myrow + (uintptr_t)(st * stage_span)) & 15);
                 const unsigned char *wrow = buf + r * L.rs + mis;
                 for (int u = 0; u < U; u++) {
                     const int gi = u * gstep + gl;
