@@ -54,6 +54,8 @@ void sift_session_destroy(sift_session *s)
     sift_tensor_destroy(s->ids);
     sift_tensor_destroy(s->xlast_norm);
     sift_tensor_destroy(s->logits);
+    if (s->cfg.predictor) sift_predictor_release((sift_predictor *)s->cfg.predictor);
+    sift_model_release(s->m);
     free(s);
 }
 
@@ -185,6 +187,8 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
     if (!s) return sift_set_error(SIFT_E_NOMEM, "%s: out of memory", fn);
     s->m = m;
     s->cfg = c;
+    sift_model_retain(m); /* the session keeps its model (and predictor) alive: sift.h, ownership */
+    if (c.predictor) sift_predictor_retain((sift_predictor *)c.predictor);
     s->max_pages = pages_per_seq;
     s->pool_pages = (c.pool_tokens + c.page_size - 1) / c.page_size;
     const sift_gguf_hparams *hp = &m->hp;

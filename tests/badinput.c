@@ -1,6 +1,7 @@
 /* Bad input gets a status code and a message naming the problem, on every available backend, and
  * leaves the graph and the context usable: never a crash, never a silent wrong answer. */
 #include "sift.h"
+#include "sift_testing.h"
 
 #include <stdio.h>
 #include <stdlib.h>

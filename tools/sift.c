@@ -1,5 +1,6 @@
 /* The sift command line. Uses only the public API (sift.h). */
 #include "sift.h"
+#include "sift_testing.h"
 #include "cli.h"
 
 #include <errno.h>
