@@ -51,7 +51,8 @@ int main(int argc, char **argv)
     cfg.sink = 4;
     cfg.window = 32;
     cfg.budget = 64;
-    const sift_sampler_config scfg = {.temperature = 0.0f}; /* greedy */
+    sift_sampler_config scfg = sift_sampler_config_default();
+    scfg.temperature = 0.0f; /* greedy */
     const size_t cap = strlen(prompt) + 8;
     size_t n_prompt = 0;
     ids = malloc(cap * sizeof *ids);

@@ -406,7 +406,7 @@ SIFT_API int32_t sift_sampler_sample(sift_sampler *s, const float *logits, int32
 typedef enum sift_stop_reason {
     SIFT_STOP_EOS = 0,     /* the model produced its end-of-sequence token */
     SIFT_STOP_MAX_TOKENS,  /* max_tokens tokens were generated */
-    SIFT_STOP_STRING,      /* the text generated so far ends with one of the stop strings */
+    SIFT_STOP_STRING,      /* the text generated holds one of the stop strings */
     SIFT_STOP_CALLBACK,    /* on_token returned non-zero */
     SIFT_STOP_CONTEXT      /* the sequence's context is full */
 } sift_stop_reason;
@@ -420,9 +420,10 @@ typedef struct sift_generate_config {
     int64_t max_tokens;     /* the most tokens to generate (> 0) */
     int add_bos;            /* put BOS before the prompt (where the vocabulary has one) */
     int stop_at_eos;        /* stop at the model's EOS token (it is not passed to on_token) */
-    /* Stop once the generated text ends with one of these n_stop strings (NULL: none). The
-     * token that completes a stop string is passed to on_token, its piece included; the text
-     * of the prompt is not searched. */
+    /* Stop once the generated text holds one of these n_stop strings (non-empty, up to 4096
+     * bytes; NULL: none). The token that completes a stop string is passed to on_token, its whole
+     * piece included (so the text passed ends with the stop string or runs a little past it);
+     * the prompt's text is not searched. */
     const char *const *stop;
     int n_stop;
     sift_sampler_config sampler; /* how each token is picked (its struct_size set too) */
@@ -439,7 +440,8 @@ SIFT_API sift_generate_config sift_generate_config_default(void);
  * sift_model_token_piece. A prompt of no tokens (empty text without BOS) is SIFT_E_INVALID.
  * *n_tokens (when not NULL) gets the tokens generated and *reason (when not NULL) why it stopped.
  * The session then holds the prompt and every token passed to on_token (the last fed with one
- * more step), so a later call continues the text. SIFT_E_LIMIT when the prompt does not fit the
+ * more step; except at SIFT_STOP_CONTEXT, where the last one no longer fits), so a later call
+ * continues the text. SIFT_E_LIMIT when the prompt does not fit the
  * context; a context that fills up while generating stops with SIFT_STOP_CONTEXT instead. An
  * error leaves the session holding what it had fed until then. */
 SIFT_API sift_status sift_session_generate(sift_session *s, const char *prompt, size_t len,

@@ -145,8 +145,12 @@ static void run_backend(sift_context *ctx, sift_context *other)
     expect_true("its output is the right answer (zeros)", zeros);
 
     /* the decode-attention helper checks its config against the tensors */
-    sift_attn_config cfg = {.n_q_heads = 8, .n_kv_heads = 2, .head_dim = 64, .sel = {.n_ctx = n, .sink = 4, .window = 8, .budget = 16},
-                            .mode = SIFT_ATTN_SELECT};
+    sift_attn_config cfg = sift_attn_config_default();
+    cfg.n_q_heads = 8;
+    cfg.n_kv_heads = 2;
+    cfg.head_dim = 64;
+    cfg.sel = (sift_select_params){.n_ctx = n, .sink = 4, .window = 8, .budget = 16};
+    cfg.mode = SIFT_ATTN_SELECT;
     sift_graph *ag = NULL;
     expect("attention config with the wrong Hkv", sift_attn_graph(ctx, &cfg, q, k, v, out, &ag, NULL), SIFT_E_SHAPE,
            "does not match");
@@ -198,8 +202,12 @@ static void run_backend(sift_context *ctx, sift_context *other)
     sift_tensor_destroy(flag);
 
     /* the attention builder's own checks */
-    sift_attn_config ac = {.n_q_heads = 8, .n_kv_heads = 4, .head_dim = 64, .sel = {.n_ctx = n, .sink = 4, .window = 8, .budget = 16},
-                           .mode = SIFT_ATTN_LISTS};
+    sift_attn_config ac = sift_attn_config_default();
+    ac.n_q_heads = 8;
+    ac.n_kv_heads = 4;
+    ac.head_dim = 64;
+    ac.sel = (sift_select_params){.n_ctx = n, .sink = 4, .window = 8, .budget = 16};
+    ac.mode = SIFT_ATTN_LISTS;
     sift_graph *bg = NULL;
     expect("attention over lists without lists", sift_attn_graph(ctx, &ac, q, k, v, out, &bg, NULL), SIFT_E_INVALID, "lists");
     ac.mode = SIFT_ATTN_DENSE;
@@ -213,6 +221,7 @@ static void run_backend(sift_context *ctx, sift_context *other)
     sift_tensor *st_ok = make(ctx, SIFT_F32, 1, (int64_t[]){8 * 64 + 4}, 1), *kept = make(ctx, SIFT_I32, 2, (int64_t[]){1, 5}, 1);
     ac.sel_state = st_ok;
     ac.sel_indices = kept;
+    ac.sel_cache = 0.5f;
     expect("Selection Cache indices of the wrong length", sift_attn_graph(ctx, &ac, q, k, v, out, &bg, NULL), SIFT_E_SHAPE,
            "Selection Cache");
     expect("  (the graph is not returned)", bg == NULL ? SIFT_OK : SIFT_E_INVALID, SIFT_OK, NULL);

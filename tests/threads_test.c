@@ -4,6 +4,7 @@
  * Every thread's tokens must equal those of the same prompt run alone on one thread before.
  * Usage: sift-threads-test MODEL.gguf (a missing model file is skipped with a message). */
 #include "sift.h"
+#include "sift_testing.h" /* validation messages */
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -119,6 +120,7 @@ static void run_backend(sift_backend_kind kind, const char *path)
             check(ref_ok && first_diff < 0, bname, what);
         }
     }
+    check(sift_context_validation_messages(ctx) == 0, bname, "no validation-layer messages");
     sift_model_destroy(m);
     sift_context_destroy(ctx);
 }

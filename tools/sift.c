@@ -337,8 +337,12 @@ static int bench_attn(int argc, char **argv)
     const double kv_bytes = 2.0 * (double)hkv * (double)n_ctx * (double)dim * (double)sift_dtype_size(kv);
     if (!json)
         fprintf(stderr, "sift bench-attn: %s; preparing %.1f MB of K/V...\n", sift_context_device_name(ctx), kv_bytes / 1e6);
-    sift_attn_config cfg = {.n_q_heads = (int)hq, .n_kv_heads = (int)hkv, .head_dim = (int)dim,
-                            .sel = {.n_ctx = n_ctx, .sink = sink, .window = window, .budget = budget}, .vote = vote};
+    sift_attn_config cfg = sift_attn_config_default();
+    cfg.n_q_heads = (int)hq;
+    cfg.n_kv_heads = (int)hkv;
+    cfg.head_dim = (int)dim;
+    cfg.sel = (sift_select_params){.n_ctx = n_ctx, .sink = sink, .window = window, .budget = budget};
+    cfg.vote = vote;
     if ((s = sift_tensor_create(ctx, SIFT_F32, 2, (int64_t[]){hq, dim}, &q)) != SIFT_OK ||
         (s = sift_tensor_create(ctx, kv, 3, (int64_t[]){hkv, n_ctx, dim}, &k)) != SIFT_OK ||
         (s = sift_tensor_create(ctx, kv, 3, (int64_t[]){hkv, n_ctx, dim}, &v)) != SIFT_OK ||
@@ -818,7 +822,11 @@ static int run_model(int argc, char **argv, bool logits_mode)
         reported = true;
         goto done;
     }
-    sift_sampler_config scfg = {.temperature = (float)temp, .top_k = (int)top_k, .top_p = (float)top_p, .seed = (uint64_t)seed};
+    sift_sampler_config scfg = sift_sampler_config_default();
+    scfg.temperature = (float)temp;
+    scfg.top_k = (int)top_k;
+    scfg.top_p = (float)top_p;
+    scfg.seed = (uint64_t)seed;
     if ((s = sift_sampler_create(&scfg, &sampler)) != SIFT_OK) goto done;
     if (!logits_mode) {
         char swk[96] = "";
