@@ -47,7 +47,7 @@ sift --help
 expect_in out "--version" "sift --help lists --version"
 sift run --help
 expect_rc 0 "run --help"
-for flag in "-f, --file FILE" "-1: a random seed" "a power of two from 1 to 2^20" "when the context is full"; do
+for flag in "-f, --file FILE" "-1: a random seed" "a power of two from 1 to 2^20" "when the context is full" "--context-shift" "--keep N"; do
     expect_in out "$flag" "run --help"
 done
 
@@ -203,6 +203,38 @@ sift "${R[@]}" -n 100 --ctx 16 --temp 0
 expect_rc 0 "run, context full"
 expect_in err "sift run: context full: stopped after 16 generated tokens of 100 (the context holds 16 tokens, 1 of them the prompt); raise it with -c/--ctx" "run, context full"
 expect_in err "; decode 16 tokens in " "run, context full: the speed line"
+# --context-shift: 200 tokens in a context of 64 (5 of them the prompt): each shift keeps BOS,
+# drops 31 of the other 63 and re-evaluates 32 and the new token, so 5 shifts of 33 tokens
+CS=(-p "Once upon a time" --ctx 64 -n 200 --temp 0)
+sift "${R[@]}" "${CS[@]}"
+expect_rc 0 "run --ctx 64 -n 200"
+expect_in err "context full: stopped after 60 generated tokens of 200" "run --ctx 64 -n 200: without --context-shift"
+expect_in err "let --context-shift drop old tokens" "run --ctx 64 -n 200: the hint"
+unshifted=$(cat "$T/out")
+sift "${R[@]}" "${CS[@]}" --context-shift
+expect_rc 0 "run --context-shift"
+expect_not_in err "context full" "run --context-shift"
+expect_in err "; decode 200 tokens in " "run --context-shift: 200 tokens"
+expect_in err "sift run: context shifted 5 times (kept the first 1 tokens, re-evaluated 165;" "run --context-shift: the shifts"
+shifted=$(cat "$T/out")
+expect_eq "${shifted:0:${#unshifted}}" "$unshifted" "run --context-shift: the text up to the first shift"
+checks=$((checks + 1))
+[ "${#shifted}" -gt $((2 * ${#unshifted})) ] || fail "run --context-shift: ${#shifted} characters of text, not more than twice the ${#unshifted} without"
+# --keep 3: BOS and 3 prompt tokens kept; each shift drops 30 of 60 and re-evaluates 31
+sift "${R[@]}" "${CS[@]}" --context-shift --keep 3
+expect_in err "context shifted 5 times (kept the first 4 tokens, re-evaluated 155;" "run --context-shift --keep 3"
+# a prompt that --keep -1 keeps whole leaves nothing to drop
+sift "${R[@]}" -p "$(printf 'Once upon a time %.0s' 1 2 3 4 5)" --ctx 23 --context-shift --keep -1
+expect_rc 1 "run --context-shift --keep -1, a long prompt"
+expect_in err "sift run: --context-shift keeps 22 tokens, which leaves nothing to drop in a context of 23 tokens" "run --keep -1"
+sift "${R[@]}" --keep -2
+expect_rc 2 "run --keep -2"
+# 2,000 tokens with extrapolation through 63 shifts: under the sanitizer job's LeakSanitizer, any
+# leak of a step, a rewind or a re-evaluation fails this exit status
+sift "${R[@]}" -p "Once upon a time" --ctx 64 -n 2000 --temp 0 -t 2 --context-shift --extrapolate --policy tokenselect
+expect_rc 0 "run -n 2000 --extrapolate --context-shift"
+expect_in err "; decode 2000 tokens in " "run -n 2000 --extrapolate --context-shift"
+expect_in err "context shifted 63 times" "run -n 2000 --extrapolate --context-shift: the shifts"
 # -n far beyond the context: sized by the context, not by -n
 sift "${R[@]}" -n 99999999999 --ctx 16 --temp 0
 expect_rc 0 "run -n 99999999999 --ctx 16"

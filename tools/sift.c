@@ -487,7 +487,12 @@ static void usage_run(FILE *f, const char *cmd)
             "  -p, --prompt TEXT  prompt (default: empty: generation starts from BOS)\n"
             "  -f, --file FILE    read the prompt from FILE (instead of -p)\n"
             "  -n, --n-predict N  tokens to generate (default 128); generation stops early, with a\n"
-            "                     message, when the context is full\n"
+            "                     message, when the context is full (unless --context-shift)\n"
+            "  --context-shift    when the context is full, keep the first --keep tokens of the prompt,\n"
+            "                     drop half of the others (the oldest), re-evaluate what is kept and\n"
+            "                     go on generating (run only)\n"
+            "  --keep N           tokens of the prompt a context shift keeps, BOS not counted (default\n"
+            "                     0; -1: the whole prompt)\n"
             "  --backend B        cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                     `sift devices` shows the choice)\n"
             "  -t, --threads N    the CPU backend's threads (default: one per core)\n"
             "  --policy P         decode attention: dense, tokenselect, streaming, h2o, snapkv, quest,\n"
@@ -618,6 +623,23 @@ static uint64_t random_seed(void)
     return x & 0x7fffffffffffffffull;                     /* printable and accepted back by --seed */
 }
 
+/* --context-shift, as llama.cpp does it: the cache holds hist[0, *n) and is full. Keeps
+ * hist[0, keep), drops the oldest half of the rest, rewinds the session to keep and evaluates
+ * the remaining tail and next as one batch (its keys are rotated for their new positions by the
+ * forward pass itself: docs/policies.md). *n becomes the tokens cached; logits are next's. */
+static sift_status shift_context(sift_session *session, int32_t *hist, int64_t *n, int64_t keep, int32_t next,
+                                 float *logits, int64_t *evaluated)
+{
+    const int64_t discard = (*n - keep) / 2, tail = *n - keep - discard;
+    memmove(hist + keep, hist + keep + discard, (size_t)tail * sizeof *hist);
+    hist[keep + tail] = next;
+    sift_status s = sift_session_rewind(session, 0, keep);
+    if (s != SIFT_OK) return s;
+    *n = keep + tail + 1;
+    *evaluated += tail + 1;
+    return sift_session_eval(session, hist + keep, (size_t)(tail + 1), logits);
+}
+
 static int run_model(int argc, char **argv, bool logits_mode)
 {
     const char *cmd = logits_mode ? "logits" : "run";
@@ -630,7 +652,8 @@ static int run_model(int argc, char **argv, bool logits_mode)
     sift_dtype kv = SIFT_F16;
     int64_t page_size = 256;
     float sel_cache = 0.9f;
-    bool extrapolate = false, sparse_prefill = false;
+    bool extrapolate = false, sparse_prefill = false, context_shift = false;
+    int64_t keep = 0; /* --keep: prompt tokens a context shift keeps besides BOS; -1: all */
     cli_butler butler = {.interval = 1};
     char who[32];
     snprintf(who, sizeof who, "sift %s", cmd);
@@ -648,6 +671,11 @@ static int run_model(int argc, char **argv, bool logits_mode)
             if (!strcmp(a, "--extrapolate")) extrapolate = true;
             else sparse_prefill = true;
             continue;
+        } else if (!strcmp(a, "--context-shift") && !logits_mode) {
+            context_shift = true;
+            continue;
+        } else if (!strcmp(a, "--keep") && !logits_mode) {
+            ok = cli_parse_i64(val, &keep) && keep >= -1, need = "a number of tokens >= 0, or -1 for the whole prompt";
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = val;
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt_arg = val;
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) prompt_file = val;
@@ -746,7 +774,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
     sift_model *model = NULL;
     sift_session *session = NULL;
     sift_sampler *sampler = NULL;
-    int32_t *ids = NULL;
+    int32_t *ids = NULL, *hist = NULL; /* hist: --context-shift's copy of the tokens in the cache */
     float *logits = NULL;
     bool reported = false; /* the failure's message is printed already */
     sift_predictor *predictor = NULL;
@@ -817,6 +845,24 @@ static int run_model(int argc, char **argv, bool logits_mode)
         reported = true;
         goto done;
     }
+    /* the tokens a context shift keeps: BOS, then --keep of the prompt (llama.cpp's --keep) */
+    const int64_t n_keep = keep < 0 || keep + (info.bos >= 0) > (int64_t)n_prompt ? (int64_t)n_prompt : keep + (info.bos >= 0);
+    if (context_shift && n_keep > n_ctx - 2) {
+        fprintf(stderr, "sift %s: --context-shift keeps %lld tokens, which leaves nothing to drop in a context of %lld tokens; "
+                        "lower --keep or raise -c/--ctx\n", cmd, (long long)n_keep, (long long)n_ctx);
+        s = SIFT_E_INVALID;
+        reported = true;
+        goto done;
+    }
+    if (context_shift) {
+        if (!(hist = malloc((size_t)n_ctx * sizeof *hist))) {
+            fprintf(stderr, "sift %s: out of host memory for the %lld tokens --context-shift keeps\n", cmd, (long long)n_ctx);
+            s = SIFT_E_NOMEM;
+            reported = true;
+            goto done;
+        }
+        memcpy(hist, ids, n_prompt * sizeof *hist);
+    }
     sift_sampler_config scfg = {.temperature = (float)temp, .top_k = (int)top_k, .top_p = (float)top_p, .seed = (uint64_t)seed};
     if ((s = sift_sampler_create(&scfg, &sampler)) != SIFT_OK) goto done;
     if (!logits_mode) {
@@ -870,7 +916,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
     s = sift_session_eval(session, ids, n_prompt, logits);
     t_prefill = wall_s() - t0;
     const double t1 = wall_s();
-    int64_t generated = 0;
+    int64_t generated = 0, n_hist = (int64_t)n_prompt, shifts = 0, reevaluated = 0;
     while (s == SIFT_OK && generated < n_predict) {
         const int32_t next = sift_sampler_sample(sampler, logits, info.n_vocab);
         if (next == info.eos) break;
@@ -881,22 +927,31 @@ static int run_model(int argc, char **argv, bool logits_mode)
         generated++;
         if (generated == n_predict) break;
         if (sift_session_pos(session) >= n_ctx) { /* no room for this token's K/V: the next step cannot run */
-            full = true;
-            break;
+            if (!context_shift) {
+                full = true;
+                break;
+            }
+            s = shift_context(session, hist, &n_hist, n_keep, next, logits, &reevaluated);
+            shifts++;
+            continue;
         }
         s = sift_session_eval(session, &next, 1, logits);
+        if (hist) hist[n_hist++] = next;
     }
     const double t_decode = wall_s() - t1;
     printf("\n");
     if (s == SIFT_OK) {
         if (full)
             fprintf(stderr, "sift run: context full: stopped after %lld generated tokens of %lld (the context holds %lld tokens, "
-                            "%zu of them the prompt); raise it with -c/--ctx\n",
+                            "%zu of them the prompt); raise it with -c/--ctx, or let --context-shift drop old tokens\n",
                     (long long)generated, (long long)n_predict, (long long)n_ctx, n_prompt);
         fprintf(stderr, "sift run: prefill %zu tokens in %.3f s (%.1f tokens/s); decode %lld tokens in %.3f s (%.1f tokens/s); KV cache in use %.2f MB\n",
                 n_prompt, t_prefill, t_prefill > 0 ? (double)n_prompt / t_prefill : 0.0, (long long)generated, t_decode,
                 t_decode > 0 ? (double)(generated > 0 ? generated - 1 : 0) / t_decode : 0.0,
                 (double)sift_session_kv_used_bytes(session) / 1e6);
+        if (shifts)
+            fprintf(stderr, "sift run: context shifted %lld times (kept the first %lld tokens, re-evaluated %lld; their time is "
+                            "in the decode time)\n", (long long)shifts, (long long)n_keep, (long long)reevaluated);
         print_sel_cache(session, info.n_layers, "sift run", policy == SIFT_POLICY_BUTLER);
     }
 done:
@@ -906,6 +961,7 @@ done:
     }
     free(prompt_buf);
     free(ids);
+    free(hist);
     free(logits);
     sift_sampler_destroy(sampler);
     sift_session_destroy(session);
