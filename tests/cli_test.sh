@@ -235,6 +235,23 @@ sift "${R[@]}" -p "Once upon a time" --ctx 64 -n 2000 --temp 0 -t 2 --context-sh
 expect_rc 0 "run -n 2000 --extrapolate --context-shift"
 expect_in err "; decode 2000 tokens in " "run -n 2000 --extrapolate --context-shift"
 expect_in err "context shifted 63 times" "run -n 2000 --extrapolate --context-shift: the shifts"
+# Vulkan (lavapipe in CI): a warm-up, rewound, compiles the kernels before prefill is timed; the
+# text is the one without it
+if "$SIFT" devices --json 2>/dev/null | grep -q '"backend": "vulkan", "available": true'; then
+    sift run -m "$M" --backend vulkan -p "Once upon a time" -n 8 --temp 0 --no-warmup
+    expect_rc 0 "run --backend vulkan --no-warmup"
+    expect_not_in err "setup" "run --no-warmup"
+    cold=$(cat "$T/out")
+    sift run -m "$M" --backend vulkan -p "Once upon a time" -n 8 --temp 0
+    expect_rc 0 "run --backend vulkan"
+    expect_in err "sift run: setup " "run --backend vulkan: the setup line"
+    expect_in err "(a warm-up of 6 tokens, rewound," "run --backend vulkan: the warm-up's tokens"
+    expect_eq "$(cat "$T/out")" "$cold" "run --backend vulkan: the text of --no-warmup"
+else
+    echo "SKIP: no Vulkan device: the warm-up is not checked"
+fi
+sift "${R[@]}" -p "Once upon a time" -n 4
+expect_not_in err "setup" "run --backend cpu: no warm-up"
 # -n far beyond the context: sized by the context, not by -n
 sift "${R[@]}" -n 99999999999 --ctx 16 --temp 0
 expect_rc 0 "run -n 99999999999 --ctx 16"

@@ -492,7 +492,9 @@ static void usage_run(FILE *f, const char *cmd)
             "                     drop half of the others (the oldest), re-evaluate what is kept and\n"
             "                     go on generating (run only)\n"
             "  --keep N           tokens of the prompt a context shift keeps, BOS not counted (default\n"
-            "                     0; -1: the whole prompt)\n"
+            "                     0; -1: the whole prompt; run only)\n"
+            "  --no-warmup        on a GPU backend, skip the warm-up steps (rewound) that let it compile\n"
+            "                     its kernels before prefill is timed (run only)\n"
             "  --backend B        cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                     `sift devices` shows the choice)\n"
             "  -t, --threads N    the CPU backend's threads (default: one per core)\n"
             "  --policy P         decode attention: dense, tokenselect, streaming, h2o, snapkv, quest,\n"
@@ -640,6 +642,31 @@ static sift_status shift_context(sift_session *session, int32_t *hist, int64_t *
     return sift_session_eval(session, hist + keep, (size_t)(tail + 1), logits);
 }
 
+/* Before the timed prefill, as llama.cpp warms up: a GPU backend compiles a kernel the first time
+ * a step needs it in a configuration (shapes that depend on the tokens in a step among them), so
+ * that compile time would count as prefill (seconds on lavapipe) and decode. The warm-up runs
+ * steps of the sizes the prompt's prefill will run (a chunk, and the last partial chunk) and one
+ * decode step, then rewinds the session to empty; *tokens gets the tokens it evaluated. */
+static sift_status warm_up(sift_session *session, const int32_t *ids, int64_t n_prompt, int64_t chunk, bool extrapolate,
+                           int64_t n_ctx, int64_t *tokens)
+{
+    if (chunk <= 0) chunk = 512;
+    /* extrapolation prefills token by token: a decode step's kernels are all it runs */
+    const int64_t sizes[2] = {extrapolate ? 0 : n_prompt < chunk ? n_prompt : chunk,
+                              extrapolate || n_prompt <= chunk ? 0 : n_prompt % chunk};
+    sift_status s = SIFT_OK;
+    for (int i = 0; i < 2 && s == SIFT_OK; i++) {
+        if (sizes[i] < 2) continue; /* one token is a decode step: done below */
+        if ((s = sift_session_rewind(session, 0, 0)) == SIFT_OK) s = sift_session_eval(session, ids, (size_t)sizes[i], NULL);
+        *tokens += sizes[i];
+    }
+    if (s == SIFT_OK && n_prompt > 0 && sift_session_pos(session) < n_ctx) {
+        s = sift_session_eval(session, ids, 1, NULL);
+        *tokens += 1;
+    }
+    return s == SIFT_OK ? sift_session_rewind(session, 0, 0) : s;
+}
+
 static int run_model(int argc, char **argv, bool logits_mode)
 {
     const char *cmd = logits_mode ? "logits" : "run";
@@ -652,7 +679,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
     sift_dtype kv = SIFT_F16;
     int64_t page_size = 256;
     float sel_cache = 0.9f;
-    bool extrapolate = false, sparse_prefill = false, context_shift = false;
+    bool extrapolate = false, sparse_prefill = false, context_shift = false, warmup = true;
     int64_t keep = 0; /* --keep: prompt tokens a context shift keeps besides BOS; -1: all */
     cli_butler butler = {.interval = 1};
     char who[32];
@@ -673,6 +700,9 @@ static int run_model(int argc, char **argv, bool logits_mode)
             continue;
         } else if (!strcmp(a, "--context-shift") && !logits_mode) {
             context_shift = true;
+            continue;
+        } else if (!strcmp(a, "--no-warmup") && !logits_mode) {
+            warmup = false;
             continue;
         } else if (!strcmp(a, "--keep") && !logits_mode) {
             ok = cli_parse_i64(val, &keep) && keep >= -1, need = "a number of tokens >= 0, or -1 for the whole prompt";
@@ -913,7 +943,14 @@ static int run_model(int argc, char **argv, bool logits_mode)
         if (sift_model_token_piece(model, ids[i], piece, sizeof piece, &len) == SIFT_OK) fwrite(piece, 1, len, stdout);
     }
     fflush(stdout);
-    s = sift_session_eval(session, ids, n_prompt, logits);
+    double t_setup = 0.0;
+    int64_t warmup_tokens = 0;
+    if (warmup && sift_context_backend(ctx) != SIFT_BACKEND_CPU) {
+        s = warm_up(session, ids, (int64_t)n_prompt, chunk, extrapolate, n_ctx, &warmup_tokens);
+        t_setup = wall_s() - t0;
+        t0 = wall_s();
+    }
+    if (s == SIFT_OK) s = sift_session_eval(session, ids, n_prompt, logits);
     t_prefill = wall_s() - t0;
     const double t1 = wall_s();
     int64_t generated = 0, n_hist = (int64_t)n_prompt, shifts = 0, reevaluated = 0;
@@ -945,10 +982,14 @@ static int run_model(int argc, char **argv, bool logits_mode)
             fprintf(stderr, "sift run: context full: stopped after %lld generated tokens of %lld (the context holds %lld tokens, "
                             "%zu of them the prompt); raise it with -c/--ctx, or let --context-shift drop old tokens\n",
                     (long long)generated, (long long)n_predict, (long long)n_ctx, n_prompt);
+        if (warmup_tokens)
+            fprintf(stderr, "sift run: setup %.3f s (a warm-up of %lld tokens, rewound, so that the backend compiled its "
+                            "kernels before prefill and decode were timed; --no-warmup skips it)\n", t_setup, (long long)warmup_tokens);
         fprintf(stderr, "sift run: prefill %zu tokens in %.3f s (%.1f tokens/s); decode %lld tokens in %.3f s (%.1f tokens/s); KV cache in use %.2f MB\n",
                 n_prompt, t_prefill, t_prefill > 0 ? (double)n_prompt / t_prefill : 0.0, (long long)generated, t_decode,
                 t_decode > 0 ? (double)(generated > 0 ? generated - 1 : 0) / t_decode : 0.0,
                 (double)sift_session_kv_used_bytes(session) / 1e6);
+
         if (shifts)
             fprintf(stderr, "sift run: context shifted %lld times (kept the first %lld tokens, re-evaluated %lld; their time is "
                             "in the decode time)\n", (long long)shifts, (long long)n_keep, (long long)reevaluated);
