@@ -91,6 +91,38 @@ expect_not_in out "inf" "bench-attn table"
 checks=$((checks + 1))
 grep -qE '^cached +score +0\.0 +- ' "$T/out" || fail "bench-attn table: '-' for a stage at 0 us: $(cat "$T/out")"
 
+# --plot: an SVG document with a polyline per series (each stage of the selection step and each
+# graph's total), points at both contexts; a list of contexts prints one JSON line each
+# expect_svg FILE POLYLINES POINTS WHAT: FILE is one <svg> element with POLYLINES polylines of
+# POINTS points each
+expect_svg() {
+    checks=$((checks + 1))
+    if [ ! -s "$1" ]; then fail "$4: no file $1"; return; fi
+    [ "$(head -c 4 "$1")" = "<svg" ] && [ "$(tail -n 1 "$1")" = "</svg>" ] || fail "$4: not an <svg> ... </svg> document"
+    checks=$((checks + 1))
+    [ "$(grep -c '<polyline ' "$1")" -eq "$2" ] || fail "$4: $(grep -c '<polyline ' "$1") polylines, want $2"
+    checks=$((checks + 1))
+    [ "$(grep '<polyline ' "$1" | sed 's/.*points="\([^"]*\)".*/\1/' | awk '{print NF}' | sort -u)" = "$3" ] ||
+        fail "$4: polylines of other than $3 points"
+    if command -v python3 >/dev/null; then
+        checks=$((checks + 1))
+        python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$1" || fail "$4: not well-formed XML"
+    fi
+}
+sift bench-attn --backend cpu --ctx 1024,2048 --budget 128 --sink 16 --window 64 --heads 4/2 --dim 64 --repeat 1 --plot "$T/attn.svg"
+expect_rc 0 "bench-attn --ctx 1024,2048 --plot"
+expect_svg "$T/attn.svg" 8 2 "bench-attn --plot"
+expect_in err "plot written to $T/attn.svg" "bench-attn --plot"
+expect_eq "$(grep -c '^N=' "$T/out")" 2 "bench-attn --ctx 1024,2048: a table per context"
+sift bench-attn --backend cpu --ctx 1024,2048 --budget 128 --sink 16 --window 64 --heads 4/2 --dim 64 --repeat 1 --json
+expect_json "bench-attn --ctx 1024,2048 --json"
+expect_eq "$(grep -c '"ctx": ' "$T/out")" 2 "bench-attn --ctx 1024,2048 --json: a line per context"
+sift bench-attn --backend cpu --ctx 1024 --repeat 1 --plot "$T/absent/attn.svg"
+expect_rc 1 "bench-attn --plot into a missing folder"
+expect_in err "sift bench-attn: cannot write the plot $T/absent/attn.svg: " "bench-attn --plot into a missing folder"
+sift bench-attn --backend cpu --ctx 1024,x
+expect_rc 2 "bench-attn --ctx 1024,x"
+
 # ---- sift eval on the retrieval model (in the source tree) -------------------------------------
 # 17 samples of 17 lengths (19 .. 35 tokens with BOS), one record and its query each; and a second
 # sample of the first length
@@ -112,6 +144,12 @@ expect_eq "$(echo "$header" | wc -w)" "$((2 + 17 + 1))" "eval, 17 lengths: colum
 expect_in out " 35       all" "eval, 17 lengths: the 17th length, 35"
 expect_eq "$(grep -c '^dense ' "$T/out")" 1 "eval: the dense row once"
 expect_eq "$(grep -c '^streaming ' "$T/out")" 2 "eval: a streaming row per budget"
+# --plot: a polyline per policy, dense flat over both budgets
+sift "${E[@]}" --policies dense,streaming,tokenselect --budgets 2,4 --length 19 --plot "$T/eval.svg"
+expect_rc 0 "eval --plot"
+expect_svg "$T/eval.svg" 3 2 "eval --plot"
+checks=$((checks + 1))
+grep -q '>streaming</text>' "$T/eval.svg" || fail "eval --plot: no legend entry for streaming"
 # --skip 1: only the second sample of length 19 is left
 sift "${E[@]}" --policies dense --skip 1
 expect_rc 0 "eval --skip 1, 17 lengths"

@@ -1,6 +1,7 @@
 /* The sift command line. Uses only the public API (sift.h). */
 #include "sift.h"
 #include "cli.h"
+#include "plot.h"
 
 #include <errno.h>
 #include <math.h>
@@ -51,7 +52,7 @@ static void usage_bench(FILE *f)
           "options:\n"
           "  --backend B     cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                  `sift devices` shows the choice)\n"
           "  -t, --threads N the CPU backend's threads (default: one per core)\n"
-          "  --ctx N         tokens in the KV cache (default 32768)\n"
+          "  --ctx N[,N...]  tokens in the KV cache, one run per context (default 32768)\n"
           "  --budget k      tokens chosen by selection (default 2048)\n"
           "  --sink S        first tokens always kept (default 128)\n"
           "  --window W      last tokens always kept (default 512)\n"
@@ -61,8 +62,12 @@ static void usage_bench(FILE *f)
           "  --vote sum|max  head soft vote (TokenSelect) or per-KV-head max (default sum)\n"
           "  --key-dim d'    TokenButler's key dimension, a multiple of 8 (default 16; 0: no butler graph)\n"
           "  --repeat R      timed repeats (default 20, after 3 warm-ups)\n"
-          "  --json          print one JSON object instead of the table; a figure that does not exist\n"
-          "                  is null (gbps of a stage timed at 0 us; the table prints - there)\n"
+          "  --json          print one JSON object per context, one a line, instead of the tables; a\n"
+          "                  figure that does not exist is null (gbps of a stage timed at 0 us; the\n"
+          "                  table prints - there)\n"
+          "  --plot FILE.svg also draw microseconds against the context: each stage of the selection\n"
+          "                  step and each graph's total, one line each (log scales; stages at 0 us\n"
+          "                  left out)\n"
           "\n"
           "With the soft vote and more candidates than k, a third graph times a Selection Cache hit: the\n"
           "cosine check, score/vote/select skipped on the device, the window moved, gather_attend.\n"
@@ -267,68 +272,63 @@ static sift_status time_graph(sift_graph *g, int repeat, bench_result *r)
     return s;
 }
 
-static int bench_attn(int argc, char **argv)
-{
-    const char *backend = NULL;
-    int64_t threads = 0; /* -t: the CPU backend's threads, 0: one per core */
-    int64_t n_ctx = 32768, budget = 2048, sink = 128, window = 512, hq = 32, hkv = 8, dim = 128, repeat = 20, key_dim = 16;
-    sift_dtype kv = SIFT_F16;
-    sift_vote_mode vote = SIFT_VOTE_SOFTMAX_SUM;
-    bool json = false;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        bool ok = true, takes = true;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage_bench(stdout);
-            return 0;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-            takes = false;
-        } else if (!strcmp(a, "--backend")) backend = val, ok = val != NULL;
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = cli_parse_threads(val, &threads);
-        else if (!strcmp(a, "--ctx")) ok = cli_parse_i64(val, &n_ctx);
-        else if (!strcmp(a, "--budget")) ok = cli_parse_i64(val, &budget);
-        else if (!strcmp(a, "--sink")) ok = cli_parse_i64(val, &sink);
-        else if (!strcmp(a, "--window")) ok = cli_parse_i64(val, &window);
-        else if (!strcmp(a, "--dim")) ok = cli_parse_i64(val, &dim);
-        else if (!strcmp(a, "--key-dim")) ok = cli_parse_i64(val, &key_dim) && key_dim >= 0 && key_dim <= 128 && key_dim % 8 == 0;
-        else if (!strcmp(a, "--repeat")) ok = cli_parse_i64(val, &repeat) && repeat >= 1 && repeat <= 100000;
-        else if (!strcmp(a, "--heads")) {
-            const char *slash = val ? strchr(val, '/') : NULL;
-            char first[32] = {0};
-            ok = slash && (size_t)(slash - val) < sizeof first;
-            if (ok) {
-                memcpy(first, val, (size_t)(slash - val));
-                ok = cli_parse_i64(first, &hq) && cli_parse_i64(slash + 1, &hkv);
-            }
-        } else if (!strcmp(a, "--kv")) {
-            ok = val && (!strcmp(val, "f16") || !strcmp(val, "f32"));
-            if (ok) kv = !strcmp(val, "f16") ? SIFT_F16 : SIFT_F32;
-        } else if (!strcmp(a, "--vote")) {
-            ok = val && (!strcmp(val, "sum") || !strcmp(val, "max"));
-            if (ok) vote = !strcmp(val, "sum") ? SIFT_VOTE_SOFTMAX_SUM : SIFT_VOTE_KVHEAD_MAX;
-        } else {
-            fprintf(stderr, "sift bench-attn: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-        if (!ok) {
-            fprintf(stderr, "sift bench-attn: %s needs a valid value%s%s\n", a, val ? ", not " : "", val ? val : "");
-            return 2;
-        }
-        if (takes) i++;
-    }
-    if (hq < 1 || hkv < 1 || hq > 4096 || hkv > 4096 || dim < 1 || dim > 4096) {
-        fprintf(stderr, "sift bench-attn: heads %lld/%lld or dimension %lld out of range\n", (long long)hq,
-                (long long)hkv, (long long)dim);
-        return 2;
-    }
+enum { CLI_MAX_CTXS = 64 };
 
-    sift_context *ctx = NULL;
-    sift_status s = cli_open_backend(backend, threads, &ctx);
-    if (s != SIFT_OK) {
-        fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
-        return 1;
+/* --ctx N[,N...] of the benchmarks: up to CLI_MAX_CTXS contexts; false after a message. */
+static bool parse_ctx_list(const char *who, const char *list, int64_t *ctxs, int *n_ctxs)
+{
+    *n_ctxs = 0;
+    for (const char *p = list; p && *p;) {
+        char *end;
+        errno = 0;
+        const long long n = strtoll(p, &end, 10);
+        if (end == p || (*end && *end != ',') || errno || n < 1 || n > INT32_MAX || *n_ctxs == CLI_MAX_CTXS) {
+            fprintf(stderr, "%s: --ctx needs up to %d comma-separated contexts in tokens (1 .. 2^31 - 1), not '%s'\n", who,
+                    CLI_MAX_CTXS, list);
+            return false;
+        }
+        ctxs[(*n_ctxs)++] = n;
+        p = *end ? end + 1 : end;
     }
+    if (*n_ctxs == 0) fprintf(stderr, "%s: --ctx needs a context in tokens\n", who);
+    return *n_ctxs > 0;
+}
+
+/* bench-attn's shapes: everything but the context, which --ctx lists. */
+typedef struct {
+    int64_t budget, sink, window, hq, hkv, dim, repeat, key_dim;
+    sift_dtype kv;
+    sift_vote_mode vote;
+    bool json;
+} bench_attn_opts;
+
+/* --plot: each stage of the selection step, and each graph's total, against the context. */
+static bool plot_bench(plot *pl, int64_t n_ctx, const bench_result *const *rr, int n_graphs)
+{
+    bool ok = true;
+    char name[48];
+    for (int r = 0; r < n_graphs; r++) {
+        if (!strcmp(rr[r]->graph, "select"))
+            for (int i = 0; i < rr[r]->n_nodes; i++) {
+                snprintf(name, sizeof name, "select: %s", rr[r]->names[i]);
+                ok = ok && plot_add(pl, name, (double)n_ctx, rr[r]->us[i]);
+            }
+        snprintf(name, sizeof name, "%s: total", rr[r]->graph);
+        ok = ok && plot_add(pl, name, (double)n_ctx, rr[r]->total_us);
+    }
+    return ok;
+}
+
+/* Times one context's graphs and prints them (a table, or one JSON line); adds them to pl. */
+static sift_status bench_attn_ctx(sift_context *ctx, const bench_attn_opts *o, int64_t n_ctx, plot *pl)
+{
+    const int64_t budget = o->budget, sink = o->sink, window = o->window, hq = o->hq, hkv = o->hkv, dim = o->dim,
+                  repeat = o->repeat, key_dim = o->key_dim;
+    const sift_dtype kv = o->kv;
+    const sift_vote_mode vote = o->vote;
+    const bool json = o->json;
+    sift_status s = SIFT_OK;
+    bool reported = false; /* the failure's message is printed already */
     sift_tensor *q = NULL, *k = NULL, *v = NULL, *out = NULL, *state = NULL, *idx = NULL, *qp = NULL, *kp = NULL;
     sift_graph *dense = NULL, *sel = NULL, *cached = NULL, *butler = NULL;
     float *host = NULL;
@@ -396,6 +396,12 @@ static int bench_attn(int argc, char **argv)
     rr[n_graphs++] = &rs;
     if (cached) rr[n_graphs++] = &rc;
     if (butler) rr[n_graphs++] = &rb;
+    if (pl && !plot_bench(pl, n_ctx, rr, n_graphs)) {
+        fprintf(stderr, "sift bench-attn: out of host memory for the plot\n");
+        s = SIFT_E_NOMEM;
+        reported = true;
+        goto done;
+    }
 
     if (json) {
         printf("{\"backend\": \"%s\", \"device\": ", sift_backend_kind_name(sift_context_backend(ctx)));
@@ -457,7 +463,7 @@ static int bench_attn(int argc, char **argv)
         }
     }
 done:
-    if (s != SIFT_OK) fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
+    if (s != SIFT_OK && !reported) fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
     sift_graph_destroy(dense);
     sift_graph_destroy(sel);
     sift_graph_destroy(cached);
@@ -471,8 +477,100 @@ done:
     sift_tensor_destroy(k);
     sift_tensor_destroy(v);
     sift_tensor_destroy(out);
+    return s;
+}
+static int bench_attn(int argc, char **argv)
+{
+    const char *backend = NULL;
+    int64_t threads = 0; /* -t: the CPU backend's threads, 0: one per core */
+    const char *ctx_list = "32768", *plot_path = NULL;
+    int64_t budget = 2048, sink = 128, window = 512, hq = 32, hkv = 8, dim = 128, repeat = 20, key_dim = 16;
+    sift_dtype kv = SIFT_F16;
+    sift_vote_mode vote = SIFT_VOTE_SOFTMAX_SUM;
+    bool json = false;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = true, takes = true;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage_bench(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+            takes = false;
+        } else if (!strcmp(a, "--backend")) backend = val, ok = val != NULL;
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = cli_parse_threads(val, &threads);
+        else if (!strcmp(a, "--ctx")) ctx_list = val, ok = val != NULL;
+        else if (!strcmp(a, "--plot")) plot_path = val, ok = val != NULL;
+        else if (!strcmp(a, "--budget")) ok = cli_parse_i64(val, &budget);
+        else if (!strcmp(a, "--sink")) ok = cli_parse_i64(val, &sink);
+        else if (!strcmp(a, "--window")) ok = cli_parse_i64(val, &window);
+        else if (!strcmp(a, "--dim")) ok = cli_parse_i64(val, &dim);
+        else if (!strcmp(a, "--key-dim")) ok = cli_parse_i64(val, &key_dim) && key_dim >= 0 && key_dim <= 128 && key_dim % 8 == 0;
+        else if (!strcmp(a, "--repeat")) ok = cli_parse_i64(val, &repeat) && repeat >= 1 && repeat <= 100000;
+        else if (!strcmp(a, "--heads")) {
+            const char *slash = val ? strchr(val, '/') : NULL;
+            char first[32] = {0};
+            ok = slash && (size_t)(slash - val) < sizeof first;
+            if (ok) {
+                memcpy(first, val, (size_t)(slash - val));
+                ok = cli_parse_i64(first, &hq) && cli_parse_i64(slash + 1, &hkv);
+            }
+        } else if (!strcmp(a, "--kv")) {
+            ok = val && (!strcmp(val, "f16") || !strcmp(val, "f32"));
+            if (ok) kv = !strcmp(val, "f16") ? SIFT_F16 : SIFT_F32;
+        } else if (!strcmp(a, "--vote")) {
+            ok = val && (!strcmp(val, "sum") || !strcmp(val, "max"));
+            if (ok) vote = !strcmp(val, "sum") ? SIFT_VOTE_SOFTMAX_SUM : SIFT_VOTE_KVHEAD_MAX;
+        } else {
+            fprintf(stderr, "sift bench-attn: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "sift bench-attn: %s needs a valid value%s%s\n", a, val ? ", not " : "", val ? val : "");
+            return 2;
+        }
+        if (takes) i++;
+    }
+    if (hq < 1 || hkv < 1 || hq > 4096 || hkv > 4096 || dim < 1 || dim > 4096) {
+        fprintf(stderr, "sift bench-attn: heads %lld/%lld or dimension %lld out of range\n", (long long)hq,
+                (long long)hkv, (long long)dim);
+        return 2;
+    }
+    int64_t ctxs[CLI_MAX_CTXS];
+    int n_ctxs = 0;
+    if (!parse_ctx_list("sift bench-attn", ctx_list, ctxs, &n_ctxs)) return 2;
+
+    sift_context *ctx = NULL;
+    sift_status s = cli_open_backend(backend, threads, &ctx);
+    if (s != SIFT_OK) {
+        fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
+        return 1;
+    }
+    bench_attn_opts o = {.budget = budget, .sink = sink, .window = window, .hq = hq, .hkv = hkv, .dim = dim,
+                         .repeat = repeat, .key_dim = key_dim, .kv = kv, .vote = vote, .json = json};
+    plot *pl = NULL;
+    if (plot_path) {
+        char title[160];
+        snprintf(title, sizeof title, "sift bench-attn on %s: heads %lld/%lld, D=%lld, S=%lld W=%lld k=%lld",
+                 sift_backend_kind_name(sift_context_backend(ctx)), (long long)hq, (long long)hkv, (long long)dim, (long long)sink,
+                 (long long)window, (long long)budget);
+        if (!(pl = plot_new(title, "context N (tokens)", "microseconds per decode step (median)", true, true))) s = SIFT_E_NOMEM;
+    }
+    for (int c = 0; c < n_ctxs && s == SIFT_OK; c++) {
+        if (c > 0 && !json) printf("\n");
+        s = bench_attn_ctx(ctx, &o, ctxs[c], pl);
+    }
+    int rc = s == SIFT_OK ? 0 : 1;
+    if (s == SIFT_OK && pl) {
+        if (!plot_write_svg(pl, plot_path)) {
+            fprintf(stderr, "sift bench-attn: cannot write the plot %s: %s\n", plot_path, strerror(errno));
+            rc = 1;
+        } else if (!json)
+            fprintf(stderr, "sift bench-attn: plot written to %s\n", plot_path);
+    }
+    plot_free(pl);
     sift_context_destroy(ctx);
-    return s == SIFT_OK ? 0 : 1;
+    return rc;
 }
 
 static void usage_run(FILE *f, const char *cmd)
@@ -1133,25 +1231,9 @@ static int bench_decode(int argc, char **argv)
         fprintf(stderr, "sift bench-decode: no model given (-m MODEL.gguf)\n");
         return 2;
     }
-    enum { MAX_CTXS = 64 };
-    int64_t ctxs[MAX_CTXS];
+    int64_t ctxs[CLI_MAX_CTXS];
     int n_ctxs = 0;
-    for (const char *p = ctx_list; p && *p;) { /* checked before the model loads */
-        char *end;
-        errno = 0;
-        const long long n = strtoll(p, &end, 10);
-        if (end == p || (*end && *end != ',') || errno || n < 1 || n > INT32_MAX || n_ctxs == MAX_CTXS) {
-            fprintf(stderr, "sift bench-decode: --ctx needs up to %d comma-separated contexts in tokens (1 .. 2^31 - 1), not '%s'\n",
-                    MAX_CTXS, ctx_list);
-            return 2;
-        }
-        ctxs[n_ctxs++] = n;
-        p = *end ? end + 1 : end;
-    }
-    if (n_ctxs == 0) {
-        fprintf(stderr, "sift bench-decode: --ctx needs a context in tokens\n");
-        return 2;
-    }
+    if (!parse_ctx_list("sift bench-decode", ctx_list, ctxs, &n_ctxs)) return 2; /* before the model loads */
     sift_context *ctx = NULL;
     sift_model *model = NULL;
     sift_status s = cli_open_backend(backend, threads, &ctx);
