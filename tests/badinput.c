@@ -1,6 +1,7 @@
 /* Bad input gets a status code and a message naming the problem, on every available backend, and
  * leaves the graph and the context usable: never a crash, never a silent wrong answer. */
 #include "sift.h"
+#include "backend_filter.h"
 #include "sift_testing.h"
 
 #include <stdio.h>
@@ -367,8 +368,9 @@ int main(void)
     for (int b = 0; b < SIFT_BACKEND_COUNT; b++) {
         sift_context *ctx = NULL, *other = NULL;
         backend_name = sift_backend_kind_name((sift_backend_kind)b);
-        if (sift_context_create((sift_backend_kind)b, &ctx) != SIFT_OK) {
-            printf("%-7s skipped: %s\n", backend_name, sift_last_error());
+        const char *excluded = test_backend_excluded((sift_backend_kind)b);
+        if (excluded || sift_context_create((sift_backend_kind)b, &ctx) != SIFT_OK) {
+            printf("%-7s skipped: %s\n", backend_name, excluded ? excluded : sift_last_error());
             continue;
         }
         if (sift_context_create(SIFT_BACKEND_CPU, &other) != SIFT_OK) return 1;
