@@ -77,11 +77,6 @@ bool sift_tokenizer_is_eog(const sift_tokenizer *t, int32_t id);
 const char *sift_tokenizer_token_string(const sift_tokenizer *t, int32_t id, size_t *len);
 sift_token_type sift_tokenizer_token_type(const sift_tokenizer *t, int32_t id);
 
-/* Largest number of ids encoding len bytes of text can produce: at most 4 per byte (a space
- * without a "▁" piece is 3 byte tokens; SentencePiece's leading "▁" before each piece of text
- * between special tokens), plus BOS. */
-size_t sift_tokenizer_max_tokens(size_t len);
-
 /* Encodes len bytes of text (any bytes; invalid UTF-8 passes through byte fallback or byte-level
  * BPE) into ids[cap], BOS first when add_bos. *n gets the number of ids. SIFT_E_INVALID when cap
  * is too small (sift_tokenizer_max_tokens(len) always suffices), or when add_bos is set and the

@@ -5,6 +5,7 @@
  * attended. The predictor files are written here, in the trainer's format (tools/butler). */
 #include "sift.h"
 
+#include "backend_filter.h"
 #include "gguf_builder.h"
 #include "predictor.h" /* sift_model_fingerprint: the file must name the model's */
 
@@ -237,8 +238,9 @@ int main(int argc, char **argv)
     for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) {
         sift_context *ctx = NULL;
         const char *bname = sift_backend_kind_name((sift_backend_kind)kind);
-        if (sift_context_create((sift_backend_kind)kind, &ctx) != SIFT_OK) {
-            printf("%-7s skipped: %s\n", bname, sift_last_error());
+        const char *excluded = test_backend_excluded((sift_backend_kind)kind);
+        if (excluded || sift_context_create((sift_backend_kind)kind, &ctx) != SIFT_OK) {
+            printf("%-7s skipped: %s\n", bname, excluded ? excluded : sift_last_error());
             continue;
         }
         run_backend(ctx, bname, argv[1], argv[2]);

@@ -49,7 +49,7 @@ sift --help
 expect_in out "--version" "sift --help lists --version"
 sift run --help
 expect_rc 0 "run --help"
-for flag in "-f, --file FILE" "-1: a random seed" "a power of two from 1 to 2^20" "when the context is full"; do
+for flag in "-f, --file FILE" "-1: a random seed" "a power of two from 1 to 2^20" "when the context is full" "--context-shift" "--keep N"; do
     expect_in out "$flag" "run --help"
 done
 
@@ -93,6 +93,38 @@ expect_not_in out "inf" "bench-attn table"
 checks=$((checks + 1))
 grep -qE '^cached +score +0\.0 +- ' "$T/out" || fail "bench-attn table: '-' for a stage at 0 us: $(cat "$T/out")"
 
+# --plot: an SVG document with a polyline per series (each stage of the selection step and each
+# graph's total), points at both contexts; a list of contexts prints one JSON line each
+# expect_svg FILE POLYLINES POINTS WHAT: FILE is one <svg> element with POLYLINES polylines of
+# POINTS points each
+expect_svg() {
+    checks=$((checks + 1))
+    if [ ! -s "$1" ]; then fail "$4: no file $1"; return; fi
+    [ "$(head -c 4 "$1")" = "<svg" ] && [ "$(tail -n 1 "$1")" = "</svg>" ] || fail "$4: not an <svg> ... </svg> document"
+    checks=$((checks + 1))
+    [ "$(grep -c '<polyline ' "$1")" -eq "$2" ] || fail "$4: $(grep -c '<polyline ' "$1") polylines, want $2"
+    checks=$((checks + 1))
+    [ "$(grep '<polyline ' "$1" | sed 's/.*points="\([^"]*\)".*/\1/' | awk '{print NF}' | sort -u)" = "$3" ] ||
+        fail "$4: polylines of other than $3 points"
+    if command -v python3 >/dev/null; then
+        checks=$((checks + 1))
+        python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$1" || fail "$4: not well-formed XML"
+    fi
+}
+sift bench-attn --backend cpu --ctx 1024,2048 --budget 128 --sink 16 --window 64 --heads 4/2 --dim 64 --repeat 1 --plot "$T/attn.svg"
+expect_rc 0 "bench-attn --ctx 1024,2048 --plot"
+expect_svg "$T/attn.svg" 8 2 "bench-attn --plot"
+expect_in err "plot written to $T/attn.svg" "bench-attn --plot"
+expect_eq "$(grep -c '^N=' "$T/out")" 2 "bench-attn --ctx 1024,2048: a table per context"
+sift bench-attn --backend cpu --ctx 1024,2048 --budget 128 --sink 16 --window 64 --heads 4/2 --dim 64 --repeat 1 --json
+expect_json "bench-attn --ctx 1024,2048 --json"
+expect_eq "$(grep -c '"ctx": ' "$T/out")" 2 "bench-attn --ctx 1024,2048 --json: a line per context"
+sift bench-attn --backend cpu --ctx 1024 --repeat 1 --plot "$T/absent/attn.svg"
+expect_rc 1 "bench-attn --plot into a missing folder"
+expect_in err "sift bench-attn: cannot write the plot $T/absent/attn.svg: " "bench-attn --plot into a missing folder"
+sift bench-attn --backend cpu --ctx 1024,x
+expect_rc 2 "bench-attn --ctx 1024,x"
+
 # ---- sift eval on the retrieval model (in the source tree) -------------------------------------
 # 17 samples of 17 lengths (19 .. 35 tokens with BOS), one record and its query each; and a second
 # sample of the first length
@@ -114,6 +146,12 @@ expect_eq "$(echo "$header" | wc -w)" "$((2 + 17 + 1))" "eval, 17 lengths: colum
 expect_in out " 35       all" "eval, 17 lengths: the 17th length, 35"
 expect_eq "$(grep -c '^dense ' "$T/out")" 1 "eval: the dense row once"
 expect_eq "$(grep -c '^streaming ' "$T/out")" 2 "eval: a streaming row per budget"
+# --plot: a polyline per policy, dense flat over both budgets
+sift "${E[@]}" --policies dense,streaming,tokenselect --budgets 2,4 --length 19 --plot "$T/eval.svg"
+expect_rc 0 "eval --plot"
+expect_svg "$T/eval.svg" 3 2 "eval --plot"
+checks=$((checks + 1))
+grep -q '>streaming</text>' "$T/eval.svg" || fail "eval --plot: no legend entry for streaming"
 # --skip 1: only the second sample of length 19 is left
 sift "${E[@]}" --policies dense --skip 1
 expect_rc 0 "eval --skip 1, 17 lengths"
@@ -271,6 +309,57 @@ sift "${R[@]}" -n 100 --ctx 16 --temp 0
 expect_rc 0 "run, context full"
 expect_in err "sift run: context full: stopped after 16 generated tokens of 100 (the context holds 16 tokens, 1 of them the prompt); raise it with -c/--ctx" "run, context full"
 expect_in err "; decode 16 tokens in " "run, context full: the speed line"
+# --context-shift: 200 tokens in a context of 64 (5 of them the prompt): each shift keeps BOS,
+# drops 31 of the other 63 and re-evaluates 32 and the new token, so 5 shifts of 33 tokens
+CS=(-p "Once upon a time" --ctx 64 -n 200 --temp 0)
+sift "${R[@]}" "${CS[@]}"
+expect_rc 0 "run --ctx 64 -n 200"
+expect_in err "context full: stopped after 60 generated tokens of 200" "run --ctx 64 -n 200: without --context-shift"
+expect_in err "let --context-shift drop old tokens" "run --ctx 64 -n 200: the hint"
+unshifted=$(cat "$T/out")
+sift "${R[@]}" "${CS[@]}" --context-shift
+expect_rc 0 "run --context-shift"
+expect_not_in err "context full" "run --context-shift"
+expect_in err "; decode 200 tokens in " "run --context-shift: 200 tokens"
+expect_in err "sift run: context shifted 5 times (kept the first 1 tokens, re-evaluated 165;" "run --context-shift: the shifts"
+shifted=$(cat "$T/out")
+expect_eq "${shifted:0:${#unshifted}}" "$unshifted" "run --context-shift: the text up to the first shift"
+checks=$((checks + 1))
+[ "${#shifted}" -gt $((2 * ${#unshifted})) ] || fail "run --context-shift: ${#shifted} characters of text, not more than twice the ${#unshifted} without"
+# --keep 3: BOS and 3 prompt tokens kept; each shift drops 30 of 60 and re-evaluates 31
+sift "${R[@]}" "${CS[@]}" --context-shift --keep 3
+expect_in err "context shifted 5 times (kept the first 4 tokens, re-evaluated 155;" "run --context-shift --keep 3"
+# a prompt that --keep -1 keeps whole leaves nothing to drop
+sift "${R[@]}" -p "$(printf 'Once upon a time %.0s' 1 2 3 4 5)" --ctx 23 --context-shift --keep -1
+expect_rc 1 "run --context-shift --keep -1, a long prompt"
+expect_in err "sift run: --context-shift keeps 22 tokens, which leaves nothing to drop in a context of 23 tokens" "run --keep -1"
+sift "${R[@]}" --keep -2
+expect_rc 2 "run --keep -2"
+# 2,000 tokens with extrapolation through 63 shifts: under the sanitizer job's LeakSanitizer, any
+# leak of a step, a rewind or a re-evaluation fails this exit status
+sift "${R[@]}" -p "Once upon a time" --ctx 64 -n 2000 --temp 0 -t 2 --context-shift --extrapolate --policy tokenselect
+expect_rc 0 "run -n 2000 --extrapolate --context-shift"
+expect_in err "; decode 2000 tokens in " "run -n 2000 --extrapolate --context-shift"
+expect_in err "context shifted 63 times" "run -n 2000 --extrapolate --context-shift: the shifts"
+# Vulkan (lavapipe in CI): a warm-up, rewound, compiles the kernels before prefill is timed; the
+# text is the one without it
+if [[ ",${SIFT_TEST_BACKENDS:-vulkan}," != *,vulkan,* ]]; then
+    echo "SKIP: vulkan is not in SIFT_TEST_BACKENDS: the warm-up is not checked"
+elif "$SIFT" devices --json 2>/dev/null | grep -q '"backend": "vulkan", "available": true'; then
+    sift run -m "$M" --backend vulkan -p "Once upon a time" -n 8 --temp 0 --no-warmup
+    expect_rc 0 "run --backend vulkan --no-warmup"
+    expect_not_in err "setup" "run --no-warmup"
+    cold=$(cat "$T/out")
+    sift run -m "$M" --backend vulkan -p "Once upon a time" -n 8 --temp 0
+    expect_rc 0 "run --backend vulkan"
+    expect_in err "sift run: setup " "run --backend vulkan: the setup line"
+    expect_in err "(a warm-up of 6 tokens, rewound," "run --backend vulkan: the warm-up's tokens"
+    expect_eq "$(cat "$T/out")" "$cold" "run --backend vulkan: the text of --no-warmup"
+else
+    echo "SKIP: no Vulkan device: the warm-up is not checked"
+fi
+sift "${R[@]}" -p "Once upon a time" -n 4
+expect_not_in err "setup" "run --backend cpu: no warm-up"
 # -n far beyond the context: sized by the context, not by -n
 sift "${R[@]}" -n 99999999999 --ctx 16 --temp 0
 expect_rc 0 "run -n 99999999999 --ctx 16"

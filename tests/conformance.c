@@ -11,12 +11,14 @@
  *
  * Environment:
  *   SIFT_EXPECT_BACKENDS=cpu,vulkan  a listed backend that cannot be opened fails instead of skipping
+ *   SIFT_TEST_BACKENDS=cpu,vulkan    only the listed backends are tested; the others skip (exit 77)
  *   SIFT_CONFORMANCE_MAX_N=n         largest context of the attention matrix (default: 33000, or
  *                                    1048576 where the backend is a real GPU)
  *   SIFT_CONFORMANCE_MAX_ROWS=n      largest paged cache (default 70000; the CUDA emulator cuts it)
  *   SIFT_VULKAN_VALIDATION           set to 1 here unless given: any validation message fails
  */
 #include "registry.h"
+#include "backend_filter.h"
 
 static conf_case *cases;
 static int n_cases, cap_cases;
@@ -159,6 +161,11 @@ int main(int argc, char **argv)
     }
 
     backend ref = {SIFT_BACKEND_CPU, NULL}, dut_own = {kind, NULL};
+    const char *excluded = list ? NULL : test_backend_excluded(kind);
+    if (excluded) {
+        printf("backend %-7s skipped: %s\n", backend_name, excluded);
+        return 77;
+    }
     if (!list) {
         if (sift_context_create(SIFT_BACKEND_CPU, &ref.ctx) != SIFT_OK) {
             printf("FAIL: the CPU reference backend is not available: %s\n", sift_last_error());

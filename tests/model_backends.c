@@ -4,6 +4,8 @@
  *
  * usage: sift-model-backends MODEL.gguf...   (a missing file is skipped with a message) */
 #include "sift.h"
+#include "backend_filter.h"
+#include "sift_testing.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -98,8 +100,9 @@ static void compare_model(const char *path)
     for (int kind = 1; kind < SIFT_BACKEND_COUNT; kind++) {
         const char *bname = sift_backend_kind_name((sift_backend_kind)kind);
         sift_context *ctx = NULL;
-        if (sift_context_create((sift_backend_kind)kind, &ctx) != SIFT_OK) {
-            printf("%-28s %-7s skipped: %s\n", name, bname, sift_last_error());
+        const char *excluded = test_backend_excluded((sift_backend_kind)kind);
+        if (excluded || sift_context_create((sift_backend_kind)kind, &ctx) != SIFT_OK) {
+            printf("%-28s %-7s skipped: %s\n", name, bname, excluded ? excluded : sift_last_error());
             continue;
         }
         trace got = {0};

@@ -6,6 +6,7 @@
  *
  * usage: sift-model-test SHARED_DIR   (skips, saying so, where SHARED_DIR/models is absent) */
 #include "sift.h"
+#include "backend_filter.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -229,8 +230,9 @@ static void run_backend(sift_backend_kind kind, const char *model_path, golden *
 {
     const char *bname = sift_backend_kind_name(kind);
     sift_context *ctx = NULL;
-    if (sift_context_create(kind, &ctx) != SIFT_OK) {
-        printf("%-7s skipped: %s\n", bname, sift_last_error());
+    const char *excluded = test_backend_excluded(kind);
+    if (excluded || sift_context_create(kind, &ctx) != SIFT_OK) {
+        printf("%-7s skipped: %s\n", bname, excluded ? excluded : sift_last_error());
         return;
     }
     sift_model *m = NULL;

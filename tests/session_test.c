@@ -17,6 +17,7 @@
  * Each backend's logits are compared with the CPU's (NMSE <= 1e-3: f16 cache, other arithmetic).
  * Usage: sift-session-test MODEL.gguf... (a missing model file is skipped with a message). */
 #include "sift.h"
+#include "sift_testing.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -25,6 +26,7 @@
 #include <string.h>
 
 #include "testutil.h" /* nmse, all_finite, the check counters */
+#include "backend_filter.h"
 
 static void check(bool ok, const char *model, const char *backend, const char *what, double value)
 {
@@ -377,8 +379,11 @@ int main(int argc, char **argv)
         const char *name = strrchr(argv[a], '/') ? strrchr(argv[a], '/') + 1 : argv[a];
         for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) {
             sift_context *ctx = NULL;
-            if (sift_context_create((sift_backend_kind)kind, &ctx) != SIFT_OK) {
-                printf("%-18s %-7s skipped: %s\n", name, sift_backend_kind_name((sift_backend_kind)kind), sift_last_error());
+            /* the CPU runs whatever SIFT_TEST_BACKENDS says: it is the others' reference */
+            const char *excluded = kind == SIFT_BACKEND_CPU ? NULL : test_backend_excluded((sift_backend_kind)kind);
+            if (excluded || sift_context_create((sift_backend_kind)kind, &ctx) != SIFT_OK) {
+                printf("%-18s %-7s skipped: %s\n", name, sift_backend_kind_name((sift_backend_kind)kind),
+                       excluded ? excluded : sift_last_error());
                 continue;
             }
             model_run t = {.name = name, .bname = sift_backend_kind_name((sift_backend_kind)kind)};

@@ -238,8 +238,11 @@ static int chat(const chat_options *o)
     cfg.kv_type = o->kv;
     cfg.policy = o->policy;
     if (o->policy != SIFT_POLICY_DENSE) cfg.sink = o->sink, cfg.window = o->window, cfg.budget = o->budget;
-    sift_sampler_config scfg = {.temperature = (float)o->temp, .top_k = (int)o->top_k, .top_p = (float)o->top_p,
-                                .seed = (uint64_t)o->seed};
+    sift_sampler_config scfg = sift_sampler_config_default();
+    scfg.temperature = (float)o->temp;
+    scfg.top_k = (int)o->top_k;
+    scfg.top_p = (float)o->top_p;
+    scfg.seed = (uint64_t)o->seed;
     if (sift_session_create(model, &cfg, &session) != SIFT_OK || sift_sampler_create(&scfg, &sampler) != SIFT_OK) {
         fprintf(stderr, "sift chat: %s\n", sift_last_error());
         goto done;

@@ -13,6 +13,7 @@
  * Every policy runs in one session after sift_session_rewind, so all see the same prefill. Uses
  * only the public API. */
 #include "cli.h"
+#include "plot.h"
 
 #include <errno.h>
 #include <math.h>
@@ -38,6 +39,7 @@ typedef struct {
     int64_t sink, window, prefix, max_tokens, samples, skip, length;
     float sel_cache;
     bool json;
+    const char *plot_path; /* --plot FILE.svg */
 } eval_options;
 
 static void usage(FILE *f)
@@ -73,7 +75,10 @@ static void usage(FILE *f)
           "                       butler:nf with neighbour fetch (butler:i4:nf both)\n"
           "  --backend B          cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                       `sift devices` shows the choice)\n"
           "  -t, --threads N      the CPU backend's threads (default: one per core)\n"
-          "  --json               one JSON object per result line\n",
+          "  --json               one JSON object per result line\n"
+          "  --plot FILE.svg      also draw the results against the budget, one line per policy\n"
+          "                       (retrieval: accuracy on all lengths; text: top-1 agreement with\n"
+          "                       dense; dense, which has no budget, as a flat line)\n",
           f);
 }
 
@@ -283,6 +288,44 @@ static sift_status set_variant(sift_session *s, const eval_options *o, int pi)
     return sift_session_set_butler(s, o->interval[pi], o->neighbors[pi]);
 }
 
+/* --plot: a policy's figure at budget index bi; dense, run once, is drawn flat over every budget. */
+static bool plot_result(plot *pl, const eval_options *o, int pi, int bi, const char *label, double y)
+{
+    if (!pl) return true;
+    if (o->policies[pi] != SIFT_POLICY_DENSE) return plot_add(pl, label, (double)o->budgets[bi], y);
+    for (int b = 0; b < o->n_budgets; b++)
+        if (!plot_add(pl, label, (double)o->budgets[b], y)) return false;
+    return true;
+}
+
+/* --plot: a chart of the results against the budget (log scale where every budget is > 0). */
+static plot *plot_for(const eval_options *o, const char *what)
+{
+    if (!o->plot_path) return NULL;
+    bool log_x = true;
+    for (int b = 0; b < o->n_budgets; b++) log_x = log_x && o->budgets[b] > 0;
+    char title[160];
+    snprintf(title, sizeof title, "sift eval: %s vs budget k (S=%lld, W=%lld)", what, (long long)o->sink, (long long)o->window);
+    return plot_new(title, "budget k (tokens chosen per step)", what, log_x, false);
+}
+
+/* Writes the chart (when --plot asked for one); 0, or 1 with a message. */
+static int plot_finish(const eval_options *o, plot *pl, bool complete)
+{
+    if (!o->plot_path) return 0;
+    int rc = 0;
+    if (!pl || !complete) {
+        fprintf(stderr, "sift eval: out of host memory for the plot\n");
+        rc = 1;
+    } else if (!plot_write_svg(pl, o->plot_path)) {
+        fprintf(stderr, "sift eval: cannot write the plot %s: %s\n", o->plot_path, strerror(errno));
+        rc = 1;
+    } else if (!o->json)
+        fprintf(stderr, "sift eval: plot written to %s\n", o->plot_path);
+    plot_free(pl);
+    return rc;
+}
+
 static int eval_text(const eval_options *o, sift_context *ctx, sift_model *m, const sift_model_info *info)
 {
     size_t len = 0;
@@ -302,6 +345,8 @@ static int eval_text(const eval_options *o, sift_context *ctx, sift_model *m, co
         return 1;
     }
     int32_t *dense_top1 = calloc((size_t)n, sizeof *dense_top1);
+    plot *pl = plot_for(o, "top-1 agreement with dense (%)");
+    bool plotted = true;
     sift_session *s = NULL, *sx = NULL;
     sift_session_config cfg = session_config(o, n, false);
     if (st == SIFT_OK) st = sift_session_create(m, &cfg, &s);
@@ -331,6 +376,7 @@ static int eval_text(const eval_options *o, sift_context *ctx, sift_model *m, co
             policy_label(o, pi, label, sizeof label);
             if (r.sc_steps) snprintf(sc, sizeof sc, "%.1f%%", 100.0 * (double)r.sc_hits / (double)r.sc_steps);
             const double ppl = exp(r.nll_sum / (double)r.scored), agree = (double)r.agree / (double)r.scored;
+            plotted = plotted && plot_result(pl, o, pi, bi, label, 100.0 * agree);
             if (o->json) { /* null where a figure does not exist: no quality measured, nothing scored */
                 printf("{\"mode\": \"text\", \"policy\": \"%s\", \"budget\": %lld, \"sink\": %lld, \"window\": %lld, \"tokens\": %lld, "
                        "\"perplexity\": ",
@@ -354,11 +400,12 @@ static int eval_text(const eval_options *o, sift_context *ctx, sift_model *m, co
         }
     }
     if (st != SIFT_OK) fprintf(stderr, "sift eval: %s\n", sift_last_error());
+    const int plot_rc = st == SIFT_OK ? plot_finish(o, pl, plotted) : (plot_free(pl), 0);
     sift_session_destroy(s);
     sift_session_destroy(sx);
     free(ids);
     free(dense_top1);
-    return st == SIFT_OK ? 0 : 1;
+    return st == SIFT_OK ? plot_rc : 1;
 }
 
 /* A retrieval sample: its text's tokens (BOS first) and which positions are answers. */
@@ -539,6 +586,8 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
         if (!o->json) fprintf(stderr, "\rsift eval: sample %d of %d done", ++done_n, n_chosen);
     }
     if (!o->json && n_chosen > 0) fputc('\n', stderr);
+    plot *pl = st == SIFT_OK ? plot_for(o, "accuracy on the answers (%)") : NULL;
+    bool plotted = true;
     if (st == SIFT_OK) {
         if (!o->json) {
             printf("sift eval  %s  retrieval accuracy (answer characters, greedy); S=%lld W=%lld\n\n%-14s %7s", o->model_path,
@@ -570,6 +619,7 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
                     } else
                         printf(" %8.1f%%", a ? 100.0 * (double)c / (double)a : 0.0);
                 }
+                plotted = plotted && plot_result(pl, o, pi, bi, label, a_all ? 100.0 * (double)c_all / (double)a_all : NAN);
                 if (!o->json && sc_steps[row])
                     printf(" %8.1f%%  (%s %.1f%%)\n", a_all ? 100.0 * (double)c_all / (double)a_all : 0.0,
                            o->policies[pi] == SIFT_POLICY_BUTLER ? "steps reusing lists" : "Selection Cache hits",
@@ -580,6 +630,7 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
     } else if (rc == 0) {
         fprintf(stderr, "sift eval: %s\n", sift_last_error());
     }
+    const int plot_rc = st == SIFT_OK ? plot_finish(o, pl, plotted) : (plot_free(pl), 0);
     free_samples(smp, n_smp);
     free(correct);
     free(answers);
@@ -589,7 +640,7 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
     free(used);
     free(seen_of);
     free(chosen);
-    return st == SIFT_OK ? 0 : 1;
+    return st == SIFT_OK ? plot_rc : 1;
 }
 
 static int eval_main(int argc, char **argv, eval_options *o)
@@ -623,6 +674,7 @@ static int eval_main(int argc, char **argv, eval_options *o)
         else if (!strcmp(a, "--skip")) ok = cli_parse_i64(val, &o->skip) && o->skip >= 0;
         else if (!strcmp(a, "--length")) ok = cli_parse_i64(val, &o->length) && o->length >= 1;
         else if (!strcmp(a, "--sel-cache")) ok = cli_parse_sel_cache(val, &o->sel_cache);
+        else if (!strcmp(a, "--plot")) o->plot_path = val;
         else if ((butler_opt = cli_parse_butler("sift eval", argc, argv, &i, &o->butler)) != 0) {
             if (butler_opt < 0) return 2;
             continue;

@@ -1,6 +1,8 @@
 /* The sift command line. Uses only the public API (sift.h). */
 #include "sift.h"
+#include "sift_testing.h"
 #include "cli.h"
+#include "plot.h"
 
 #include <errno.h>
 #include <math.h>
@@ -34,7 +36,7 @@ static void usage(FILE *f)
           "               with dense on a text, retrieval accuracy, attention recall and error\n"
           "  bench-attn   time one layer's decode attention, dense vs the selection pipeline, per stage\n"
           "  bench-decode time a model's decode steps at long contexts, dense vs selected attention\n"
-          "  devices      list the backends, the device each one would use, and the automatic choice\n"
+          "  devices      list the backends, their devices, the one each would use, and the automatic choice\n"
           "               (--json: as JSON)\n"
           "  help         this text; 'sift <command> --help' for a command's options\n"
           "  --version    print the version\n",
@@ -53,7 +55,7 @@ static void usage_bench(FILE *f)
           "options:\n"
           "  --backend B     cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                  `sift devices` shows the choice)\n"
           "  -t, --threads N the CPU backend's threads (default: one per core)\n"
-          "  --ctx N         tokens in the KV cache (default 32768)\n"
+          "  --ctx N[,N...]  tokens in the KV cache, one run per context (default 32768)\n"
           "  --budget k      tokens chosen by selection (default 2048)\n"
           "  --sink S        first tokens always kept (default 128)\n"
           "  --window W      last tokens always kept (default 512)\n"
@@ -63,8 +65,12 @@ static void usage_bench(FILE *f)
           "  --vote sum|max  head soft vote (TokenSelect) or per-KV-head max (default sum)\n"
           "  --key-dim d'    TokenButler's key dimension, a multiple of 8 (default 16; 0: no butler graph)\n"
           "  --repeat R      timed repeats (default 20, after 3 warm-ups)\n"
-          "  --json          print one JSON object instead of the table; a figure that does not exist\n"
-          "                  is null (gbps of a stage timed at 0 us; the table prints - there)\n"
+          "  --json          print one JSON object per context, one a line, instead of the tables; a\n"
+          "                  figure that does not exist is null (gbps of a stage timed at 0 us; the\n"
+          "                  table prints - there)\n"
+          "  --plot FILE.svg also draw microseconds against the context: each stage of the selection\n"
+          "                  step and each graph's total, one line each (log scales; stages at 0 us\n"
+          "                  left out)\n"
           "\n"
           "With the soft vote and more candidates than k, a third graph times a Selection Cache hit: the\n"
           "cosine check, score/vote/select skipped on the device, the window moved, gather_attend.\n"
@@ -269,68 +275,63 @@ static sift_status time_graph(sift_graph *g, int repeat, bench_result *r)
     return s;
 }
 
-static int bench_attn(int argc, char **argv)
-{
-    const char *backend = NULL;
-    int64_t threads = 0; /* -t: the CPU backend's threads, 0: one per core */
-    int64_t n_ctx = 32768, budget = 2048, sink = 128, window = 512, hq = 32, hkv = 8, dim = 128, repeat = 20, key_dim = 16;
-    sift_dtype kv = SIFT_F16;
-    sift_vote_mode vote = SIFT_VOTE_SOFTMAX_SUM;
-    bool json = false;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        bool ok = true, takes = true;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage_bench(stdout);
-            return 0;
-        } else if (!strcmp(a, "--json")) {
-            json = true;
-            takes = false;
-        } else if (!strcmp(a, "--backend")) backend = val, ok = val != NULL;
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = cli_parse_threads(val, &threads);
-        else if (!strcmp(a, "--ctx")) ok = cli_parse_i64(val, &n_ctx);
-        else if (!strcmp(a, "--budget")) ok = cli_parse_i64(val, &budget);
-        else if (!strcmp(a, "--sink")) ok = cli_parse_i64(val, &sink);
-        else if (!strcmp(a, "--window")) ok = cli_parse_i64(val, &window);
-        else if (!strcmp(a, "--dim")) ok = cli_parse_i64(val, &dim);
-        else if (!strcmp(a, "--key-dim")) ok = cli_parse_i64(val, &key_dim) && key_dim >= 0 && key_dim <= 128 && key_dim % 8 == 0;
-        else if (!strcmp(a, "--repeat")) ok = cli_parse_i64(val, &repeat) && repeat >= 1 && repeat <= 100000;
-        else if (!strcmp(a, "--heads")) {
-            const char *slash = val ? strchr(val, '/') : NULL;
-            char first[32] = {0};
-            ok = slash && (size_t)(slash - val) < sizeof first;
-            if (ok) {
-                memcpy(first, val, (size_t)(slash - val));
-                ok = cli_parse_i64(first, &hq) && cli_parse_i64(slash + 1, &hkv);
-            }
-        } else if (!strcmp(a, "--kv")) {
-            ok = val && (!strcmp(val, "f16") || !strcmp(val, "f32"));
-            if (ok) kv = !strcmp(val, "f16") ? SIFT_F16 : SIFT_F32;
-        } else if (!strcmp(a, "--vote")) {
-            ok = val && (!strcmp(val, "sum") || !strcmp(val, "max"));
-            if (ok) vote = !strcmp(val, "sum") ? SIFT_VOTE_SOFTMAX_SUM : SIFT_VOTE_KVHEAD_MAX;
-        } else {
-            fprintf(stderr, "sift bench-attn: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-        if (!ok) {
-            fprintf(stderr, "sift bench-attn: %s needs a valid value%s%s\n", a, val ? ", not " : "", val ? val : "");
-            return 2;
-        }
-        if (takes) i++;
-    }
-    if (hq < 1 || hkv < 1 || hq > 4096 || hkv > 4096 || dim < 1 || dim > 4096) {
-        fprintf(stderr, "sift bench-attn: heads %lld/%lld or dimension %lld out of range\n", (long long)hq,
-                (long long)hkv, (long long)dim);
-        return 2;
-    }
+enum { CLI_MAX_CTXS = 64 };
 
-    sift_context *ctx = NULL;
-    sift_status s = cli_open_backend(backend, threads, &ctx);
-    if (s != SIFT_OK) {
-        fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
-        return 1;
+/* --ctx N[,N...] of the benchmarks: up to CLI_MAX_CTXS contexts; false after a message. */
+static bool parse_ctx_list(const char *who, const char *list, int64_t *ctxs, int *n_ctxs)
+{
+    *n_ctxs = 0;
+    for (const char *p = list; p && *p;) {
+        char *end;
+        errno = 0;
+        const long long n = strtoll(p, &end, 10);
+        if (end == p || (*end && *end != ',') || errno || n < 1 || n > INT32_MAX || *n_ctxs == CLI_MAX_CTXS) {
+            fprintf(stderr, "%s: --ctx needs up to %d comma-separated contexts in tokens (1 .. 2^31 - 1), not '%s'\n", who,
+                    CLI_MAX_CTXS, list);
+            return false;
+        }
+        ctxs[(*n_ctxs)++] = n;
+        p = *end ? end + 1 : end;
     }
+    if (*n_ctxs == 0) fprintf(stderr, "%s: --ctx needs a context in tokens\n", who);
+    return *n_ctxs > 0;
+}
+
+/* bench-attn's shapes: everything but the context, which --ctx lists. */
+typedef struct {
+    int64_t budget, sink, window, hq, hkv, dim, repeat, key_dim;
+    sift_dtype kv;
+    sift_vote_mode vote;
+    bool json;
+} bench_attn_opts;
+
+/* --plot: each stage of the selection step, and each graph's total, against the context. */
+static bool plot_bench(plot *pl, int64_t n_ctx, const bench_result *const *rr, int n_graphs)
+{
+    bool ok = true;
+    char name[48];
+    for (int r = 0; r < n_graphs; r++) {
+        if (!strcmp(rr[r]->graph, "select"))
+            for (int i = 0; i < rr[r]->n_nodes; i++) {
+                snprintf(name, sizeof name, "select: %s", rr[r]->names[i]);
+                ok = ok && plot_add(pl, name, (double)n_ctx, rr[r]->us[i]);
+            }
+        snprintf(name, sizeof name, "%s: total", rr[r]->graph);
+        ok = ok && plot_add(pl, name, (double)n_ctx, rr[r]->total_us);
+    }
+    return ok;
+}
+
+/* Times one context's graphs and prints them (a table, or one JSON line); adds them to pl. */
+static sift_status bench_attn_ctx(sift_context *ctx, const bench_attn_opts *o, int64_t n_ctx, plot *pl)
+{
+    const int64_t budget = o->budget, sink = o->sink, window = o->window, hq = o->hq, hkv = o->hkv, dim = o->dim,
+                  repeat = o->repeat, key_dim = o->key_dim;
+    const sift_dtype kv = o->kv;
+    const sift_vote_mode vote = o->vote;
+    const bool json = o->json;
+    sift_status s = SIFT_OK;
+    bool reported = false; /* the failure's message is printed already */
     sift_tensor *q = NULL, *k = NULL, *v = NULL, *out = NULL, *state = NULL, *idx = NULL, *qp = NULL, *kp = NULL;
     sift_graph *dense = NULL, *sel = NULL, *cached = NULL, *butler = NULL;
     float *host = NULL;
@@ -338,8 +339,12 @@ static int bench_attn(int argc, char **argv)
     const double kv_bytes = 2.0 * (double)hkv * (double)n_ctx * (double)dim * (double)sift_dtype_size(kv);
     if (!json)
         fprintf(stderr, "sift bench-attn: %s; preparing %.1f MB of K/V...\n", sift_context_device_name(ctx), kv_bytes / 1e6);
-    sift_attn_config cfg = {.n_q_heads = (int)hq, .n_kv_heads = (int)hkv, .head_dim = (int)dim,
-                            .sel = {.n_ctx = n_ctx, .sink = sink, .window = window, .budget = budget}, .vote = vote};
+    sift_attn_config cfg = sift_attn_config_default();
+    cfg.n_q_heads = (int)hq;
+    cfg.n_kv_heads = (int)hkv;
+    cfg.head_dim = (int)dim;
+    cfg.sel = (sift_select_params){.n_ctx = n_ctx, .sink = sink, .window = window, .budget = budget};
+    cfg.vote = vote;
     if ((s = sift_tensor_create(ctx, SIFT_F32, 2, (int64_t[]){hq, dim}, &q)) != SIFT_OK ||
         (s = sift_tensor_create(ctx, kv, 3, (int64_t[]){hkv, n_ctx, dim}, &k)) != SIFT_OK ||
         (s = sift_tensor_create(ctx, kv, 3, (int64_t[]){hkv, n_ctx, dim}, &v)) != SIFT_OK ||
@@ -398,6 +403,12 @@ static int bench_attn(int argc, char **argv)
     rr[n_graphs++] = &rs;
     if (cached) rr[n_graphs++] = &rc;
     if (butler) rr[n_graphs++] = &rb;
+    if (pl && !plot_bench(pl, n_ctx, rr, n_graphs)) {
+        fprintf(stderr, "sift bench-attn: out of host memory for the plot\n");
+        s = SIFT_E_NOMEM;
+        reported = true;
+        goto done;
+    }
 
     if (json) {
         printf("{\"backend\": \"%s\", \"device\": ", sift_backend_kind_name(sift_context_backend(ctx)));
@@ -459,7 +470,7 @@ static int bench_attn(int argc, char **argv)
         }
     }
 done:
-    if (s != SIFT_OK) fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
+    if (s != SIFT_OK && !reported) fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
     sift_graph_destroy(dense);
     sift_graph_destroy(sel);
     sift_graph_destroy(cached);
@@ -473,8 +484,100 @@ done:
     sift_tensor_destroy(k);
     sift_tensor_destroy(v);
     sift_tensor_destroy(out);
+    return s;
+}
+static int bench_attn(int argc, char **argv)
+{
+    const char *backend = NULL;
+    int64_t threads = 0; /* -t: the CPU backend's threads, 0: one per core */
+    const char *ctx_list = "32768", *plot_path = NULL;
+    int64_t budget = 2048, sink = 128, window = 512, hq = 32, hkv = 8, dim = 128, repeat = 20, key_dim = 16;
+    sift_dtype kv = SIFT_F16;
+    sift_vote_mode vote = SIFT_VOTE_SOFTMAX_SUM;
+    bool json = false;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = true, takes = true;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage_bench(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+            takes = false;
+        } else if (!strcmp(a, "--backend")) backend = val, ok = val != NULL;
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) ok = cli_parse_threads(val, &threads);
+        else if (!strcmp(a, "--ctx")) ctx_list = val, ok = val != NULL;
+        else if (!strcmp(a, "--plot")) plot_path = val, ok = val != NULL;
+        else if (!strcmp(a, "--budget")) ok = cli_parse_i64(val, &budget);
+        else if (!strcmp(a, "--sink")) ok = cli_parse_i64(val, &sink);
+        else if (!strcmp(a, "--window")) ok = cli_parse_i64(val, &window);
+        else if (!strcmp(a, "--dim")) ok = cli_parse_i64(val, &dim);
+        else if (!strcmp(a, "--key-dim")) ok = cli_parse_i64(val, &key_dim) && key_dim >= 0 && key_dim <= 128 && key_dim % 8 == 0;
+        else if (!strcmp(a, "--repeat")) ok = cli_parse_i64(val, &repeat) && repeat >= 1 && repeat <= 100000;
+        else if (!strcmp(a, "--heads")) {
+            const char *slash = val ? strchr(val, '/') : NULL;
+            char first[32] = {0};
+            ok = slash && (size_t)(slash - val) < sizeof first;
+            if (ok) {
+                memcpy(first, val, (size_t)(slash - val));
+                ok = cli_parse_i64(first, &hq) && cli_parse_i64(slash + 1, &hkv);
+            }
+        } else if (!strcmp(a, "--kv")) {
+            ok = val && (!strcmp(val, "f16") || !strcmp(val, "f32"));
+            if (ok) kv = !strcmp(val, "f16") ? SIFT_F16 : SIFT_F32;
+        } else if (!strcmp(a, "--vote")) {
+            ok = val && (!strcmp(val, "sum") || !strcmp(val, "max"));
+            if (ok) vote = !strcmp(val, "sum") ? SIFT_VOTE_SOFTMAX_SUM : SIFT_VOTE_KVHEAD_MAX;
+        } else {
+            fprintf(stderr, "sift bench-attn: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+        if (!ok) {
+            fprintf(stderr, "sift bench-attn: %s needs a valid value%s%s\n", a, val ? ", not " : "", val ? val : "");
+            return 2;
+        }
+        if (takes) i++;
+    }
+    if (hq < 1 || hkv < 1 || hq > 4096 || hkv > 4096 || dim < 1 || dim > 4096) {
+        fprintf(stderr, "sift bench-attn: heads %lld/%lld or dimension %lld out of range\n", (long long)hq,
+                (long long)hkv, (long long)dim);
+        return 2;
+    }
+    int64_t ctxs[CLI_MAX_CTXS];
+    int n_ctxs = 0;
+    if (!parse_ctx_list("sift bench-attn", ctx_list, ctxs, &n_ctxs)) return 2;
+
+    sift_context *ctx = NULL;
+    sift_status s = cli_open_backend(backend, threads, &ctx);
+    if (s != SIFT_OK) {
+        fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
+        return 1;
+    }
+    bench_attn_opts o = {.budget = budget, .sink = sink, .window = window, .hq = hq, .hkv = hkv, .dim = dim,
+                         .repeat = repeat, .key_dim = key_dim, .kv = kv, .vote = vote, .json = json};
+    plot *pl = NULL;
+    if (plot_path) {
+        char title[160];
+        snprintf(title, sizeof title, "sift bench-attn on %s: heads %lld/%lld, D=%lld, S=%lld W=%lld k=%lld",
+                 sift_backend_kind_name(sift_context_backend(ctx)), (long long)hq, (long long)hkv, (long long)dim, (long long)sink,
+                 (long long)window, (long long)budget);
+        if (!(pl = plot_new(title, "context N (tokens)", "microseconds per decode step (median)", true, true))) s = SIFT_E_NOMEM;
+    }
+    for (int c = 0; c < n_ctxs && s == SIFT_OK; c++) {
+        if (c > 0 && !json) printf("\n");
+        s = bench_attn_ctx(ctx, &o, ctxs[c], pl);
+    }
+    int rc = s == SIFT_OK ? 0 : 1;
+    if (s == SIFT_OK && pl) {
+        if (!plot_write_svg(pl, plot_path)) {
+            fprintf(stderr, "sift bench-attn: cannot write the plot %s: %s\n", plot_path, strerror(errno));
+            rc = 1;
+        } else if (!json)
+            fprintf(stderr, "sift bench-attn: plot written to %s\n", plot_path);
+    }
+    plot_free(pl);
     sift_context_destroy(ctx);
-    return s == SIFT_OK ? 0 : 1;
+    return rc;
 }
 
 static void usage_run(FILE *f, const char *cmd)
@@ -489,7 +592,14 @@ static void usage_run(FILE *f, const char *cmd)
             "  -p, --prompt TEXT  prompt (default: empty: generation starts from BOS)\n"
             "  -f, --file FILE    read the prompt from FILE (instead of -p)\n"
             "  -n, --n-predict N  tokens to generate (default 128); generation stops early, with a\n"
-            "                     message, when the context is full\n"
+            "                     message, when the context is full (unless --context-shift)\n"
+            "  --context-shift    when the context is full, keep the first --keep tokens of the prompt,\n"
+            "                     drop half of the others (the oldest), re-evaluate what is kept and\n"
+            "                     go on generating (run only)\n"
+            "  --keep N           tokens of the prompt a context shift keeps, BOS not counted (default\n"
+            "                     0; -1: the whole prompt; run only)\n"
+            "  --no-warmup        on a GPU backend, skip the warm-up steps (rewound) that let it compile\n"
+            "                     its kernels before prefill is timed (run only)\n"
             "  --backend B        cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                     `sift devices` shows the choice)\n"
             "  -t, --threads N    the CPU backend's threads (default: one per core)\n"
             "  --policy P         decode attention: dense, tokenselect, streaming, h2o, snapkv, quest,\n"
@@ -624,6 +734,48 @@ static uint64_t random_seed(void)
     return x & 0x7fffffffffffffffull;                     /* printable and accepted back by --seed */
 }
 
+/* --context-shift, as llama.cpp does it: the cache holds hist[0, *n) and is full. Keeps
+ * hist[0, keep), drops the oldest half of the rest, rewinds the session to keep and evaluates
+ * the remaining tail and next as one batch (its keys are rotated for their new positions by the
+ * forward pass itself: docs/policies.md). *n becomes the tokens cached; logits are next's. */
+static sift_status shift_context(sift_session *session, int32_t *hist, int64_t *n, int64_t keep, int32_t next,
+                                 float *logits, int64_t *evaluated)
+{
+    const int64_t discard = (*n - keep) / 2, tail = *n - keep - discard;
+    memmove(hist + keep, hist + keep + discard, (size_t)tail * sizeof *hist);
+    hist[keep + tail] = next;
+    sift_status s = sift_session_rewind(session, 0, keep);
+    if (s != SIFT_OK) return s;
+    *n = keep + tail + 1;
+    *evaluated += tail + 1;
+    return sift_session_eval(session, hist + keep, (size_t)(tail + 1), logits);
+}
+
+/* Before the timed prefill, as llama.cpp warms up: a GPU backend compiles a kernel the first time
+ * a step needs it in a configuration (shapes that depend on the tokens in a step among them), so
+ * that compile time would count as prefill (seconds on lavapipe) and decode. The warm-up runs
+ * steps of the sizes the prompt's prefill will run (a chunk, and the last partial chunk) and one
+ * decode step, then rewinds the session to empty; *tokens gets the tokens it evaluated. */
+static sift_status warm_up(sift_session *session, const int32_t *ids, int64_t n_prompt, int64_t chunk, bool extrapolate,
+                           int64_t n_ctx, int64_t *tokens)
+{
+    if (chunk <= 0) chunk = 512;
+    /* extrapolation prefills token by token: a decode step's kernels are all it runs */
+    const int64_t sizes[2] = {extrapolate ? 0 : n_prompt < chunk ? n_prompt : chunk,
+                              extrapolate || n_prompt <= chunk ? 0 : n_prompt % chunk};
+    sift_status s = SIFT_OK;
+    for (int i = 0; i < 2 && s == SIFT_OK; i++) {
+        if (sizes[i] < 2) continue; /* one token is a decode step: done below */
+        if ((s = sift_session_rewind(session, 0, 0)) == SIFT_OK) s = sift_session_eval(session, ids, (size_t)sizes[i], NULL);
+        *tokens += sizes[i];
+    }
+    if (s == SIFT_OK && n_prompt > 0 && sift_session_pos(session) < n_ctx) {
+        s = sift_session_eval(session, ids, 1, NULL);
+        *tokens += 1;
+    }
+    return s == SIFT_OK ? sift_session_rewind(session, 0, 0) : s;
+}
+
 static int run_model(int argc, char **argv, bool logits_mode)
 {
     const char *cmd = logits_mode ? "logits" : "run";
@@ -636,7 +788,8 @@ static int run_model(int argc, char **argv, bool logits_mode)
     sift_dtype kv = SIFT_F16;
     int64_t page_size = 256;
     float sel_cache = 0.9f;
-    bool extrapolate = false, sparse_prefill = false;
+    bool extrapolate = false, sparse_prefill = false, context_shift = false, warmup = true;
+    int64_t keep = 0; /* --keep: prompt tokens a context shift keeps besides BOS; -1: all */
     cli_butler butler = {.interval = 1};
     char who[32];
     snprintf(who, sizeof who, "sift %s", cmd);
@@ -654,6 +807,14 @@ static int run_model(int argc, char **argv, bool logits_mode)
             if (!strcmp(a, "--extrapolate")) extrapolate = true;
             else sparse_prefill = true;
             continue;
+        } else if (!strcmp(a, "--context-shift") && !logits_mode) {
+            context_shift = true;
+            continue;
+        } else if (!strcmp(a, "--no-warmup") && !logits_mode) {
+            warmup = false;
+            continue;
+        } else if (!strcmp(a, "--keep") && !logits_mode) {
+            ok = cli_parse_i64(val, &keep) && keep >= -1, need = "a number of tokens >= 0, or -1 for the whole prompt";
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) model_path = val;
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt_arg = val;
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) prompt_file = val;
@@ -752,7 +913,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
     sift_model *model = NULL;
     sift_session *session = NULL;
     sift_sampler *sampler = NULL;
-    int32_t *ids = NULL;
+    int32_t *ids = NULL, *hist = NULL; /* hist: --context-shift's copy of the tokens in the cache */
     float *logits = NULL;
     bool reported = false; /* the failure's message is printed already */
     sift_predictor *predictor = NULL;
@@ -823,7 +984,29 @@ static int run_model(int argc, char **argv, bool logits_mode)
         reported = true;
         goto done;
     }
-    sift_sampler_config scfg = {.temperature = (float)temp, .top_k = (int)top_k, .top_p = (float)top_p, .seed = (uint64_t)seed};
+    /* the tokens a context shift keeps: BOS, then --keep of the prompt (llama.cpp's --keep) */
+    const int64_t n_keep = keep < 0 || keep + (info.bos >= 0) > (int64_t)n_prompt ? (int64_t)n_prompt : keep + (info.bos >= 0);
+    if (context_shift && n_keep > n_ctx - 2) {
+        fprintf(stderr, "sift %s: --context-shift keeps %lld tokens, which leaves nothing to drop in a context of %lld tokens; "
+                        "lower --keep or raise -c/--ctx\n", cmd, (long long)n_keep, (long long)n_ctx);
+        s = SIFT_E_INVALID;
+        reported = true;
+        goto done;
+    }
+    if (context_shift) {
+        if (!(hist = malloc((size_t)n_ctx * sizeof *hist))) {
+            fprintf(stderr, "sift %s: out of host memory for the %lld tokens --context-shift keeps\n", cmd, (long long)n_ctx);
+            s = SIFT_E_NOMEM;
+            reported = true;
+            goto done;
+        }
+        memcpy(hist, ids, n_prompt * sizeof *hist);
+    }
+    sift_sampler_config scfg = sift_sampler_config_default();
+    scfg.temperature = (float)temp;
+    scfg.top_k = (int)top_k;
+    scfg.top_p = (float)top_p;
+    scfg.seed = (uint64_t)seed;
     if ((s = sift_sampler_create(&scfg, &sampler)) != SIFT_OK) goto done;
     if (!logits_mode) {
         char swk[96] = "";
@@ -873,10 +1056,17 @@ static int run_model(int argc, char **argv, bool logits_mode)
         if (sift_model_token_piece(model, ids[i], piece, sizeof piece, &len) == SIFT_OK) fwrite(piece, 1, len, stdout);
     }
     fflush(stdout);
-    s = sift_session_eval(session, ids, n_prompt, logits);
+    double t_setup = 0.0;
+    int64_t warmup_tokens = 0;
+    if (warmup && sift_context_backend(ctx) != SIFT_BACKEND_CPU) {
+        s = warm_up(session, ids, (int64_t)n_prompt, chunk, extrapolate, n_ctx, &warmup_tokens);
+        t_setup = wall_s() - t0;
+        t0 = wall_s();
+    }
+    if (s == SIFT_OK) s = sift_session_eval(session, ids, n_prompt, logits);
     t_prefill = wall_s() - t0;
     const double t1 = wall_s();
-    int64_t generated = 0;
+    int64_t generated = 0, n_hist = (int64_t)n_prompt, shifts = 0, reevaluated = 0;
     while (s == SIFT_OK && generated < n_predict) {
         const int32_t next = sift_sampler_sample(sampler, logits, info.n_vocab);
         if (next == info.eos) break;
@@ -887,22 +1077,35 @@ static int run_model(int argc, char **argv, bool logits_mode)
         generated++;
         if (generated == n_predict) break;
         if (sift_session_pos(session) >= n_ctx) { /* no room for this token's K/V: the next step cannot run */
-            full = true;
-            break;
+            if (!context_shift) {
+                full = true;
+                break;
+            }
+            s = shift_context(session, hist, &n_hist, n_keep, next, logits, &reevaluated);
+            shifts++;
+            continue;
         }
         s = sift_session_eval(session, &next, 1, logits);
+        if (hist) hist[n_hist++] = next;
     }
     const double t_decode = wall_s() - t1;
     printf("\n");
     if (s == SIFT_OK) {
         if (full)
             fprintf(stderr, "sift run: context full: stopped after %lld generated tokens of %lld (the context holds %lld tokens, "
-                            "%zu of them the prompt); raise it with -c/--ctx\n",
+                            "%zu of them the prompt); raise it with -c/--ctx, or let --context-shift drop old tokens\n",
                     (long long)generated, (long long)n_predict, (long long)n_ctx, n_prompt);
+        if (warmup_tokens)
+            fprintf(stderr, "sift run: setup %.3f s (a warm-up of %lld tokens, rewound, so that the backend compiled its "
+                            "kernels before prefill and decode were timed; --no-warmup skips it)\n", t_setup, (long long)warmup_tokens);
         fprintf(stderr, "sift run: prefill %zu tokens in %.3f s (%.1f tokens/s); decode %lld tokens in %.3f s (%.1f tokens/s); KV cache in use %.2f MB\n",
                 n_prompt, t_prefill, t_prefill > 0 ? (double)n_prompt / t_prefill : 0.0, (long long)generated, t_decode,
                 t_decode > 0 ? (double)(generated > 0 ? generated - 1 : 0) / t_decode : 0.0,
                 (double)sift_session_kv_used_bytes(session) / 1e6);
+
+        if (shifts)
+            fprintf(stderr, "sift run: context shifted %lld times (kept the first %lld tokens, re-evaluated %lld; their time is "
+                            "in the decode time)\n", (long long)shifts, (long long)n_keep, (long long)reevaluated);
         print_sel_cache(session, info.n_layers, "sift run", policy == SIFT_POLICY_BUTLER);
     }
 done:
@@ -912,6 +1115,7 @@ done:
     }
     free(prompt_buf);
     free(ids);
+    free(hist);
     free(logits);
     sift_sampler_destroy(sampler);
     sift_session_destroy(session);
@@ -1042,25 +1246,9 @@ static int bench_decode(int argc, char **argv)
         fprintf(stderr, "sift bench-decode: no model given (-m MODEL.gguf)\n");
         return 2;
     }
-    enum { MAX_CTXS = 64 };
-    int64_t ctxs[MAX_CTXS];
+    int64_t ctxs[CLI_MAX_CTXS];
     int n_ctxs = 0;
-    for (const char *p = ctx_list; p && *p;) { /* checked before the model loads */
-        char *end;
-        errno = 0;
-        const long long n = strtoll(p, &end, 10);
-        if (end == p || (*end && *end != ',') || errno || n < 1 || n > INT32_MAX || n_ctxs == MAX_CTXS) {
-            fprintf(stderr, "sift bench-decode: --ctx needs up to %d comma-separated contexts in tokens (1 .. 2^31 - 1), not '%s'\n",
-                    MAX_CTXS, ctx_list);
-            return 2;
-        }
-        ctxs[n_ctxs++] = n;
-        p = *end ? end + 1 : end;
-    }
-    if (n_ctxs == 0) {
-        fprintf(stderr, "sift bench-decode: --ctx needs a context in tokens\n");
-        return 2;
-    }
+    if (!parse_ctx_list("sift bench-decode", ctx_list, ctxs, &n_ctxs)) return 2; /* before the model loads */
     sift_context *ctx = NULL;
     sift_model *model = NULL;
     sift_status s = cli_open_backend(backend, threads, &ctx);
@@ -1192,8 +1380,21 @@ static int bench_decode(int argc, char **argv)
     return s == SIFT_OK ? 0 : 1;
 }
 
-/* One line per backend (its device, or why it is unavailable) and the automatic choice with its
- * reason; --json: the same as one JSON object. */
+static const char *device_type_name(sift_device_type t)
+{
+    switch (t) {
+    case SIFT_DEVICE_CPU: return "cpu";
+    case SIFT_DEVICE_DISCRETE_GPU: return "discrete gpu";
+    case SIFT_DEVICE_INTEGRATED_GPU: return "integrated gpu";
+    case SIFT_DEVICE_VIRTUAL_GPU: return "virtual gpu";
+    case SIFT_DEVICE_EMULATED: return "cpu emulation";
+    default: return "other";
+    }
+}
+
+/* Each backend's devices (sift_device_count, sift_device_get_info), the one a context opens by
+ * default and whether that one opens (or why not), and the automatic choice with its reason;
+ * --json: the same as one JSON object. */
 static int devices(int argc, char **argv)
 {
     const bool json = argc > 0 && !strcmp(argv[0], "--json");
@@ -1203,8 +1404,10 @@ static int devices(int argc, char **argv)
     }
     char device[SIFT_BACKEND_COUNT][256], reason[SIFT_BACKEND_COUNT][512];
     bool available[SIFT_BACKEND_COUNT], emulated[SIFT_BACKEND_COUNT];
+    int n_dev[SIFT_BACKEND_COUNT];
     int choice = SIFT_BACKEND_CPU;
     for (int b = SIFT_BACKEND_COUNT - 1; b >= 0; b--) { /* CUDA first, then Vulkan, then the CPU */
+        if (sift_device_count((sift_backend_kind)b, &n_dev[b]) != SIFT_OK) n_dev[b] = 0;
         sift_context *ctx = NULL;
         available[b] = sift_context_create((sift_backend_kind)b, &ctx) == SIFT_OK;
         emulated[b] = available[b] && sift_context_is_emulated(ctx);
@@ -1228,12 +1431,22 @@ static int devices(int argc, char **argv)
             if (available[b]) {
                 printf("\"device\": ");
                 cli_json_string(device[b]);
-                printf(", \"emulated\": %s}", emulated[b] ? "true" : "false");
+                printf(", \"emulated\": %s, ", emulated[b] ? "true" : "false");
             } else {
                 printf("\"reason\": ");
                 cli_json_string(reason[b]);
-                printf("}");
+                printf(", ");
             }
+            printf("\"devices\": [");
+            for (int i = 0; i < n_dev[b]; i++) {
+                sift_device_info info;
+                if (sift_device_get_info((sift_backend_kind)b, i, &info) != SIFT_OK) continue;
+                printf("%s{\"index\": %d, \"name\": ", i ? ", " : "", i);
+                cli_json_string(info.name);
+                printf(", \"type\": \"%s\", \"default\": %s, \"memory_bytes\": %llu}", device_type_name(info.type),
+                       info.is_default ? "true" : "false", (unsigned long long)info.memory_bytes);
+            }
+            printf("]}");
         }
         printf("], \"choice\": \"%s\", \"why\": ", sift_backend_kind_name((sift_backend_kind)choice));
         cli_json_string(why);
@@ -1244,6 +1457,12 @@ static int devices(int argc, char **argv)
         const char *name = sift_backend_kind_name((sift_backend_kind)b);
         if (available[b]) printf("%-7s %s%s\n", name, device[b], emulated[b] ? "  (a CPU emulation)" : "");
         else printf("%-7s unavailable: %s\n", name, reason[b]);
+        for (int i = 0; i < n_dev[b]; i++) {
+            sift_device_info info;
+            if (sift_device_get_info((sift_backend_kind)b, i, &info) != SIFT_OK) continue;
+            printf("        device %d: %s (%s, %.1f GiB)%s\n", i, info.name, device_type_name(info.type),
+                   (double)info.memory_bytes / (1024.0 * 1024.0 * 1024.0), info.is_default ? "  default" : "");
+        }
     }
     printf("automatic choice: %s (%s)\n", sift_backend_kind_name((sift_backend_kind)choice), why);
     return 0;

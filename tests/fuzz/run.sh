@@ -23,15 +23,20 @@ if [ -z "$cc" ]; then echo "run.sh: clang not found (apt-get install -y clang li
 mkdir -p "$work/seeds" "$work/crashes"
 python3 "$root/tests/gguf_corpus/make_corpus.py" --seeds "$work/seeds"
 
+# The engine and the CPU backend (what libsift links without GPU backends), instrumented, compiled
+# once for every target, a file per core at a time.
+cflags=(-std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -fno-sanitize-recover=undefined
+        -I"$root/include" -I"$root/engine")
+mkdir -p "$work/obj"
+export cc work
+printf '%s\n' "$root"/engine/*.c "$root"/backends/cpu/*.c |
+    xargs -P "$(nproc)" -I{} sh -c 'f={}; o="$work/obj/$(basename "$(dirname "$f")")_$(basename "$f" .c).o";
+        "$cc" "$@" -fsanitize=fuzzer-no-link,address,undefined -c "$f" -o "$o"' sh "${cflags[@]}"
 status=0
 for target in $targets; do
     mkdir -p "$work/corpus-$target"
-    # The engine and the CPU backend (what libsift links without GPU backends), instrumented.
-    "$cc" -std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -Wall -Wextra \
-        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-        -I"$root/include" -I"$root/engine" \
-        "$root/tests/fuzz/${target}_fuzz.c" "$root"/engine/*.c "$root"/backends/cpu/*.c -lm -lpthread \
-        -o "$work/${target}_fuzz"
+    "$cc" "${cflags[@]}" -fsanitize=fuzzer,address,undefined \
+        "$root/tests/fuzz/${target}_fuzz.c" "$work"/obj/*.o -lm -lpthread -o "$work/${target}_fuzz"
     seeds=()
     [ "$target" = gguf ] && seeds=("$work/seeds" "$root/tests/gguf_corpus")
     # The first folder receives new inputs; the others seed it.
