@@ -1,4 +1,5 @@
 /* Errors, contexts, tensors and half-float conversion: the engine's bookkeeping. */
+#include "graph_pool.h"
 #include "engine.h"
 
 #include <math.h>
@@ -131,7 +132,10 @@ struct sift_context {
     pthread_mutex_t lock;
     /* The caller's handle, each tensor, graph and model: the backend closes when the last goes. */
     atomic_int refs;
+    sift_graph_pool *graph_pool; /* storage for graphs' intermediates, reused from graph to graph */
 };
+
+sift_graph_pool *sift_context_graph_pool(sift_context *ctx) { return ctx->graph_pool; }
 
 /* Contexts are created and destroyed one at a time: a backend's open sets process-wide state
  * (Vulkan's instance-level entry points through volk). */
@@ -144,6 +148,7 @@ void sift_context_retain(sift_context *ctx) { atomic_fetch_add(&ctx->refs, 1); }
 void sift_context_release(sift_context *ctx)
 {
     if (!ctx || atomic_fetch_sub(&ctx->refs, 1) != 1) return;
+    sift_graph_pool_destroy(ctx, ctx->graph_pool);
     pthread_mutex_lock(&open_lock);
     ctx->vt->destroy(ctx->be);
     pthread_mutex_unlock(&open_lock);
@@ -220,12 +225,18 @@ sift_status sift_context_create_with(const sift_context_config *cfg, sift_contex
         return sift_set_error(SIFT_E_NOMEM, "%s: no mutex", fn);
     }
     atomic_init(&ctx->refs, 1);
+    if (sift_graph_pool_create(&ctx->graph_pool) != SIFT_OK) {
+        pthread_mutex_destroy(&ctx->lock);
+        free(ctx);
+        return sift_set_error(SIFT_E_NOMEM, "%s: out of memory", fn);
+    }
     ctx->kind = c.backend;
     const sift_backend_open_args args = {.device = c.device, .threads = c.threads};
     pthread_mutex_lock(&open_lock);
     sift_status s = open(&args, &ctx->be, &ctx->vt, ctx->device_name, sizeof ctx->device_name, &ctx->device);
     pthread_mutex_unlock(&open_lock);
     if (s != SIFT_OK) {
+        sift_graph_pool_destroy(ctx, ctx->graph_pool);
         pthread_mutex_destroy(&ctx->lock);
         free(ctx);
         return s;
