@@ -1,6 +1,7 @@
 // matmul: out[t][j] = dot(x[t], w[j]) (+ bias[j]), x f32 [T][K], w [N][K] in f32, f16, bf16, q8_0 or
-// q4_0 (weights.cuh), f32 activations and f32 accumulation throughout (no int8 activations, no
-// tensor cores: every backend must agree with the CPU reference to NMSE 1e-6 per layer).
+// q4_0 (weights.cuh), f32 activations and f32 accumulation (the q8_0/q4_0 decode takes x as three
+// int8 digits, exact to 2^-21 of each block's largest value; no tensor cores): every backend must
+// agree with the CPU reference to NMSE 1e-6 per layer.
 //
 // Two kernels:
 //
@@ -15,9 +16,10 @@
 // aligned chunks, whatever the block layout's alignment); x is padded by 4 floats every 32 so that
 // the lanes' 16-byte reads of different groups fall in different banks.
 // Groups: f32 4 values (16 bytes), f16 and bf16 8 values (16 bytes), q8_0 and q4_0 one block of 32
-// (34 and 18 bytes at even addresses: read as 32-bit words and realigned with funnel shifts; the
-// int8 and nibble values become floats through the 2^23 bit trick, exactly). Each lane keeps one
-// f32 sum (q blocks: sum of q * x, times the scale); at the end of a row group the sums are reduced
+// (34 and 18 bytes at even addresses: read as 32-bit words and realigned with funnel shifts). For
+// the q blocks each warp first writes its slice of x as three int8 digits per value (XDigits), so
+// that a block's products are exact integer sums (dp4a), scaled once per block. Each lane keeps one
+// f32 sum; at the end of a row group the sums are reduced
 // over the lanes of a row by shuffles and over the warps in shared memory, in a fixed order. Lane l decodes group (l / R) + i * 32 / R
 // of row l % R: the R lanes of a group read its x values at the same addresses (one broadcast), so
 // x is read from shared memory once per R rows.
@@ -30,6 +32,9 @@
 #include "common.cuh"
 #include "matmul_kquant.cuh"
 #include "weights.cuh"
+
+#include <cstdio>
+#include <cstdlib>
 
 namespace sift_cuda {
 
@@ -51,8 +56,9 @@ struct MatmulArgs {
 // ---- matrix-vector ------------------------------------------------------------------------------
 
 constexpr int MV_WARPS = 16, MV_THREADS = 32 * MV_WARPS; // one block of (at most) 16 warps per multiprocessor
-constexpr int MV_STAGES = 3;
-constexpr int MV_STAGE_BUDGET = 2560; // bytes of weights per warp and stage, at most
+constexpr int MV_STAGES = 3;          // default pipeline depth
+constexpr int XDIGIT_BYTES = 112;     // q8_0/q4_0: one block of x as digits (XDigits)
+constexpr int MV_STAGE_BUDGET = 2560; // default bytes of weights per warp and stage, at most
 
 __host__ __device__ constexpr int fmt_group(int w) // values per group
 {
@@ -95,10 +101,12 @@ __host__ __device__ inline MvLayout mv_layout(int wtype, int R, int u)
 }
 
 // A warp's slice of K, of nw warps: groups [ng * w / nw, ng * (w + 1) / nw); its x values are
-// resident in shared memory, padded by 4 floats every 32: the floats one slice takes at most.
+// resident in shared memory: the floats one slice takes at most. f32/f16/bf16: x itself, padded by
+// 4 floats every 32; q8_0/q4_0: x's digits, XDIGIT_BYTES per block.
 __host__ __device__ inline int mv_xslice_floats(int wtype, int64_t k, int nw)
 {
-    const int64_t ng = k / fmt_group(wtype), xe = (ng + nw - 1) / nw * fmt_group(wtype);
+    const int64_t ng = k / fmt_group(wtype), gw = (ng + nw - 1) / nw, xe = gw * fmt_group(wtype);
+    if (wtype == SIFT_Q8_0 || wtype == SIFT_Q4_0) return (int)(gw * XDIGIT_BYTES / 4);
     return (int)(xe + 4 * ((xe + 31) / 32));
 }
 
@@ -157,49 +165,101 @@ template <int NW> __device__ __forceinline__ unsigned load_words(const unsigned 
     return (unsigned)(a & 3) * 8;
 }
 
-template <> __device__ __forceinline__ float mv_dot<SIFT_Q8_0>(const unsigned char *w, const float *x, float acc)
+// q8_0 and q4_0 against x as digits: x = s (d0 + d1 / 2^7 + d2 / 2^14) per block of 32 values, to
+// 2^-21 of the block's largest |x| (f32 itself keeps 2^-24 of each value), with s a power of two and
+// the digits integers in [-64, 64]. The integer sums of q * digit (dp4a: 4 products an instruction,
+// exact) replace the byte-to-float conversions and FMAs: a third of the dot product's instructions.
+struct XDigits {
+    signed char d[3][32]; // the digits of the block's 32 values
+    float scale;          // s (NaN where the block holds an inf or a NaN, so that its sums are NaN too)
+    int sum[3];           // q4_0: the sums of each digit over the block (for its offset of 8)
+};
+static_assert(sizeof(XDigits) == XDIGIT_BYTES, "XDigits: 7 16-byte words");
+
+// Whole warp: lane `lane`'s value v of one block into its digits (SUMS: and their sums, for q4_0).
+template <bool SUMS> __device__ __forceinline__ void x_digits(float v, int lane, XDigits *xd)
+{
+    // m = max |x| = f 2^(e - 126) with f in [0.5, 1) (e: m's exponent field); s = 2^(e - 132), so
+    // |x| / s < 64; the remainders lose no bits. m = 0: every digit is 0. The powers of two are
+    // built from their bits (e < 5 and e < 6: tiny m, in two factors; e = 255: inf or NaN, s NaN).
+    const unsigned m = __reduce_max_sync(FULL, __float_as_uint(v) & 0x7fffffffu);
+    const int e = (int)(m >> 23);
+    const float v0 = e < 5 ? v * 0x1p64f * __uint_as_float((unsigned)(195 - e) << 23) : v * __uint_as_float((unsigned)(259 - e) << 23);
+    const float d0 = rintf(v0), r1 = (v0 - d0) * 128.0f, d1 = rintf(r1), d2 = rintf((r1 - d1) * 128.0f);
+    const int di[3] = {(int)d0, (int)d1, (int)d2};
+#pragma unroll
+    for (int j = 0; j < 3; j++) {
+        xd->d[j][lane] = (signed char)di[j];
+        if constexpr (SUMS) {
+            const int sum = __reduce_add_sync(FULL, di[j]);
+            if (lane == 0) xd->sum[j] = sum;
+        }
+    }
+    if (lane == 0)
+        xd->scale = e == 255 ? __uint_as_float(0x7fc00000u)
+                    : e < 6  ? 0x1p-126f * __uint_as_float((unsigned)(e + 121) << 23)
+                             : __uint_as_float((unsigned)(e - 5) << 23);
+}
+
+// The digits of one block as 8 words (values 4m .. 4m+3 in word m) per digit.
+struct XWords {
+    unsigned w[3][8];
+};
+__device__ __forceinline__ XWords x_words(const XDigits *xd)
+{
+    const uint4 *p = reinterpret_cast<const uint4 *>(xd);
+    XWords x;
+#pragma unroll
+    for (int j = 0; j < 3; j++) {
+        const uint4 a = p[2 * j], b = p[2 * j + 1];
+        x.w[j][0] = a.x, x.w[j][1] = a.y, x.w[j][2] = a.z, x.w[j][3] = a.w;
+        x.w[j][4] = b.x, x.w[j][5] = b.y, x.w[j][6] = b.z, x.w[j][7] = b.w;
+    }
+    return x;
+}
+
+// acc + d * s * (a0 + a1 / 2^7 + a2 / 2^14): |a0| <= 32 * 128 * 64 = 2^18, exact as a float.
+__device__ __forceinline__ float digit_sum(float d, float s, int a0, int a1, int a2, float acc)
+{
+    const float f = fmaf((float)a2, 0x1p-14f, fmaf((float)a1, 0x1p-7f, (float)a0));
+    return fmaf(d * s, f, acc);
+}
+
+__device__ __forceinline__ float mv_dot_digits_q8_0(const unsigned char *w, const XDigits *xd, float acc)
 {
     unsigned v[9];
     const unsigned sh = load_words<9>(w, v);
     const float d = half_bits_to_float(__funnelshift_rc(v[0], v[1], sh) & 0xffffu);
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}; // four independent chains (FMA latency)
+    const XWords x = x_words(xd);
+    int a[3] = {0, 0, 0};
 #pragma unroll
     for (int m = 0; m < 8; m++) {
-        const unsigned q = __funnelshift_rc(v[m], v[m + 1], sh + 16) ^ 0x80808080u; // bytes + 128
-        const float4 xv = *reinterpret_cast<const float4 *>(x + 4 * m);
-        s[0] = fmaf(byte_as_float(q, 0, 128.0f), xv.x, s[0]);
-        s[1] = fmaf(byte_as_float(q, 1, 128.0f), xv.y, s[1]);
-        s[2] = fmaf(byte_as_float(q, 2, 128.0f), xv.z, s[2]);
-        s[3] = fmaf(byte_as_float(q, 3, 128.0f), xv.w, s[3]);
+        const int q = (int)__funnelshift_rc(v[m], v[m + 1], sh + 16); // bytes 4m .. 4m+3 of the block
+#pragma unroll
+        for (int j = 0; j < 3; j++) a[j] = __dp4a(q, (int)x.w[j][m], a[j]);
     }
-    return fmaf(d, (s[0] + s[1]) + (s[2] + s[3]), acc);
+    return digit_sum(d, xd->scale, a[0], a[1], a[2], acc);
 }
 
-template <> __device__ __forceinline__ float mv_dot<SIFT_Q4_0>(const unsigned char *w, const float *x, float acc)
+// q4_0: the nibbles n as bytes (0 .. 15), sum (n - 8) x = sum n x - 8 sum x.
+__device__ __forceinline__ float mv_dot_digits_q4_0(const unsigned char *w, const XDigits *xd, float acc)
 {
     unsigned v[5];
     const unsigned sh = load_words<5>(w, v);
     const float d = half_bits_to_float(__funnelshift_rc(v[0], v[1], sh) & 0xffffu);
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}; // four independent chains (FMA latency)
+    const XWords x = x_words(xd);
+    int a[3] = {0, 0, 0};
 #pragma unroll
     for (int m = 0; m < 4; m++) {
         const unsigned q = __funnelshift_rc(v[m], v[m + 1], sh + 16); // bytes 4m .. 4m+3
-        const unsigned lo = q & 0x0f0f0f0fu, hi = (q >> 4) & 0x0f0f0f0fu;
-        const float4 xl = *reinterpret_cast<const float4 *>(x + 4 * m);      // elements 4m ..
-        const float4 xh = *reinterpret_cast<const float4 *>(x + 16 + 4 * m); // elements 16 + 4m ..
-        s[0] = fmaf(byte_as_float(lo, 0, 8.0f), xl.x, s[0]);
-        s[1] = fmaf(byte_as_float(lo, 1, 8.0f), xl.y, s[1]);
-        s[2] = fmaf(byte_as_float(lo, 2, 8.0f), xl.z, s[2]);
-        s[3] = fmaf(byte_as_float(lo, 3, 8.0f), xl.w, s[3]);
-        s[0] = fmaf(byte_as_float(hi, 0, 8.0f), xh.x, s[0]);
-        s[1] = fmaf(byte_as_float(hi, 1, 8.0f), xh.y, s[1]);
-        s[2] = fmaf(byte_as_float(hi, 2, 8.0f), xh.z, s[2]);
-        s[3] = fmaf(byte_as_float(hi, 3, 8.0f), xh.w, s[3]);
+        const int lo = (int)(q & 0x0f0f0f0fu), hi = (int)((q >> 4) & 0x0f0f0f0fu); // values 4m .., 16 + 4m ..
+#pragma unroll
+        for (int j = 0; j < 3; j++) a[j] = __dp4a(hi, (int)x.w[j][4 + m], __dp4a(lo, (int)x.w[j][m], a[j]));
     }
-    return fmaf(d, (s[0] + s[1]) + (s[2] + s[3]), acc);
+    return digit_sum(d, xd->scale, a[0] - 8 * xd->sum[0], a[1] - 8 * xd->sum[1], a[2] - 8 * xd->sum[2], acc);
 }
 
-template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(const MatmulArgs a)
+template <int W, int MV_STAGES> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(const MatmulArgs a)
 {
     constexpr int G = fmt_group(W), GB = fmt_group_bytes(W);
     SIFT_DYNAMIC_SMEM(smem);
@@ -221,61 +281,94 @@ template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(cons
     const unsigned char *wb = static_cast<const unsigned char *>(a.w);
     const uintptr_t wend = reinterpret_cast<uintptr_t>(wb) + (size_t)a.n * a.row_bytes;
 
-    // x's slice, once (the first cp.async group)
-    const int nx = (int)(gw1 - gw0) * G / 4;
+    // x's slice, once (the first cp.async group; q8_0 digitizes it below instead)
+    constexpr bool XD = W == SIFT_Q8_0 || W == SIFT_Q4_0;
+    const int nx = XD ? 0 : (int)(gw1 - gw0) * G / 4;
     for (int j = lane; j < nx; j += 32) cp_async16_l1(xs + 4 * j + 4 * (j >> 3), a.x + gw0 * G + 4 * j);
     cp_async_commit();
 
-    // Enqueues work item i (stage s of this warp's slice of row group rg) into buffer i % MV_STAGES.
-    // The copies: 32 / R lanes per row, lane `sub` of a row its chunks sub, sub + 32 / R, ...
-    // (each warp instruction reads 512 / R consecutive bytes of each of the R rows).
+    // Enqueues the next work item (stage in_s of this warp's slice of row group in_rg) into ring
+    // slot in_slot. The copies: 32 / R lanes per row, lane `sub` of a row its chunks sub,
+    // sub + 32 / R, ... (each warp instruction reads 512 / R consecutive bytes of each of the R
+    // rows). Addresses advance by whole stages, so that a stage costs a few instructions beside
+    // its copies (64-bit products and ring indices once per row group).
     const int lpr = 32 / R, crow = lane / lpr, sub = lane % lpr;
+    const uintptr_t wbase = reinterpret_cast<uintptr_t>(wb);
+    const size_t slice0 = (size_t)gw0 * GB;               // the warp's slice within a row, bytes
+    const int slice_bytes = (int)((gw1 - gw0) * GB), stage_span = L.sg * GB;
+    auto slice_of = [&](int64_t rg) -> uintptr_t { // this lane's copy row's slice in row group rg (0: none)
+        const int64_t row = rg * R + crow;
+        return rg < n_groups && row < a.n ? wbase + (size_t)row * a.row_bytes + slice0 : 0;
+    };
     int64_t in_rg = blockIdx.x;
-    int in_s = 0;
-    auto issue = [&](int64_t i) {
-        unsigned char *buf = wbuf + (size_t)(i % MV_STAGES) * L.stage_bytes + crow * L.rs;
-        const int64_t n0 = in_rg * R;
-        if (n0 + crow < a.n) {
-            const int64_t g0 = gw0 + (int64_t)in_s * L.sg, g1 = min(gw1, g0 + L.sg);
-            const uintptr_t row = reinterpret_cast<uintptr_t>(wb) + (size_t)(n0 + crow) * a.row_bytes;
-            const uintptr_t s1 = row + (uintptr_t)g1 * GB, base = (row + (uintptr_t)g0 * GB) & ~(uintptr_t)15;
-            for (int c = sub; c < L.nch; c += lpr) {
-                const uintptr_t src = base + 16 * (uintptr_t)c;
-                if (src >= s1) break;
-                const int nb = wend - src < 16 ? (int)(wend - src) : 16;
+    uintptr_t in_row = slice_of(in_rg);
+    int in_s = 0, in_slot = 0;
+    auto issue = [&]() {
+        unsigned char *buf = wbuf + in_slot * L.stage_bytes + crow * L.rs;
+        if (in_row) {
+            const int off = in_s * stage_span;
+            const uintptr_t s1 = in_row + (uintptr_t)min(off + stage_span, slice_bytes);
+            const uintptr_t base = (in_row + (uintptr_t)off) & ~(uintptr_t)15;
+            const int nch = (int)((s1 - base + 15) >> 4);
+            const bool tail = s1 + 16 > wend; // the last rows: a chunk may pass the end of w
+            for (int c = sub; c < nch; c += lpr) {
+                const uintptr_t src = base + 16 * (unsigned)c;
+                const int nb = tail && wend - src < 16 ? (int)(wend - src) : 16;
                 cp_async16_n(buf + 16 * c, reinterpret_cast<const void *>(src), nb);
             }
         }
-        if (++in_s == nst) in_s = 0, in_rg += gridDim.x;
+        if (++in_slot == MV_STAGES) in_slot = 0;
+        if (++in_s == nst) in_s = 0, in_rg += gridDim.x, in_row = slice_of(in_rg);
     };
 
 #pragma unroll
     for (int s = 0; s < MV_STAGES - 1; s++) {
-        if (s < items) issue(s);
+        if (s < items) issue();
         cp_async_commit();
     }
+    // q8_0/q4_0: x's slice as digits, while the first stages' weights are in flight
+    XDigits *xd = reinterpret_cast<XDigits *>(xs);
+    if constexpr (XD) {
+        // 16 blocks' loads at a time, so that their latencies overlap
+        const int nb = (int)(gw1 - gw0);
+        const float *xg = a.x + gw0 * 32 + lane;
+        for (int b0 = 0; b0 < nb; b0 += 16) {
+            float v[16];
+#pragma unroll
+            for (int j = 0; j < 16; j++) v[j] = b0 + j < nb ? __ldg(xg + (b0 + j) * 32) : 0.0f;
+#pragma unroll
+            for (int j = 0; j < 16; j++)
+                if (b0 + j < nb) x_digits<W == SIFT_Q4_0>(v[j], lane, xd + b0 + j);
+        }
+        __syncwarp();
+    }
     int64_t i = 0;
+    int slot = 0; // ring slot of item i
     for (int64_t k = 0; k < my_groups; k++) {
         const int64_t n0 = (blockIdx.x + k * gridDim.x) * R;
         const int nrows = (int)min((int64_t)R, a.n - n0);
-        const uintptr_t myrow = reinterpret_cast<uintptr_t>(wb) + (size_t)(n0 + min(r, nrows - 1)) * a.row_bytes;
+        const uintptr_t myrow = wbase + (size_t)(n0 + min(r, nrows - 1)) * a.row_bytes + slice0; // this lane's slice
         float acc = 0.0f;
         for (int st = 0; st < nst; st++, i++) {
             cp_async_wait<MV_STAGES - 2>();
             __syncwarp(); // item i (and x) landed for every lane; every lane is done with item i - 1's buffer
-            if (i + MV_STAGES - 1 < items) issue(i + MV_STAGES - 1);
+            if (i + MV_STAGES - 1 < items) issue();
             cp_async_commit();
-            const unsigned char *buf = wbuf + (size_t)(i % MV_STAGES) * L.stage_bytes;
-            const int64_t g0 = gw0 + (int64_t)st * L.sg;
-            const int gn = (int)(min(gw1, g0 + L.sg) - g0);
+            const unsigned char *buf = wbuf + slot * L.stage_bytes;
+            if (++slot == MV_STAGES) slot = 0;
+            const int gn = min(L.sg, (int)(gw1 - gw0) - st * L.sg);
             if (r < nrows) {
                 // the misalignment of this lane's row span within its first chunk (q blocks: it
                 // changes from stage to stage)
-                const int mis = (int)((myrow + (uintptr_t)g0 * GB) & 15);
+                const int mis = (int)((myrow + (uintptr_t)(st * stage_span)) & 15);
                 const unsigned char *wrow = buf + r * L.rs + mis;
                 for (int u = 0; u < U; u++) {
                     const int gi = u * gstep + gl;
-                    if (gi < gn) acc = mv_dot<W>(wrow + gi * GB, xs + mv_xpos((st * L.sg + gi) * G), acc);
+                    if (gi >= gn) continue;
+                    const int xb = st * L.sg + gi; // the group's index in this warp's slice
+                    if constexpr (W == SIFT_Q8_0) acc = mv_dot_digits_q8_0(wrow + gi * GB, xd + xb, acc);
+                    else if constexpr (W == SIFT_Q4_0) acc = mv_dot_digits_q4_0(wrow + gi * GB, xd + xb, acc);
+                    else acc = mv_dot<W>(wrow + gi * GB, xs + mv_xpos(xb * G), acc);
                 }
             }
         }
@@ -376,22 +469,26 @@ __global__ void __launch_bounds__(NT) gemm_kernel(const MatmulArgs a, const int 
 
 using MvKernel = void (*)(MatmulArgs);
 
-static MvKernel mv_kernel_for(int wtype)
+template <int S> static MvKernel mv_kernel_of(int wtype)
 {
     switch (wtype) {
-    case SIFT_F32: return &mv_kernel<SIFT_F32>;
-    case SIFT_F16: return &mv_kernel<SIFT_F16>;
-    case SIFT_BF16: return &mv_kernel<SIFT_BF16>;
-    case SIFT_Q8_0: return &mv_kernel<SIFT_Q8_0>;
-    default: return &mv_kernel<SIFT_Q4_0>;
+    case SIFT_F32: return &mv_kernel<SIFT_F32, S>;
+    case SIFT_F16: return &mv_kernel<SIFT_F16, S>;
+    case SIFT_BF16: return &mv_kernel<SIFT_BF16, S>;
+    case SIFT_Q8_0: return &mv_kernel<SIFT_Q8_0, S>;
+    default: return &mv_kernel<SIFT_Q4_0, S>;
     }
+}
+static MvKernel mv_kernel_for(int wtype, int stages)
+{
+    return stages == 6 ? mv_kernel_of<6>(wtype) : stages == 4 ? mv_kernel_of<4>(wtype) : mv_kernel_of<3>(wtype);
 }
 
 // Dynamic shared memory of a plan of nw warps: their x slices, then their rings.
-static size_t mv_smem(int wtype, int64_t k, int R, int u, int nw)
+static size_t mv_smem(int wtype, int64_t k, int R, int u, int nw, int stages)
 {
     return (size_t)nw * ((size_t)mv_xslice_floats(wtype, k, nw) * sizeof(float) +
-                         (size_t)MV_STAGES * (size_t)mv_layout(wtype, R, u).stage_bytes);
+                         (size_t)stages * (size_t)mv_layout(wtype, R, u).stage_bytes);
 }
 
 // The fewest rows per row group: q4_0 keeps 8 (its x values outweigh its weights: they must be
@@ -403,7 +500,8 @@ static int mv_rmin(int wtype) { return wtype == SIFT_Q4_0 ? 8 : wtype == SIFT_Q8
 static int mv_groups_per_lane(const sift_cuda_device *dev, int wtype, int64_t k, int R, int nw)
 {
     for (int u = 8; u >= 1; u--)
-        if ((u == 1 || 32 * u * fmt_group_bytes(wtype) <= MV_STAGE_BUDGET) && mv_smem(wtype, k, R, u, nw) + 2048 <= dev->smem_optin)
+        if ((u == 1 || 32 * u * fmt_group_bytes(wtype) <= dev->mv_stage_budget) &&
+            mv_smem(wtype, k, R, u, nw, dev->mv_stages) + 2048 <= dev->smem_optin)
             return u;
     return 0;
 }
@@ -432,11 +530,18 @@ static MatmulArgs matmul_args(const sift_node *n, const sift_cuda_plan *plan)
     return a;
 }
 
-cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
+cudaError_t sift_cuda::matmul_init(sift_cuda_device *dev)
 {
+    // SIFT_CUDA_MV_TUNE=stages,budget (stages 3, 4 or 6; budget: bytes per warp and stage), to tune
+    dev->mv_stages = MV_STAGES;
+    dev->mv_stage_budget = MV_STAGE_BUDGET;
+    const char *tune = getenv("SIFT_CUDA_MV_TUNE");
+    int ts = 0, tb = 0;
+    if (tune && sscanf(tune, "%d,%d", &ts, &tb) == 2 && (ts == 3 || ts == 4 || ts == 6) && tb >= 512 && tb <= 16384)
+        dev->mv_stages = ts, dev->mv_stage_budget = tb;
     // the plans size the shared memory per shape (x slices + rings), up to the device's limit
     for (const sift_dtype w : {SIFT_F32, SIFT_F16, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0}) {
-        const void *fn = reinterpret_cast<const void *>(mv_kernel_for(w));
+        const void *fn = reinterpret_cast<const void *>(mv_kernel_for(w, dev->mv_stages));
         cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(dev->smem_optin - 1024));
         if (e == cudaSuccess)
             e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
@@ -473,7 +578,7 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
         plan->path = MM_TILED;
         return cudaSuccess;
     }
-    const size_t smem = mv_smem(w, a.k, R, u, nw);
+    const size_t smem = mv_smem(w, a.k, R, u, nw, dev->mv_stages);
     plan->path = MM_VEC;
     plan->warps = nw;
     plan->rows_per_block = R;
@@ -493,7 +598,7 @@ extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, cons
         // one block per multiprocessor (fewer for fewer row groups); the warps stream row groups
         const int64_t groups = (a.n + a.rows_per_block - 1) / a.rows_per_block;
         const unsigned blocks = (unsigned)(groups < dev->sm_count ? groups : dev->sm_count);
-        return launch(mv_kernel_for(a.wtype), dim3(blocks), dim3(32 * plan->warps), plan->smem, st, a);
+        return launch(mv_kernel_for(a.wtype, dev->mv_stages), dim3(blocks), dim3(32 * plan->warps), plan->smem, st, a);
     }
     case MM_TILED: {
         const bool wvec = reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.row_bytes % 16 == 0;

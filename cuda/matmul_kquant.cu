@@ -11,7 +11,7 @@
 // one sub-block scale each; the x values of a part (four 16-byte loads) serve the R rows. A part
 // adds scale * sum(q * x) (- min * sum(x) for q4_k and q5_k) to the lane's f32 sum of its row;
 // the lanes' sums are added by shuffles in a fixed order. Integer quants become floats through
-// the 2^23 bit trick (weights.cuh byte_as_float), exactly.
+// the 2^23 bit trick (byte_as_float), exactly.
 //
 // kq_gemm_kernel<W>, T > 1 (prefill), and T = 1 when x is not 16-byte aligned: 64 tokens x 64
 // rows per block of 256 threads, K in steps of 32 (one sub-block) staged in shared memory,
@@ -42,6 +42,13 @@ constexpr int KQ_TILE_SB = 8; // super-blocks per tile and row
 // in its aligned chunk, and room for the word reads past the last byte; a multiple of 16.
 constexpr int KQ_SLOT = (KQ_TILE_SB * 210 + 15 + 4 + 15) / 16 * 16;
 
+// Byte i of w minus bias as a float, without the slow integer-to-float conversion: 2^23 + byte as
+// a float's bits, minus 2^23 + bias (exact: every value is an integer below 2^24).
+__device__ __forceinline__ float byte_as_float(unsigned w, int i, float bias)
+{
+    return __uint_as_float(__byte_perm(w, 0x4b000000u, 0x7440u | (unsigned)i)) - (8388608.0f + bias);
+}
+
 // The 32-bit little-endian word at byte p of shared memory, any alignment (the aligned words
 // around it, funnel-shifted).
 __device__ __forceinline__ unsigned smem_word(const unsigned char *p)
@@ -60,8 +67,9 @@ template <int W> __device__ __forceinline__ int kq_first(int qd, int p)
 }
 
 // Part p (16 values) of quarter qd of super-block blk: its 16 quants (4 per word, as bytes q + bias
-// where bias is what byte_as_float subtracts), its scale and min. hdr: Q4_K/Q5_K: the block's first 16 bytes as words (d|dmin, scale bytes 0-11);
-// Q6_K: d, then the quarter's four scales in hdr[1] (one byte each, group g in byte g).
+// where bias is what byte_as_float subtracts), its scale and min. hdr: Q4_K/Q5_K: the block's
+// first 16 bytes as words (d | dmin, scale bytes 0-11); Q6_K: the quarter's four scales in hdr[1]
+// (group g's in byte g).
 struct KqPart {
     unsigned q[4];
     float scale, min;

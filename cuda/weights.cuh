@@ -16,13 +16,6 @@ __device__ __forceinline__ float half_bits_to_float(unsigned h)
 }
 __device__ __forceinline__ float bf16_bits_to_float(unsigned h) { return __uint_as_float(h << 16); }
 
-// Exact int8 / nibble to float without the slow integer-to-float conversion: 2^23 + u as a float
-// bit pattern, minus 2^23 + offset (exact: every value is an integer below 2^24).
-__device__ __forceinline__ float byte_as_float(unsigned w, int i, float bias) // byte i of w, minus bias
-{
-    return __uint_as_float(__byte_perm(w, 0x4b000000u, 0x7440u | (unsigned)i)) - (8388608.0f + bias);
-}
-
 // ---- K-quants (engine/quant.h has the layouts): super-blocks of 256 values ----------------------
 
 __host__ __device__ constexpr bool is_kquant(int w) { return w == SIFT_Q4_K || w == SIFT_Q5_K || w == SIFT_Q6_K; }

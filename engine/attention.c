@@ -221,11 +221,21 @@ static sift_status check_config(const sift_attn_config *c, const sift_tensor *q,
     return SIFT_OK;
 }
 
-sift_status sift_attn_append(sift_graph *g, const sift_attn_config *cfg, const sift_tensor *q, const sift_tensor *k,
+sift_attn_config sift_attn_config_default(void)
+{
+    sift_attn_config c = {.struct_size = sizeof c, .vote = SIFT_VOTE_SOFTMAX_SUM, .mode = SIFT_ATTN_DENSE,
+                          .scorer = SIFT_SCORER_EXACT, .sel_cache = SIFT_SEL_CACHE_OFF};
+    return c;
+}
+
+sift_status sift_attn_append(sift_graph *g, const sift_attn_config *given, const sift_tensor *q, const sift_tensor *k,
                              const sift_tensor *v, sift_tensor *out, sift_tensor **indices_out)
 {
     if (indices_out) *indices_out = NULL;
-    if (!g || !cfg) return sift_set_error(SIFT_E_INVALID, "sift_attn_append: null argument");
+    if (!g || !given) return sift_set_error(SIFT_E_INVALID, "sift_attn_append: null argument");
+    sift_attn_config full = sift_attn_config_default();
+    TRY(sift_config_read(given, &full, sizeof full, sizeof full, "sift_attn_append"));
+    const sift_attn_config *cfg = &full;
     if (!q || !k || !v || !out) return sift_set_error(SIFT_E_INVALID, "sift_attn_append: a tensor is NULL");
     if (q->ndim != 2 && q->ndim != 3)
         return sift_set_error(SIFT_E_SHAPE, "sift_attn_append: q has rank %d ([Hq][D] or [T][Hq][D])", q->ndim);

@@ -57,6 +57,10 @@ struct sift_tensor {
      * strides are the pool's. Logical row j is physical row pages[j / P] * P + j % P. */
     const struct sift_tensor *pages;
     int64_t page_size;
+    /* Of a tensor owning storage: its handle (1 until sift_tensor_destroy) plus its live views
+     * (paged views count on their pool and on their page table); the storage is freed at 0.
+     * Changed under the context's lock. 0 on views. */
+    int refs;
 };
 
 /* The selection layout of select (SPEC §3.3), resolved once by sift_op_select: each list is
@@ -170,13 +174,33 @@ typedef struct sift_backend_vtable {
     sift_status (*set_threads)(void *be, int n);
 } sift_backend_vtable;
 
+/* What a context asks of its backend (sift_context_config). */
+typedef struct sift_backend_open_args {
+    int device;  /* an index of the backend's device list, or -1: its default (its environment
+                  * variable where set, else its own choice) */
+    int threads; /* the CPU backend's threads; 0: its default (SIFT_THREADS, else the cores) */
+} sift_backend_open_args;
+
 /* Each backend exports one open function. It fills *be and *vt, writes a device description into
- * name (size name_len), or returns SIFT_E_UNAVAILABLE with a reason via sift_set_error. */
-typedef sift_status (*sift_backend_open_fn)(void **be, const sift_backend_vtable **vt, char *name,
-                                            size_t name_len);
-sift_status sift_backend_cpu_open(void **be, const sift_backend_vtable **vt, char *name, size_t name_len);
-sift_status sift_backend_vulkan_open(void **be, const sift_backend_vtable **vt, char *name, size_t name_len);
-sift_status sift_backend_cuda_open(void **be, const sift_backend_vtable **vt, char *name, size_t name_len);
+ * name (size name_len) and the index of the device it opened into *device, or returns
+ * SIFT_E_UNAVAILABLE with a reason via sift_set_error (SIFT_E_INVALID for a device index out of
+ * range). The engine never runs two open, destroy or device-list calls at once. */
+typedef sift_status (*sift_backend_open_fn)(const sift_backend_open_args *args, void **be, const sift_backend_vtable **vt,
+                                            char *name, size_t name_len, int *device);
+sift_status sift_backend_cpu_open(const sift_backend_open_args *args, void **be, const sift_backend_vtable **vt, char *name,
+                                  size_t name_len, int *device);
+sift_status sift_backend_vulkan_open(const sift_backend_open_args *args, void **be, const sift_backend_vtable **vt,
+                                     char *name, size_t name_len, int *device);
+sift_status sift_backend_cuda_open(const sift_backend_open_args *args, void **be, const sift_backend_vtable **vt, char *name,
+                                   size_t name_len, int *device);
+
+/* And one device-list function, which needs no open context: *n gets the number of devices and,
+ * when info is not NULL, *info the description of device index (0 <= index < *n, else
+ * SIFT_E_INVALID). SIFT_E_UNAVAILABLE (and *n = 0) where the backend has no driver or device. */
+typedef sift_status (*sift_backend_devices_fn)(int index, sift_device_info *info, int *n);
+sift_status sift_backend_cpu_devices(int index, sift_device_info *info, int *n);
+sift_status sift_backend_vulkan_devices(int index, sift_device_info *info, int *n);
+sift_status sift_backend_cuda_devices(int index, sift_device_info *info, int *n);
 
 /* Records the message for sift_last_error() and returns s. printf-style. */
 sift_status sift_set_error(sift_status s, const char *fmt, ...)

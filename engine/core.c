@@ -2,7 +2,9 @@
 #include "engine.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,20 @@ sift_status sift_set_error(sift_status s, const char *fmt, ...)
 const char *sift_last_error(void) { return last_error; }
 
 const char *sift_version(void) { return SIFT_VERSION_STRING; }
+
+sift_status sift_config_read(const void *given, void *dst, size_t min_size, size_t size, const char *fn)
+{
+    size_t given_size;
+    memcpy(&given_size, given, sizeof given_size);
+    if (given_size == 0)
+        return sift_set_error(SIFT_E_INVALID, "%s: the config's struct_size is 0 (start it from its _default() function)", fn);
+    if (given_size < min_size || given_size > size)
+        return sift_set_error(SIFT_E_INVALID, "%s: the config's struct_size is %zu; this library takes %zu to %zu bytes%s", fn,
+                              given_size, min_size, size, given_size > size ? " (a newer sift.h than the library)" : "");
+    memcpy(dst, given, given_size);
+    memcpy(dst, &size, sizeof size);
+    return SIFT_OK;
+}
 
 const char *sift_status_name(sift_status s)
 {
@@ -118,7 +134,33 @@ struct sift_context {
     void *be;
     const sift_backend_vtable *vt;
     char device_name[256];
+    int device; /* the index of the backend's device list it opened */
+    /* Every call into the backend holds it: sessions on several threads share one context, and
+     * the backends' state (Vulkan's transfer command buffer and staging buffer, its queue, the CPU
+     * backend's thread pool, CUDA's stream) serves one call at a time. Tensor reference counts
+     * change under it too. */
+    pthread_mutex_t lock;
+    /* The caller's handle, each tensor, graph and model: the backend closes when the last goes. */
+    atomic_int refs;
 };
+
+/* Contexts are created and destroyed one at a time: a backend's open sets process-wide state
+ * (Vulkan's instance-level entry points through volk). */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void sift_context_lock(sift_context *ctx) { pthread_mutex_lock(&ctx->lock); }
+void sift_context_unlock(sift_context *ctx) { pthread_mutex_unlock(&ctx->lock); }
+void sift_context_retain(sift_context *ctx) { atomic_fetch_add(&ctx->refs, 1); }
+
+void sift_context_release(sift_context *ctx)
+{
+    if (!ctx || atomic_fetch_sub(&ctx->refs, 1) != 1) return;
+    pthread_mutex_lock(&open_lock);
+    ctx->vt->destroy(ctx->be);
+    pthread_mutex_unlock(&open_lock);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+}
 
 const sift_backend_vtable *sift_context_vtable(const sift_context *ctx, void **be)
 {
@@ -126,22 +168,76 @@ const sift_backend_vtable *sift_context_vtable(const sift_context *ctx, void **b
     return ctx->vt;
 }
 
-sift_status sift_context_create(sift_backend_kind kind, sift_context **out)
+sift_context_config sift_context_config_default(void)
 {
-    if (!out) return sift_set_error(SIFT_E_INVALID, "sift_context_create: out is NULL");
-    *out = NULL;
-    sift_backend_open_fn open = NULL;
+    sift_context_config c = {.struct_size = sizeof c, .backend = SIFT_BACKEND_CPU, .device = -1, .threads = 0};
+    return c;
+}
+
+static sift_status backend_fns(sift_backend_kind kind, sift_backend_open_fn *open, sift_backend_devices_fn *devices,
+                               const char *fn)
+{
     switch (kind) {
-    case SIFT_BACKEND_CPU: open = sift_backend_cpu_open; break;
-    case SIFT_BACKEND_VULKAN: open = sift_backend_vulkan_open; break;
-    case SIFT_BACKEND_CUDA: open = sift_backend_cuda_open; break;
-    default: return sift_set_error(SIFT_E_INVALID, "sift_context_create: unknown backend kind %d", (int)kind);
+    case SIFT_BACKEND_CPU: *open = sift_backend_cpu_open, *devices = sift_backend_cpu_devices; return SIFT_OK;
+    case SIFT_BACKEND_VULKAN: *open = sift_backend_vulkan_open, *devices = sift_backend_vulkan_devices; return SIFT_OK;
+    case SIFT_BACKEND_CUDA: *open = sift_backend_cuda_open, *devices = sift_backend_cuda_devices; return SIFT_OK;
+    default: return sift_set_error(SIFT_E_INVALID, "%s: unknown backend kind %d", fn, (int)kind);
     }
+}
+
+static sift_status list_devices(sift_backend_kind kind, int index, sift_device_info *info, int *n, const char *fn)
+{
+    sift_backend_open_fn open = NULL;
+    sift_backend_devices_fn devices = NULL;
+    TRY(backend_fns(kind, &open, &devices, fn));
+    pthread_mutex_lock(&open_lock);
+    const sift_status s = devices(index, info, n);
+    pthread_mutex_unlock(&open_lock);
+    return s;
+}
+
+sift_status sift_device_count(sift_backend_kind kind, int *n)
+{
+    if (!n) return sift_set_error(SIFT_E_INVALID, "sift_device_count: n is NULL");
+    *n = 0;
+    return list_devices(kind, 0, NULL, n, "sift_device_count");
+}
+
+sift_status sift_device_get_info(sift_backend_kind kind, int index, sift_device_info *out)
+{
+    if (!out) return sift_set_error(SIFT_E_INVALID, "sift_device_get_info: out is NULL");
+    memset(out, 0, sizeof *out);
+    int n = 0;
+    return list_devices(kind, index, out, &n, "sift_device_get_info");
+}
+
+sift_status sift_context_create_with(const sift_context_config *cfg, sift_context **out)
+{
+    const char *fn = "sift_context_create_with";
+    if (!out) return sift_set_error(SIFT_E_INVALID, "%s: out is NULL", fn);
+    *out = NULL;
+    sift_context_config c = sift_context_config_default();
+    if (cfg) TRY(sift_config_read(cfg, &c, sizeof c, sizeof c, fn));
+    sift_backend_open_fn open = NULL;
+    sift_backend_devices_fn devices = NULL;
+    TRY(backend_fns(c.backend, &open, &devices, fn));
+    if (c.device < -1) return sift_set_error(SIFT_E_INVALID, "%s: device %d (an index, or -1 for the default)", fn, c.device);
+    if (c.threads < 0 || c.threads > 1024)
+        return sift_set_error(SIFT_E_INVALID, "%s: %d threads (1..1024, or 0 for the default)", fn, c.threads);
     sift_context *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) return sift_set_error(SIFT_E_NOMEM, "sift_context_create: out of memory");
-    ctx->kind = kind;
-    sift_status s = open(&ctx->be, &ctx->vt, ctx->device_name, sizeof ctx->device_name);
+    if (!ctx) return sift_set_error(SIFT_E_NOMEM, "%s: out of memory", fn);
+    if (pthread_mutex_init(&ctx->lock, NULL) != 0) {
+        free(ctx);
+        return sift_set_error(SIFT_E_NOMEM, "%s: no mutex", fn);
+    }
+    atomic_init(&ctx->refs, 1);
+    ctx->kind = c.backend;
+    const sift_backend_open_args args = {.device = c.device, .threads = c.threads};
+    pthread_mutex_lock(&open_lock);
+    sift_status s = open(&args, &ctx->be, &ctx->vt, ctx->device_name, sizeof ctx->device_name, &ctx->device);
+    pthread_mutex_unlock(&open_lock);
     if (s != SIFT_OK) {
+        pthread_mutex_destroy(&ctx->lock);
         free(ctx);
         return s;
     }
@@ -149,15 +245,18 @@ sift_status sift_context_create(sift_backend_kind kind, sift_context **out)
     return SIFT_OK;
 }
 
-void sift_context_destroy(sift_context *ctx)
+sift_status sift_context_create(sift_backend_kind kind, sift_context **out)
 {
-    if (!ctx) return;
-    ctx->vt->destroy(ctx->be);
-    free(ctx);
+    sift_context_config c = sift_context_config_default();
+    c.backend = kind;
+    return sift_context_create_with(&c, out);
 }
+
+void sift_context_destroy(sift_context *ctx) { sift_context_release(ctx); }
 
 sift_backend_kind sift_context_backend(const sift_context *ctx) { return ctx ? ctx->kind : SIFT_BACKEND_COUNT; }
 const char *sift_context_device_name(const sift_context *ctx) { return ctx ? ctx->device_name : ""; }
+int sift_context_device(const sift_context *ctx) { return ctx ? ctx->device : -1; }
 
 int sift_context_is_emulated(const sift_context *ctx)
 {
@@ -175,7 +274,10 @@ sift_status sift_context_set_threads(sift_context *ctx, int n)
     if (!ctx) return sift_set_error(SIFT_E_INVALID, "sift_context_set_threads: context is NULL");
     if (n < 1) return sift_set_error(SIFT_E_INVALID, "sift_context_set_threads: %d threads (must be >= 1)", n);
     if (!ctx->vt->set_threads) return SIFT_OK; /* a GPU backend: its host side is one thread */
-    return ctx->vt->set_threads(ctx->be, n);
+    sift_context_lock(ctx);
+    sift_status s = ctx->vt->set_threads(ctx->be, n);
+    sift_context_unlock(ctx);
+    return s;
 }
 
 /* ---- tensors ------------------------------------------------------------------------------- */
@@ -230,12 +332,16 @@ sift_status sift_tensor_create(sift_context *ctx, sift_dtype dtype, int ndim, co
     t->ctx = ctx;
     t->dtype = dtype;
     t->nbytes = nbytes;
+    t->refs = 1;
     set_contiguous(t, ndim, shape);
+    sift_context_lock(ctx);
     s = ctx->vt->tensor_alloc(ctx->be, t);
+    sift_context_unlock(ctx);
     if (s != SIFT_OK) {
         free(t);
         return s;
     }
+    sift_context_retain(ctx);
     *out = t;
     return SIFT_OK;
 }
@@ -269,7 +375,11 @@ sift_status sift_tensor_view(sift_tensor *parent, sift_dtype dtype, int ndim, co
     t->parent = root;
     t->owner = NULL;
     t->name[0] = 0;
+    t->refs = 0;
     set_contiguous(t, ndim, shape);
+    sift_context_lock(root->ctx);
+    root->refs++;
+    sift_context_unlock(root->ctx);
     *out = t;
     return SIFT_OK;
 }
@@ -299,16 +409,42 @@ sift_status sift_tensor_paged_view(sift_tensor *pool, const sift_tensor *pages, 
     t->shape[1] = pages->shape[0] * page_size; /* logical rows; strides stay the pool's */
     t->pages = pages;
     t->page_size = page_size;
+    t->refs = 0;
     snprintf(t->name, sizeof t->name, "%.40s/paged", pool->name);
+    sift_tensor *pages_root = pages->parent ? pages->parent : (sift_tensor *)pages;
+    sift_context_lock(pool->ctx);
+    pool->refs++;
+    pages_root->refs++;
+    sift_context_unlock(pool->ctx);
     *out = t;
     return SIFT_OK;
+}
+
+/* Drops one reference to a tensor that owns storage (its handle's, or a view's); the last one
+ * frees the storage. Called with the context's lock held. */
+static bool release_storage(sift_tensor *root)
+{
+    if (--root->refs > 0) return false;
+    root->ctx->vt->tensor_free(root->ctx->be, root);
+    return true;
 }
 
 void sift_tensor_destroy(sift_tensor *t)
 {
     if (!t) return;
-    if (!t->parent) t->ctx->vt->tensor_free(t->ctx->be, t);
-    free(t);
+    sift_context *ctx = t->ctx;
+    sift_tensor *roots[2] = {t->parent ? t->parent : t, NULL};
+    if (t->pages) roots[1] = t->pages->parent ? t->pages->parent : (sift_tensor *)t->pages;
+    bool freed[2] = {false, false};
+    sift_context_lock(ctx);
+    for (int i = 0; i < 2; i++) freed[i] = roots[i] && release_storage(roots[i]);
+    sift_context_unlock(ctx);
+    if (t->parent) free(t);
+    for (int i = 0; i < 2; i++) {
+        if (!freed[i]) continue;
+        free(roots[i]);
+        sift_context_release(ctx);
+    }
 }
 
 sift_status sift_tensor_set_name(sift_tensor *t, const char *name)
@@ -345,7 +481,9 @@ sift_status sift_tensor_write(sift_tensor *t, size_t offset, const void *src, si
     if (t->owner) return sift_set_error(SIFT_E_INVALID, "sift_tensor_write: '%s' is a graph intermediate", t->name);
     if (bytes == 0) return SIFT_OK;
     sift_tensor *root = t->parent ? t->parent : t;
+    sift_context_lock(t->ctx);
     s = t->ctx->vt->tensor_write(t->ctx->be, root, t->offset + offset, src, bytes);
+    sift_context_unlock(t->ctx);
     if (s == SIFT_OK) t->has_data = root->has_data = true;
     return s;
 }
@@ -355,7 +493,10 @@ sift_status sift_tensor_read(const sift_tensor *t, size_t offset, void *dst, siz
     sift_status s = check_range(t, offset, dst, bytes, "sift_tensor_read");
     if (s != SIFT_OK || bytes == 0) return s;
     const sift_tensor *root = t->parent ? t->parent : t;
-    return t->ctx->vt->tensor_read(t->ctx->be, root, t->offset + offset, dst, bytes);
+    sift_context_lock(t->ctx);
+    s = t->ctx->vt->tensor_read(t->ctx->be, root, t->offset + offset, dst, bytes);
+    sift_context_unlock(t->ctx);
+    return s;
 }
 
 /* ---- half floats --------------------------------------------------------------------------- */

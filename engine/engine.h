@@ -3,8 +3,15 @@
 #define SIFT_ENGINE_H
 
 #include "backend.h"
+#include "sift_testing.h" /* the engine defines its calls too */
 
 const sift_backend_vtable *sift_context_vtable(const sift_context *ctx, void **be);
+/* The context's lock, held around every call into its backend (sift.h: threads). */
+void sift_context_lock(sift_context *ctx);
+void sift_context_unlock(sift_context *ctx);
+/* References that keep a context open: each tensor, graph and model holds one. */
+void sift_context_retain(sift_context *ctx);
+void sift_context_release(sift_context *ctx);
 
 /* A view of parent (sift_tensor_view) that the graph owns and frees with itself: the views a graph
  * builder makes of its caller's tensors and of its own intermediates. */
@@ -13,6 +20,12 @@ sift_status sift_graph_view(sift_graph *g, const sift_tensor *parent, sift_dtype
 
 /* Appends a validated node (refusing an output that is also an input) and invalidates recordings. */
 sift_status sift_graph_push_node(sift_graph *g, const sift_node *n);
+
+/* Reads a caller's config under sift.h's struct_size scheme: dst holds the defaults (its
+ * struct_size = size, this library's); the first struct_size bytes of given replace them. Fails
+ * with SIFT_E_INVALID, naming fn, for a struct_size of 0, below min_size (the first released
+ * size) or above size. */
+sift_status sift_config_read(const void *given, void *dst, size_t min_size, size_t size, const char *fn);
 
 #define TRY(x)                                                                                                         \
     do {                                                                                                               \

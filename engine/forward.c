@@ -91,10 +91,14 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
     seq_layer *sl = &s->seqs[sg->seq].layers[l];
     const sift_rope_params rope = rope_params(s->m);
     /* a prefill chunk's N is the positions before it; a decode step's includes its token */
-    sift_attn_config a = {.n_q_heads = (int)hq, .n_kv_heads = (int)hkv, .head_dim = (int)d,
-                          .sel = {.n_ctx = prefill ? sg->pos0 : sg->pos0 + 1, .sink = c->sink, .window = c->window,
-                                  .budget = c->budget},
-                          .vote = SIFT_VOTE_SOFTMAX_SUM, .mode = SIFT_ATTN_DENSE, .scorer = SIFT_SCORER_EXACT};
+    sift_attn_config a = sift_attn_config_default();
+    a.n_q_heads = (int)hq;
+    a.n_kv_heads = (int)hkv;
+    a.head_dim = (int)d;
+    a.sel = (sift_select_params){.n_ctx = prefill ? sg->pos0 : sg->pos0 + 1, .sink = c->sink, .window = c->window, .budget = c->budget};
+    a.vote = SIFT_VOTE_SOFTMAX_SUM;
+    a.mode = SIFT_ATTN_DENSE;
+    a.scorer = SIFT_SCORER_EXACT;
     sift_tensor *q, *out;
     if (prefill) {
         if (c->sparse_prefill) a.mode = SIFT_ATTN_SELECT;

@@ -29,6 +29,7 @@ sift_status sift_graph_create(sift_context *ctx, sift_graph **out)
     sift_graph *g = calloc(1, sizeof *g);
     if (!g) return sift_set_error(SIFT_E_NOMEM, "sift_graph_create: out of memory");
     g->ctx = ctx;
+    sift_context_retain(ctx);
     *out = g;
     return SIFT_OK;
 }
@@ -38,10 +39,15 @@ void sift_graph_destroy(sift_graph *g)
     if (!g) return;
     void *be;
     const sift_backend_vtable *vt = sift_context_vtable(g->ctx, &be);
-    if (g->backend_cache) vt->graph_release(be, g);
+    if (g->backend_cache) {
+        sift_context_lock(g->ctx);
+        vt->graph_release(be, g);
+        sift_context_unlock(g->ctx);
+    }
     for (int i = g->n_owned - 1; i >= 0; i--) sift_tensor_destroy(g->owned[i]); /* views before their parents */
     free(g->owned);
     free(g->nodes);
+    sift_context_release(g->ctx);
     free(g);
 }
 
@@ -51,7 +57,9 @@ static void graph_changed(sift_graph *g)
     if (g->backend_cache) {
         void *be;
         const sift_backend_vtable *vt = sift_context_vtable(g->ctx, &be);
+        sift_context_lock(g->ctx);
         vt->graph_release(be, g);
+        sift_context_unlock(g->ctx);
         g->backend_cache = NULL;
     }
 }
@@ -221,7 +229,10 @@ sift_status sift_graph_compute_timed(sift_graph *g, double *node_us)
     if (g->n_nodes == 0) return SIFT_OK;
     void *be;
     const sift_backend_vtable *vt = sift_context_vtable(g->ctx, &be);
-    TRY(vt->graph_compute(be, g, node_us));
+    sift_context_lock(g->ctx);
+    sift_status s = vt->graph_compute(be, g, node_us);
+    sift_context_unlock(g->ctx);
+    TRY(s);
     for (int i = 0; i < g->n_nodes; i++) {
         g->nodes[i].dst->has_data = true;
         if (g->nodes[i].dst->parent) g->nodes[i].dst->parent->has_data = true;

@@ -104,9 +104,8 @@ static sift_status make_rope_factors(sift_model *m)
     return s;
 }
 
-void sift_model_destroy(sift_model *m)
+static void model_free(sift_model *m)
 {
-    if (!m) return;
     if (m->layers) {
         for (uint32_t l = 0; l < m->hp.n_layer; l++) {
             sift_tensor **w = (sift_tensor **)&m->layers[l];
@@ -120,8 +119,18 @@ void sift_model_destroy(sift_model *m)
     sift_tensor_destroy(m->rope_factors);
     sift_tokenizer_destroy(m->tok);
     sift_gguf_close(m->file);
+    if (m->ctx) sift_context_release(m->ctx);
     free(m);
 }
+
+void sift_model_retain(sift_model *m) { atomic_fetch_add(&m->refs, 1); }
+
+void sift_model_release(sift_model *m)
+{
+    if (m && atomic_fetch_sub(&m->refs, 1) == 1) model_free(m);
+}
+
+void sift_model_destroy(sift_model *m) { sift_model_release(m); }
 
 sift_status sift_model_load(sift_context *ctx, const char *path, sift_model **out)
 {
@@ -130,7 +139,9 @@ sift_status sift_model_load(sift_context *ctx, const char *path, sift_model **ou
     if (!ctx || !path) return sift_set_error(SIFT_E_INVALID, "sift_model_load: null argument");
     sift_model *m = calloc(1, sizeof *m);
     if (!m) return sift_set_error(SIFT_E_NOMEM, "sift_model_load: out of memory");
+    atomic_init(&m->refs, 1);
     m->ctx = ctx;
+    sift_context_retain(ctx);
     sift_status s = sift_gguf_open_file(path, &m->file);
     if (s == SIFT_OK) s = sift_gguf_read_hparams(m->file, &m->hp);
     if (s == SIFT_OK) s = sift_tokenizer_create(m->file, &m->tok);

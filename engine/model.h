@@ -3,6 +3,8 @@
 #define SIFT_MODEL_H
 
 #include "engine.h"
+
+#include <stdatomic.h>
 #include "gguf.h"
 #include "tokenizer.h"
 
@@ -12,6 +14,8 @@ typedef struct layer_weights {
 } layer_weights;
 
 struct sift_model {
+    /* The caller's handle, each session and each predictor: the weights are freed at 0. */
+    atomic_int refs;
     sift_context *ctx;
     sift_gguf *file;
     sift_gguf_hparams hp;
@@ -22,5 +26,9 @@ struct sift_model {
     size_t weight_bytes;
     sift_rope_mode rope_mode;
 };
+
+/* References that keep a model alive (sift_model_destroy drops the caller's). */
+void sift_model_retain(sift_model *m);
+void sift_model_release(sift_model *m);
 
 #endif

@@ -32,9 +32,8 @@ static int64_t model_params(const sift_model *m)
     return n;
 }
 
-void sift_predictor_destroy(sift_predictor *p)
+static void predictor_free(sift_predictor *p)
 {
-    if (!p) return;
     for (int i = 0; p->prod && i < p->n_prod; i++) {
         sift_tensor_destroy(p->prod[i].norm_w);
         sift_tensor_destroy(p->prod[i].norm_b);
@@ -44,8 +43,18 @@ void sift_predictor_destroy(sift_predictor *p)
     for (int l = 0; p->kproj && l < p->n_layers; l++) sift_tensor_destroy(p->kproj[l]);
     free(p->prod);
     free(p->kproj);
+    sift_model_release(p->m);
     free(p);
 }
+
+void sift_predictor_retain(sift_predictor *p) { atomic_fetch_add(&p->refs, 1); }
+
+void sift_predictor_release(sift_predictor *p)
+{
+    if (p && atomic_fetch_sub(&p->refs, 1) == 1) predictor_free(p);
+}
+
+void sift_predictor_destroy(sift_predictor *p) { sift_predictor_release(p); }
 
 /* The parts every predictor has, sized from the model and (d', P, hidden). */
 static sift_status predictor_new(sift_model *m, int key_dim, int stride, int hidden, sift_predictor **out)
@@ -60,7 +69,9 @@ static sift_status predictor_new(sift_model *m, int key_dim, int stride, int hid
     if (hp->n_layer < 2) return sift_set_error(SIFT_E_UNSUPPORTED, "predictor: a model of one layer has nothing to predict");
     sift_predictor *p = calloc(1, sizeof *p);
     if (!p) return sift_set_error(SIFT_E_NOMEM, "predictor: out of memory");
+    atomic_init(&p->refs, 1);
     p->m = m;
+    sift_model_retain(m);
     p->n_layers = (int)hp->n_layer;
     p->key_dim = key_dim;
     p->stride = stride;

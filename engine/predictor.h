@@ -12,6 +12,8 @@ typedef struct butler_producer {
 } butler_producer;
 
 struct sift_predictor {
+    /* The caller's handle and each session using it: freed at 0. It holds a reference on m. */
+    atomic_int refs;
     sift_model *m;
     int n_layers, key_dim, stride, hidden, n_prod;
     float ln_eps;
@@ -29,5 +31,8 @@ uint64_t sift_model_fingerprint(const sift_model *m);
 
 /* Consumer layer l's slot among the outputs of its producer, layer (l - 1) / stride * stride. */
 static inline int butler_slot_of(const sift_predictor *p, int l) { return (l - 1) % p->stride; }
+
+void sift_predictor_retain(sift_predictor *p);
+void sift_predictor_release(sift_predictor *p);
 
 #endif

@@ -12,16 +12,24 @@ struct sift_sampler {
     int32_t cap;
 };
 
+sift_sampler_config sift_sampler_config_default(void)
+{
+    sift_sampler_config c = {.struct_size = sizeof c, .temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 0};
+    return c;
+}
+
 sift_status sift_sampler_create(const sift_sampler_config *cfg, sift_sampler **out)
 {
-    if (!out || !cfg) return sift_set_error(SIFT_E_INVALID, "sift_sampler_create: null argument");
+    if (!out) return sift_set_error(SIFT_E_INVALID, "sift_sampler_create: out is NULL");
     *out = NULL;
-    if (!(cfg->temperature == cfg->temperature) || !(cfg->top_p == cfg->top_p))
+    sift_sampler_config c = sift_sampler_config_default();
+    if (cfg) TRY(sift_config_read(cfg, &c, sizeof c, sizeof c, "sift_sampler_create"));
+    if (!(c.temperature == c.temperature) || !(c.top_p == c.top_p))
         return sift_set_error(SIFT_E_INVALID, "sift_sampler_create: temperature or top_p is NaN");
     sift_sampler *s = calloc(1, sizeof *s);
     if (!s) return sift_set_error(SIFT_E_NOMEM, "sift_sampler_create: out of memory");
-    s->cfg = *cfg;
-    s->state = cfg->seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
+    s->cfg = c;
+    s->state = c.seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
     *out = s;
     return SIFT_OK;
 }

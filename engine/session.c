@@ -11,7 +11,7 @@
 
 sift_session_config sift_session_config_default(void)
 {
-    sift_session_config c = {.n_ctx = 0, .kv_type = SIFT_F16, .policy = SIFT_POLICY_DENSE, .sink = 128, .window = 512,
+    sift_session_config c = {.struct_size = sizeof c, .n_ctx = 0, .kv_type = SIFT_F16, .policy = SIFT_POLICY_DENSE, .sink = 128, .window = 512,
                              .budget = 2048, .chunk = 512, .n_seq = 1, .page_size = 256, .sel_cache = 0.9f,
                              .predictor_keys = SIFT_F16};
     return c;
@@ -54,6 +54,8 @@ void sift_session_destroy(sift_session *s)
     sift_tensor_destroy(s->ids);
     sift_tensor_destroy(s->xlast_norm);
     sift_tensor_destroy(s->logits);
+    if (s->cfg.predictor) sift_predictor_release((sift_predictor *)s->cfg.predictor);
+    sift_model_release(s->m);
     free(s);
 }
 
@@ -152,8 +154,9 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
     if (!out) return sift_set_error(SIFT_E_INVALID, "sift_session_create: out is NULL");
     *out = NULL;
     if (!m) return sift_set_error(SIFT_E_INVALID, "sift_session_create: model is NULL");
-    sift_session_config c = cfg ? *cfg : sift_session_config_default();
     const char *fn = "sift_session_create";
+    sift_session_config c = sift_session_config_default();
+    if (cfg) TRY(sift_config_read(cfg, &c, sizeof c, sizeof c, fn));
     if (c.n_ctx == 0) c.n_ctx = m->hp.n_ctx_train;
     if (c.chunk == 0) c.chunk = 512;
     if (c.n_seq == 0) c.n_seq = 1;
@@ -185,6 +188,8 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
     if (!s) return sift_set_error(SIFT_E_NOMEM, "%s: out of memory", fn);
     s->m = m;
     s->cfg = c;
+    sift_model_retain(m); /* the session keeps its model (and predictor) alive: sift.h, ownership */
+    if (c.predictor) sift_predictor_retain((sift_predictor *)c.predictor);
     s->max_pages = pages_per_seq;
     s->pool_pages = (c.pool_tokens + c.page_size - 1) / c.page_size;
     const sift_gguf_hparams *hp = &m->hp;

@@ -558,6 +558,7 @@ sift_status sift_bpe_split(sift_bpe_pre pre, const char *text, size_t len, size_
 
 /* ---- encode / decode ------------------------------------------------------------------------------ */
 
+/* Every token covers at least one byte, plus BOS and SentencePiece's leading "▁". */
 size_t sift_tokenizer_max_tokens(size_t len)
 {
     /* A space becomes "▁", which without a piece of its own falls back to 3 byte tokens. */

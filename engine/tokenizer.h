@@ -69,10 +69,6 @@ bool sift_tokenizer_adds_bos(const sift_tokenizer *t);
 const char *sift_tokenizer_token_string(const sift_tokenizer *t, int32_t id, size_t *len);
 sift_token_type sift_tokenizer_token_type(const sift_tokenizer *t, int32_t id);
 
-/* Largest number of ids encoding len bytes of text can produce: every token covers at least one
- * byte, plus BOS and SentencePiece's leading "▁". */
-size_t sift_tokenizer_max_tokens(size_t len);
-
 /* Encodes len bytes of text (any bytes; invalid UTF-8 passes through byte fallback or byte-level
  * BPE) into ids[cap], BOS first when add_bos. *n gets the number of ids. SIFT_E_INVALID when cap
  * is too small (sift_tokenizer_max_tokens(len) always suffices), or when add_bos is set and the

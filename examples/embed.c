@@ -18,6 +18,15 @@ static int fail(const char *what)
     return 1;
 }
 
+/* Each generated token's text, as it comes. */
+static int print_piece(void *user, int32_t token, const char *piece, size_t len)
+{
+    (void)user, (void)token;
+    fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+    return 0; /* non-zero would stop here */
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -26,17 +35,14 @@ int main(int argc, char **argv)
     }
     const char *prompt = argc > 2 ? argv[2] : "Once upon a time";
     const int n_new = argc > 3 ? atoi(argv[3]) : 32;
-    sift_backend_kind kind = SIFT_BACKEND_CPU;
-    if (argc > 4 && sift_backend_kind_parse(argv[4], &kind) != SIFT_OK) return fail("backend");
+    sift_context_config ccfg = sift_context_config_default(); /* every config starts from its _default() */
+    if (argc > 4 && sift_backend_kind_parse(argv[4], &ccfg.backend) != SIFT_OK) return fail("backend");
 
     sift_context *ctx = NULL;
     sift_model *model = NULL;
     sift_session *session = NULL;
-    sift_sampler *sampler = NULL;
-    int32_t *ids = NULL;
-    float *logits = NULL;
     int rc = 1;
-    if (sift_context_create(kind, &ctx) != SIFT_OK) return fail("context");
+    if (sift_context_create_with(&ccfg, &ctx) != SIFT_OK) return fail("context");
     if (sift_model_load(ctx, argv[1], &model) != SIFT_OK) {
         rc = fail("model");
         goto done;
@@ -51,46 +57,29 @@ int main(int argc, char **argv)
     cfg.sink = 4;
     cfg.window = 32;
     cfg.budget = 64;
-    const sift_sampler_config scfg = {.temperature = 0.0f}; /* greedy */
-    const size_t cap = strlen(prompt) + 8;
-    size_t n_prompt = 0;
-    ids = malloc(cap * sizeof *ids);
-    logits = malloc((size_t)info.n_vocab * sizeof *logits);
-    if (!ids || !logits) {
-        fprintf(stderr, "embed: out of memory\n");
+    if (sift_session_create(model, &cfg, &session) != SIFT_OK) {
+        rc = fail("session");
         goto done;
     }
-    if (sift_session_create(model, &cfg, &session) != SIFT_OK || sift_sampler_create(&scfg, &sampler) != SIFT_OK ||
-        sift_model_tokenize(model, prompt, strlen(prompt), info.bos >= 0, ids, cap, &n_prompt) != SIFT_OK ||
-        sift_session_eval(session, ids, n_prompt, logits) != SIFT_OK) {
-        rc = fail("prompt");
-        goto done;
-    }
+    /* greedy (the sampler's default), up to n_new tokens, stopping at EOS or at a blank line */
+    sift_generate_config gen = sift_generate_config_default();
+    gen.max_tokens = n_new > 0 ? n_new : 1;
+    const char *const stop[] = {"\n\n"};
+    gen.stop = stop;
+    gen.n_stop = 1;
+    gen.on_token = print_piece;
     printf("%s", prompt);
-    for (int i = 0; i < n_new && sift_session_pos(session) < cfg.n_ctx; i++) {
-        int32_t next = sift_sampler_sample(sampler, logits, info.n_vocab);
-        if (next == info.eos) break;
-        char piece[256];
-        size_t len = 0;
-        if (sift_model_token_piece(model, next, piece, sizeof piece, &len) != SIFT_OK) {
-            rc = fail("token piece");
-            goto done;
-        }
-        fwrite(piece, 1, len, stdout);
-        fflush(stdout);
-        if (sift_session_eval(session, &next, 1, logits) != SIFT_OK) {
-            rc = fail("decode");
-            goto done;
-        }
+    int64_t n = 0;
+    sift_stop_reason why;
+    if (sift_session_generate(session, prompt, strlen(prompt), &gen, &n, &why) != SIFT_OK) {
+        rc = fail("generate");
+        goto done;
     }
     printf("\n");
     rc = 0;
 done:
-    free(ids);
-    free(logits);
-    sift_sampler_destroy(sampler);
     sift_session_destroy(session);
-    sift_model_destroy(model);
+    sift_model_destroy(model); /* in any order: the session kept the model alive */
     sift_context_destroy(ctx);
     return rc;
 }

@@ -4,10 +4,43 @@
  * on failure sift_last_error() gives a message naming the problem (per thread, valid until the
  * next failing call on that thread). Nothing in the library aborts on bad input.
  *
- * The model of use: create a context on a backend, create tensors in it, describe work as a graph
- * of ops over those tensors, compute the graph (as often as needed), read results back.
- * The meaning of every op is in the comments below; docs/policies.md and docs/kernels.md say how
- * the decode-attention pipeline uses them and how the GPUs run them.
+ * The header leads with what applications use: a context on a device, a model loaded into it,
+ * sessions that run it (sift_session_generate streams tokens from a prompt; sift_session_eval
+ * and a sampler are the step-by-step loop under it). After them comes the graph API the engine
+ * is built on: tensors, a graph of ops over them, computed as often as needed, and the builder of
+ * one layer's attention. The meaning of every op is in the comments there; docs/policies.md and
+ * docs/kernels.md say how the decode-attention pipeline uses them and how the GPUs run them.
+ * Calls for the library's own tests and benchmarks are in sift_testing.h (not installed).
+ *
+ * Configuration structs (sift_context_config, sift_session_config, sift_sampler_config,
+ * sift_generate_config, sift_attn_config) can grow without breaking programs compiled against
+ * an older header: each starts with `size_t struct_size`, which its _default() function sets to
+ * the struct's size in the header the program was compiled with. Start every config from its
+ * _default() and change the fields you need. The library reads the first struct_size bytes and
+ * takes the defaults for fields beyond them (fields are only ever added at the end). A config
+ * whose struct_size is 0 (zero-initialised instead of made by _default()) is refused with
+ * SIFT_E_INVALID, as is one larger than the library knows (a newer header than the library).
+ * Where a create call takes a config pointer, NULL means the defaults. The small parameter
+ * structs of the graph API (sift_select_params, sift_rope_params) and the info structs the
+ * library fills (sift_model_info, sift_predictor_info, sift_device_info) are fixed; they change
+ * only with the major version.
+ *
+ * Threads. A context and a model may be shared by several threads: each thread creates and uses
+ * its own sessions (and samplers, graphs and tensors) on them. What may run at the same time on
+ * different threads: calls on different sessions of one model, calls on different graphs and
+ * tensors of one context, model tokenize/token_piece/get_info, and anything on different
+ * contexts. What must not: two calls on the same session, graph, sampler or tensor at once, and
+ * destroying a context, model or predictor while another thread still calls it. Each context
+ * runs the device work of its sessions one graph at a time (a lock around every call into its
+ * backend), so sessions on one context share the device in turns; their host-side work (the host
+ * policies, sampling, tokenizing) runs in parallel. sift_last_error() is per thread.
+ *
+ * Ownership. Destroying a handle drops the caller's reference; what still uses it keeps it
+ * alive: a session keeps its model and predictor, a predictor its model, a model, graph or tensor
+ * its context, and a view (sift_tensor_view, sift_tensor_paged_view) the storage of its parent
+ * (and of its page table). So destroying a model before its sessions, or a tensor before its
+ * views, is safe: the memory is freed when the last user is destroyed. Every handle must still be
+ * destroyed exactly once, and is not to be used after its own destroy call.
  */
 #ifndef SIFT_H
 #define SIFT_H
@@ -40,9 +73,9 @@ extern "C" {
  * runs against another build of the shared library than it was compiled with (the soname changes
  * with the major version). */
 #define SIFT_VERSION_MAJOR 0
-#define SIFT_VERSION_MINOR 1
+#define SIFT_VERSION_MINOR 2
 #define SIFT_VERSION_PATCH 0
-#define SIFT_VERSION_STRING "0.1.0"
+#define SIFT_VERSION_STRING "0.2.0"
 SIFT_API const char *sift_version(void);
 
 typedef enum sift_status {
@@ -74,27 +107,64 @@ SIFT_API const char *sift_backend_kind_name(sift_backend_kind kind);
 /* Parses "cpu", "vulkan", "cuda"; returns SIFT_E_INVALID on anything else. */
 SIFT_API sift_status sift_backend_kind_parse(const char *name, sift_backend_kind *out);
 
+
+/* ---- devices and contexts ------------------------------------------------------------------- */
+
+typedef enum sift_device_type {
+    SIFT_DEVICE_OTHER = 0,
+    SIFT_DEVICE_CPU,            /* the host's cores (the CPU backend) */
+    SIFT_DEVICE_DISCRETE_GPU,
+    SIFT_DEVICE_INTEGRATED_GPU,
+    SIFT_DEVICE_VIRTUAL_GPU,
+    SIFT_DEVICE_EMULATED        /* a CPU emulation of a GPU API (Vulkan on lavapipe, llvmpipe) */
+} sift_device_type;
+
+typedef struct sift_device_info {
+    char name[256];         /* e.g. "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)" */
+    sift_device_type type;
+    int is_default;         /* 1 for the device a context of this backend opens with device -1 */
+    uint64_t memory_bytes;  /* device-local memory (host memory for the CPU; 0 where unknown) */
+} sift_device_info;
+
+/* The devices a backend can open, numbered 0 .. *n - 1 in the order of its API (Vulkan's
+ * vkEnumeratePhysicalDevices, CUDA's device ordinals; the CPU backend has one). A backend not
+ * built, or without a driver, gives SIFT_E_UNAVAILABLE with the reason (and *n = 0). */
+SIFT_API sift_status sift_device_count(sift_backend_kind kind, int *n);
+SIFT_API sift_status sift_device_get_info(sift_backend_kind kind, int index, sift_device_info *out);
+
 typedef struct sift_context sift_context;
 
-/* Opens a backend. Vulkan picks the first discrete GPU, else the first device; the environment
- * variable SIFT_VULKAN_DEVICE=<index> overrides. CUDA uses SIFT_CUDA_DEVICE (default 0).
- * Returns SIFT_E_UNAVAILABLE (with the reason) where the backend was not built or no usable
- * device/driver exists. */
+typedef struct sift_context_config {
+    size_t struct_size;       /* sizeof(sift_context_config): set by sift_context_config_default */
+    sift_backend_kind backend;
+    /* Which device of the backend (sift_device_count); -1: the default, which the environment
+     * may set (SIFT_VULKAN_DEVICE=<index>, SIFT_CUDA_DEVICE=<index>), else Vulkan's first
+     * discrete GPU (or its first device) and CUDA's device 0. An index given here wins over the
+     * environment. */
+    int device;
+    /* The CPU backend's threads (0: SIFT_THREADS=<n> from the environment, else one per online
+     * core); ignored by the GPU backends. */
+    int threads;
+} sift_context_config;
+
+/* Defaults: the CPU backend, device -1, threads 0. */
+SIFT_API sift_context_config sift_context_config_default(void);
+/* Opens a device of a backend. Returns SIFT_E_UNAVAILABLE (with the reason) where the backend was
+ * not built or no usable device/driver exists, SIFT_E_INVALID for a device index out of range. */
+SIFT_API sift_status sift_context_create_with(const sift_context_config *cfg, sift_context **out);
+/* The same with the defaults for the backend `kind`. */
 SIFT_API sift_status sift_context_create(sift_backend_kind kind, sift_context **out);
 SIFT_API void sift_context_destroy(sift_context *ctx);
 SIFT_API sift_backend_kind sift_context_backend(const sift_context *ctx);
 /* Human-readable device description, e.g. "NVIDIA H200 (Vulkan 1.3, f16 storage)". */
 SIFT_API const char *sift_context_device_name(const sift_context *ctx);
+/* The index of the context's device (sift_device_get_info). */
+SIFT_API int sift_context_device(const sift_context *ctx);
 /* 1 when the context's device is a CPU emulation of a GPU API (Vulkan on lavapipe or llvmpipe,
  * VK_PHYSICAL_DEVICE_TYPE_CPU): it runs, but slower than the CPU backend. 0 otherwise. */
 SIFT_API int sift_context_is_emulated(const sift_context *ctx);
-/* Vulkan with SIFT_VULKAN_VALIDATION=1 in the environment loads the Khronos validation layer
- * (context creation fails if it is not installed), prints each message it reports to stderr and
- * counts them here. 0 on other backends. */
-SIFT_API int64_t sift_context_validation_messages(const sift_context *ctx);
 /* The threads the CPU backend computes with (n >= 1, else SIFT_E_INVALID); results are the same
- * for every n. The default is the number of online cores, or SIFT_THREADS=<n> from the
- * environment when the context is created. A no-op returning SIFT_OK on the GPU backends. */
+ * for every n. A no-op returning SIFT_OK on the GPU backends. */
 SIFT_API sift_status sift_context_set_threads(sift_context *ctx, int n);
 
 /* Element types. BF16, Q8_0 and Q4_0 are weight types (ggml's block layouts: Q8_0 is 32 values as
@@ -119,6 +189,274 @@ SIFT_API int64_t sift_dtype_block(sift_dtype t);
 /* Bytes of n consecutive values of a row (n a multiple of the block). */
 SIFT_API size_t sift_dtype_row_bytes(sift_dtype t, int64_t n);
 
+/* ---- models (GGUF: llama, qwen2, mistral) -------------------------------------------------- */
+
+typedef struct sift_model sift_model;
+
+/* Maps the GGUF file, checks it, and uploads its weights to the context's device in their own
+ * types (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K). */
+SIFT_API sift_status sift_model_load(sift_context *ctx, const char *path, sift_model **out);
+SIFT_API void sift_model_destroy(sift_model *m);
+
+typedef struct sift_model_info {
+    char arch[16];
+    int n_layers, n_embd, n_ff, n_heads, n_kv_heads, head_dim, n_vocab;
+    int64_t n_ctx_train;
+    size_t weight_bytes;  /* on the device */
+    int32_t bos, eos;     /* -1 when the vocabulary has none */
+} sift_model_info;
+
+SIFT_API void sift_model_get_info(const sift_model *m, sift_model_info *out);
+/* Encodes text (BOS first when add_bos) into ids[cap]; *n gets the count. SIFT_E_INVALID when
+ * cap is too small: sift_tokenizer_max_tokens(len) always suffices. */
+SIFT_API sift_status sift_model_tokenize(const sift_model *m, const char *text, size_t len, int add_bos, int32_t *ids,
+                                         size_t cap, size_t *n);
+/* A cap for sift_model_tokenize that always suffices for len bytes of text. */
+SIFT_API size_t sift_tokenizer_max_tokens(size_t len);
+/* The bytes one token adds to running text (control tokens: none). */
+SIFT_API sift_status sift_model_token_piece(const sift_model *m, int32_t id, char *buf, size_t cap, size_t *len);
+
+/* ---- TokenButler's predictor (docs/algorithms.md) ------------------------------------------ */
+
+typedef struct sift_predictor sift_predictor;
+
+/* Loads a predictor from its GGUF file (general.architecture "sift-butler") onto the model's
+ * device. The file is checked against m (layers, widths, heads, and the fingerprint of the model
+ * it was trained for): a predictor for another model is an error naming the mismatch. It keeps
+ * the model alive, and the sessions that use it keep it alive. */
+SIFT_API sift_status sift_predictor_load(sift_model *m, const char *path, sift_predictor **out);
+/* A predictor of random weights for m (d' = key_dim, a multiple of 8; producers every 4 layers,
+ * 512 hidden): for benchmarks, where what it selects does not matter. */
+SIFT_API sift_status sift_predictor_random(sift_model *m, int key_dim, uint64_t seed, sift_predictor **out);
+SIFT_API void sift_predictor_destroy(sift_predictor *p);
+
+typedef struct sift_predictor_info {
+    int key_dim;         /* d' */
+    int producer_stride; /* P: producers at layers 0, P, 2P, ... */
+    int hidden;          /* fc1's width */
+    int n_producers;
+    int64_t n_params;    /* the predictor's and the key projections' */
+    double overhead;     /* n_params over the model's parameters */
+    size_t bytes;        /* on the device */
+} sift_predictor_info;
+SIFT_API void sift_predictor_get_info(const sift_predictor *p, sift_predictor_info *out);
+
+/* Decode selection policies (docs/algorithms.md), each attending at most S + k + W tokens:
+ *   DENSE        every token;
+ *   TOKENSELECT  exact scores, head soft vote, top-k, shared by the layer (on the device);
+ *   STREAMING    sink S and the last W + k tokens (on the device);
+ *   H2O          per KV head, a heavy-hitter set of k tokens updated by accumulated attention;
+ *                a token evicted never returns;
+ *   SNAPKV       per KV head, k tokens chosen once at the end of prefill from the last 32 prompt
+ *                queries' attention (max-pooled over 7 positions);
+ *   QUEST        per KV head, pages of 16 tokens scored by sum_i max(q_i kmax_i, q_i kmin_i) with
+ *                min/max metadata kept beside the cache; the best pages until k tokens;
+ *   ORACLE       per KV head, the true top-k of the attention (max over the group's heads);
+ *   BUTLER       TokenButler: per KV head, the top-k of a learned predictor's scores against
+ *                low-dimensional keys (sift_session_config.predictor; on the device). Layer 0 and
+ *                the first decode step after a prefill are dense.
+ * H2O, SNAPKV, QUEST and ORACLE are comparison baselines computed on the host from a mirror of
+ * the cache (each decode step then runs one graph per layer); their attention runs on the device. */
+typedef enum sift_policy {
+    SIFT_POLICY_DENSE = 0,
+    SIFT_POLICY_TOKENSELECT,
+    SIFT_POLICY_STREAMING,
+    SIFT_POLICY_H2O,
+    SIFT_POLICY_SNAPKV,
+    SIFT_POLICY_QUEST,
+    SIFT_POLICY_ORACLE,
+    SIFT_POLICY_BUTLER,
+    SIFT_POLICY_COUNT
+} sift_policy;
+
+/* "dense", "tokenselect", "streaming", "h2o", "snapkv", "quest", "oracle", "butler". */
+SIFT_API const char *sift_policy_name(sift_policy p);
+SIFT_API sift_status sift_policy_parse(const char *name, sift_policy *out);
+
+typedef struct sift_session sift_session;
+
+/* Selection Cache threshold meaning "off" (sift_session_config.sel_cache). */
+#define SIFT_SEL_CACHE_OFF 2.0f
+
+typedef struct sift_session_config {
+    size_t struct_size;     /* sizeof(sift_session_config): set by sift_session_config_default */
+    int64_t n_ctx;          /* tokens per sequence (0: the model's training context) */
+    sift_dtype kv_type;     /* SIFT_F16 or SIFT_F32 */
+    sift_policy policy;     /* decode attention (docs/algorithms.md) */
+    int64_t sink, window, budget; /* S, W, k of the selection policies */
+    int64_t chunk;          /* prefill tokens per graph (0: 512); also the most sequences in one batch */
+    /* Keep every layer's output of the last eval for sift_session_layer_output (sift_testing.h:
+     * tests compare backends layer by layer); costs a [chunk][n_embd] f32 buffer per layer. */
+    int keep_layer_outputs;
+    /* Called after each prefill chunk with the tokens done and the total (may be NULL). */
+    void (*progress)(void *user, int64_t done, int64_t total);
+    void *progress_user;
+    int n_seq;              /* sequences sharing the KV pool (0: 1) */
+    int64_t page_size;      /* tokens per KV page, a power of two (0: 256) */
+    int64_t pool_tokens;    /* KV pool capacity over all sequences (0: n_seq * n_ctx, rounded up to pages) */
+    /* Selection Cache threshold theta (docs/algorithms.md) of the TOKENSELECT policy: a decode step reuses a
+     * layer's index set while cos(q, q_ref) >= theta. SIFT_SEL_CACHE_OFF (or any value > 1) turns
+     * it off; 1 runs the check but never reuses. */
+    float sel_cache;
+    /* Length extrapolation (docs/algorithms.md, TOKENSELECT or STREAMING): keys cached before RoPE, positions
+     * assigned over the selected set. Prefill then runs token by token. */
+    int extrapolate;
+    /* Sparse prefill (docs/algorithms.md, TOKENSELECT): each chunk attends sink, window and the top-k chosen
+     * by the chunk's mean query instead of every earlier token. */
+    int sparse_prefill;
+    /* Evaluation: keep a host mirror of the cache and the last 32 prompt queries of each layer, so
+     * that any policy can run after sift_session_rewind, and measure each decode step's attention
+     * quality (sift_session_attention_quality, sift_testing.h). Costs host memory and a graph per layer. */
+    int eval_mode;
+    /* TokenButler (docs/algorithms.md): the predictor (loaded for the same model; NULL: none). With
+     * one, every layer's keys are also cached projected to d' dimensions, so the BUTLER policy can
+     * run (from the start, or after sift_session_set_policy). predict_interval I (0: 1) recomputes
+     * the index lists every I-th decode step and reuses them in between; neighbor_fetch also
+     * attends the position after each selected one. predictor_keys is the projected keys' type:
+     * SIFT_F16 (the default), SIFT_F32, or SIFT_I8 (int8 with a scale per token and KV head). */
+    const sift_predictor *predictor;
+    int predict_interval;
+    int neighbor_fetch;
+    sift_dtype predictor_keys;
+} sift_session_config;
+
+/* Defaults: n_ctx 0, f16 cache, DENSE, S 128, W 512, k 2048, chunk 512, one sequence, pages of
+ * 256 tokens, Selection Cache theta 0.9, no extrapolation, dense prefill, no predictor (f16
+ * projected keys when one is given). */
+SIFT_API sift_session_config sift_session_config_default(void);
+/* A session of m (cfg NULL: the defaults). */
+SIFT_API sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, sift_session **out);
+SIFT_API void sift_session_destroy(sift_session *s);
+/* Feeds n tokens to sequence 0 at its current position. n > 1 is prefill (chunked, causal
+ * attention over the cache); n = 1 is a decode step with the configured policy. Writes the logits
+ * of the last token to logits[n_vocab] when logits is not NULL. SIFT_E_LIMIT when the sequence or
+ * the KV pool would overflow. */
+SIFT_API sift_status sift_session_eval(sift_session *s, const int32_t *tokens, size_t n, float *logits);
+/* The same for sequence seq (0 .. n_seq - 1). */
+SIFT_API sift_status sift_session_eval_seq(sift_session *s, int seq, const int32_t *tokens, size_t n, float *logits);
+/* One decode step of n sequences at once (distinct seqs[i], each with at least one token): token
+ * tokens[i] for sequence seqs[i]; logits[n][n_vocab] when not NULL. Weights are read once for all. */
+SIFT_API sift_status sift_session_decode_batch(sift_session *s, int n, const int *seqs, const int32_t *tokens,
+                                               float *logits);
+/* Position (tokens cached) of sequence 0, or of sequence seq. */
+SIFT_API int64_t sift_session_pos(const sift_session *s);
+SIFT_API int64_t sift_session_seq_pos(const sift_session *s, int seq);
+/* Drops the tokens of sequence seq from position pos on (pos <= its position); their pages return
+ * to the pool. Policy state is rebuilt from what remains. */
+SIFT_API sift_status sift_session_rewind(sift_session *s, int seq, int64_t pos);
+/* Changes the decode policy and S, W, k of the following steps (every sequence). Host policies
+ * other than after a fresh session need eval_mode. */
+SIFT_API sift_status sift_session_set_policy(sift_session *s, sift_policy policy, int64_t sink, int64_t window,
+                                             int64_t budget);
+/* Changes the prediction interval and neighbour fetch of the BUTLER policy for the following
+ * steps (the kept lists start over). */
+SIFT_API sift_status sift_session_set_butler(sift_session *s, int predict_interval, int neighbor_fetch);
+/* Bytes of the projected keys (TokenButler) the session holds on the device (0 without a predictor). */
+SIFT_API size_t sift_session_predictor_key_bytes(const sift_session *s);
+/* Bytes of KV pool the session holds on the device, and the bytes of the pages in use. */
+SIFT_API size_t sift_session_kv_bytes(const sift_session *s);
+SIFT_API size_t sift_session_kv_used_bytes(const sift_session *s);
+/* Selection Cache counters of a layer (layer -1: all layers), summed over sequences: decode steps
+ * with a full selection, and those that reused the cached index set. Under BUTLER the same for
+ * the prediction interval: steps with a full selection, and those that reused the lists. */
+SIFT_API sift_status sift_session_sel_cache_stats(const sift_session *s, int layer, int64_t *hits, int64_t *steps);
+
+/* One op's share of the profiled steps (sift_session_profile): the nodes of that op that ran, their
+ * summed device time in microseconds, and the bytes they must move at least (sift_graph_node_bytes,
+ * sift_testing.h;
+ * bytes / us / 1e3 is an effective bandwidth in GB/s). op is a static string
+ * (sift_graph_node_op_name's). */
+typedef struct sift_op_time {
+    const char *op;
+    int64_t nodes;
+    double us;
+    double bytes;
+} sift_op_time;
+/* Per-op profile of a session's steps. on != 0 clears the profile and runs every following step's
+ * graphs (prefill chunks and decode steps alike) with sift_graph_compute_timed, adding each node's
+ * device time and bytes to its op's entry; on = 0 stops, keeping the profile for reading until
+ * profiling is turned on again. Timed runs are not the runs of an untimed step: CUDA then launches
+ * the kernels one by one between events instead of replaying one CUDA graph, and Vulkan writes a
+ * timestamp between nodes; so the summed device time of a profiled step is not an untimed step's
+ * wall time, which also holds the host's work and the launches. The CPU backend times each node
+ * with the wall clock. A device that cannot time (a Vulkan queue without timestamps) fails the
+ * profiled step with SIFT_E_UNSUPPORTED. */
+SIFT_API sift_status sift_session_set_profiling(sift_session *s, int on);
+/* The profile: up to max entries into out (out may be NULL when max is 0), sorted by time,
+ * descending (equal times by op name); *n gets how many entries there are (ops that ran at least
+ * once), which may exceed max; *steps (when not NULL) the steps profiled. */
+SIFT_API sift_status sift_session_profile(const sift_session *s, sift_op_time *out, int max, int *n, int64_t *steps);
+
+/* ---- sampling (on the host) ----------------------------------------------------------------- */
+
+typedef struct sift_sampler_config {
+    size_t struct_size; /* sizeof(sift_sampler_config): set by sift_sampler_config_default */
+    float temperature;  /* <= 0: greedy (argmax, ties to the lower id) */
+    int top_k;          /* <= 0: off */
+    float top_p;        /* >= 1: off */
+    uint64_t seed;
+} sift_sampler_config;
+
+/* Defaults: greedy (temperature 0), top-k and top-p off, seed 0. */
+SIFT_API sift_sampler_config sift_sampler_config_default(void);
+
+typedef struct sift_sampler sift_sampler;
+/* A sampler (cfg NULL: the defaults). */
+SIFT_API sift_status sift_sampler_create(const sift_sampler_config *cfg, sift_sampler **out);
+SIFT_API void sift_sampler_destroy(sift_sampler *s);
+/* Picks a token from logits[n] (may reorder nothing: logits are read only). */
+SIFT_API int32_t sift_sampler_sample(sift_sampler *s, const float *logits, int32_t n);
+
+/* ---- generating text ------------------------------------------------------------------------ */
+
+/* Why sift_session_generate stopped. */
+typedef enum sift_stop_reason {
+    SIFT_STOP_EOS = 0,     /* the model produced its end-of-sequence token */
+    SIFT_STOP_MAX_TOKENS,  /* max_tokens tokens were generated */
+    SIFT_STOP_STRING,      /* the text generated holds one of the stop strings */
+    SIFT_STOP_CALLBACK,    /* on_token returned non-zero */
+    SIFT_STOP_CONTEXT      /* the sequence's context is full */
+} sift_stop_reason;
+
+/* Called once per generated token, in order, with the bytes it adds to the text (piece, len: not
+ * NUL-terminated; control tokens add none). Returning non-zero stops generation after it. */
+typedef int (*sift_token_fn)(void *user, int32_t token, const char *piece, size_t len);
+
+typedef struct sift_generate_config {
+    size_t struct_size;     /* sizeof(sift_generate_config): set by sift_generate_config_default */
+    int64_t max_tokens;     /* the most tokens to generate (> 0) */
+    int add_bos;            /* put BOS before the prompt (where the vocabulary has one) */
+    int stop_at_eos;        /* stop at the model's EOS token (it is not passed to on_token) */
+    /* Stop once the generated text holds one of these n_stop strings (non-empty, up to 4096
+     * bytes; NULL: none). The token that completes a stop string is passed to on_token, its whole
+     * piece included (so the text passed ends with the stop string or runs a little past it);
+     * the prompt's text is not searched. */
+    const char *const *stop;
+    int n_stop;
+    sift_sampler_config sampler; /* how each token is picked (its struct_size set too) */
+    sift_token_fn on_token;      /* may be NULL */
+    void *user;
+} sift_generate_config;
+
+/* Defaults: 256 tokens, BOS on, stop at EOS, no stop strings, greedy sampling, no callback. */
+SIFT_API sift_generate_config sift_generate_config_default(void);
+/* Feeds the prompt (len bytes of text, tokenized with the model's tokenizer) to sequence 0 at its
+ * current position, then generates: sample a token from the last logits, pass it to on_token,
+ * check the stop conditions, feed it back; until one of them holds. The same tokens as that loop
+ * written with sift_model_tokenize, sift_session_eval, sift_sampler_sample and
+ * sift_model_token_piece. A prompt of no tokens (empty text without BOS) is SIFT_E_INVALID.
+ * *n_tokens (when not NULL) gets the tokens generated and *reason (when not NULL) why it stopped.
+ * The session then holds the prompt and every token passed to on_token (the last fed with one
+ * more step; except at SIFT_STOP_CONTEXT, where the last one no longer fits), so a later call
+ * continues the text. SIFT_E_LIMIT when the prompt does not fit the
+ * context; a context that fills up while generating stops with SIFT_STOP_CONTEXT instead. An
+ * error leaves the session holding what it had fed until then. */
+SIFT_API sift_status sift_session_generate(sift_session *s, const char *prompt, size_t len,
+                                           const sift_generate_config *cfg, int64_t *n_tokens,
+                                           sift_stop_reason *reason);
+
+/* ==== the graph API: tensors, graphs and ops ================================================== */
+
 #define SIFT_MAX_DIMS 4
 /* The largest head size D of the attention ops (and n_rot of RoPE). */
 #define SIFT_MAX_HEAD_DIM 128
@@ -129,7 +467,8 @@ typedef struct sift_tensor sift_tensor;
 SIFT_API sift_status sift_tensor_create(sift_context *ctx, sift_dtype dtype, int ndim,
                                         const int64_t *shape, sift_tensor **out);
 /* A contiguous view of part of parent's storage, byte_offset bytes in (a multiple of the element
- * size), with its own dtype and shape. Destroy views before their parent. */
+ * size), with its own dtype and shape. It keeps the parent's storage alive, so the parent may be
+ * destroyed first. */
 SIFT_API sift_status sift_tensor_view(sift_tensor *parent, sift_dtype dtype, int ndim, const int64_t *shape,
                                       size_t byte_offset, sift_tensor **out);
 /* A paged view of a KV pool (docs/algorithms.md: pages of P tokens and a page table per sequence).
@@ -138,7 +477,7 @@ SIFT_API sift_status sift_tensor_view(sift_tensor *parent, sift_dtype dtype, int
  * [Hkv][n_pages * P][D]: logical row j lives in physical row pages[j / P] * P + j % P. Every op that
  * takes k or v (and kv_write's cache) accepts a paged view; the page table is read at run time, so
  * the host may rewrite it between computes. A page number outside [0, R / P) marks rows that are
- * never read or written (their result is unspecified). Destroy the view before pool and pages. */
+ * never read or written (their result is unspecified). The view keeps pool and pages alive. */
 SIFT_API sift_status sift_tensor_paged_view(sift_tensor *pool, const sift_tensor *pages, int64_t page_size,
                                             sift_tensor **out);
 SIFT_API void sift_tensor_destroy(sift_tensor *t);
@@ -158,6 +497,8 @@ SIFT_API void sift_f16_to_f32(float *dst, const uint16_t *src, size_t n);
 
 /* ---- graphs ------------------------------------------------------------------------------ */
 
+/* A graph does not keep the caller's tensors its nodes read and write: they must outlive every
+ * compute of the graph (its own intermediates live as long as it does). */
 typedef struct sift_graph sift_graph;
 
 SIFT_API sift_status sift_graph_create(sift_context *ctx, sift_graph **out);
@@ -327,8 +668,6 @@ SIFT_API const char *sift_graph_node_op_name(const sift_graph *g, int node);
 /* SIFT_OK if the context's backend runs every node of g; SIFT_E_UNSUPPORTED naming the first node
  * it does not run, its op and the backend otherwise. sift_graph_compute checks the same first. */
 SIFT_API sift_status sift_graph_check_supported(const sift_graph *g);
-/* The bytes a node must read and write at least: the basis of effective bandwidth figures. */
-SIFT_API double sift_graph_node_bytes(const sift_graph *g, int node);
 
 /* ---- the attention of one layer: the one builder ------------------------------------------- */
 
@@ -348,6 +687,7 @@ typedef enum sift_attn_scorer {
 } sift_attn_scorer;
 
 typedef struct sift_attn_config {
+    size_t struct_size; /* sizeof(sift_attn_config): set by sift_attn_config_default */
     int n_q_heads;  /* Hq */
     int n_kv_heads; /* Hkv */
     int head_dim;   /* D */
@@ -381,6 +721,10 @@ typedef struct sift_attn_config {
     const sift_rope_params *extrapolate;
 } sift_attn_config;
 
+/* Defaults: every count 0, SOFTMAX_SUM, DENSE, the EXACT scorer, the Selection Cache off
+ * (SIFT_SEL_CACHE_OFF), no tensors, no extrapolation. */
+SIFT_API sift_attn_config sift_attn_config_default(void);
+
 /* Appends one layer's attention over caller-owned q, k, v and out to g (scale = 1/sqrt(D)),
  * intermediates owned by the graph:
  *   decode, q and out [Hq][D]: DENSE is dense_attend over [0, N); SELECT is score -> vote -> select
@@ -399,226 +743,6 @@ SIFT_API sift_status sift_attn_append(sift_graph *g, const sift_attn_config *cfg
 SIFT_API sift_status sift_attn_graph(sift_context *ctx, const sift_attn_config *cfg, const sift_tensor *q,
                                      const sift_tensor *k, const sift_tensor *v, sift_tensor *out,
                                      sift_graph **graph_out, sift_tensor **indices_out);
-
-/* ---- models (GGUF: llama, qwen2, mistral) -------------------------------------------------- */
-
-typedef struct sift_model sift_model;
-
-/* Maps the GGUF file, checks it, and uploads its weights to the context's device in their own
- * types (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K). */
-SIFT_API sift_status sift_model_load(sift_context *ctx, const char *path, sift_model **out);
-SIFT_API void sift_model_destroy(sift_model *m);
-
-typedef struct sift_model_info {
-    char arch[16];
-    int n_layers, n_embd, n_ff, n_heads, n_kv_heads, head_dim, n_vocab;
-    int64_t n_ctx_train;
-    size_t weight_bytes;  /* on the device */
-    int32_t bos, eos;     /* -1 when the vocabulary has none */
-} sift_model_info;
-
-SIFT_API void sift_model_get_info(const sift_model *m, sift_model_info *out);
-/* Encodes text (BOS first when add_bos) into ids[cap]; *n gets the count. */
-SIFT_API sift_status sift_model_tokenize(const sift_model *m, const char *text, size_t len, int add_bos, int32_t *ids,
-                                         size_t cap, size_t *n);
-/* The bytes one token adds to running text (control tokens: none). */
-SIFT_API sift_status sift_model_token_piece(const sift_model *m, int32_t id, char *buf, size_t cap, size_t *len);
-
-/* ---- TokenButler's predictor (docs/algorithms.md) ------------------------------------------ */
-
-typedef struct sift_predictor sift_predictor;
-
-/* Loads a predictor from its GGUF file (general.architecture "sift-butler") onto the model's
- * device. The file is checked against m (layers, widths, heads, and the fingerprint of the model
- * it was trained for): a predictor for another model is an error naming the mismatch. Destroy it
- * after the sessions that use it, before the model. */
-SIFT_API sift_status sift_predictor_load(sift_model *m, const char *path, sift_predictor **out);
-/* A predictor of random weights for m (d' = key_dim, a multiple of 8; producers every 4 layers,
- * 512 hidden): for benchmarks, where what it selects does not matter. */
-SIFT_API sift_status sift_predictor_random(sift_model *m, int key_dim, uint64_t seed, sift_predictor **out);
-SIFT_API void sift_predictor_destroy(sift_predictor *p);
-
-typedef struct sift_predictor_info {
-    int key_dim;         /* d' */
-    int producer_stride; /* P: producers at layers 0, P, 2P, ... */
-    int hidden;          /* fc1's width */
-    int n_producers;
-    int64_t n_params;    /* the predictor's and the key projections' */
-    double overhead;     /* n_params over the model's parameters */
-    size_t bytes;        /* on the device */
-} sift_predictor_info;
-SIFT_API void sift_predictor_get_info(const sift_predictor *p, sift_predictor_info *out);
-
-/* Decode selection policies (docs/algorithms.md), each attending at most S + k + W tokens:
- *   DENSE        every token;
- *   TOKENSELECT  exact scores, head soft vote, top-k, shared by the layer (on the device);
- *   STREAMING    sink S and the last W + k tokens (on the device);
- *   H2O          per KV head, a heavy-hitter set of k tokens updated by accumulated attention;
- *                a token evicted never returns;
- *   SNAPKV       per KV head, k tokens chosen once at the end of prefill from the last 32 prompt
- *                queries' attention (max-pooled over 7 positions);
- *   QUEST        per KV head, pages of 16 tokens scored by sum_i max(q_i kmax_i, q_i kmin_i) with
- *                min/max metadata kept beside the cache; the best pages until k tokens;
- *   ORACLE       per KV head, the true top-k of the attention (max over the group's heads);
- *   BUTLER       TokenButler: per KV head, the top-k of a learned predictor's scores against
- *                low-dimensional keys (sift_session_config.predictor; on the device). Layer 0 and
- *                the first decode step after a prefill are dense.
- * H2O, SNAPKV, QUEST and ORACLE are comparison baselines computed on the host from a mirror of
- * the cache (each decode step then runs one graph per layer); their attention runs on the device. */
-typedef enum sift_policy {
-    SIFT_POLICY_DENSE = 0,
-    SIFT_POLICY_TOKENSELECT,
-    SIFT_POLICY_STREAMING,
-    SIFT_POLICY_H2O,
-    SIFT_POLICY_SNAPKV,
-    SIFT_POLICY_QUEST,
-    SIFT_POLICY_ORACLE,
-    SIFT_POLICY_BUTLER,
-    SIFT_POLICY_COUNT
-} sift_policy;
-
-/* "dense", "tokenselect", "streaming", "h2o", "snapkv", "quest", "oracle", "butler". */
-SIFT_API const char *sift_policy_name(sift_policy p);
-SIFT_API sift_status sift_policy_parse(const char *name, sift_policy *out);
-
-typedef struct sift_session sift_session;
-
-/* Selection Cache threshold meaning "off" (sift_session_config.sel_cache). */
-#define SIFT_SEL_CACHE_OFF 2.0f
-
-typedef struct sift_session_config {
-    int64_t n_ctx;          /* tokens per sequence (0: the model's training context) */
-    sift_dtype kv_type;     /* SIFT_F16 or SIFT_F32 */
-    sift_policy policy;     /* decode attention (docs/algorithms.md) */
-    int64_t sink, window, budget; /* S, W, k of the selection policies */
-    int64_t chunk;          /* prefill tokens per graph (0: 512); also the most sequences in one batch */
-    /* Keep every layer's output of the last eval for sift_session_layer_output (tests compare
-     * backends layer by layer); costs a [chunk][n_embd] f32 buffer per layer. */
-    int keep_layer_outputs;
-    /* Called after each prefill chunk with the tokens done and the total (may be NULL). */
-    void (*progress)(void *user, int64_t done, int64_t total);
-    void *progress_user;
-    int n_seq;              /* sequences sharing the KV pool (0: 1) */
-    int64_t page_size;      /* tokens per KV page, a power of two (0: 256) */
-    int64_t pool_tokens;    /* KV pool capacity over all sequences (0: n_seq * n_ctx, rounded up to pages) */
-    /* Selection Cache threshold theta (docs/algorithms.md) of the TOKENSELECT policy: a decode step reuses a
-     * layer's index set while cos(q, q_ref) >= theta. SIFT_SEL_CACHE_OFF (or any value > 1) turns
-     * it off; 1 runs the check but never reuses. */
-    float sel_cache;
-    /* Length extrapolation (docs/algorithms.md, TOKENSELECT or STREAMING): keys cached before RoPE, positions
-     * assigned over the selected set. Prefill then runs token by token. */
-    int extrapolate;
-    /* Sparse prefill (docs/algorithms.md, TOKENSELECT): each chunk attends sink, window and the top-k chosen
-     * by the chunk's mean query instead of every earlier token. */
-    int sparse_prefill;
-    /* Evaluation: keep a host mirror of the cache and the last 32 prompt queries of each layer, so
-     * that any policy can run after sift_session_rewind, and measure each decode step's attention
-     * quality (sift_session_attention_quality). Costs host memory and a graph per layer. */
-    int eval_mode;
-    /* TokenButler (docs/algorithms.md): the predictor (loaded for the same model; NULL: none). With
-     * one, every layer's keys are also cached projected to d' dimensions, so the BUTLER policy can
-     * run (from the start, or after sift_session_set_policy). predict_interval I (0: 1) recomputes
-     * the index lists every I-th decode step and reuses them in between; neighbor_fetch also
-     * attends the position after each selected one. predictor_keys is the projected keys' type:
-     * SIFT_F16 (the default), SIFT_F32, or SIFT_I8 (int8 with a scale per token and KV head). */
-    const sift_predictor *predictor;
-    int predict_interval;
-    int neighbor_fetch;
-    sift_dtype predictor_keys;
-} sift_session_config;
-
-/* Defaults: n_ctx 0, f16 cache, DENSE, S 128, W 512, k 2048, chunk 512, one sequence, pages of
- * 256 tokens, Selection Cache theta 0.9, no extrapolation, dense prefill, no predictor (f16
- * projected keys when one is given). */
-SIFT_API sift_session_config sift_session_config_default(void);
-SIFT_API sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, sift_session **out);
-SIFT_API void sift_session_destroy(sift_session *s);
-/* Feeds n tokens to sequence 0 at its current position. n > 1 is prefill (chunked, causal
- * attention over the cache); n = 1 is a decode step with the configured policy. Writes the logits
- * of the last token to logits[n_vocab] when logits is not NULL. SIFT_E_LIMIT when the sequence or
- * the KV pool would overflow. */
-SIFT_API sift_status sift_session_eval(sift_session *s, const int32_t *tokens, size_t n, float *logits);
-/* The same for sequence seq (0 .. n_seq - 1). */
-SIFT_API sift_status sift_session_eval_seq(sift_session *s, int seq, const int32_t *tokens, size_t n, float *logits);
-/* One decode step of n sequences at once (distinct seqs[i], each with at least one token): token
- * tokens[i] for sequence seqs[i]; logits[n][n_vocab] when not NULL. Weights are read once for all. */
-SIFT_API sift_status sift_session_decode_batch(sift_session *s, int n, const int *seqs, const int32_t *tokens,
-                                               float *logits);
-/* Position (tokens cached) of sequence 0, or of sequence seq. */
-SIFT_API int64_t sift_session_pos(const sift_session *s);
-SIFT_API int64_t sift_session_seq_pos(const sift_session *s, int seq);
-/* Drops the tokens of sequence seq from position pos on (pos <= its position); their pages return
- * to the pool. Policy state is rebuilt from what remains. */
-SIFT_API sift_status sift_session_rewind(sift_session *s, int seq, int64_t pos);
-/* For benchmarks of decode at long context without its prefill: advances sequence 0 by n tokens
- * whose cached K/V rows are pseudo-random values (what the model then computes is meaningless). */
-SIFT_API sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uint64_t seed);
-/* The same for sequence seq (0 .. n_seq - 1), to time batched decode (sift_session_decode_batch) at
- * long context. */
-SIFT_API sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n, uint64_t seed);
-/* Changes the decode policy and S, W, k of the following steps (every sequence). Host policies
- * other than after a fresh session need eval_mode. */
-SIFT_API sift_status sift_session_set_policy(sift_session *s, sift_policy policy, int64_t sink, int64_t window,
-                                             int64_t budget);
-/* Changes the prediction interval and neighbour fetch of the BUTLER policy for the following
- * steps (the kept lists start over). */
-SIFT_API sift_status sift_session_set_butler(sift_session *s, int predict_interval, int neighbor_fetch);
-/* The output (residual stream) of layer `layer` for the last token of the last eval, into
- * out[n_embd]. Needs keep_layer_outputs. */
-SIFT_API sift_status sift_session_layer_output(const sift_session *s, int layer, float *out);
-/* Bytes of the projected keys (TokenButler) the session holds on the device (0 without a predictor). */
-SIFT_API size_t sift_session_predictor_key_bytes(const sift_session *s);
-/* Bytes of KV pool the session holds on the device, and the bytes of the pages in use. */
-SIFT_API size_t sift_session_kv_bytes(const sift_session *s);
-SIFT_API size_t sift_session_kv_used_bytes(const sift_session *s);
-/* Selection Cache counters of a layer (layer -1: all layers), summed over sequences: decode steps
- * with a full selection, and those that reused the cached index set. Under BUTLER the same for
- * the prediction interval: steps with a full selection, and those that reused the lists. */
-SIFT_API sift_status sift_session_sel_cache_stats(const sift_session *s, int layer, int64_t *hits, int64_t *steps);
-/* eval_mode: the mean, over decode steps, layers and query heads since the session began, of the
- * dense attention mass recalled by the attended set and of |o - o_dense| / |o_dense|; *n counts
- * the (step, layer, head) triples. */
-SIFT_API sift_status sift_session_attention_quality(const sift_session *s, double *recall, double *rel_err, int64_t *n);
-
-/* One op's share of the profiled steps (sift_session_profile): the nodes of that op that ran, their
- * summed device time in microseconds, and the bytes they must move at least (sift_graph_node_bytes;
- * bytes / us / 1e3 is an effective bandwidth in GB/s). op is a static string
- * (sift_graph_node_op_name's). */
-typedef struct sift_op_time {
-    const char *op;
-    int64_t nodes;
-    double us;
-    double bytes;
-} sift_op_time;
-/* Per-op profile of a session's steps. on != 0 clears the profile and runs every following step's
- * graphs (prefill chunks and decode steps alike) with sift_graph_compute_timed, adding each node's
- * device time and bytes to its op's entry; on = 0 stops, keeping the profile for reading until
- * profiling is turned on again. Timed runs are not the runs of an untimed step: CUDA then launches
- * the kernels one by one between events instead of replaying one CUDA graph, and Vulkan writes a
- * timestamp between nodes; so the summed device time of a profiled step is not an untimed step's
- * wall time, which also holds the host's work and the launches. The CPU backend times each node
- * with the wall clock. A device that cannot time (a Vulkan queue without timestamps) fails the
- * profiled step with SIFT_E_UNSUPPORTED. */
-SIFT_API sift_status sift_session_set_profiling(sift_session *s, int on);
-/* The profile: up to max entries into out (out may be NULL when max is 0), sorted by time,
- * descending (equal times by op name); *n gets how many entries there are (ops that ran at least
- * once), which may exceed max; *steps (when not NULL) the steps profiled. */
-SIFT_API sift_status sift_session_profile(const sift_session *s, sift_op_time *out, int max, int *n, int64_t *steps);
-
-/* ---- sampling (on the host) ----------------------------------------------------------------- */
-
-typedef struct sift_sampler_config {
-    float temperature;  /* <= 0: greedy (argmax, ties to the lower id) */
-    int top_k;          /* <= 0: off */
-    float top_p;        /* >= 1: off */
-    uint64_t seed;
-} sift_sampler_config;
-
-typedef struct sift_sampler sift_sampler;
-SIFT_API sift_status sift_sampler_create(const sift_sampler_config *cfg, sift_sampler **out);
-SIFT_API void sift_sampler_destroy(sift_sampler *s);
-/* Picks a token from logits[n] (may reorder nothing: logits are read only). */
-SIFT_API int32_t sift_sampler_sample(sift_sampler *s, const float *logits, int32_t n);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /* Bad input gets a status code and a message naming the problem, on every available backend, and
  * leaves the graph and the context usable: never a crash, never a silent wrong answer. */
 #include "sift.h"
+#include "sift_testing.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,8 +145,12 @@ static void run_backend(sift_context *ctx, sift_context *other)
     expect_true("its output is the right answer (zeros)", zeros);
 
     /* the decode-attention helper checks its config against the tensors */
-    sift_attn_config cfg = {.n_q_heads = 8, .n_kv_heads = 2, .head_dim = 64, .sel = {.n_ctx = n, .sink = 4, .window = 8, .budget = 16},
-                            .mode = SIFT_ATTN_SELECT};
+    sift_attn_config cfg = sift_attn_config_default();
+    cfg.n_q_heads = 8;
+    cfg.n_kv_heads = 2;
+    cfg.head_dim = 64;
+    cfg.sel = (sift_select_params){.n_ctx = n, .sink = 4, .window = 8, .budget = 16};
+    cfg.mode = SIFT_ATTN_SELECT;
     sift_graph *ag = NULL;
     expect("attention config with the wrong Hkv", sift_attn_graph(ctx, &cfg, q, k, v, out, &ag, NULL), SIFT_E_SHAPE,
            "does not match");
@@ -197,8 +202,12 @@ static void run_backend(sift_context *ctx, sift_context *other)
     sift_tensor_destroy(flag);
 
     /* the attention builder's own checks */
-    sift_attn_config ac = {.n_q_heads = 8, .n_kv_heads = 4, .head_dim = 64, .sel = {.n_ctx = n, .sink = 4, .window = 8, .budget = 16},
-                           .mode = SIFT_ATTN_LISTS};
+    sift_attn_config ac = sift_attn_config_default();
+    ac.n_q_heads = 8;
+    ac.n_kv_heads = 4;
+    ac.head_dim = 64;
+    ac.sel = (sift_select_params){.n_ctx = n, .sink = 4, .window = 8, .budget = 16};
+    ac.mode = SIFT_ATTN_LISTS;
     sift_graph *bg = NULL;
     expect("attention over lists without lists", sift_attn_graph(ctx, &ac, q, k, v, out, &bg, NULL), SIFT_E_INVALID, "lists");
     ac.mode = SIFT_ATTN_DENSE;
@@ -212,6 +221,7 @@ static void run_backend(sift_context *ctx, sift_context *other)
     sift_tensor *st_ok = make(ctx, SIFT_F32, 1, (int64_t[]){8 * 64 + 4}, 1), *kept = make(ctx, SIFT_I32, 2, (int64_t[]){1, 5}, 1);
     ac.sel_state = st_ok;
     ac.sel_indices = kept;
+    ac.sel_cache = 0.5f;
     expect("Selection Cache indices of the wrong length", sift_attn_graph(ctx, &ac, q, k, v, out, &bg, NULL), SIFT_E_SHAPE,
            "Selection Cache");
     expect("  (the graph is not returned)", bg == NULL ? SIFT_OK : SIFT_E_INVALID, SIFT_OK, NULL);
@@ -249,6 +259,98 @@ static void run_backend(sift_context *ctx, sift_context *other)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) sift_tensor_destroy(all[i]);
 }
 
+/* Ownership (sift.h): a view keeps its parent's storage, a paged view its pool's and page table's,
+ * and a tensor its context, so destroying them in any order reads no freed memory (AddressSanitizer
+ * checks that in the sanitizer job) and the views still read the parent's values. */
+static void ownership(sift_backend_kind kind)
+{
+    sift_context *ctx = NULL;
+    if (sift_context_create(kind, &ctx) != SIFT_OK) return;
+    float vals[64], got[16] = {0};
+    for (int i = 0; i < 64; i++) vals[i] = (float)i * 0.5f;
+    sift_tensor *parent = make(ctx, SIFT_F32, 1, (int64_t[]){64}, 0), *view = NULL, *view2 = NULL;
+    expect("ownership: write the parent", sift_tensor_write(parent, 0, vals, sizeof vals), SIFT_OK, NULL);
+    expect("ownership: a view of 16 values at 32", sift_tensor_view(parent, SIFT_F32, 1, (int64_t[]){16}, 32 * 4, &view),
+           SIFT_OK, NULL);
+    expect("ownership: a view of that view", sift_tensor_view(view, SIFT_F32, 1, (int64_t[]){8}, 8 * 4, &view2), SIFT_OK, NULL);
+    sift_tensor_destroy(parent); /* before its views */
+    expect("ownership: read the view after its parent's destroy", sift_tensor_read(view, 0, got, 16 * 4), SIFT_OK, NULL);
+    expect_true("  (the parent's values, 32 .. 47)", got[0] == vals[32] && got[15] == vals[47]);
+    sift_tensor_destroy(view);
+    expect("ownership: read the view's view", sift_tensor_read(view2, 0, got, 8 * 4), SIFT_OK, NULL);
+    expect_true("  (values 40 .. 47)", got[0] == vals[40] && got[7] == vals[47]);
+
+    sift_tensor *pool = make(ctx, SIFT_F16, 3, (int64_t[]){1, 32, 8}, 1), *pages = make(ctx, SIFT_I32, 1, (int64_t[]){2}, 0);
+    const int32_t table[2] = {1, 0};
+    sift_tensor *paged = NULL;
+    expect("ownership: write a page table", sift_tensor_write(pages, 0, table, sizeof table), SIFT_OK, NULL);
+    expect("ownership: a paged view", sift_tensor_paged_view(pool, pages, 16, &paged), SIFT_OK, NULL);
+    sift_tensor_destroy(pool);
+    sift_tensor_destroy(pages);
+    sift_context_destroy(ctx); /* before its tensors: they keep it open */
+    expect("ownership: read the view after its context's destroy", sift_tensor_read(view2, 0, got, 8 * 4), SIFT_OK, NULL);
+    expect_true("  (values 40 .. 47)", got[0] == vals[40] && got[7] == vals[47]);
+    sift_tensor_destroy(paged);
+    sift_tensor_destroy(view2); /* the last: the context closes here */
+}
+
+/* Configs (sift.h: struct_size) and devices chosen through the API. */
+static void configs_and_devices(void)
+{
+    backend_name = "api";
+    sift_sampler *smp = NULL;
+    sift_sampler_config zero_sampler;
+    memset(&zero_sampler, 0, sizeof zero_sampler);
+    expect("a zero-initialised sampler config", sift_sampler_create(&zero_sampler, &smp), SIFT_E_INVALID, "_default()");
+    sift_sampler_config big = sift_sampler_config_default();
+    big.struct_size = sizeof big + 8;
+    expect("a sampler config from a newer header", sift_sampler_create(&big, &smp), SIFT_E_INVALID, "newer sift.h");
+    expect("a NULL sampler config: the defaults", sift_sampler_create(NULL, &smp), SIFT_OK, NULL);
+    const float logits[4] = {0.5f, 3.0f, 3.0f, -1.0f};
+    expect_true("  (greedy: the first largest logit)", smp && sift_sampler_sample(smp, logits, 4) == 1);
+    sift_sampler_destroy(smp);
+    sift_context *ctx = NULL;
+    sift_context_config cc;
+    memset(&cc, 0, sizeof cc);
+    expect("a zero-initialised context config", sift_context_create_with(&cc, &ctx), SIFT_E_INVALID, "struct_size is 0");
+    cc = sift_context_config_default();
+    cc.threads = -1;
+    expect("a context config with -1 threads", sift_context_create_with(&cc, &ctx), SIFT_E_INVALID, "threads");
+    cc = sift_context_config_default();
+    cc.device = -2;
+    expect("a context config with device -2", sift_context_create_with(&cc, &ctx), SIFT_E_INVALID, "device");
+
+    int n = -1;
+    expect("device count of the CPU backend", sift_device_count(SIFT_BACKEND_CPU, &n), SIFT_OK, NULL);
+    expect_true("  (one device)", n == 1);
+    sift_device_info info;
+    expect("device 0 of the CPU backend", sift_device_get_info(SIFT_BACKEND_CPU, 0, &info), SIFT_OK, NULL);
+    expect_true("  (a CPU, the default, with memory)", info.type == SIFT_DEVICE_CPU && info.is_default && info.memory_bytes > 0);
+    expect("device 1 of the CPU backend", sift_device_get_info(SIFT_BACKEND_CPU, 1, &info), SIFT_E_INVALID, "device 1");
+    expect("device count: null n", sift_device_count(SIFT_BACKEND_CPU, NULL), SIFT_E_INVALID, NULL);
+    expect("device count of an unknown backend", sift_device_count((sift_backend_kind)42, &n), SIFT_E_INVALID, NULL);
+    for (int b = 0; b < SIFT_BACKEND_COUNT; b++) {
+        backend_name = sift_backend_kind_name((sift_backend_kind)b);
+        if (sift_device_count((sift_backend_kind)b, &n) != SIFT_OK) {
+            printf("%-7s devices skipped: %s\n", backend_name, sift_last_error());
+            continue;
+        }
+        int defaults = 0;
+        for (int i = 0; i < n; i++)
+            defaults += sift_device_get_info((sift_backend_kind)b, i, &info) == SIFT_OK && info.is_default;
+        expect_true("one default device", defaults == 1);
+        cc = sift_context_config_default();
+        cc.backend = (sift_backend_kind)b;
+        cc.device = n;
+        expect("a context on the device past the last", sift_context_create_with(&cc, &ctx), SIFT_E_INVALID, "device");
+        cc.device = n - 1;
+        if (sift_context_create_with(&cc, &ctx) == SIFT_OK) {
+            expect_true("a context on the last device reports its index", sift_context_device(ctx) == n - 1);
+            sift_context_destroy(ctx);
+        }
+    }
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -260,6 +362,7 @@ int main(void)
     expect("null out pointer", sift_context_create(SIFT_BACKEND_CPU, NULL), SIFT_E_INVALID, NULL);
     expect("set_threads: null context", sift_context_set_threads(NULL, 2), SIFT_E_INVALID, "NULL");
 
+    configs_and_devices();
     int64_t validation = 0;
     for (int b = 0; b < SIFT_BACKEND_COUNT; b++) {
         sift_context *ctx = NULL, *other = NULL;
@@ -273,6 +376,7 @@ int main(void)
         expect("set_threads: -3 threads", sift_context_set_threads(ctx, -3), SIFT_E_INVALID, "-3");
         expect("set_threads: 3 threads (a no-op on the GPUs)", sift_context_set_threads(ctx, 3), SIFT_OK, NULL);
         run_backend(ctx, other); /* with 3 threads on the CPU: more than the cores here */
+        ownership((sift_backend_kind)b);
         validation += sift_context_validation_messages(ctx);
         sift_context_destroy(other);
         sift_context_destroy(ctx);

@@ -107,8 +107,14 @@ static bool run_attn(const backend *b, const attn_case *c, const attn_inputs *in
     CHECK_OK(upload(b->ctx, &in->k, &k), cname, bname);
     CHECK_OK(upload(b->ctx, &in->v, &v), cname, bname);
     CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, in->q[0].ndim, in->q[0].shape, &o), cname, bname);
-    sift_attn_config cfg = {.n_q_heads = c->hq, .n_kv_heads = c->hkv, .head_dim = c->d, .sel = sel, .vote = c->vote,
-                            .mode = c->mode, .extrapolate = c->extrapolate ? &rope : NULL};
+    sift_attn_config cfg = sift_attn_config_default();
+    cfg.n_q_heads = c->hq;
+    cfg.n_kv_heads = c->hkv;
+    cfg.head_dim = c->d;
+    cfg.sel = sel;
+    cfg.vote = c->vote;
+    cfg.mode = c->mode;
+    cfg.extrapolate = c->extrapolate ? &rope : NULL;
     if (c->mode == SIFT_ATTN_LISTS) {
         CHECK_OK(upload(b->ctx, &in->lists, &lt), cname, bname);
         cfg.lists = lt;
@@ -246,9 +252,17 @@ static bool run_butler(const backend *b, const butler_case *c, const host_tensor
     CHECK_OK(place_kv(b->ctx, c, kp, &kpt, &pools[2], &tables[2]), cname, bname);
     CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, c->d}, &o), cname, bname);
     CHECK_OK(sift_tensor_create(b->ctx, SIFT_I32, 2, (int64_t[]){c->hkv, count}, &kept), cname, bname);
-    sift_attn_config cfg = {.n_q_heads = c->hq, .n_kv_heads = c->hkv, .head_dim = c->d, .sel = sel,
-                            .mode = dense ? SIFT_ATTN_DENSE : SIFT_ATTN_SELECT, .scorer = SIFT_SCORER_BUTLER,
-                            .score_q = qpt, .score_k = kpt, .neighbor_fetch = c->neighbors, .sel_indices = kept};
+    sift_attn_config cfg = sift_attn_config_default();
+    cfg.n_q_heads = c->hq;
+    cfg.n_kv_heads = c->hkv;
+    cfg.head_dim = c->d;
+    cfg.sel = sel;
+    cfg.mode = dense ? SIFT_ATTN_DENSE : SIFT_ATTN_SELECT;
+    cfg.scorer = SIFT_SCORER_BUTLER;
+    cfg.score_q = qpt;
+    cfg.score_k = kpt;
+    cfg.neighbor_fetch = c->neighbors;
+    cfg.sel_indices = kept;
     CHECK_OK(sift_attn_graph(b->ctx, &cfg, qt, kt, vt, o, &g[0], NULL), cname, bname);
     cfg.reuse = 1;
     CHECK_OK(sift_attn_graph(b->ctx, &cfg, qt, kt, vt, o, &g[1], NULL), cname, bname);

@@ -156,6 +156,12 @@ static void make_inputs(mcase *c)
         break;
     case M_MATMUL:
         c->in[0] = host_random(SIFT_F32, 2, (int64_t[]){c->t, c->k}, 1.0f);
+        if (c->variant == 1) /* blocks of 32 values 2^-24 .. 2^24 apart in size, every 7th zero: each of
+                              * its own scale where a backend scales x per block (CUDA's q decode) */
+            for (size_t i = 0; i < c->in[0].n; i++) {
+                const size_t b = i / 32;
+                c->in[0].f[i] = b % 7 == 3 ? 0.0f : ldexpf(c->in[0].f[i], (int)(b * 5 % 49) - 24);
+            }
         c->in[1] = make_weight(c->wt, c->n, c->k);
         if (c->has[2]) c->in[2] = host_random(SIFT_F32, 1, (int64_t[]){c->n}, 1.0f);
         set_out(c, SIFT_F32, 2, c->t, c->n, 0);
@@ -298,6 +304,13 @@ void cases_model(const suite_options *o)
                      sift_dtype_name(wtypes[ti]), (long long)n, (long long)k, bias ? " + bias" : "");
             add_case(&c, name);
         }
+    for (int ti = 0; ti < 5; ti++) { /* x's blocks across 48 binades; bound 1e-9: f32 accumulation everywhere */
+        const mcase c = {.op = M_MATMUL, .t = 1, .k = 4096, .n = 300, .wt = wtypes[ti], .n_in = 3, .has = {1, 1, 0},
+                         .bound = 1e-9, .variant = 1};
+        snprintf(name, sizeof name, "matmul   [1][4096] x %s [300][4096], x blocks across magnitudes",
+                 sift_dtype_name(wtypes[ti]));
+        add_case(&c, name);
+    }
     for (int variant = 0; variant < 8; variant++) {
         const int64_t d = variant % 2 ? 128 : 64, t = variant < 4 ? 1 : 7;
         mcase c = {.op = M_ROPE, .t = t, .k = d, .n_in = 2, .has = {1, variant % 3 == 0}, .bound = 1e-6};

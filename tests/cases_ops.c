@@ -217,8 +217,13 @@ static case_outputs run_case(const backend *b, const test_case *c, const case_in
         break;
     case OP_GRAPH: {
         CHECK_OK(guarded_new(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, c->d}, &outf), cname, bname);
-        sift_attn_config cfg = {.n_q_heads = c->hq, .n_kv_heads = c->hkv, .head_dim = c->d, .sel = c->sel,
-                                .vote = c->vote, .mode = SIFT_ATTN_SELECT};
+        sift_attn_config cfg = sift_attn_config_default();
+        cfg.n_q_heads = c->hq;
+        cfg.n_kv_heads = c->hkv;
+        cfg.head_dim = c->d;
+        cfg.sel = c->sel;
+        cfg.vote = c->vote;
+        cfg.mode = SIFT_ATTN_SELECT;
         CHECK_OK(sift_attn_graph(b->ctx, &cfg, q, k, v, outf.view, &g, &idx_graph), cname, bname);
         break;
     }
@@ -590,8 +595,13 @@ static void repeat_case(sift_context *cpu, sift_context *dut, int hq, int hkv, i
 {
     const int d = 128;
     layer L = make_layer(hq, hkv, d, n, SIFT_F16);
-    sift_attn_config cfg = {.n_q_heads = hq, .n_kv_heads = hkv, .head_dim = d, .sel = {n, 4, 16, 37}, .vote = vote,
-                            .mode = SIFT_ATTN_SELECT};
+    sift_attn_config cfg = sift_attn_config_default();
+    cfg.n_q_heads = hq;
+    cfg.n_kv_heads = hkv;
+    cfg.head_dim = d;
+    cfg.sel = (sift_select_params){n, 4, 16, 37};
+    cfg.vote = vote;
+    cfg.mode = SIFT_ATTN_SELECT;
     const int64_t lists = vote == SIFT_VOTE_KVHEAD_MAX ? hkv : 1, cnt = sift_select_count(&cfg.sel);
     float *ref = malloc((size_t)hq * d * 4), *got = malloc((size_t)hq * d * 4);
     int32_t *iref = malloc((size_t)(lists * cnt) * 4), *igot = malloc((size_t)(lists * cnt) * 4);

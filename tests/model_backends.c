@@ -4,6 +4,7 @@
  *
  * usage: sift-model-backends MODEL.gguf...   (a missing file is skipped with a message) */
 #include "sift.h"
+#include "sift_testing.h"
 
 #include <math.h>
 #include <stdbool.h>

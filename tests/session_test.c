@@ -17,6 +17,7 @@
  * Each backend's logits are compared with the CPU's (NMSE <= 1e-3: f16 cache, other arithmetic).
  * Usage: sift-session-test MODEL.gguf... (a missing model file is skipped with a message). */
 #include "sift.h"
+#include "sift_testing.h"
 
 #include <math.h>
 #include <stdbool.h>

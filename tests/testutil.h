@@ -4,6 +4,7 @@
 #define SIFT_TESTUTIL_H
 
 #include "sift.h"
+#include "sift_testing.h" /* validation messages, node bytes */
 
 #include <math.h>
 #include <setjmp.h>

@@ -3,6 +3,7 @@
 #define SIFT_CLI_H
 
 #include "sift.h"
+#include "sift_testing.h" /* the benchmarks: synthetic contexts, node bytes, attention quality */
 
 #include <stdbool.h>
 

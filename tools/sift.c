@@ -1,5 +1,6 @@
 /* The sift command line. Uses only the public API (sift.h). */
 #include "sift.h"
+#include "sift_testing.h"
 #include "cli.h"
 
 #include <errno.h>
@@ -32,7 +33,7 @@ static void usage(FILE *f)
           "               with dense on a text, retrieval accuracy, attention recall and error\n"
           "  bench-attn   time one layer's decode attention, dense vs the selection pipeline, per stage\n"
           "  bench-decode time a model's decode steps at long contexts, dense vs selected attention\n"
-          "  devices      list the backends, the device each one would use, and the automatic choice\n"
+          "  devices      list the backends, their devices, the one each would use, and the automatic choice\n"
           "               (--json: as JSON)\n"
           "  help         this text; 'sift <command> --help' for a command's options\n"
           "  --version    print the version\n",
@@ -336,8 +337,12 @@ static int bench_attn(int argc, char **argv)
     const double kv_bytes = 2.0 * (double)hkv * (double)n_ctx * (double)dim * (double)sift_dtype_size(kv);
     if (!json)
         fprintf(stderr, "sift bench-attn: %s; preparing %.1f MB of K/V...\n", sift_context_device_name(ctx), kv_bytes / 1e6);
-    sift_attn_config cfg = {.n_q_heads = (int)hq, .n_kv_heads = (int)hkv, .head_dim = (int)dim,
-                            .sel = {.n_ctx = n_ctx, .sink = sink, .window = window, .budget = budget}, .vote = vote};
+    sift_attn_config cfg = sift_attn_config_default();
+    cfg.n_q_heads = (int)hq;
+    cfg.n_kv_heads = (int)hkv;
+    cfg.head_dim = (int)dim;
+    cfg.sel = (sift_select_params){.n_ctx = n_ctx, .sink = sink, .window = window, .budget = budget};
+    cfg.vote = vote;
     if ((s = sift_tensor_create(ctx, SIFT_F32, 2, (int64_t[]){hq, dim}, &q)) != SIFT_OK ||
         (s = sift_tensor_create(ctx, kv, 3, (int64_t[]){hkv, n_ctx, dim}, &k)) != SIFT_OK ||
         (s = sift_tensor_create(ctx, kv, 3, (int64_t[]){hkv, n_ctx, dim}, &v)) != SIFT_OK ||
@@ -817,7 +822,11 @@ static int run_model(int argc, char **argv, bool logits_mode)
         reported = true;
         goto done;
     }
-    sift_sampler_config scfg = {.temperature = (float)temp, .top_k = (int)top_k, .top_p = (float)top_p, .seed = (uint64_t)seed};
+    sift_sampler_config scfg = sift_sampler_config_default();
+    scfg.temperature = (float)temp;
+    scfg.top_k = (int)top_k;
+    scfg.top_p = (float)top_p;
+    scfg.seed = (uint64_t)seed;
     if ((s = sift_sampler_create(&scfg, &sampler)) != SIFT_OK) goto done;
     if (!logits_mode) {
         char swk[96] = "";
@@ -1186,8 +1195,21 @@ static int bench_decode(int argc, char **argv)
     return s == SIFT_OK ? 0 : 1;
 }
 
-/* One line per backend (its device, or why it is unavailable) and the automatic choice with its
- * reason; --json: the same as one JSON object. */
+static const char *device_type_name(sift_device_type t)
+{
+    switch (t) {
+    case SIFT_DEVICE_CPU: return "cpu";
+    case SIFT_DEVICE_DISCRETE_GPU: return "discrete gpu";
+    case SIFT_DEVICE_INTEGRATED_GPU: return "integrated gpu";
+    case SIFT_DEVICE_VIRTUAL_GPU: return "virtual gpu";
+    case SIFT_DEVICE_EMULATED: return "cpu emulation";
+    default: return "other";
+    }
+}
+
+/* Each backend's devices (sift_device_count, sift_device_get_info), the one a context opens by
+ * default and whether that one opens (or why not), and the automatic choice with its reason;
+ * --json: the same as one JSON object. */
 static int devices(int argc, char **argv)
 {
     const bool json = argc > 0 && !strcmp(argv[0], "--json");
@@ -1197,8 +1219,10 @@ static int devices(int argc, char **argv)
     }
     char device[SIFT_BACKEND_COUNT][256], reason[SIFT_BACKEND_COUNT][512];
     bool available[SIFT_BACKEND_COUNT], emulated[SIFT_BACKEND_COUNT];
+    int n_dev[SIFT_BACKEND_COUNT];
     int choice = SIFT_BACKEND_CPU;
     for (int b = SIFT_BACKEND_COUNT - 1; b >= 0; b--) { /* CUDA first, then Vulkan, then the CPU */
+        if (sift_device_count((sift_backend_kind)b, &n_dev[b]) != SIFT_OK) n_dev[b] = 0;
         sift_context *ctx = NULL;
         available[b] = sift_context_create((sift_backend_kind)b, &ctx) == SIFT_OK;
         emulated[b] = available[b] && sift_context_is_emulated(ctx);
@@ -1222,12 +1246,22 @@ static int devices(int argc, char **argv)
             if (available[b]) {
                 printf("\"device\": ");
                 cli_json_string(device[b]);
-                printf(", \"emulated\": %s}", emulated[b] ? "true" : "false");
+                printf(", \"emulated\": %s, ", emulated[b] ? "true" : "false");
             } else {
                 printf("\"reason\": ");
                 cli_json_string(reason[b]);
-                printf("}");
+                printf(", ");
             }
+            printf("\"devices\": [");
+            for (int i = 0; i < n_dev[b]; i++) {
+                sift_device_info info;
+                if (sift_device_get_info((sift_backend_kind)b, i, &info) != SIFT_OK) continue;
+                printf("%s{\"index\": %d, \"name\": ", i ? ", " : "", i);
+                cli_json_string(info.name);
+                printf(", \"type\": \"%s\", \"default\": %s, \"memory_bytes\": %llu}", device_type_name(info.type),
+                       info.is_default ? "true" : "false", (unsigned long long)info.memory_bytes);
+            }
+            printf("]}");
         }
         printf("], \"choice\": \"%s\", \"why\": ", sift_backend_kind_name((sift_backend_kind)choice));
         cli_json_string(why);
@@ -1238,6 +1272,12 @@ static int devices(int argc, char **argv)
         const char *name = sift_backend_kind_name((sift_backend_kind)b);
         if (available[b]) printf("%-7s %s%s\n", name, device[b], emulated[b] ? "  (a CPU emulation)" : "");
         else printf("%-7s unavailable: %s\n", name, reason[b]);
+        for (int i = 0; i < n_dev[b]; i++) {
+            sift_device_info info;
+            if (sift_device_get_info((sift_backend_kind)b, i, &info) != SIFT_OK) continue;
+            printf("        device %d: %s (%s, %.1f GiB)%s\n", i, info.name, device_type_name(info.type),
+                   (double)info.memory_bytes / (1024.0 * 1024.0 * 1024.0), info.is_default ? "  default" : "");
+        }
     }
     printf("automatic choice: %s (%s)\n", sift_backend_kind_name((sift_backend_kind)choice), why);
     return 0;

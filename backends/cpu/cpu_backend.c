@@ -599,12 +599,37 @@ static sift_status default_threads(int *n)
     return SIFT_OK;
 }
 
-sift_status sift_backend_cpu_open(void **be, const sift_backend_vtable **vt, char *name, size_t name_len)
+static sift_status check_device(int device)
+{
+    if (device != -1 && device != 0)
+        return sift_set_error(SIFT_E_INVALID, "cpu: device %d (the CPU backend has one device, 0)", device);
+    return SIFT_OK;
+}
+
+sift_status sift_backend_cpu_devices(int index, sift_device_info *info, int *n)
+{
+    *n = 1;
+    if (!info) return SIFT_OK;
+    if (index != 0) return check_device(index);
+    memset(info, 0, sizeof *info);
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    snprintf(info->name, sizeof info->name, "CPU (%ld cores)", cores >= 1 ? cores : 1);
+    info->type = SIFT_DEVICE_CPU;
+    info->is_default = 1;
+    info->memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+    return SIFT_OK;
+}
+
+sift_status sift_backend_cpu_open(const sift_backend_open_args *args, void **be, const sift_backend_vtable **vt, char *name,
+                                  size_t name_len, int *device)
 {
     *be = NULL;
     *vt = &cpu_vtable;
-    int n = 1;
-    sift_status s = default_threads(&n);
+    sift_status s = check_device(args->device);
+    if (s != SIFT_OK) return s;
+    *device = 0;
+    int n = args->threads;
+    if (n < 1) s = default_threads(&n);
     if (s != SIFT_OK) return s;
     cpu_backend *cb = calloc(1, sizeof *cb);
     if (!cb) return sift_set_error(SIFT_E_NOMEM, "cpu: out of memory");

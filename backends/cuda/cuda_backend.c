@@ -487,20 +487,51 @@ static const char *no_device_hint(cudaError_t e)
     }
 }
 
-sift_status sift_backend_cuda_open(void **be, const sift_backend_vtable **vt, char *name, size_t name_len)
+static sift_status device_count(int *count)
 {
-    *be = NULL;
-    int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
+    *count = 0;
+    cudaError_t e = cudaGetDeviceCount(count);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
+        *count = 0;
         return sift_set_error(SIFT_E_UNAVAILABLE, "no CUDA device: cudaGetDeviceCount failed: %s (%s)%s",
                               cudaGetErrorString(e), cudaGetErrorName(e), no_device_hint(e));
     }
-    if (count < 1) return sift_set_error(SIFT_E_UNAVAILABLE, "no CUDA device: the driver reports 0 devices");
+    if (*count < 1) return sift_set_error(SIFT_E_UNAVAILABLE, "no CUDA device: the driver reports 0 devices");
+    return SIFT_OK;
+}
 
-    int device = 0;
+sift_status sift_backend_cuda_devices(int index, sift_device_info *info, int *n)
+{
+    sift_status s = device_count(n);
+    if (s != SIFT_OK || !info) return s;
+    if (index < 0 || index >= *n)
+        return sift_set_error(SIFT_E_INVALID, "cuda: device %d (this machine has %d CUDA device%s)", index, *n, *n == 1 ? "" : "s");
+    struct cudaDeviceProp prop;
+    cudaError_t e = cudaGetDeviceProperties(&prop, index);
+    if (e != cudaSuccess) return fail(e, "cudaGetDeviceProperties");
+    memset(info, 0, sizeof *info);
+    snprintf(info->name, sizeof info->name, "%s", prop.name);
+    info->type = prop.integrated ? SIFT_DEVICE_INTEGRATED_GPU : SIFT_DEVICE_DISCRETE_GPU;
+    info->memory_bytes = (uint64_t)prop.totalGlobalMem;
     const char *env = getenv("SIFT_CUDA_DEVICE");
+    info->is_default = env && *env ? atoi(env) == index : index == 0;
+    return SIFT_OK;
+}
+
+sift_status sift_backend_cuda_open(const sift_backend_open_args *args, void **be, const sift_backend_vtable **vt, char *name,
+                                   size_t name_len, int *device_out)
+{
+    *be = NULL;
+    int count = 0;
+    sift_status st = device_count(&count);
+    if (st != SIFT_OK) return st;
+    if (args->device >= count)
+        return sift_set_error(SIFT_E_INVALID, "cuda: device %d but this machine has %d CUDA device%s (0..%d)", args->device,
+                              count, count == 1 ? "" : "s", count - 1);
+
+    int device = args->device >= 0 ? args->device : 0; /* an index given through the API wins over the environment */
+    const char *env = args->device >= 0 ? NULL : getenv("SIFT_CUDA_DEVICE");
     if (env && *env) {
         char *end = NULL;
         errno = 0;
@@ -512,7 +543,7 @@ sift_status sift_backend_cuda_open(void **be, const sift_backend_vtable **vt, ch
         device = (int)v;
     }
 
-    e = cudaSetDevice(device);
+    cudaError_t e = cudaSetDevice(device);
     if (e != cudaSuccess) return fail(e, "cudaSetDevice");
     struct cudaDeviceProp prop;
     e = cudaGetDeviceProperties(&prop, device);
@@ -546,6 +577,7 @@ sift_status sift_backend_cuda_open(void **be, const sift_backend_vtable **vt, ch
     }
     snprintf(name, name_len, "%s (CUDA %d.%d, sm_%d%d, %d SMs)", prop.name, runtime / 1000, (runtime % 1000) / 10,
              prop.major, prop.minor, prop.multiProcessorCount);
+    *device_out = device;
     *be = b;
     *vt = &cuda_vtable;
     return SIFT_OK;

@@ -198,59 +198,92 @@ static const sift_backend_vtable vk_vtable = {
 
 /* ---- device choice ---- */
 
-static sift_status pick_device(vkb *be)
+/* The physical devices of instance, in the API's order, into *devs (freed by the caller). */
+static sift_status list_physical(VkInstance instance, VkPhysicalDevice **devs, uint32_t *n)
 {
-    uint32_t n = 0;
-    VkResult r = vkEnumeratePhysicalDevices(be->instance, &n, NULL);
+    *devs = NULL;
+    *n = 0;
+    VkResult r = vkEnumeratePhysicalDevices(instance, n, NULL);
     if (r != VK_SUCCESS && r != VK_INCOMPLETE) return vk_fail(r, "vkEnumeratePhysicalDevices");
-    if (n == 0) return sift_set_error(SIFT_E_UNAVAILABLE, "vulkan: no Vulkan device");
-    VkPhysicalDevice *devs = calloc(n, sizeof *devs);
-    if (!devs) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of memory");
-    r = vkEnumeratePhysicalDevices(be->instance, &n, devs);
-    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
-        free(devs);
-        return vk_fail(r, "vkEnumeratePhysicalDevices");
+    if (*n == 0) return sift_set_error(SIFT_E_UNAVAILABLE, "vulkan: no Vulkan device");
+    *devs = calloc(*n, sizeof **devs);
+    if (!*devs) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of memory");
+    r = vkEnumeratePhysicalDevices(instance, n, *devs);
+    if ((r != VK_SUCCESS && r != VK_INCOMPLETE) || *n == 0) {
+        free(*devs);
+        *devs = NULL;
+        return r != VK_SUCCESS && r != VK_INCOMPLETE ? vk_fail(r, "vkEnumeratePhysicalDevices")
+                                                     : sift_set_error(SIFT_E_UNAVAILABLE, "vulkan: no Vulkan device");
     }
-    if (n == 0) {
-        free(devs);
-        return sift_set_error(SIFT_E_UNAVAILABLE, "vulkan: no Vulkan device");
+    return SIFT_OK;
+}
+
+/* "0: name, 1: name" for error messages. */
+static void device_list_text(const VkPhysicalDevice *devs, uint32_t n, char *list, size_t cap)
+{
+    size_t used = 0;
+    list[0] = 0;
+    for (uint32_t i = 0; i < n && used < cap; i++) {
+        VkPhysicalDeviceProperties p;
+        vkGetPhysicalDeviceProperties(devs[i], &p);
+        int w = snprintf(list + used, cap - used, "%s%u: %s", i ? ", " : "", i, p.deviceName);
+        if (w > 0) used += (size_t)w;
     }
-    uint32_t pick = 0;
+}
+
+/* The device a context opens when given none: SIFT_VULKAN_DEVICE=<index> from the environment,
+ * else the first discrete GPU, else device 0. */
+static sift_status default_device(const VkPhysicalDevice *devs, uint32_t n, uint32_t *pick)
+{
+    *pick = 0;
     const char *env = getenv("SIFT_VULKAN_DEVICE");
     if (env && *env) {
         char *end = NULL;
         long v = strtol(env, &end, 10);
-        if (*end != 0 || v < 0) {
-            free(devs);
-            return sift_set_error(SIFT_E_INVALID, "vulkan: SIFT_VULKAN_DEVICE='%s' is not a device index", env);
-        }
+        if (*end != 0 || v < 0) return sift_set_error(SIFT_E_INVALID, "vulkan: SIFT_VULKAN_DEVICE='%s' is not a device index", env);
         if (v >= (long)n) {
-            char list[512] = "";
-            size_t used = 0;
-            for (uint32_t i = 0; i < n && used < sizeof list; i++) {
-                VkPhysicalDeviceProperties p;
-                vkGetPhysicalDeviceProperties(devs[i], &p);
-                int w = snprintf(list + used, sizeof list - used, "%s%u: %s", i ? ", " : "", i, p.deviceName);
-                if (w > 0) used += (size_t)w;
-            }
-            free(devs);
+            char list[512];
+            device_list_text(devs, n, list, sizeof list);
             return sift_set_error(SIFT_E_UNAVAILABLE, "vulkan: SIFT_VULKAN_DEVICE=%ld but there %s %u Vulkan device%s (%s)", v,
                                   n == 1 ? "is" : "are", n, n == 1 ? "" : "s", list);
         }
-        pick = (uint32_t)v;
-    } else {
-        for (uint32_t i = 0; i < n; i++) {
-            VkPhysicalDeviceProperties p;
-            vkGetPhysicalDeviceProperties(devs[i], &p);
-            if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU) {
-                pick = i;
-                break;
-            }
+        *pick = (uint32_t)v;
+        return SIFT_OK;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        VkPhysicalDeviceProperties p;
+        vkGetPhysicalDeviceProperties(devs[i], &p);
+        if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU) {
+            *pick = i;
+            break;
         }
     }
-    be->phys = devs[pick];
-    free(devs);
     return SIFT_OK;
+}
+
+/* Opens device `requested` (-1: the default), setting be->phys; *index gets its index. */
+static sift_status pick_device(vkb *be, int requested, int *index)
+{
+    VkPhysicalDevice *devs;
+    uint32_t n, pick = 0;
+    sift_status s = list_physical(be->instance, &devs, &n);
+    if (s != SIFT_OK) return s;
+    if (requested >= (int64_t)n) {
+        char list[512];
+        device_list_text(devs, n, list, sizeof list);
+        s = sift_set_error(SIFT_E_INVALID, "vulkan: device %d but there %s %u Vulkan device%s (%s)", requested,
+                           n == 1 ? "is" : "are", n, n == 1 ? "" : "s", list);
+    } else if (requested >= 0) {
+        pick = (uint32_t)requested;
+    } else {
+        s = default_device(devs, n, &pick);
+    }
+    if (s == SIFT_OK) {
+        be->phys = devs[pick];
+        *index = (int)pick;
+    }
+    free(devs);
+    return s;
 }
 
 static uint32_t find_memory(const VkPhysicalDeviceMemoryProperties *mp, VkMemoryPropertyFlags want,
@@ -268,16 +301,85 @@ static uint32_t find_memory(const VkPhysicalDeviceMemoryProperties *mp, VkMemory
 
 /* ---- open ---- */
 
-sift_status sift_backend_vulkan_open(void **out, const sift_backend_vtable **vt, char *name, size_t name_len)
+static sift_status check_loader(void)
 {
-    *out = NULL;
-    *vt = &vk_vtable;
     pthread_once(&loader_once, load_loader);
     if (loader_result != VK_SUCCESS)
         return sift_set_error(SIFT_E_UNAVAILABLE, "vulkan: no Vulkan loader (libvulkan.so.1) found");
     if (volkGetInstanceVersion() < VK_API_VERSION_1_2)
         return sift_set_error(SIFT_E_UNAVAILABLE, "vulkan: the Vulkan loader is version %u.%u; sift needs 1.2",
                               VK_API_VERSION_MAJOR(volkGetInstanceVersion()), VK_API_VERSION_MINOR(volkGetInstanceVersion()));
+    return SIFT_OK;
+}
+
+static sift_device_type device_type(VkPhysicalDeviceType t)
+{
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return SIFT_DEVICE_DISCRETE_GPU;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return SIFT_DEVICE_INTEGRATED_GPU;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return SIFT_DEVICE_VIRTUAL_GPU;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return SIFT_DEVICE_EMULATED;
+    default: return SIFT_DEVICE_OTHER;
+    }
+}
+
+sift_status sift_backend_vulkan_devices(int index, sift_device_info *info, int *n)
+{
+    *n = 0;
+    sift_status s = check_loader();
+    if (s != SIFT_OK) return s;
+    VkInstanceCreateFlags iflags = 0;
+    const char *exts[1];
+    uint32_t n_exts = 0;
+    if (has_instance_ext(NULL, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+        exts[n_exts++] = VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME;
+        iflags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+    }
+    const VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO, .pApplicationName = "sift",
+                                   .pEngineName = "sift", .apiVersion = VK_API_VERSION_1_3};
+    const VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, .flags = iflags,
+                                      .pApplicationInfo = &app, .enabledExtensionCount = n_exts,
+                                      .ppEnabledExtensionNames = exts};
+    VkInstance instance = VK_NULL_HANDLE;
+    VkResult r = vkCreateInstance(&ici, NULL, &instance);
+    if (r != VK_SUCCESS) {
+        s = r == VK_ERROR_INCOMPATIBLE_DRIVER ? sift_set_error(SIFT_E_UNAVAILABLE, "vulkan: no Vulkan device (the Vulkan loader found no driver)")
+                                              : vk_fail(r, "vkCreateInstance");
+        return s == SIFT_E_BACKEND ? SIFT_E_UNAVAILABLE : s;
+    }
+    volkLoadInstanceOnly(instance);
+    VkPhysicalDevice *devs = NULL;
+    uint32_t count = 0, pick = 0;
+    s = list_physical(instance, &devs, &count);
+    if (s == SIFT_OK) *n = (int)count;
+    if (s == SIFT_OK && info && (index < 0 || index >= (int)count))
+        s = sift_set_error(SIFT_E_INVALID, "vulkan: device %d (there %s %u)", index, count == 1 ? "is" : "are", count);
+    if (s == SIFT_OK && info) {
+        VkPhysicalDeviceProperties p;
+        VkPhysicalDeviceMemoryProperties mp;
+        vkGetPhysicalDeviceProperties(devs[index], &p);
+        vkGetPhysicalDeviceMemoryProperties(devs[index], &mp);
+        memset(info, 0, sizeof *info);
+        snprintf(info->name, sizeof info->name, "%s", p.deviceName);
+        info->type = device_type(p.deviceType);
+        for (uint32_t h = 0; h < mp.memoryHeapCount; h++)
+            if ((mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) && mp.memoryHeaps[h].size > info->memory_bytes)
+                info->memory_bytes = mp.memoryHeaps[h].size;
+        /* a bad SIFT_VULKAN_DEVICE makes no device the default; opening with -1 then says why */
+        info->is_default = default_device(devs, count, &pick) == SIFT_OK && pick == (uint32_t)index;
+    }
+    free(devs);
+    vkDestroyInstance(instance, NULL);
+    return s;
+}
+
+sift_status sift_backend_vulkan_open(const sift_backend_open_args *args, void **out, const sift_backend_vtable **vt,
+                                     char *name, size_t name_len, int *device)
+{
+    *out = NULL;
+    *vt = &vk_vtable;
+    sift_status ls = check_loader();
+    if (ls != SIFT_OK) return ls;
 
     vkb *be = calloc(1, sizeof *be);
     if (!be) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of memory");
@@ -357,7 +459,7 @@ sift_status sift_backend_vulkan_open(void **out, const sift_backend_vtable **vt,
     }
 
     /* device choice and what it offers */
-    s = pick_device(be);
+    s = pick_device(be, args->device, device);
     if (s != SIFT_OK) goto fail;
     vkGetPhysicalDeviceProperties(be->phys, &be->props);
     const VkPhysicalDeviceProperties *pp = &be->props;

@@ -107,6 +107,26 @@ inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned sh)
     const uint64_t v = ((uint64_t)hi << 32) | lo;
     return (unsigned)(v >> (sh > 32 ? 32 : sh));
 }
+inline int __dp4a(int a, int b, int c) // c + the sum of the products of a's and b's signed bytes
+{
+    for (int i = 0; i < 4; i++) c += (int)(signed char)(a >> (8 * i)) * (int)(signed char)(b >> (8 * i));
+    return c;
+}
+inline unsigned __reduce_max_sync(unsigned, unsigned v)
+{
+    const int lane = (int)(sift_emu::linear_tid() & 31);
+    for (int o = 16; o > 0; o >>= 1) {
+        const unsigned w = (unsigned)sift_emu::warp_exchange(v, lane ^ o);
+        v = w > v ? w : v;
+    }
+    return v;
+}
+inline int __reduce_add_sync(unsigned, int v)
+{
+    const int lane = (int)(sift_emu::linear_tid() & 31);
+    for (int o = 16; o > 0; o >>= 1) v += (int)(unsigned)sift_emu::warp_exchange((uint64_t)(uint32_t)v, lane ^ o);
+    return v;
+}
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s)
 {
     const uint64_t v = ((uint64_t)y << 32) | x;

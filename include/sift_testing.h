@@ -1,0 +1,44 @@
+/* sift — calls for the library's own tests and benchmarks.
+ *
+ * Not part of the stable API: these may change or go in any release, and this header is not
+ * installed. They reach inside a session or a graph (a layer's output, the bytes a node moves,
+ * attention quality against dense), fill a cache with values no model computed, or count
+ * validation-layer messages, which programs embedding the library have no use for.
+ */
+#ifndef SIFT_TESTING_H
+#define SIFT_TESTING_H
+
+#include "sift.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Vulkan with SIFT_VULKAN_VALIDATION=1 in the environment loads the Khronos validation layer
+ * (context creation fails if it is not installed), prints each message it reports to stderr and
+ * counts them here. 0 on other backends. */
+SIFT_API int64_t sift_context_validation_messages(const sift_context *ctx);
+
+/* The bytes a node must read and write at least: the basis of effective bandwidth figures. */
+SIFT_API double sift_graph_node_bytes(const sift_graph *g, int node);
+
+/* For benchmarks of decode at long context without its prefill: advances sequence 0 by n tokens
+ * whose cached K/V rows are pseudo-random values (what the model then computes is meaningless). */
+SIFT_API sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uint64_t seed);
+/* The same for sequence seq (0 .. n_seq - 1), to time batched decode (sift_session_decode_batch) at
+ * long context. */
+SIFT_API sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n, uint64_t seed);
+
+/* The output (residual stream) of layer `layer` for the last token of the last eval, into
+ * out[n_embd]. Needs sift_session_config.keep_layer_outputs. */
+SIFT_API sift_status sift_session_layer_output(const sift_session *s, int layer, float *out);
+
+/* sift_session_config.eval_mode: the mean, over decode steps, layers and query heads since the
+ * session began, of the dense attention mass recalled by the attended set and of
+ * |o - o_dense| / |o_dense|; *n counts the (step, layer, head) triples. */
+SIFT_API sift_status sift_session_attention_quality(const sift_session *s, double *recall, double *rel_err, int64_t *n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

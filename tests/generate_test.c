@@ -1,0 +1,225 @@
+/* sift_session_generate on every backend present, against the loop it stands for (tokenize,
+ * sift_session_eval, a greedy sampler, sift_model_token_piece):
+ *   - the tokens and the text passed to the callback equal the loop's, and a count stop gives
+ *     exactly max_tokens of them;
+ *   - a stop string taken from the loop's text stops at the token that completes it;
+ *   - a callback returning non-zero stops after that token;
+ *   - the session holds the prompt and the tokens passed, so a second call continues it;
+ *   - a model and a context destroyed before the session keep working until the session goes
+ *     (sift.h: ownership; the sanitizer job runs this under AddressSanitizer);
+ *   - bad configs are refused.
+ * Usage: sift-generate-test MODEL.gguf (a missing model file is skipped with a message). */
+#include "sift.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { N_GEN = 40 };
+
+static const char *const prompt = "Once upon a time";
+static int n_checks, n_failures;
+static const char *bname;
+
+static void check(bool ok, const char *what)
+{
+    n_checks++;
+    if (!ok) n_failures++;
+    printf("%-7s %-72s %s\n", bname, what, ok ? "ok" : "FAIL");
+}
+
+/* What the callback saw. */
+typedef struct {
+    int32_t tokens[N_GEN + 8];
+    char text[4096];
+    size_t text_len;
+    int n, stop_after; /* stop_after > 0: return 1 at that many tokens */
+} seen;
+
+static int on_token(void *user, int32_t token, const char *piece, size_t len)
+{
+    seen *s = user;
+    if (s->n < N_GEN + 8) s->tokens[s->n] = token;
+    s->n++;
+    if (s->text_len + len < sizeof s->text) {
+        memcpy(s->text + s->text_len, piece, len);
+        s->text_len += len;
+        s->text[s->text_len] = 0;
+    }
+    return s->stop_after > 0 && s->n >= s->stop_after;
+}
+
+/* The low-level loop: N_GEN greedy tokens after the prompt (EOS ends it early); their text, and
+ * its length after each token (ends). */
+static int reference(sift_model *m, int32_t *tokens, char *text, size_t cap, size_t *ends, size_t *n_prompt_out)
+{
+    sift_model_info info;
+    sift_model_get_info(m, &info);
+    sift_session *s = NULL;
+    sift_sampler *smp = NULL;
+    float *logits = malloc((size_t)info.n_vocab * sizeof *logits);
+    const size_t id_cap = sift_tokenizer_max_tokens(strlen(prompt));
+    int32_t *ids = malloc(id_cap * sizeof *ids);
+    size_t n_prompt = 0, used = 0;
+    int n = 0;
+    text[0] = 0;
+    bool ok = logits && ids && sift_model_tokenize(m, prompt, strlen(prompt), 1, ids, id_cap, &n_prompt) == SIFT_OK &&
+              sift_session_create(m, NULL, &s) == SIFT_OK && sift_sampler_create(NULL, &smp) == SIFT_OK &&
+              sift_session_eval(s, ids, n_prompt, logits) == SIFT_OK;
+    while (ok && n < N_GEN) {
+        const int32_t tok = sift_sampler_sample(smp, logits, info.n_vocab);
+        if (tok == info.eos) break;
+        char piece[256];
+        size_t len = 0;
+        ok = sift_model_token_piece(m, tok, piece, sizeof piece, &len) == SIFT_OK && used + len < cap;
+        if (!ok) break;
+        memcpy(text + used, piece, len);
+        used += len;
+        text[used] = 0;
+        ends[n] = used;
+        tokens[n++] = tok;
+        ok = sift_session_eval(s, &tok, 1, logits) == SIFT_OK;
+    }
+    if (!ok) printf("reference loop failed: %s\n", sift_last_error());
+    *n_prompt_out = n_prompt;
+    sift_sampler_destroy(smp);
+    sift_session_destroy(s);
+    free(ids);
+    free(logits);
+    return ok ? n : -1;
+}
+
+static void run_backend(sift_backend_kind kind, const char *path)
+{
+    bname = sift_backend_kind_name(kind);
+    sift_context *ctx = NULL;
+    if (sift_context_create(kind, &ctx) != SIFT_OK) {
+        printf("%-7s skipped: %s\n", bname, sift_last_error());
+        return;
+    }
+    sift_model *m = NULL;
+    if (sift_model_load(ctx, path, &m) != SIFT_OK) {
+        check(false, sift_last_error());
+        sift_context_destroy(ctx);
+        return;
+    }
+    int32_t ref[N_GEN];
+    char ref_text[4096];
+    size_t ref_ends[N_GEN], n_prompt = 0;
+    const int n_ref = reference(m, ref, ref_text, sizeof ref_text, ref_ends, &n_prompt);
+    check(n_ref == N_GEN, "the low-level loop generates 40 tokens before any EOS");
+    if (n_ref != N_GEN) goto out;
+
+    sift_session *s = NULL;
+    sift_session_config zero;
+    memset(&zero, 0, sizeof zero);
+    check(sift_session_create(m, &zero, &s) == SIFT_E_INVALID && strstr(sift_last_error(), "struct_size"),
+          "a zero-initialised session config is refused");
+    if (sift_session_create(m, NULL, &s) != SIFT_OK) {
+        check(false, sift_last_error());
+        goto out;
+    }
+    /* the count stop; then the model and the context lose their callers' handles */
+    seen a = {.n = 0};
+    sift_generate_config gc = sift_generate_config_default();
+    gc.max_tokens = 10;
+    gc.on_token = on_token;
+    gc.user = &a;
+    int64_t n = -1;
+    sift_stop_reason why = SIFT_STOP_EOS;
+    sift_model_destroy(m);
+    sift_context_destroy(ctx);
+    m = NULL;
+    ctx = NULL;
+    sift_status st = sift_session_generate(s, prompt, strlen(prompt), &gc, &n, &why);
+    check(st == SIFT_OK && n == 10 && why == SIFT_STOP_MAX_TOKENS && a.n == 10,
+          "max_tokens 10: 10 tokens, stopped by the count (model and context destroyed)");
+    check(a.n == 10 && memcmp(a.tokens, ref, 10 * sizeof *ref) == 0, "  the tokens are the low-level loop's first 10");
+    check(sift_session_pos(s) == (int64_t)n_prompt + 10, "  the session holds the prompt and the 10 tokens");
+    /* continuing: the same session and an empty prompt text without BOS has no tokens */
+    gc.add_bos = 0;
+    check(sift_session_generate(s, "", 0, &gc, &n, &why) == SIFT_E_INVALID, "an empty prompt without BOS is refused");
+    sift_session_rewind(s, 0, 0);
+
+    /* the whole run: tokens and text equal the loop's */
+    seen b = {.n = 0};
+    gc = sift_generate_config_default();
+    gc.max_tokens = N_GEN;
+    gc.on_token = on_token;
+    gc.user = &b;
+    st = sift_session_generate(s, prompt, strlen(prompt), &gc, &n, &why);
+    check(st == SIFT_OK && n == N_GEN && b.n == N_GEN && memcmp(b.tokens, ref, sizeof ref) == 0,
+          "40 tokens equal the low-level loop's");
+    check(strcmp(b.text, ref_text) == 0, "  and so does their text");
+
+    /* a stop string: 6 bytes from the middle of the loop's text; it stops at the first token
+     * whose piece completes an occurrence */
+    char stop[16];
+    snprintf(stop, sizeof stop, "%.6s", ref_text + strlen(ref_text) / 2);
+    int first = -1;
+    for (int i = 0; i < N_GEN && first < 0; i++) {
+        char prefix[4096];
+        snprintf(prefix, sizeof prefix, "%.*s", (int)ref_ends[i], ref_text);
+        if (strstr(prefix, stop)) first = i;
+    }
+    sift_session_rewind(s, 0, 0);
+    seen c = {.n = 0};
+    gc.on_token = on_token;
+    gc.user = &c;
+    const char *const stops[2] = {"no such text in the story \x01", stop};
+    gc.stop = stops;
+    gc.n_stop = 2;
+    st = sift_session_generate(s, prompt, strlen(prompt), &gc, &n, &why);
+    printf("%-7s stop string \"%s\": %lld tokens, text \"%s\"\n", bname, stop, (long long)n, c.text);
+    check(st == SIFT_OK && why == SIFT_STOP_STRING && first >= 0 && n == first + 1,
+          "a stop string stops at the token that completes it");
+    check(n > 0 && n <= N_GEN && memcmp(c.tokens, ref, (size_t)n * sizeof *ref) == 0, "  its tokens are the loop's");
+
+    /* the callback's stop */
+    sift_session_rewind(s, 0, 0);
+    seen d = {.stop_after = 3};
+    gc = sift_generate_config_default();
+    gc.on_token = on_token;
+    gc.user = &d;
+    st = sift_session_generate(s, prompt, strlen(prompt), &gc, &n, &why);
+    check(st == SIFT_OK && n == 3 && why == SIFT_STOP_CALLBACK && memcmp(d.tokens, ref, 3 * sizeof *ref) == 0,
+          "a callback returning 1 at the third token stops there");
+
+    /* bad configs */
+    gc = sift_generate_config_default();
+    gc.max_tokens = 0;
+    check(sift_session_generate(s, prompt, strlen(prompt), &gc, &n, &why) == SIFT_E_INVALID, "max_tokens 0 is refused");
+    gc = sift_generate_config_default();
+    const char *const empty[1] = {""};
+    gc.stop = empty;
+    gc.n_stop = 1;
+    check(sift_session_generate(s, prompt, strlen(prompt), &gc, &n, &why) == SIFT_E_INVALID, "an empty stop string is refused");
+    gc = sift_generate_config_default();
+    gc.sampler.struct_size = 0;
+    check(sift_session_generate(s, prompt, strlen(prompt), &gc, &n, &why) == SIFT_E_INVALID,
+          "a zero-initialised sampler inside the config is refused");
+    sift_session_destroy(s); /* the last user of the model and the context */
+out:
+    sift_model_destroy(m);
+    sift_context_destroy(ctx);
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    setenv("SIFT_VULKAN_VALIDATION", "1", 0);
+    if (argc < 2) {
+        fprintf(stderr, "usage: sift-generate-test MODEL.gguf\n");
+        return 2;
+    }
+    FILE *f = fopen(argv[1], "rb");
+    if (!f) {
+        printf("skipped: %s not found\n", argv[1]);
+        return 77;
+    }
+    fclose(f);
+    for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) run_backend((sift_backend_kind)kind, argv[1]);
+    printf("\nsummary: %d checks, %d failures\n", n_checks, n_failures);
+    return n_failures ? 1 : 0;
+}
