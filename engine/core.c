@@ -89,6 +89,9 @@ const char *sift_dtype_name(sift_dtype t)
     case SIFT_Q8_0: return "q8_0";
     case SIFT_Q4_0: return "q4_0";
     case SIFT_I8: return "i8";
+    case SIFT_Q4_K: return "q4_k";
+    case SIFT_Q5_K: return "q5_k";
+    case SIFT_Q6_K: return "q6_k";
     default: return "unknown";
     }
 }
@@ -105,7 +108,12 @@ size_t sift_dtype_size(sift_dtype t)
     }
 }
 
-int64_t sift_dtype_block(sift_dtype t) { return (t == SIFT_Q8_0 || t == SIFT_Q4_0) ? 32 : 1; }
+int64_t sift_dtype_block(sift_dtype t)
+{
+    if (t == SIFT_Q8_0 || t == SIFT_Q4_0) return 32;
+    if (t == SIFT_Q4_K || t == SIFT_Q5_K || t == SIFT_Q6_K) return 256;
+    return 1;
+}
 
 size_t sift_dtype_row_bytes(sift_dtype t, int64_t n)
 {
@@ -113,6 +121,9 @@ size_t sift_dtype_row_bytes(sift_dtype t, int64_t n)
     switch (t) {
     case SIFT_Q8_0: return (size_t)(n / 32) * 34; /* f16 scale + 32 int8 */
     case SIFT_Q4_0: return (size_t)(n / 32) * 18; /* f16 scale + 16 bytes of nibbles */
+    case SIFT_Q4_K: return (size_t)(n / 256) * 144; /* quant.h has the super-block layouts */
+    case SIFT_Q5_K: return (size_t)(n / 256) * 176;
+    case SIFT_Q6_K: return (size_t)(n / 256) * 210;
     default: return (size_t)n * sift_dtype_size(t);
     }
 }
