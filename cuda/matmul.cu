@@ -30,6 +30,7 @@
 // tile is stored, so each weight is read once per 64 tokens; consecutive blocks take consecutive
 // token tiles of the same rows, which then come from L2.
 #include "common.cuh"
+#include "matmul_kquant.cuh"
 #include "weights.cuh"
 
 #include <cstdio>
@@ -552,6 +553,7 @@ cudaError_t sift_cuda::matmul_init(sift_cuda_device *dev)
 // path (MM_*); matrix-vector: warps, rows_per_block, groups_per_lane, smem.
 extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
+    if (is_kquant((int)n->src[1]->dtype)) return kquant_matmul_plan(dev, n, plan); // matmul_kquant.cu
     const MatmulArgs a = matmul_args(n, nullptr);
     if (a.t <= 0 || a.n <= 0) return cudaSuccess;
     const int w = a.wtype;
@@ -589,6 +591,7 @@ extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, cons
                                                const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
 {
     (void)scratch;
+    if (is_kquant((int)n->src[1]->dtype)) return kquant_matmul_launch(dev, n, plan, st); // matmul_kquant.cu
     const MatmulArgs a = matmul_args(n, plan);
     switch (plan->path) {
     case MM_VEC: {

@@ -1,7 +1,8 @@
 // Weight formats on the device: the one place (besides engine/quant.c on the host) that knows the
 // layouts. Q8_0: 32 values in 34 bytes, an f16 scale d then 32 int8 q, value = q * d. Q4_0: 32
 // values in 18 bytes, d then 16 bytes; byte j holds element j in its low nibble and element j + 16
-// in its high nibble, value = (nibble - 8) * d. F16, BF16: 2 bytes per value. Blocks start at even
+// in its high nibble, value = (nibble - 8) * d. Q4_K, Q5_K, Q6_K: super-blocks of 256 values in
+// 144, 176 and 210 bytes (engine/quant.h). F16, BF16: 2 bytes per value. Blocks start at even
 // addresses (sift_tensor_view keeps views of block types 2-byte aligned), f32 rows at multiples of 4.
 #pragma once
 
@@ -15,10 +16,56 @@ __device__ __forceinline__ float half_bits_to_float(unsigned h)
 }
 __device__ __forceinline__ float bf16_bits_to_float(unsigned h) { return __uint_as_float(h << 16); }
 
+// ---- K-quants (engine/quant.h has the layouts): super-blocks of 256 values ----------------------
+
+__host__ __device__ constexpr bool is_kquant(int w) { return w == SIFT_Q4_K || w == SIFT_Q5_K || w == SIFT_Q6_K; }
+__host__ __device__ constexpr int kquant_block_bytes(int w) { return w == SIFT_Q4_K ? 144 : w == SIFT_Q5_K ? 176 : 210; }
+
+// Sub-block j's (0..7) 6-bit scale and min of a Q4_K / Q5_K super-block's 12 scale bytes s.
+template <typename Byte>
+__device__ __forceinline__ void kquant_scale_min(Byte byte_of, int j, int &sc, int &m)
+{
+    if (j < 4) {
+        sc = byte_of(j) & 63;
+        m = byte_of(j + 4) & 63;
+    } else {
+        sc = (byte_of(j + 4) & 15) | ((byte_of(j - 4) >> 6) << 4);
+        m = (byte_of(j + 4) >> 4) | ((byte_of(j) >> 6) << 4);
+    }
+}
+
+// Value k of a K-quant row, byte loads. d * sc * q is exact in f32, so value = that - dmin * m
+// rounds once, as the CPU's.
+__device__ __forceinline__ float kquant_at(const unsigned char *row, int wtype, int64_t k)
+{
+    const unsigned char *b = row + (k >> 8) * kquant_block_bytes(wtype);
+    const int e = (int)(k & 255); // value within the super-block
+    if (wtype == SIFT_Q6_K) {
+        const int h = e >> 7, g = (e >> 5) & 3, l = e & 31;
+        const float d = half_bits_to_float(__ldg(b + 208) | (__ldg(b + 209) << 8));
+        const float scale = d * (float)(signed char)__ldg(b + 192 + 8 * h + 2 * g + l / 16);
+        const int q = ((__ldg(b + 64 * h + 32 * (g & 1) + l) >> (4 * (g >> 1))) & 15) |
+                      (((__ldg(b + 128 + 32 * h + l) >> (2 * g)) & 3) << 4);
+        return scale * (float)(q - 32);
+    }
+    const bool five = wtype == SIFT_Q5_K;
+    const int j = e >> 5, l = e & 31;
+    int sc, m;
+    kquant_scale_min([b](int i) { return (int)__ldg(b + 4 + i); }, j, sc, m);
+    const float scale = half_bits_to_float(__ldg(b) | (__ldg(b + 1) << 8)) * (float)sc;
+    const float mn = half_bits_to_float(__ldg(b + 2) | (__ldg(b + 3) << 8)) * (float)m;
+    int q = (__ldg(b + (five ? 48 : 16) + 32 * (j >> 1) + l) >> (4 * (j & 1))) & 15;
+    if (five) q += 16 * ((__ldg(b + 16 + l) >> j) & 1);
+    return scale * (float)q - mn;
+}
+
 // Element k of a row (any type), scalar loads.
 __device__ __forceinline__ float weight_at(const unsigned char *row, int wtype, int64_t k)
 {
     switch (wtype) {
+    case SIFT_Q4_K:
+    case SIFT_Q5_K:
+    case SIFT_Q6_K: return kquant_at(row, wtype, k);
     case SIFT_F32: return __ldg(reinterpret_cast<const float *>(row) + k);
     case SIFT_F16: return half_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(row) + k));
     case SIFT_BF16: return bf16_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(row) + k));

@@ -141,6 +141,8 @@ struct sift_graph {
     int n_nodes, cap_nodes;
     sift_tensor **owned;        /* intermediates created by the graph */
     int n_owned, cap_owned;
+    sift_tensor **pooled;       /* the context's pool buffers its intermediates are views of (graph_pool.c) */
+    int n_pooled;               /* (at most n_owned) */
     unsigned version;           /* bumped on every change, so backends can cache recordings */
     void *backend_cache;        /* a backend's recording of this graph (freed through the vtable) */
     const sift_tensor *skip;    /* the predicate given to nodes appended now (sift_graph_skip_if) */

@@ -1,4 +1,5 @@
 /* Errors, contexts, tensors and half-float conversion: the engine's bookkeeping. */
+#include "graph_pool.h"
 #include "engine.h"
 
 #include <math.h>
@@ -88,6 +89,9 @@ const char *sift_dtype_name(sift_dtype t)
     case SIFT_Q8_0: return "q8_0";
     case SIFT_Q4_0: return "q4_0";
     case SIFT_I8: return "i8";
+    case SIFT_Q4_K: return "q4_k";
+    case SIFT_Q5_K: return "q5_k";
+    case SIFT_Q6_K: return "q6_k";
     default: return "unknown";
     }
 }
@@ -104,7 +108,12 @@ size_t sift_dtype_size(sift_dtype t)
     }
 }
 
-int64_t sift_dtype_block(sift_dtype t) { return (t == SIFT_Q8_0 || t == SIFT_Q4_0) ? 32 : 1; }
+int64_t sift_dtype_block(sift_dtype t)
+{
+    if (t == SIFT_Q8_0 || t == SIFT_Q4_0) return 32;
+    if (t == SIFT_Q4_K || t == SIFT_Q5_K || t == SIFT_Q6_K) return 256;
+    return 1;
+}
 
 size_t sift_dtype_row_bytes(sift_dtype t, int64_t n)
 {
@@ -112,6 +121,9 @@ size_t sift_dtype_row_bytes(sift_dtype t, int64_t n)
     switch (t) {
     case SIFT_Q8_0: return (size_t)(n / 32) * 34; /* f16 scale + 32 int8 */
     case SIFT_Q4_0: return (size_t)(n / 32) * 18; /* f16 scale + 16 bytes of nibbles */
+    case SIFT_Q4_K: return (size_t)(n / 256) * 144; /* quant.h has the super-block layouts */
+    case SIFT_Q5_K: return (size_t)(n / 256) * 176;
+    case SIFT_Q6_K: return (size_t)(n / 256) * 210;
     default: return (size_t)n * sift_dtype_size(t);
     }
 }
@@ -131,7 +143,10 @@ struct sift_context {
     pthread_mutex_t lock;
     /* The caller's handle, each tensor, graph and model: the backend closes when the last goes. */
     atomic_int refs;
+    sift_graph_pool *graph_pool; /* storage for graphs' intermediates, reused from graph to graph */
 };
+
+sift_graph_pool *sift_context_graph_pool(sift_context *ctx) { return ctx->graph_pool; }
 
 /* Contexts are created and destroyed one at a time: a backend's open sets process-wide state
  * (Vulkan's instance-level entry points through volk). */
@@ -144,6 +159,7 @@ void sift_context_retain(sift_context *ctx) { atomic_fetch_add(&ctx->refs, 1); }
 void sift_context_release(sift_context *ctx)
 {
     if (!ctx || atomic_fetch_sub(&ctx->refs, 1) != 1) return;
+    sift_graph_pool_destroy(ctx, ctx->graph_pool);
     pthread_mutex_lock(&open_lock);
     ctx->vt->destroy(ctx->be);
     pthread_mutex_unlock(&open_lock);
@@ -220,12 +236,18 @@ sift_status sift_context_create_with(const sift_context_config *cfg, sift_contex
         return sift_set_error(SIFT_E_NOMEM, "%s: no mutex", fn);
     }
     atomic_init(&ctx->refs, 1);
+    if (sift_graph_pool_create(&ctx->graph_pool) != SIFT_OK) {
+        pthread_mutex_destroy(&ctx->lock);
+        free(ctx);
+        return sift_set_error(SIFT_E_NOMEM, "%s: out of memory", fn);
+    }
     ctx->kind = c.backend;
     const sift_backend_open_args args = {.device = c.device, .threads = c.threads};
     pthread_mutex_lock(&open_lock);
     sift_status s = open(&args, &ctx->be, &ctx->vt, ctx->device_name, sizeof ctx->device_name, &ctx->device);
     pthread_mutex_unlock(&open_lock);
     if (s != SIFT_OK) {
+        sift_graph_pool_destroy(ctx, ctx->graph_pool);
         pthread_mutex_destroy(&ctx->lock);
         free(ctx);
         return s;

@@ -12,6 +12,8 @@ void sift_context_unlock(sift_context *ctx);
 /* References that keep a context open: each tensor, graph and model holds one. */
 void sift_context_retain(sift_context *ctx);
 void sift_context_release(sift_context *ctx);
+/* Its pool of storage for graphs' intermediates (graph_pool.h). */
+struct sift_graph_pool *sift_context_graph_pool(sift_context *ctx);
 
 /* A view of parent (sift_tensor_view) that the graph owns and frees with itself: the views a graph
  * builder makes of its caller's tensors and of its own intermediates. */

@@ -1,4 +1,4 @@
-/* GGUF v3 reader: see gguf.h for the format and the error conventions.
+/* GGUF v2/v3 reader: see gguf.h for the format and the error conventions.
  *
  * Every read goes through a cursor that checks the bytes exist first, and every count read from
  * the file is bounded by the bytes left before anything is allocated for it (each element of the
@@ -191,6 +191,9 @@ bool sift_gguf_tensor_type_block(uint32_t type, uint32_t *block_elems, uint32_t 
     case SIFT_GGUF_TENSOR_BF16: e = 1, b = 2; break;
     case SIFT_GGUF_TENSOR_Q8_0: e = 32, b = 2 + 32; break;  /* f16 scale + 32 int8 */
     case SIFT_GGUF_TENSOR_Q4_0: e = 32, b = 2 + 16; break;  /* f16 scale + 32 nibbles */
+    case SIFT_GGUF_TENSOR_Q4_K: e = 256, b = 144; break;    /* quant.h has the K-quant layouts */
+    case SIFT_GGUF_TENSOR_Q5_K: e = 256, b = 176; break;
+    case SIFT_GGUF_TENSOR_Q6_K: e = 256, b = 210; break;
     default: return false;
     }
     if (block_elems) *block_elems = e;
@@ -305,7 +308,7 @@ static sift_status parse_tensor_info(cursor *c, sift_gguf *g, uint64_t i)
     uint32_t block_elems, block_bytes;
     if (!sift_gguf_tensor_type_block(type, &block_elems, &block_bytes))
         return fail(g, SIFT_E_DTYPE, "tensor '%s' has type %s (id %u), which sift does not read (it reads F32, F16, "
-                    "BF16, Q8_0, Q4_0)", SHOW(t->name), sift_gguf_tensor_type_name(type), type);
+                    "BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)", SHOW(t->name), sift_gguf_tensor_type_name(type), type);
     t->type = (sift_gguf_tensor_type)type;
     if (t->dims[0] % block_elems != 0)
         return fail(g, SIFT_E_INVALID, "tensor '%s': rows of %llu elements are not whole %s blocks of %u", SHOW(t->name),
@@ -396,11 +399,17 @@ static sift_status parse(sift_gguf *g)
                     g->base[1], g->base[2], g->base[3]);
     s = read_u32(&c, &g->version, "version");
     if (s != SIFT_OK) return s;
-    if (g->version != SIFT_GGUF_VERSION) {
+    /* Version 2 moved counts and lengths from 32 to 64 bits; version 3 added big-endian files
+     * (whose version reads byte-swapped here) and changed nothing else, so 2 and 3 parse alike. */
+    if (g->version < SIFT_GGUF_MIN_VERSION || g->version > SIFT_GGUF_VERSION) {
         if ((g->version & 0xffffu) == 0 && g->version != 0)
             return fail(g, SIFT_E_INVALID, "version field %u looks byte-swapped: a big-endian GGUF, which sift does not read",
                         g->version);
-        return fail(g, SIFT_E_INVALID, "GGUF version %u, sift reads version %d", g->version, SIFT_GGUF_VERSION);
+        if (g->version == 1)
+            return fail(g, SIFT_E_INVALID, "GGUF version 1 (32-bit counts and lengths), sift reads versions %d and %d: "
+                        "convert the file again with a current llama.cpp", SIFT_GGUF_MIN_VERSION, SIFT_GGUF_VERSION);
+        return fail(g, SIFT_E_INVALID, "GGUF version %u, sift reads versions %d and %d", g->version,
+                    SIFT_GGUF_MIN_VERSION, SIFT_GGUF_VERSION);
     }
     uint64_t n_tensors, n_kv;
     s = read_u64(&c, &n_tensors, "tensor count");

@@ -1,11 +1,12 @@
-/* GGUF v3 reader (engine-internal): the file format of llama.cpp models.
+/* GGUF v2 and v3 reader (engine-internal): the file format of llama.cpp models.
  *
  * A file is opened by mapping it read-only (or read in place from a caller's buffer); the parse
  * checks every length, count, offset and size against the bytes that exist before it touches
  * them, so a malformed file is an error naming the problem, never an out-of-bounds read. Nothing
  * is copied: strings and tensor data point into the mapping and live as long as the handle.
  *
- * Layout (all little-endian): "GGUF", u32 version (3), u64 tensor count, u64 metadata count;
+ * Layout (all little-endian): "GGUF", u32 version (2 or 3: the same layout; version 1, with u32
+ * counts and lengths, is refused), u64 tensor count, u64 metadata count;
  * metadata key/value pairs (key: u64 length + bytes; u32 value type; value); tensor infos (name,
  * u32 n_dims, u64 dims[n_dims] innermost first, u32 type, u64 offset into the data section);
  * padding to general.alignment (default 32); the data section, each tensor at an aligned offset.
@@ -25,6 +26,7 @@
 #include <stdint.h>
 
 #define SIFT_GGUF_VERSION 3
+#define SIFT_GGUF_MIN_VERSION 2
 #define SIFT_GGUF_DEFAULT_ALIGNMENT 32
 #define SIFT_GGUF_MAX_DIMS 4 /* ggml's GGML_MAX_DIMS */
 
@@ -62,6 +64,9 @@ typedef enum sift_gguf_tensor_type {
     SIFT_GGUF_TENSOR_F16 = 1,
     SIFT_GGUF_TENSOR_Q4_0 = 2,
     SIFT_GGUF_TENSOR_Q8_0 = 8,
+    SIFT_GGUF_TENSOR_Q4_K = 12,
+    SIFT_GGUF_TENSOR_Q5_K = 13,
+    SIFT_GGUF_TENSOR_Q6_K = 14,
     SIFT_GGUF_TENSOR_BF16 = 30
 } sift_gguf_tensor_type;
 
@@ -142,7 +147,7 @@ uint64_t sift_gguf_tensor_count(const sift_gguf *g);
 const sift_gguf_tensor *sift_gguf_tensor_at(const sift_gguf *g, uint64_t index);
 /* NULL when no tensor has that name. */
 const sift_gguf_tensor *sift_gguf_find_tensor(const sift_gguf *g, const char *name);
-/* "F32", "F16", "Q4_0", "Q8_0", "BF16"; ggml's names for the ids sift refuses; "unknown". */
+/* "F32", "F16", "Q4_0", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "BF16"; ggml's names for the ids sift refuses; "unknown". */
 const char *sift_gguf_tensor_type_name(uint32_t type);
 /* Elements per block and bytes per block of a type sift reads (F32: 1 and 4); false otherwise. */
 bool sift_gguf_tensor_type_block(uint32_t type, uint32_t *block_elems, uint32_t *block_bytes);

@@ -1,5 +1,6 @@
 /* The dispatch graph: nodes appended by op constructors that check shapes and types, a
  * connectivity check before running, and the bytes each op must move. */
+#include "graph_pool.h"
 #include "engine.h"
 
 #include <stdlib.h>
@@ -45,6 +46,8 @@ void sift_graph_destroy(sift_graph *g)
         sift_context_unlock(g->ctx);
     }
     for (int i = g->n_owned - 1; i >= 0; i--) sift_tensor_destroy(g->owned[i]); /* views before their parents */
+    for (int i = 0; i < g->n_pooled; i++) sift_graph_pool_give(g->ctx, sift_context_graph_pool(g->ctx), g->pooled[i]);
+    free(g->pooled);
     free(g->owned);
     free(g->nodes);
     sift_context_release(g->ctx);
@@ -72,6 +75,9 @@ static sift_status reserve_owned(sift_graph *g)
     sift_tensor **p = realloc(g->owned, (size_t)cap * sizeof *p);
     if (!p) return sift_set_error(SIFT_E_NOMEM, "graph: out of memory");
     g->owned = p;
+    sift_tensor **q = realloc(g->pooled, (size_t)cap * sizeof *q);
+    if (!q) return sift_set_error(SIFT_E_NOMEM, "graph: out of memory");
+    g->pooled = q;
     g->cap_owned = cap;
     return SIFT_OK;
 }
@@ -90,9 +96,26 @@ sift_status sift_graph_new_tensor(sift_graph *g, sift_dtype dtype, int ndim, con
                                   sift_tensor **out)
 {
     if (!g || !out) return sift_set_error(SIFT_E_INVALID, "sift_graph_new_tensor: null argument");
+    *out = NULL;
     TRY(reserve_owned(g));
-    sift_status s = sift_tensor_create(g->ctx, dtype, ndim, shape, out);
-    if (s != SIFT_OK) return s;
+    /* a view of a pool buffer (graph_pool.c) where the shape is valid and of elements, else its own tensor */
+    size_t bytes = sift_dtype_size(dtype) && sift_dtype_block(dtype) == 1 && ndim >= 1 && ndim <= SIFT_MAX_DIMS ? sift_dtype_size(dtype) : 0;
+    for (int i = 0; i < ndim && bytes; i++)
+        bytes = shape[i] > 0 && (uint64_t)shape[i] <= (SIZE_MAX >> 2) / bytes ? bytes * (size_t)shape[i] : 0;
+    sift_status s;
+    if (bytes) {
+        sift_tensor *buf = NULL;
+        TRY(sift_graph_pool_take(g->ctx, sift_context_graph_pool(g->ctx), bytes, &buf));
+        s = sift_tensor_view(buf, dtype, ndim, shape, 0, out);
+        if (s != SIFT_OK) {
+            sift_graph_pool_give(g->ctx, sift_context_graph_pool(g->ctx), buf);
+            return s;
+        }
+        g->pooled[g->n_pooled++] = buf;
+    } else {
+        s = sift_tensor_create(g->ctx, dtype, ndim, shape, out);
+        if (s != SIFT_OK) return s;
+    }
     (*out)->owner = g;
     if (name) sift_tensor_set_name(*out, name);
     g->owned[g->n_owned++] = *out;

@@ -17,6 +17,9 @@ static sift_status dtype_of(const sift_gguf_tensor *t, sift_dtype *out)
     case SIFT_GGUF_TENSOR_BF16: *out = SIFT_BF16; return SIFT_OK;
     case SIFT_GGUF_TENSOR_Q8_0: *out = SIFT_Q8_0; return SIFT_OK;
     case SIFT_GGUF_TENSOR_Q4_0: *out = SIFT_Q4_0; return SIFT_OK;
+    case SIFT_GGUF_TENSOR_Q4_K: *out = SIFT_Q4_K; return SIFT_OK;
+    case SIFT_GGUF_TENSOR_Q5_K: *out = SIFT_Q5_K; return SIFT_OK;
+    case SIFT_GGUF_TENSOR_Q6_K: *out = SIFT_Q6_K; return SIFT_OK;
     }
     return sift_set_error(SIFT_E_DTYPE, "tensor '%.*s' has type %u, which sift does not run", (int)t->name.len,
                           t->name.ptr, (unsigned)t->type);

@@ -12,7 +12,8 @@ void sift_rope_freqs(const sift_rope_params *p, float *freq)
 
 static bool is_weight_type(sift_dtype t)
 {
-    return t == SIFT_F32 || t == SIFT_F16 || t == SIFT_BF16 || t == SIFT_Q8_0 || t == SIFT_Q4_0;
+    return t == SIFT_F32 || t == SIFT_F16 || t == SIFT_BF16 || t == SIFT_Q8_0 || t == SIFT_Q4_0 || t == SIFT_Q4_K ||
+           t == SIFT_Q5_K || t == SIFT_Q6_K;
 }
 
 static sift_status need_same_shape(const sift_tensor *a, const sift_tensor *b, const char *op)

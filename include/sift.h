@@ -171,13 +171,20 @@ SIFT_API sift_status sift_context_set_threads(sift_context *ctx, int n);
  * an f16 scale and 32 int8; Q4_0 is 32 values as an f16 scale and 16 bytes of nibbles, value =
  * (nibble - 8) * scale, low nibbles first); their rows hold a multiple of 32 values. I8 (bytes)
  * holds quantized key rows (sift_op_kv_write): a row of D values is D int8 q[i] and then, in its
- * last 4 bytes, the f32 m = max |x[i]|; value i is q[i] * m / 127. */
-typedef enum sift_dtype { SIFT_F32 = 0, SIFT_F16, SIFT_I32, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0, SIFT_I8, SIFT_DTYPE_COUNT } sift_dtype;
+ * last 4 bytes, the f32 m = max |x[i]|; value i is q[i] * m / 127. Q4_K, Q5_K and Q6_K are ggml's
+ * K-quant weight types: super-blocks of 256 values (144, 176 and 210 bytes) in sub-blocks with
+ * 6-bit (Q4_K, Q5_K: scale and min) or 8-bit (Q6_K: scale) sub-scales; their rows hold a multiple
+ * of 256 values. */
+typedef enum sift_dtype {
+    SIFT_F32 = 0, SIFT_F16, SIFT_I32, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0, SIFT_I8,
+    SIFT_Q4_K, SIFT_Q5_K, SIFT_Q6_K,
+    SIFT_DTYPE_COUNT
+} sift_dtype;
 
 SIFT_API const char *sift_dtype_name(sift_dtype t);
 /* Bytes per element; 0 for the block-quantized types. */
 SIFT_API size_t sift_dtype_size(sift_dtype t);
-/* Elements per block: 32 for Q8_0 and Q4_0, else 1. */
+/* Elements per block: 32 for Q8_0 and Q4_0, 256 for Q4_K, Q5_K and Q6_K, else 1. */
 SIFT_API int64_t sift_dtype_block(sift_dtype t);
 /* Bytes of n consecutive values of a row (n a multiple of the block). */
 SIFT_API size_t sift_dtype_row_bytes(sift_dtype t, int64_t n);
@@ -187,7 +194,7 @@ SIFT_API size_t sift_dtype_row_bytes(sift_dtype t, int64_t n);
 typedef struct sift_model sift_model;
 
 /* Maps the GGUF file, checks it, and uploads its weights to the context's device in their own
- * types (F32, F16, BF16, Q8_0, Q4_0). */
+ * types (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K). */
 SIFT_API sift_status sift_model_load(sift_context *ctx, const char *path, sift_model **out);
 SIFT_API void sift_model_destroy(sift_model *m);
 

@@ -4,8 +4,8 @@
 //
 // Grid (tiles of BN rows of w, tiles of BM = 64 tokens); 256 invocations. BN is 64, or 32 or 16 when
 // the grid would not fill the GPU otherwise (few tokens, few rows). K goes in steps of BK = 32 (one
-// q8_0 / q4_0 block per row): each step stages x [64][32] and w [BN][32] (dequantized, value = q * d
-// as in the CPU reference) in shared memory, k-major, and every invocation accumulates 4 tokens x
+// q8_0 / q4_0 block, or K-quant sub-block, per row): each step stages x [64][32] and w [BN][32]
+// (dequantized, value = q * d (- min) as in the CPU reference) in shared memory, k-major, and every invocation accumulates 4 tokens x
 // TN = BN / 16 consecutive rows over the step. The next step's tiles are loaded from memory into
 // registers while the current one is computed, so each weight is read once per 64 tokens.
 #extension GL_GOOGLE_include_directive : require
@@ -84,6 +84,10 @@ void main()
             if (WQUANT) {
                 lo *= d;
                 hi *= d;
+            }
+            if (WMIN) {
+                lo -= w_min(wu);
+                hi -= w_min(wu);
             }
             // values past K (float types) were loaded as zeros; a quantized row has whole blocks
             [[unroll]] for (uint i = 0u; i < 4u; i++) {

@@ -6,7 +6,8 @@
 // invocation i takes units i, i + WGS, ... (U of them per trip, all loads issued before the
 // arithmetic), so that consecutive invocations read consecutive 16-byte vectors of a float row, or
 // consecutive quarters of q8_0 / q4_0 blocks; the x values of a unit are read once for all R rows.
-// Each invocation keeps R x NT sums; block types sum q * x per unit and scale by d once. The sums
+// Each invocation keeps R x NT sums; block types sum q * x per unit and scale by d once (q4_k and
+// q5_k then subtract their min times the sum of the unit's x). The sums
 // are reduced over the subgroup, then over the workgroup's subgroups in a fixed order.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -72,9 +73,11 @@ void main()
                 [[unroll]] for (uint r = 0u; r < R; r++) {
                     vec4 lo, hi;
                     const float d = w_decode(wu[j * R + r], lo, hi);
+                    const float mn = w_min(wu[j * R + r]);
                     [[unroll]] for (uint t = 0u; t < NT; t++) {
                         float s = dot(lo, xl[t]) + dot(hi, xh[t]);
                         if (WQUANT) s *= d;
+                        if (WMIN) s -= mn * (dot(xl[t], vec4(1.0)) + dot(xh[t], vec4(1.0)));
                         acc[r * NT + t] += s;
                     }
                 }

@@ -128,7 +128,7 @@ static void run_backend(sift_context *ctx, sift_context *other)
            SIFT_E_SHAPE, "overflow");
     expect("a negative dimension", sift_tensor_create(ctx, SIFT_F32, 1, (int64_t[]){-3}, &huge), SIFT_E_SHAPE, "negative");
     expect("rank 5", sift_tensor_create(ctx, SIFT_F32, 5, (int64_t[]){1, 1, 1, 1, 1}, &huge), SIFT_E_SHAPE, "rank");
-    expect("unknown dtype", sift_tensor_create(ctx, (sift_dtype)7, 1, (int64_t[]){4}, &huge), SIFT_E_DTYPE, NULL);
+    expect("unknown dtype", sift_tensor_create(ctx, SIFT_DTYPE_COUNT, 1, (int64_t[]){4}, &huge), SIFT_E_DTYPE, NULL);
     char buf[16];
     expect("read past the end", sift_tensor_read(out, sizeof buf * 200, buf, sizeof buf), SIFT_E_INVALID, "outside");
     expect("view past the end", sift_tensor_view(out, SIFT_F32, 1, (int64_t[]){600}, 0, &huge), SIFT_E_SHAPE, "do not fit");

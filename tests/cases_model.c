@@ -21,6 +21,25 @@ static host_tensor make_weight(sift_dtype t, int64_t rows, int64_t cols)
         }
         return h;
     }
+    if (t == SIFT_Q4_K || t == SIFT_Q5_K || t == SIFT_Q6_K) {
+        /* random bytes under small f16 super-block scales (Q6_K: d at byte 208; Q4_K, Q5_K: d and
+         * dmin at 0 and 2), so that values stay within about +-1 */
+        const int64_t blocks = (int64_t)h.n / 256, block_bytes = (int64_t)sift_dtype_row_bytes(t, 256);
+        for (int64_t b = 0; b < blocks; b++) {
+            uint8_t *blk = p + b * block_bytes;
+            for (int64_t i = 0; i < block_bytes; i++) blk[i] = (uint8_t)(rng_next() >> 32);
+            const int n_scales = t == SIFT_Q6_K ? 1 : 2;
+            for (int k = 0; k < n_scales; k++) {
+                float scale = t == SIFT_Q6_K ? 1e-4f + 3e-4f * rng_uniform() : 5e-4f + 1.5e-3f * rng_uniform();
+                uint16_t hs;
+                sift_f32_to_f16(&hs, &scale, 1);
+                uint8_t *at = blk + (t == SIFT_Q6_K ? 208 : 2 * k);
+                at[0] = (uint8_t)hs;
+                at[1] = (uint8_t)(hs >> 8);
+            }
+        }
+        return h;
+    }
     const int64_t blocks = (int64_t)h.n / 32, block_bytes = t == SIFT_Q8_0 ? 34 : 18;
     for (int64_t b = 0; b < blocks; b++) {
         uint8_t *blk = p + b * block_bytes;
@@ -251,10 +270,11 @@ static void add_edge_cases(void) {}
 void cases_model(const suite_options *o)
 {
     (void)o;
-    const sift_dtype wtypes[] = {SIFT_F32, SIFT_F16, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0};
+    const sift_dtype wtypes[] = {SIFT_F32, SIFT_F16, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0, SIFT_Q4_K, SIFT_Q5_K, SIFT_Q6_K};
+    const int n_wtypes = (int)(sizeof wtypes / sizeof wtypes[0]);
     char name[160];
 
-    for (int ti = 0; ti < 5; ti++) {
+    for (int ti = 0; ti < n_wtypes; ti++) {
         const mcase c = {.op = M_GET_ROWS, .wt = wtypes[ti], .n_in = 2, .has = {1, 1}, .bound = 0.0};
         snprintf(name, sizeof name, "get_rows %s table [300][256], 7 ids", sift_dtype_name(wtypes[ti]));
         add_case(&c, name);
@@ -274,9 +294,9 @@ void cases_model(const suite_options *o)
                                     {130, 96, 20000}, {100, 256, 4096}, {70, 160, 300},  {70, 172, 300}, {3, 20, 9},
                                     {1, 256, 4099},   {5, 128, 8192},   {2, 8192, 64}, {1, 14336, 96}};
     for (int si = 0; si < (int)(sizeof mm_shapes / sizeof mm_shapes[0]); si++)
-        for (int ti = 0; ti < 5; ti++) {
+        for (int ti = 0; ti < n_wtypes; ti++) {
             const int64_t t = mm_shapes[si][0], k = mm_shapes[si][1], n = mm_shapes[si][2];
-            if (k % 32 != 0 && (wtypes[ti] == SIFT_Q8_0 || wtypes[ti] == SIFT_Q4_0)) continue;
+            if (k % sift_dtype_block(wtypes[ti]) != 0) continue; /* rows of whole blocks (K-quants: 256 values) */
             const bool bias = (si + ti) % 2 == 1;
             const mcase c = {.op = M_MATMUL, .t = t, .k = k, .n = n, .wt = wtypes[ti], .n_in = 3, .has = {1, 1, bias},
                              .bound = wtypes[ti] == SIFT_F32 ? 1e-7 : 5e-4};

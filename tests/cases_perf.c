@@ -1,7 +1,7 @@
 /* The "perf" suite (sift-conformance --perf only): each transformer op alone on random data at a
  * model's shapes, Llama-3.1-8B's (4096 wide, 14336 hidden, vocabulary 128256, 32/8 heads of 128)
  * or a small model's (512, 1536, 4096, 8/2 heads of 64): the matmuls of a layer and the logits for
- * every weight type, for one token (decode) and a prefill chunk, and the other ops of a layer. */
+ * every weight type (the K-quants beside Q4_0), for one token (decode) and a prefill chunk, and the other ops of a layer. */
 #include "registry.h"
 
 typedef enum { P_MATMUL, P_GET_ROWS, P_RMSNORM, P_ROPE, P_SWIGLU, P_ADD, P_KV_WRITE, P_CAUSAL } perf_op;
@@ -28,7 +28,9 @@ static sift_status new_random(built_graph *g, sift_context *ctx, sift_dtype t, i
     sift_status s = new_tensor(g, ctx, t, ndim, shape, out);
     if (s != SIFT_OK) return s;
     const size_t total = sift_tensor_nbytes(*out), slab = (size_t)16 << 20;
-    const size_t bb = t == SIFT_Q8_0 ? 34 : t == SIFT_Q4_0 ? 18 : 0, slab_bytes = bb ? slab / bb * bb : slab;
+    const bool kquant = t == SIFT_Q4_K || t == SIFT_Q5_K || t == SIFT_Q6_K;
+    const size_t bb = t == SIFT_Q8_0 ? 34 : t == SIFT_Q4_0 ? 18 : kquant ? sift_dtype_row_bytes(t, 256) : 0;
+    const size_t slab_bytes = bb ? slab / bb * bb : slab;
     unsigned char *buf = malloc(slab_bytes);
     if (!buf) return SIFT_E_NOMEM;
     rng_state = seed;
@@ -43,8 +45,14 @@ static sift_status new_random(built_graph *g, sift_context *ctx, sift_dtype t, i
             for (size_t i = 0; i < bytes / 4; i++) ((float *)buf)[i] = 2.0f * rng_uniform() - 1.0f;
         } else {
             for (size_t i = 0; i < bytes; i++) buf[i] = (unsigned char)(rng_next() >> 56);
-            if (bb)
+            if (bb && !kquant)
                 for (size_t b = 0; b < bytes; b += bb) memcpy(buf + b, &(uint16_t){0x2000}, 2); /* 2^-7 */
+            /* K-quants: d and dmin (q4_k, q5_k: bytes 0-3; q6_k: d at byte 208) 2^-10 */
+            for (size_t b = 0; kquant && b < bytes; b += bb) {
+                const size_t at = t == SIFT_Q6_K ? 208 : 0;
+                memcpy(buf + b + at, &(uint16_t){0x1400}, 2);
+                if (t != SIFT_Q6_K) memcpy(buf + b + 2, &(uint16_t){0x1400}, 2);
+            }
         }
         s = sift_tensor_write(*out, off, buf, bytes);
     }
@@ -119,14 +127,14 @@ void cases_perf(const suite_options *o)
     const bool big = o->big;
     const int64_t e = big ? 4096 : 512, ff = big ? 14336 : 1536, vocab = big ? 128256 : 4096;
     const int64_t hq = big ? 32 : 8, hkv = big ? 8 : 2, d = big ? 128 : 64, prefill = o->prefill;
-    const sift_dtype wtypes[] = {SIFT_F16, SIFT_Q8_0, SIFT_Q4_0, SIFT_BF16, SIFT_F32};
+    const sift_dtype wtypes[] = {SIFT_F16, SIFT_Q8_0, SIFT_Q4_0, SIFT_Q4_K, SIFT_Q5_K, SIFT_Q6_K, SIFT_BF16, SIFT_F32};
     /* (K, N) of the layer's matmuls and the logits */
     const int64_t mm[][2] = {{e, e}, {e, e / 4}, {e, ff}, {ff, e}, {e, vocab}};
     const char *mm_names[] = {"q/o", "k/v", "gate/up", "down", "logits"};
     char name[160];
     for (int phase = 0; phase < 2; phase++) {
         const int64_t t = phase ? prefill : 1;
-        for (int wi = 0; wi < (phase ? 3 : 5); wi++) /* prefill: f16, q8_0, q4_0 */
+        for (int wi = 0; wi < (phase ? 6 : 8); wi++) /* prefill: f16, q8_0, q4_0 and the K-quants */
             for (int mi = 0; mi < 5; mi++) {
                 if (wtypes[wi] == SIFT_F32 && mi == 4 && big) continue; /* 2 GB */
                 const perf_case c = {.op = P_MATMUL, .t = t, .k = mm[mi][0], .n = mm[mi][1], .wt = wtypes[wi]};

@@ -55,13 +55,15 @@ static inline void gb_strn(gguf_builder *b, const char *s, size_t n)
 }
 static inline void gb_str(gguf_builder *b, const char *s) { gb_strn(b, s, strlen(s)); }
 
-static inline void gb_header(gguf_builder *b, uint64_t n_tensors, uint64_t n_kv)
+/* Versions 2 and 3 share this layout (64-bit counts and lengths). */
+static inline void gb_header_version(gguf_builder *b, uint32_t version, uint64_t n_tensors, uint64_t n_kv)
 {
     gb_bytes(b, "GGUF", 4);
-    gb_u32(b, 3);
+    gb_u32(b, version);
     gb_u64(b, n_tensors);
     gb_u64(b, n_kv);
 }
+static inline void gb_header(gguf_builder *b, uint64_t n_tensors, uint64_t n_kv) { gb_header_version(b, 3, n_tensors, n_kv); }
 
 /* A key and its type; the caller writes the value. */
 static inline void gb_key(gguf_builder *b, const char *key, uint32_t type)

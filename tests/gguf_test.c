@@ -534,6 +534,136 @@ static void test_arguments(void)
     sift_gguf_close(NULL);
 }
 
+/* ---- K-quants and versions ---------------------------------------------------------------------- */
+
+/* Packs eight 6-bit scales and mins into Q4_K/Q5_K's 12 bytes: the first four of each in the low 6
+ * bits of bytes 0-3 (scales) and 4-7 (mins); the last four's low 4 bits in bytes 8-11 (scale low,
+ * min high nibble), their top 2 bits in the top bits of bytes 0-3 (scales) and 4-7 (mins). */
+static void pack_k_scales(const int sc[8], const int m[8], uint8_t out[12])
+{
+    for (int j = 0; j < 4; j++) {
+        out[j] = (uint8_t)(sc[j] | ((sc[j + 4] >> 4) << 6));
+        out[j + 4] = (uint8_t)(m[j] | ((m[j + 4] >> 4) << 6));
+        out[j + 8] = (uint8_t)((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+    }
+}
+
+/* One super-block of each K-quant, with values in closed form, read back through sift_dequant_row;
+ * a row that is not a whole super-block is refused. */
+static void test_kquants(void)
+{
+    const int sc[8] = {1, 7, 20, 33, 17, 40, 63, 48}, mn[8] = {5, 0, 63, 16, 31, 47, 2, 60};
+    uint8_t scales[12];
+    pack_k_scales(sc, mn, scales);
+    const uint64_t dims[1] = {256};
+    gguf_builder b = {0};
+    gb_header(&b, 3, 0);
+    gb_tensor_info(&b, "q4_k", 1, dims, 12, 0);
+    gb_tensor_info(&b, "q5_k", 1, dims, 13, 160);
+    gb_tensor_info(&b, "q6_k", 1, dims, 14, 352);
+    gb_align(&b, 32);
+    /* Q4_K: d = 0.5, dmin = 0.25; qs byte i: low nibble i & 15, high nibble (3i + 1) & 15. */
+    gb_le(&b, 0x3800, 2), gb_le(&b, 0x3400, 2), gb_bytes(&b, scales, 12);
+    for (int i = 0; i < 128; i++) gb_le(&b, (uint64_t)((i & 15) | (((3 * i + 1) & 15) << 4)), 1);
+    gb_align(&b, 32);
+    /* Q5_K: d = 2, dmin = -1; qh byte l = 37 l + 11 (mod 256); qs as Q4_K's. */
+    gb_le(&b, 0x4000, 2), gb_le(&b, 0xbc00, 2), gb_bytes(&b, scales, 12);
+    for (int l = 0; l < 32; l++) gb_le(&b, (uint64_t)((37 * l + 11) & 255), 1);
+    for (int i = 0; i < 128; i++) gb_le(&b, (uint64_t)((i & 15) | (((3 * i + 1) & 15) << 4)), 1);
+    gb_align(&b, 32);
+    /* Q6_K: ql byte i = 5i + 3, qh byte i = 29i + 7 (mod 256), scales s = 9 k - 70, d = 0.125. */
+    for (int i = 0; i < 128; i++) gb_le(&b, (uint64_t)((5 * i + 3) & 255), 1);
+    for (int i = 0; i < 64; i++) gb_le(&b, (uint64_t)((29 * i + 7) & 255), 1);
+    for (int k = 0; k < 16; k++) gb_le(&b, (uint64_t)(uint8_t)(int8_t)(9 * k - 70), 1);
+    gb_le(&b, 0x3000, 2);
+    gb_align(&b, 32);
+
+    sift_gguf *g = NULL;
+    sift_status s = sift_gguf_open_memory(b.data, b.len, "kquants", &g);
+    CHECK(s == SIFT_OK, "kquants does not open: %s", sift_last_error());
+    float row[256];
+    const sift_gguf_tensor *t = g ? sift_gguf_find_tensor(g, "q4_k") : NULL;
+    CHECK(t && t->type == SIFT_GGUF_TENSOR_Q4_K && t->nbytes == 144, "q4_k tensor info");
+    if (t && sift_dequant_row(t, 0, row) == SIFT_OK) {
+        int bad = -1;
+        for (int v = 0; v < 256 && bad < 0; v++) { /* value 64c + 32h + l: byte 32c + l, nibble h */
+            const int j = v / 32, byte = 32 * (j / 2) + v % 32;
+            const int q = (j & 1) ? (3 * byte + 1) & 15 : byte & 15;
+            if (row[v] != 0.5f * (float)sc[j] * (float)q - 0.25f * (float)mn[j]) bad = v;
+        }
+        CHECK(bad < 0, "q4_k value %d = %g", bad, bad < 0 ? 0.0 : (double)row[bad]);
+    }
+    t = g ? sift_gguf_find_tensor(g, "q5_k") : NULL;
+    CHECK(t && t->type == SIFT_GGUF_TENSOR_Q5_K && t->nbytes == 176, "q5_k tensor info");
+    if (t && sift_dequant_row(t, 0, row) == SIFT_OK) {
+        int bad = -1;
+        for (int v = 0; v < 256 && bad < 0; v++) {
+            const int j = v / 32, l = v % 32, byte = 32 * (j / 2) + l;
+            const int q = ((j & 1) ? (3 * byte + 1) & 15 : byte & 15) + 16 * ((((37 * l + 11) & 255) >> j) & 1);
+            if (row[v] != 2.0f * (float)sc[j] * (float)q + (float)mn[j]) bad = v;
+        }
+        CHECK(bad < 0, "q5_k value %d = %g", bad, bad < 0 ? 0.0 : (double)row[bad]);
+    }
+    t = g ? sift_gguf_find_tensor(g, "q6_k") : NULL;
+    CHECK(t && t->type == SIFT_GGUF_TENSOR_Q6_K && t->nbytes == 210, "q6_k tensor info");
+    if (t && sift_dequant_row(t, 0, row) == SIFT_OK) {
+        int bad = -1;
+        for (int v = 0; v < 256 && bad < 0; v++) { /* half h, group g of 32, l */
+            const int h = v / 128, grp = v % 128 / 32, l = v % 32;
+            const int ql = (5 * (64 * h + 32 * (grp & 1) + l) + 3) & 255, qh = (29 * (32 * h + l) + 7) & 255;
+            const int q = ((grp < 2 ? ql & 15 : ql >> 4) | (((qh >> (2 * grp)) & 3) << 4)) - 32;
+            const int scale = 9 * (8 * h + 2 * grp + l / 16) - 70;
+            if (row[v] != 0.125f * (float)scale * (float)q) bad = v;
+        }
+        CHECK(bad < 0, "q6_k value %d = %g", bad, bad < 0 ? 0.0 : (double)row[bad]);
+    }
+    sift_gguf_close(g);
+    gb_free(&b);
+
+    /* Rows of 128 values are half a super-block. */
+    gguf_builder p = {0};
+    gb_header(&p, 1, 0);
+    gb_tensor_info(&p, "half", 1, (const uint64_t[]){128}, 14, 0);
+    gb_align(&p, 32);
+    for (int i = 0; i < 210; i++) gb_le(&p, 0, 1);
+    g = NULL;
+    s = sift_gguf_open_memory(p.data, p.len, "half-block", &g);
+    CHECK(s == SIFT_E_INVALID && !g && strstr(sift_last_error(), "not whole Q6_K blocks of 256"), "half a Q6_K block: %s",
+          sift_last_error());
+    sift_gguf_close(g);
+    gb_free(&p);
+}
+
+/* Version 2 files open as version 3's (the same layout); 1 and unknown versions are refused. */
+static void test_versions(void)
+{
+    for (uint32_t version = 1; version <= 4; version++) {
+        gguf_builder b = {0};
+        gb_header_version(&b, version, 1, 1);
+        gb_kv_str(&b, "general.name", "v");
+        gb_tensor_info(&b, "w", 2, (const uint64_t[]){4, 2}, 0, 0);
+        gb_align(&b, 32);
+        for (int i = 0; i < 8; i++) gb_f32(&b, (float)i);
+        sift_gguf *g = NULL;
+        const sift_status s = sift_gguf_open_memory(b.data, b.len, "versions", &g);
+        if (version == 2 || version == 3) {
+            CHECK(s == SIFT_OK && sift_gguf_version(g) == version, "version %u does not open: %s", version, sift_last_error());
+            const sift_gguf_tensor *t = g ? sift_gguf_find_tensor(g, "w") : NULL;
+            float row[4] = {0};
+            CHECK(t && sift_dequant_row(t, 1, row) == SIFT_OK && row[0] == 4.0f && row[3] == 7.0f &&
+                      sift_gguf_string_is(g, "general.name", "v"),
+                  "version %u contents", version);
+        } else {
+            char want[32];
+            snprintf(want, sizeof want, "GGUF version %u", version);
+            CHECK(s == SIFT_E_INVALID && !g && strstr(sift_last_error(), want) && strstr(sift_last_error(), "versions 2 and 3"),
+                  "version %u: %s", version, sift_last_error());
+        }
+        sift_gguf_close(g);
+        gb_free(&b);
+    }
+}
+
 /* ---- 3. stories260K ---------------------------------------------------------------------------------- */
 
 static void test_stories(const char *shared)
@@ -596,6 +726,8 @@ int main(int argc, char **argv)
     test_all_types(64);
     test_hparams();
     test_size_limits();
+    test_kquants();
+    test_versions();
     test_stories(argv[2]);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;

@@ -2,7 +2,10 @@
  * for cross-backend tests and speed runs at shapes no test model has (Llama-3.1-8B: --preset 8b).
  * Weights are uniform with variance 1/fan-in, so activations stay of order one through the layers;
  * the tokenizer is a SentencePiece vocabulary of byte tokens and filler pieces. Matrices are written
- * in the chosen type (f32, f16, q8_0, q4_0, with ggml's block layouts); norms and biases in f32.
+ * in the chosen type (f32, f16, q8_0, q4_0, q4_k, q5_k, q6_k, with ggml's block layouts, or q4_k_m:
+ * q6_k for the output projection and for half of the layers' attn_v and ffn_down, q4_k for the rest,
+ * as llama.cpp's Q4_K_M mixes them); norms and biases in f32. The K-quants are quantized plainly
+ * (each sub-block's range split evenly), not with llama.cpp's error-minimizing search.
  * --chat FORMAT makes the file a chat model's: its template (tokenizer.chat_template) and the
  * special tokens that format spells, in the vocabulary kind such models have (GPT-2 byte-level BPE
  * without merges for llama3 and chatml, so that every byte of text is one token; SentencePiece
@@ -21,6 +24,7 @@ typedef struct {
     float rope_base;
     sift_dtype type;
     uint64_t seed;
+    bool q4_k_m; /* type is Q4_K, with Q6_K where Q4_K_M puts it */
 } shape;
 
 static uint64_t rng;
@@ -190,6 +194,9 @@ static int ggml_type(sift_dtype t)
     case SIFT_F16: return 1;
     case SIFT_Q4_0: return 2;
     case SIFT_Q8_0: return 8;
+    case SIFT_Q4_K: return 12;
+    case SIFT_Q5_K: return 13;
+    case SIFT_Q6_K: return 14;
     default: return 0;
     }
 }
@@ -201,6 +208,102 @@ static void write_half(float x)
     uint16_t h;
     sift_f32_to_f16(&h, &x, 1);
     put(&h, 2);
+}
+
+/* Q4_K (qbits 4) or Q5_K (5) of 256 values x: each sub-block j of 32 gets the scale (hi - lo) /
+ * (2^qbits - 1) and the min -lo of its range [lo, hi] (lo <= 0), both as 6-bit multiples of the
+ * super-block's f16 d and dmin; q = round((x + min) / scale). quant.h has the layout. */
+static void write_q45_k(const float *x, int qbits)
+{
+    const int qmax = (1 << qbits) - 1;
+    float scale[8], min[8], max_scale = 0.0f, max_min = 0.0f;
+    for (int j = 0; j < 8; j++) {
+        float lo = 0.0f, hi = 0.0f;
+        for (int l = 0; l < 32; l++) lo = fminf(lo, x[32 * j + l]), hi = fmaxf(hi, x[32 * j + l]);
+        scale[j] = (hi - lo) / (float)qmax;
+        min[j] = -lo;
+        max_scale = fmaxf(max_scale, scale[j]);
+        max_min = fmaxf(max_min, min[j]);
+    }
+    uint16_t dh[2];
+    const float dm[2] = {max_scale / 63.0f, max_min / 63.0f};
+    sift_f32_to_f16(dh, dm, 2);
+    float d, dmin;
+    sift_f16_to_f32(&d, &dh[0], 1);
+    sift_f16_to_f32(&dmin, &dh[1], 1);
+    int sc[8], m[8];
+    uint8_t q[256];
+    for (int j = 0; j < 8; j++) {
+        sc[j] = d > 0.0f ? (int)fminf(roundf(scale[j] / d), 63.0f) : 0;
+        m[j] = dmin > 0.0f ? (int)fminf(roundf(min[j] / dmin), 63.0f) : 0;
+        const float s = d * (float)sc[j], mn = dmin * (float)m[j];
+        for (int l = 0; l < 32; l++) {
+            const float v = s > 0.0f ? roundf((x[32 * j + l] + mn) / s) : 0.0f;
+            q[32 * j + l] = (uint8_t)fminf(fmaxf(v, 0.0f), (float)qmax);
+        }
+    }
+    /* scales: sub-blocks 0-3 in the low 6 bits of bytes 0-3 (scale) and 4-7 (min); 4-7 split into
+     * low 4 bits (bytes 8-11: scale low nibble, min high nibble) and top 2 bits (bytes 0-7's top) */
+    uint8_t packed[12];
+    for (int j = 0; j < 4; j++) {
+        packed[j] = (uint8_t)(sc[j] | ((sc[j + 4] >> 4) << 6));
+        packed[j + 4] = (uint8_t)(m[j] | ((m[j + 4] >> 4) << 6));
+        packed[j + 8] = (uint8_t)((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
+    }
+    put(dh, 4);
+    put(packed, 12);
+    if (qbits == 5) { /* bit j of byte l: the fifth bit of value l of sub-block j */
+        uint8_t qh[32] = {0};
+        for (int j = 0; j < 8; j++)
+            for (int l = 0; l < 32; l++) qh[l] |= (uint8_t)(((q[32 * j + l] >> 4) & 1) << j);
+        put(qh, 32);
+    }
+    uint8_t qs[128]; /* byte 32c + l: sub-block 2c's value l (low nibble), 2c + 1's (high) */
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) qs[32 * c + l] = (uint8_t)((q[64 * c + l] & 15) | ((q[64 * c + 32 + l] & 15) << 4));
+    put(qs, 128);
+}
+
+/* Q6_K of 256 values x: each sub-block of 16 gets the scale max|x| / 31 as an int8 multiple of the
+ * super-block's f16 d; q = round(x / scale) + 32 in [0, 63]. quant.h has the layout. */
+static void write_q6_k(const float *x)
+{
+    float scale[16], max_scale = 0.0f;
+    for (int j = 0; j < 16; j++) {
+        float amax = 0.0f;
+        for (int l = 0; l < 16; l++) amax = fmaxf(amax, fabsf(x[16 * j + l]));
+        scale[j] = amax / 31.0f;
+        max_scale = fmaxf(max_scale, scale[j]);
+    }
+    uint16_t dh;
+    const float d0 = max_scale / 127.0f;
+    sift_f32_to_f16(&dh, &d0, 1);
+    float d;
+    sift_f16_to_f32(&d, &dh, 1);
+    int8_t sc[16];
+    uint8_t q[256];
+    for (int j = 0; j < 16; j++) {
+        sc[j] = (int8_t)(d > 0.0f ? fminf(roundf(scale[j] / d), 127.0f) : 0.0f);
+        const float s = d * (float)sc[j];
+        for (int l = 0; l < 16; l++) {
+            const float v = s > 0.0f ? roundf(x[16 * j + l] / s) : 0.0f;
+            q[16 * j + l] = (uint8_t)(fminf(fmaxf(v, -32.0f), 31.0f) + 32.0f);
+        }
+    }
+    /* value 128h + 32g + l: low nibble in ql[64h + 32(g & 1) + l] (g < 2 low, else high nibble), top
+     * two bits in bits 2g of qh[32h + l] */
+    uint8_t ql[128] = {0}, qh[64] = {0};
+    for (int h = 0; h < 2; h++)
+        for (int g = 0; g < 4; g++)
+            for (int l = 0; l < 32; l++) {
+                const uint8_t v = q[128 * h + 32 * g + l];
+                ql[64 * h + 32 * (g & 1) + l] |= (uint8_t)((v & 15) << (4 * (g >> 1)));
+                qh[32 * h + l] |= (uint8_t)((v >> 4) << (2 * g));
+            }
+    put(ql, 128);
+    put(qh, 64);
+    put(sc, 16);
+    put(&dh, 2);
 }
 
 /* One row of cols values in the tensor's type. */
@@ -215,6 +318,11 @@ static void write_row(const tensor *t, float *buf)
             const int64_t n = t->cols - i < 256 ? t->cols - i : 256;
             sift_f32_to_f16(h, buf + i, (size_t)n);
             put(h, (size_t)n * 2);
+        }
+    } else if (t->type == SIFT_Q4_K || t->type == SIFT_Q5_K || t->type == SIFT_Q6_K) {
+        for (int64_t b = 0; b < t->cols; b += 256) {
+            if (t->type == SIFT_Q6_K) write_q6_k(buf + b);
+            else write_q45_k(buf + b, t->type == SIFT_Q5_K ? 5 : 4);
         }
     } else {
         for (int64_t b = 0; b < t->cols; b += 32) {
@@ -257,7 +365,8 @@ static void usage(FILE *f)
           "         4096 wide, 14336 hidden, 32/8 heads of 128, vocabulary 128256)\n"
           "options (override the preset):\n"
           "  --arch llama|qwen2  --layers L  --embd E  --ff F  --heads Hq/Hkv  --head-dim D\n"
-          "  --vocab V  --ctx C  --type f32|f16|q8_0|q4_0 (matrices)  --seed S\n"
+          "  --vocab V  --ctx C  --type f32|f16|q8_0|q4_0|q4_k|q5_k|q6_k|q4_k_m (matrices)  --seed S\n"
+          "  (K-quants need rows of multiples of 256: embd, ff and heads x head-dim)\n"
           "  --chat llama3|chatml|llama2  a chat model's vocabulary and template: GPT-2 byte-level BPE\n"
           "                     without merges (one token per byte of text) and Llama 3's or ChatML's\n"
           "                     special tokens, or SentencePiece and Llama 2's [INST] template\n",
@@ -266,7 +375,7 @@ static void usage(FILE *f)
 
 static bool preset(const char *name, shape *s)
 {
-    const shape tiny = {"llama", 2, 256, 512, 8, 8, 32, 512, 4096, 10000.0f, SIFT_F32, 1};
+    const shape tiny = {"llama", 2, 256, 512, 8, 8, 32, 512, 4096, 10000.0f, SIFT_F32, 1, false};
     *s = tiny;
     if (!strcmp(name, "tiny")) return true;
     if (!strcmp(name, "gqa")) {
@@ -282,7 +391,7 @@ static bool preset(const char *name, shape *s)
         return true;
     }
     if (!strcmp(name, "8b")) {
-        const shape b8 = {"llama", 32, 4096, 14336, 32, 8, 128, 128256, 131072, 500000.0f, SIFT_F16, 1};
+        const shape b8 = {"llama", 32, 4096, 14336, 32, 8, 128, 128256, 131072, 500000.0f, SIFT_F16, 1, false};
         *s = b8;
         return true;
     }
@@ -331,8 +440,17 @@ int main(int argc, char **argv)
             }
         }
         else if (!strcmp(a, "--type")) {
-            s.type = !strcmp(v, "f16") ? SIFT_F16 : !strcmp(v, "q8_0") ? SIFT_Q8_0 : !strcmp(v, "q4_0") ? SIFT_Q4_0 : SIFT_F32;
-            if (s.type == SIFT_F32 && strcmp(v, "f32")) {
+            static const struct {
+                const char *name;
+                sift_dtype type;
+                bool mix;
+            } types[] = {{"f32", SIFT_F32, false},  {"f16", SIFT_F16, false},  {"q8_0", SIFT_Q8_0, false},
+                         {"q4_0", SIFT_Q4_0, false}, {"q4_k", SIFT_Q4_K, false}, {"q5_k", SIFT_Q5_K, false},
+                         {"q6_k", SIFT_Q6_K, false}, {"q4_k_m", SIFT_Q4_K, true}};
+            size_t ti = 0;
+            while (ti < sizeof types / sizeof types[0] && strcmp(v, types[ti].name)) ti++;
+            if (ti < sizeof types / sizeof types[0]) s.type = types[ti].type, s.q4_k_m = types[ti].mix;
+            else {
                 fprintf(stderr, "sift-gen-model: unknown type '%s'\n", v);
                 return 2;
             }
@@ -349,6 +467,11 @@ int main(int argc, char **argv)
         s.vocab < 260 || s.embd < 32 || s.embd % 32 || s.ff < 32 || s.ff % 32 || s.ctx < 1 ||
         (s.heads * s.head_dim) % 32) {
         fprintf(stderr, "sift-gen-model: impossible shape (heads must divide, sizes multiples of 32, vocab >= 260)\n");
+        return 2;
+    }
+    if (sift_dtype_block(s.type) == 256 && (s.embd % 256 || s.ff % 256 || (s.heads * s.head_dim) % 256)) {
+        fprintf(stderr, "sift-gen-model: %s rows hold multiples of 256 values, so embd, ff and heads x head-dim must be too\n",
+                sift_dtype_name(s.type));
         return 2;
     }
     rng = s.seed * 0x9e3779b97f4a7c15ull + 12345;
@@ -371,6 +494,7 @@ int main(int argc, char **argv)
     ts[nt - 1].scale = 1.0f;
     VEC("output_norm.weight", s.embd, 0.1f);
     MAT("output.weight", s.vocab, s.embd);
+    if (s.q4_k_m) ts[nt - 1].type = SIFT_Q6_K;
     for (int l = 0; l < s.layers; l++) {
         char n[64];
 #define LNAME(suffix) (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), n)
@@ -378,6 +502,7 @@ int main(int argc, char **argv)
         MAT(LNAME("attn_q.weight"), qd, s.embd);
         MAT(LNAME("attn_k.weight"), kvd, s.embd);
         MAT(LNAME("attn_v.weight"), kvd, s.embd);
+        if (s.q4_k_m && l % 2 == 0) ts[nt - 1].type = SIFT_Q6_K;
         MAT(LNAME("attn_output.weight"), s.embd, qd);
         if (per_layer == 12) {
             VEC(LNAME("attn_q.bias"), qd, 0.5f);
@@ -391,6 +516,7 @@ int main(int argc, char **argv)
         MAT(LNAME("ffn_gate.weight"), s.ff, s.embd);
         MAT(LNAME("ffn_up.weight"), s.ff, s.embd);
         MAT(LNAME("ffn_down.weight"), s.embd, s.ff);
+        if (s.q4_k_m && l % 2 == 0) ts[nt - 1].type = SIFT_Q6_K;
 #undef LNAME
     }
     uint64_t offset = 0;
@@ -455,6 +581,7 @@ int main(int argc, char **argv)
         return 1;
     }
     fprintf(stderr, "sift-gen-model: %s: %s, %d layers, %d wide, %d/%d heads of %d, %s matrices, %.1f MB\n", path, s.arch,
-            s.layers, s.embd, s.heads, s.kv_heads, s.head_dim, sift_dtype_name(s.type), (double)offset / 1e6);
+            s.layers, s.embd, s.heads, s.kv_heads, s.head_dim, s.q4_k_m ? "q4_k_m (q4_k and q6_k)" : sift_dtype_name(s.type),
+            (double)offset / 1e6);
     return 0;
 }

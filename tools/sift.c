@@ -588,7 +588,7 @@ static void usage_run(FILE *f, const char *cmd)
             "%s"
             "\n"
             "options:\n"
-            "  -m, --model PATH   GGUF model (F32, F16, BF16, Q8_0, Q4_0 weights)\n"
+            "  -m, --model PATH   GGUF model (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K weights)\n"
             "  -p, --prompt TEXT  prompt (default: empty: generation starts from BOS)\n"
             "  -f, --file FILE    read the prompt from FILE (instead of -p)\n"
             "  -n, --n-predict N  tokens to generate (default 128); generation stops early, with a\n"

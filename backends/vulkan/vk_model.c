@@ -79,6 +79,9 @@ static uint32_t weight_type(const sift_tensor *t)
     case SIFT_BF16: return 2u;
     case SIFT_Q8_0: return 3u;
     case SIFT_Q4_0: return 4u;
+    case SIFT_Q4_K: return 5u;
+    case SIFT_Q5_K: return 6u;
+    case SIFT_Q6_K: return 7u;
     default: return 0u;
     }
 }
@@ -90,6 +93,9 @@ static uint64_t stored_row_bytes(uint32_t wt, uint64_t k)
     case 1:
     case 2: return k * 2;
     case 3: return k / 32 * 34;
+    case 5: return k / 256 * 144;
+    case 6: return k / 256 * 176;
+    case 7: return k / 256 * 210;
     default: return k / 32 * 18;
     }
 }

@@ -5,7 +5,8 @@
  *   - causal attention for T = 1, 7, 70 queries, pos0 > 0, odd head groups, unaligned views;
  *   - matmul on both kernels (matrix-vector for T = 1, tiled for T > 1 and for unaligned operands),
  *     every weight type, K = 172 and other awkward sizes, N that picks 8, 4, 2 and 1 rows per
- *     block, q8_0/q4_0 weights at even but not 16-byte aligned addresses;
+ *     block, q8_0/q4_0 weights at even but not 16-byte aligned addresses, and the K-quants (q4_k,
+ *     q5_k, q6_k) over a tile of super-blocks and its tail, unaligned, decode and prefill;
  *   - kv_write bit for bit on specials (NaN, infinities, subnormals, rounding ties, overflow);
  *   - get_rows with ids outside the table, rope at large positions, rmsnorm, add, swiglu;
  *   - one graph computed several times (direct launches, then its CUDA-graph recording). */
@@ -119,6 +120,19 @@ static void *make_weight(sift_dtype t, int64_t rows, int64_t cols, size_t *bytes
             uint32_t u;
             memcpy(&u, &f, 4);
             p[2 * i] = (unsigned char)(u >> 16), p[2 * i + 1] = (unsigned char)(u >> 24);
+        }
+    } else if (t == SIFT_Q4_K || t == SIFT_Q5_K || t == SIFT_Q6_K) {
+        /* random bytes under small f16 super-block scales (q6_k: d at byte 208; else d, dmin at 0, 2) */
+        const size_t bb = sift_dtype_row_bytes(t, 256);
+        for (size_t b = 0; b < n / 256; b++) {
+            for (size_t i = 0; i < bb; i++) p[b * bb + i] = (unsigned char)(rnext() >> 32);
+            for (int k = 0; k < (t == SIFT_Q6_K ? 1 : 2); k++) {
+                const float s = (t == SIFT_Q6_K ? 2e-4f : 1e-3f) * (1.5f + urand());
+                uint16_t h;
+                sift_f32_to_f16(&h, &s, 1);
+                const size_t at = b * bb + (t == SIFT_Q6_K ? 208 : 2 * (size_t)k);
+                p[at] = (unsigned char)h, p[at + 1] = (unsigned char)(h >> 8);
+            }
         }
     } else {
         const size_t bb = t == SIFT_Q8_0 ? 34 : 18;
@@ -453,6 +467,23 @@ int main(int argc, char **argv)
         matmul_case(ctx, wt, 1, quant ? 64 : 40, 50, 0, 0, quant ? 2 : (wt == SIFT_F32 ? 4 : 2));
         matmul_case(ctx, wt, 1, quant ? 64 : 40, 9, 0, 0, quant ? 18 : 8);
         matmul_case(ctx, wt, 3, quant ? 64 : 40, 50, 1, 0, quant ? 6 : 4);
+    }
+    /* K-quants: rows of 1, 3 and 9 super-blocks (a tile of 8 and a tail), N picking 4, 2 and 1 rows
+     * per warp, weights at 2, 6 and 18 bytes past 16-byte alignment, x unaligned (tiled), T > 1 */
+    const sift_dtype kqs[] = {SIFT_Q4_K, SIFT_Q5_K, SIFT_Q6_K};
+    for (int qi = 0; qi < 3; qi++) {
+        const int64_t kk[] = {256, 768, 2304};
+        for (int ki = 0; ki < 3; ki++) {
+            const int64_t ns[] = {1, 20, 100, 1000};
+            for (int ni = 0; ni < 4; ni++) matmul_case(ctx, kqs[qi], 1, kk[ki], ns[ni], (ni + ki) % 2, 0, 0);
+            matmul_case(ctx, kqs[qi], 70, kk[ki], 130, ki % 2, 0, 0);
+        }
+        matmul_case(ctx, kqs[qi], 1, 512, 50, 0, 0, 2);
+        matmul_case(ctx, kqs[qi], 1, 512, 9, 1, 0, 6);
+        matmul_case(ctx, kqs[qi], 1, 2304, 9, 0, 0, 18);
+        matmul_case(ctx, kqs[qi], 1, 512, 50, 1, 4, 0);
+        matmul_case(ctx, kqs[qi], 3, 512, 50, 1, 0, 6);
+        get_rows_case(ctx, kqs[qi], 37, 512, 9);
     }
     matmul_case(ctx, SIFT_F16, 1, 172, 90, 1, 0, 0); /* f16 rows of 344 bytes: tiled */
     matmul_case(ctx, SIFT_F32, 2, 1, 7, 1, 0, 0);    /* K = 1 */

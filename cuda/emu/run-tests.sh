@@ -71,7 +71,7 @@ for suite in ops model cache attn; do
 done
 if [ "$what" = models ]; then
   models=("$root/../shared/models/stories260K.gguf")
-  for m in "tiny f32" "tiny q4_0" "gqa q8_0" "d128 f16" "qwen2 q4_0" "qwen2 f32"; do
+  for m in "tiny f32" "tiny q4_0" "gqa q8_0" "d128 f16" "qwen2 q4_0" "qwen2 f32" "tiny q4_k_m" "gqa q5_k"; do
     set -- $m
     "$out/gen_model" -o "$out/$1-$2.gguf" --preset "$1" --type "$2" > /dev/null && models+=("$out/$1-$2.gguf")
   done

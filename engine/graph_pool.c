@@ -1,0 +1,135 @@
+/* The storage of graphs' own tensors (sift_graph_new_tensor), kept by the context from one graph to
+ * the next. A decode step builds and destroys a graph per token; allocating its intermediates (the
+ * scores, votes and index lists of every layer) anew each time, zeroed, and on a GPU with a
+ * synchronization each, cost milliseconds a step. A graph tensor is instead a view of a buffer
+ * taken from the pool: the smallest free one of at least its bytes and at most a quarter more
+ * (a context that grows by a token a step reuses its buffers for many steps), else a new one of
+ * about an eighth more. Buffers go back when their graph is destroyed, and are freed when no graph
+ * has taken them for a while (EVICT_AFTER givebacks) or with the context.
+ *
+ * A taken buffer is not zeroed: a graph's tensors are written by the nodes that produce them before
+ * any node reads them (sift_graph_compute refuses a graph where that is not so).
+ *
+ * The buffers do not hold a reference to their context (the pool belongs to it): the pool creates
+ * them as tensors, gives the reference back at once, and frees them through the backend. */
+#include "graph_pool.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+enum { EVICT_AFTER = 512 };
+
+typedef struct pool_buffer {
+    sift_tensor *t; /* an i32 tensor of cap bytes */
+    size_t cap;
+    bool busy;
+    uint64_t last_use; /* the giveback count when it was last given back */
+} pool_buffer;
+
+struct sift_graph_pool {
+    pthread_mutex_t lock; /* graphs of several sessions on one context are built on several threads */
+    pool_buffer *buf;
+    int n, cap;
+    uint64_t givebacks;
+};
+
+sift_status sift_graph_pool_create(sift_graph_pool **out)
+{
+    sift_graph_pool *p = calloc(1, sizeof *p);
+    if (!p) return sift_set_error(SIFT_E_NOMEM, "graph pool: out of memory");
+    if (pthread_mutex_init(&p->lock, NULL) != 0) {
+        free(p);
+        return sift_set_error(SIFT_E_NOMEM, "graph pool: no mutex");
+    }
+    *out = p;
+    return SIFT_OK;
+}
+
+/* Frees a buffer the pool holds (its tensor holds no context reference). */
+static void free_buffer(sift_context *ctx, sift_tensor *t)
+{
+    void *be;
+    const sift_backend_vtable *vt = sift_context_vtable(ctx, &be);
+    sift_context_lock(ctx);
+    vt->tensor_free(be, t);
+    sift_context_unlock(ctx);
+    free(t);
+}
+
+void sift_graph_pool_destroy(sift_context *ctx, sift_graph_pool *p)
+{
+    if (!p) return;
+    for (int i = 0; i < p->n; i++) free_buffer(ctx, p->buf[i].t); /* none is busy: every graph has gone */
+    free(p->buf);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+/* The capacity a new buffer gets: bytes rounded up to an eighth of its power of two (at least 256). */
+static size_t capacity_for(size_t bytes)
+{
+    size_t top = 256;
+    while (top <= bytes / 2) top *= 2; /* top: the largest power of two <= bytes (or 256) */
+    const size_t step = top / 8 > 256 ? top / 8 : 256;
+    return (bytes + step - 1) / step * step;
+}
+
+sift_status sift_graph_pool_take(sift_context *ctx, sift_graph_pool *p, size_t bytes, sift_tensor **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&p->lock);
+    int best = -1;
+    for (int i = 0; i < p->n; i++) {
+        const pool_buffer *b = &p->buf[i];
+        if (!b->busy && b->cap >= bytes && b->cap - bytes <= bytes / 4 + 4096 && (best < 0 || b->cap < p->buf[best].cap))
+            best = i;
+    }
+    if (best >= 0) {
+        p->buf[best].busy = true;
+        *out = p->buf[best].t;
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (*out) return SIFT_OK;
+
+    const size_t cap = capacity_for(bytes);
+    if (cap / 4 > (size_t)INT64_MAX) return sift_set_error(SIFT_E_LIMIT, "graph pool: a tensor of %zu bytes", bytes);
+    sift_tensor *t = NULL;
+    TRY(sift_tensor_create(ctx, SIFT_I32, 1, (int64_t[]){(int64_t)(cap / 4)}, &t));
+    sift_context_release(ctx); /* the pool's buffers do not keep their context open */
+    pthread_mutex_lock(&p->lock);
+    if (p->n == p->cap) {
+        const int ncap = p->cap ? 2 * p->cap : 64;
+        pool_buffer *nb = realloc(p->buf, (size_t)ncap * sizeof *nb);
+        if (!nb) {
+            pthread_mutex_unlock(&p->lock);
+            free_buffer(ctx, t);
+            return sift_set_error(SIFT_E_NOMEM, "graph pool: out of memory");
+        }
+        p->buf = nb;
+        p->cap = ncap;
+    }
+    p->buf[p->n++] = (pool_buffer){.t = t, .cap = cap, .busy = true, .last_use = p->givebacks};
+    pthread_mutex_unlock(&p->lock);
+    *out = t;
+    return SIFT_OK;
+}
+
+void sift_graph_pool_give(sift_context *ctx, sift_graph_pool *p, sift_tensor *t)
+{
+    sift_tensor *evict[8];
+    int n_evict = 0;
+    pthread_mutex_lock(&p->lock);
+    const uint64_t now = ++p->givebacks;
+    for (int i = 0; i < p->n; i++) {
+        pool_buffer *b = &p->buf[i];
+        if (b->t == t) {
+            b->busy = false;
+            b->last_use = now;
+        } else if (!b->busy && now - b->last_use > EVICT_AFTER && n_evict < 8) {
+            evict[n_evict++] = b->t;
+            p->buf[i--] = p->buf[--p->n];
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < n_evict; i++) free_buffer(ctx, evict[i]);
+}
