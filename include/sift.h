@@ -209,7 +209,8 @@ typedef struct sift_model_info {
 
 SIFT_API void sift_model_get_info(const sift_model *m, sift_model_info *out);
 /* Encodes text (BOS first when add_bos) into ids[cap]; *n gets the count. SIFT_E_INVALID when
- * cap is too small: sift_tokenizer_max_tokens(len) always suffices. */
+ * cap is too small: sift_tokenizer_max_tokens(len) always suffices. Control tokens spelled in the
+ * text stay text (sift_model_tokenize_special parses them). */
 SIFT_API sift_status sift_model_tokenize(const sift_model *m, const char *text, size_t len, int add_bos, int32_t *ids,
                                          size_t cap, size_t *n);
 /* A cap for sift_model_tokenize (and sift_model_tokenize_special) that always suffices for len

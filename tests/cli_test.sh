@@ -280,6 +280,12 @@ if [ -n "$CHAT_LLAMA3" ]; then
     fi
     sift chat </dev/null
     expect_rc 2 "chat without a model"
+    # sift tokenize --special: the control token is one id (260); without it, its 10 bytes
+    printf 'a<|eot_id|>' >"$T/special.txt"
+    sift tokenize -m "$CHAT_LLAMA3" -f "$T/special.txt" --special
+    expect_eq "$(cat "$T/out")" "256 97 260" "tokenize --special"
+    sift tokenize -m "$CHAT_LLAMA3" -f "$T/special.txt" --no-bos
+    expect_eq "$(cat "$T/out")" "97 60 124 101 111 116 95 105 100 124 62" "tokenize: a control token as text"
     no_empty_message "chat"
 else
     echo "SKIP: no chat models given: sift chat checks not run"

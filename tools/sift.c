@@ -1472,15 +1472,17 @@ static int devices(int argc, char **argv)
 static int tokenize_file(int argc, char **argv)
 {
     const char *model = NULL, *file = NULL;
-    int add_bos = 1;
+    int add_bos = 1, parse_special = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            puts("usage: sift tokenize -m MODEL.gguf -f TEXT [--no-bos]\n"
-                 "prints the token ids of TEXT (BOS first unless --no-bos), space-separated, on one line");
+            puts("usage: sift tokenize -m MODEL.gguf -f TEXT [--no-bos] [--special]\n"
+                 "prints the token ids of TEXT (BOS first unless --no-bos), space-separated, on one line;\n"
+                 "--special: control tokens written in TEXT (<|eot_id|>, <s>) are their ids, not text");
             return 0;
         }
         if (!strcmp(a, "--no-bos")) { add_bos = 0; continue; }
+        if (!strcmp(a, "--special")) { parse_special = 1; continue; }
         if ((!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "-f") || !strcmp(a, "--file")) && val) {
             if (a[1] == 'm' || a[2] == 'm') model = val;
             else file = val;
@@ -1509,7 +1511,7 @@ static int tokenize_file(int argc, char **argv)
     const size_t cap = 4 * len + 8; /* a byte may become several tokens (a space without a "▁" piece: three) */
     int32_t *ids = malloc(cap * sizeof *ids);
     size_t n = 0;
-    const sift_status st = ids ? sift_model_tokenize(m, text, len, add_bos, ids, cap, &n) : SIFT_E_NOMEM;
+    const sift_status st = ids ? sift_model_tokenize_special(m, text, len, add_bos, parse_special, ids, cap, &n) : SIFT_E_NOMEM;
     if (st != SIFT_OK) fprintf(stderr, "sift tokenize: %s\n", sift_last_error());
     for (size_t i = 0; st == SIFT_OK && i < n; i++) printf(i ? " %d" : "%d", ids[i]);
     if (st == SIFT_OK) printf("\n");
