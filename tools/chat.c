@@ -39,7 +39,7 @@ static void usage_chat(FILE *f)
           "  -c, --ctx N        tokens in the conversation (default: the model's training context)\n"
           "  --backend B        cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu)\n"
           "  -t, --threads N    the CPU backend's threads (default: one per core)\n"
-          "  --policy P         decode attention, as in sift run (default dense)\n"
+          "  --policy P         decode attention, as in sift run but for butler (default dense)\n"
           "  --budget k  --sink S  --window W   the selection policies' sizes, as in sift run\n"
           "  --kv f16|f32       KV cache type (default f16)\n"
           "  --temp T           temperature; 0 is greedy (default 0.8)\n"
