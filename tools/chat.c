@@ -30,7 +30,7 @@ static void usage_chat(FILE *f)
           "llama.cpp's conversation mode.\n"
           "\n"
           "options:\n"
-          "  -m, --model PATH   GGUF model (F32, F16, BF16, Q8_0, Q4_0 weights)\n"
+          "  -m, --model PATH   GGUF model (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K weights)\n"
           "  --chat-template T  chatml, llama3, llama2, llama2-sys, llama2-sys-bos or llama2-sys-strip\n"
           "                     (default: recognised from the model's tokenizer.chat_template by its\n"
           "                     markers; sift runs no Jinja)\n"
