@@ -269,6 +269,10 @@ if [ -n "$CHAT_LLAMA3" ]; then
     expect_rc 0 "chat llama2"
     expect_in err "template llama2-sys (from the model)" "chat llama2"
     expect_in err "turn 2: " "chat llama2: two turns"
+    # a vocabulary of single characters: "Once upon a time" is 26 tokens, more than its 16 bytes + 8
+    sift run -m "$CHAT_LLAMA2" --backend cpu -p "Once upon a time" -n 2 --temp 0
+    expect_rc 0 "run: a prompt of more tokens than bytes"
+    expect_in err "prefill 26 tokens" "run: a prompt of more tokens than bytes"
     # refusals: no template, an unknown one, no model
     sift chat -m "$CHAT_LLAMA3" --chat-template gemma --backend cpu </dev/null
     expect_rc 2 "chat --chat-template gemma"

@@ -967,7 +967,8 @@ static int run_model(int argc, char **argv, bool logits_mode)
     if ((s = sift_session_create(model, &cfg, &session)) != SIFT_OK) goto done;
     /* the prompt's tokens, and in logits mode the greedy ones after them: never more than fit */
     const size_t room = (size_t)(n_predict < n_ctx ? n_predict : n_ctx);
-    ids = plen < SIZE_MAX / 8 - room - 8 ? malloc((plen + 8 + room) * sizeof *ids) : NULL;
+    const size_t max_ids = plen < SIZE_MAX / 8 ? sift_tokenizer_max_tokens(plen) : SIZE_MAX; /* what tokenize can give */
+    ids = max_ids < SIZE_MAX / 8 - room ? malloc((max_ids + room) * sizeof *ids) : NULL;
     logits = malloc((size_t)info.n_vocab * sizeof *logits);
     if (!ids || !logits) {
         fprintf(stderr, "sift %s: out of host memory for a prompt of %zu bytes\n", cmd, plen);
@@ -976,7 +977,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
         goto done;
     }
     size_t n_prompt = 0;
-    if ((s = sift_model_tokenize(model, prompt, plen, info.bos >= 0, ids, plen + 8, &n_prompt)) != SIFT_OK) goto done;
+    if ((s = sift_model_tokenize(model, prompt, plen, info.bos >= 0, ids, max_ids, &n_prompt)) != SIFT_OK) goto done;
     if ((int64_t)n_prompt > n_ctx) {
         fprintf(stderr, "sift %s: the prompt is %zu tokens, more than the context of %lld tokens; raise it with -c/--ctx\n", cmd,
                 n_prompt, (long long)n_ctx);
