@@ -419,7 +419,7 @@ static inline cudaError_t beyond_limit(sift_cuda_plan *plan, const char *why)
 
 // Raise the matrix-vector kernels' (matmul.cu) and score_max's tiled kernels' (score_max.cu) dynamic
 // shared memory limits; part of sift_cuda_init, after the pipeline depth is known.
-cudaError_t matmul_init(sift_cuda_device *dev);
+cudaError_t matmul_init(const sift_cuda_device *dev);
 cudaError_t score_max_init(const sift_cuda_device *dev);
 
 // Host: launches kernel k on stream st and returns the launch error (in the emulator: runs it).

@@ -33,8 +33,6 @@
 #include "matmul_kquant.cuh"
 #include "weights.cuh"
 
-#include <cstdio>
-#include <cstdlib>
 
 namespace sift_cuda {
 
@@ -56,9 +54,9 @@ struct MatmulArgs {
 // ---- matrix-vector ------------------------------------------------------------------------------
 
 constexpr int MV_WARPS = 16, MV_THREADS = 32 * MV_WARPS; // one block of (at most) 16 warps per multiprocessor
-constexpr int MV_STAGES = 3;          // default pipeline depth
+constexpr int MV_STAGES = 3;          // depth of each warp's cp.async ring
 constexpr int XDIGIT_BYTES = 112;     // q8_0/q4_0: one block of x as digits (XDigits)
-constexpr int MV_STAGE_BUDGET = 2560; // default bytes of weights per warp and stage, at most
+constexpr int MV_STAGE_BUDGET = 2560; // bytes of weights per warp and stage, at most (more or deeper gained nothing on the H200)
 
 __host__ __device__ constexpr int fmt_group(int w) // values per group
 {
@@ -259,7 +257,7 @@ __device__ __forceinline__ float mv_dot_digits_q4_0(const unsigned char *w, cons
     return digit_sum(d, xd->scale, a[0] - 8 * xd->sum[0], a[1] - 8 * xd->sum[1], a[2] - 8 * xd->sum[2], acc);
 }
 
-template <int W, int MV_STAGES> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(const MatmulArgs a)
+template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(const MatmulArgs a)
 {
     constexpr int G = fmt_group(W), GB = fmt_group_bytes(W);
     SIFT_DYNAMIC_SMEM(smem);
@@ -469,26 +467,22 @@ __global__ void __launch_bounds__(NT) gemm_kernel(const MatmulArgs a, const int 
 
 using MvKernel = void (*)(MatmulArgs);
 
-template <int S> static MvKernel mv_kernel_of(int wtype)
+static MvKernel mv_kernel_for(int wtype)
 {
     switch (wtype) {
-    case SIFT_F32: return &mv_kernel<SIFT_F32, S>;
-    case SIFT_F16: return &mv_kernel<SIFT_F16, S>;
-    case SIFT_BF16: return &mv_kernel<SIFT_BF16, S>;
-    case SIFT_Q8_0: return &mv_kernel<SIFT_Q8_0, S>;
-    default: return &mv_kernel<SIFT_Q4_0, S>;
+    case SIFT_F32: return &mv_kernel<SIFT_F32>;
+    case SIFT_F16: return &mv_kernel<SIFT_F16>;
+    case SIFT_BF16: return &mv_kernel<SIFT_BF16>;
+    case SIFT_Q8_0: return &mv_kernel<SIFT_Q8_0>;
+    default: return &mv_kernel<SIFT_Q4_0>;
     }
-}
-static MvKernel mv_kernel_for(int wtype, int stages)
-{
-    return stages == 6 ? mv_kernel_of<6>(wtype) : stages == 4 ? mv_kernel_of<4>(wtype) : mv_kernel_of<3>(wtype);
 }
 
 // Dynamic shared memory of a plan of nw warps: their x slices, then their rings.
-static size_t mv_smem(int wtype, int64_t k, int R, int u, int nw, int stages)
+static size_t mv_smem(int wtype, int64_t k, int R, int u, int nw)
 {
     return (size_t)nw * ((size_t)mv_xslice_floats(wtype, k, nw) * sizeof(float) +
-                         (size_t)stages * (size_t)mv_layout(wtype, R, u).stage_bytes);
+                         (size_t)MV_STAGES * (size_t)mv_layout(wtype, R, u).stage_bytes);
 }
 
 // The fewest rows per row group: q4_0 keeps 8 (its x values outweigh its weights: they must be
@@ -500,8 +494,7 @@ static int mv_rmin(int wtype) { return wtype == SIFT_Q4_0 ? 8 : wtype == SIFT_Q8
 static int mv_groups_per_lane(const sift_cuda_device *dev, int wtype, int64_t k, int R, int nw)
 {
     for (int u = 8; u >= 1; u--)
-        if ((u == 1 || 32 * u * fmt_group_bytes(wtype) <= dev->mv_stage_budget) &&
-            mv_smem(wtype, k, R, u, nw, dev->mv_stages) + 2048 <= dev->smem_optin)
+        if ((u == 1 || 32 * u * fmt_group_bytes(wtype) <= MV_STAGE_BUDGET) && mv_smem(wtype, k, R, u, nw) + 2048 <= dev->smem_optin)
             return u;
     return 0;
 }
@@ -530,18 +523,11 @@ static MatmulArgs matmul_args(const sift_node *n, const sift_cuda_plan *plan)
     return a;
 }
 
-cudaError_t sift_cuda::matmul_init(sift_cuda_device *dev)
+cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
 {
-    // SIFT_CUDA_MV_TUNE=stages,budget (stages 3, 4 or 6; budget: bytes per warp and stage), to tune
-    dev->mv_stages = MV_STAGES;
-    dev->mv_stage_budget = MV_STAGE_BUDGET;
-    const char *tune = getenv("SIFT_CUDA_MV_TUNE");
-    int ts = 0, tb = 0;
-    if (tune && sscanf(tune, "%d,%d", &ts, &tb) == 2 && (ts == 3 || ts == 4 || ts == 6) && tb >= 512 && tb <= 16384)
-        dev->mv_stages = ts, dev->mv_stage_budget = tb;
     // the plans size the shared memory per shape (x slices + rings), up to the device's limit
     for (const sift_dtype w : {SIFT_F32, SIFT_F16, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0}) {
-        const void *fn = reinterpret_cast<const void *>(mv_kernel_for(w, dev->mv_stages));
+        const void *fn = reinterpret_cast<const void *>(mv_kernel_for(w));
         cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(dev->smem_optin - 1024));
         if (e == cudaSuccess)
             e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
@@ -578,7 +564,7 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
         plan->path = MM_TILED;
         return cudaSuccess;
     }
-    const size_t smem = mv_smem(w, a.k, R, u, nw, dev->mv_stages);
+    const size_t smem = mv_smem(w, a.k, R, u, nw);
     plan->path = MM_VEC;
     plan->warps = nw;
     plan->rows_per_block = R;
@@ -598,7 +584,7 @@ extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, cons
         // one block per multiprocessor (fewer for fewer row groups); the warps stream row groups
         const int64_t groups = (a.n + a.rows_per_block - 1) / a.rows_per_block;
         const unsigned blocks = (unsigned)(groups < dev->sm_count ? groups : dev->sm_count);
-        return launch(mv_kernel_for(a.wtype, dev->mv_stages), dim3(blocks), dim3(32 * plan->warps), plan->smem, st, a);
+        return launch(mv_kernel_for(a.wtype), dim3(blocks), dim3(32 * plan->warps), plan->smem, st, a);
     }
     case MM_TILED: {
         const bool wvec = reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.row_bytes % 16 == 0;

@@ -28,8 +28,6 @@ typedef struct sift_cuda_device {
     size_t smem_per_sm;  /* shared memory per multiprocessor, bytes */
     size_t smem_optin;   /* the most dynamic shared memory one block may use, bytes */
     int mma;             /* score and decode attention may use the tensor cores (SIFT_CUDA_MMA=0: never) */
-    int mv_stages;       /* matrix-vector: depth of each warp's cp.async ring */
-    int mv_stage_budget; /* matrix-vector: bytes of weights per warp and stage, at most */
 } sift_cuda_device;
 
 /* Picks the pipeline depth for the device and raises the kernels' dynamic shared memory limits.
