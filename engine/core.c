@@ -294,7 +294,7 @@ sift_status sift_context_set_threads(sift_context *ctx, int n)
 /* ---- tensors ------------------------------------------------------------------------------- */
 
 /* Checks a shape and computes its element count, refusing negative dims and overflow. */
-static sift_status shape_bytes(sift_dtype dtype, int ndim, const int64_t *shape, size_t *nbytes)
+sift_status sift_shape_bytes(sift_dtype dtype, int ndim, const int64_t *shape, size_t *nbytes)
 {
     if (ndim < 1 || ndim > SIFT_MAX_DIMS)
         return sift_set_error(SIFT_E_SHAPE, "tensor rank %d outside 1..%d", ndim, SIFT_MAX_DIMS);
@@ -336,7 +336,7 @@ sift_status sift_tensor_create(sift_context *ctx, sift_dtype dtype, int ndim, co
     if (!ctx) return sift_set_error(SIFT_E_INVALID, "sift_tensor_create: context is NULL");
     if ((int)dtype < 0 || dtype >= SIFT_DTYPE_COUNT) return sift_set_error(SIFT_E_DTYPE, "sift_tensor_create: unknown dtype %d", (int)dtype);
     size_t nbytes = 0;
-    sift_status s = shape_bytes(dtype, ndim, shape, &nbytes);
+    sift_status s = sift_shape_bytes(dtype, ndim, shape, &nbytes);
     if (s != SIFT_OK) return s;
     sift_tensor *t = calloc(1, sizeof *t);
     if (!t) return sift_set_error(SIFT_E_NOMEM, "sift_tensor_create: out of memory");
@@ -366,7 +366,7 @@ sift_status sift_tensor_view(sift_tensor *parent, sift_dtype dtype, int ndim, co
     if (parent->pages) return sift_set_error(SIFT_E_INVALID, "sift_tensor_view: '%s' is a paged view", parent->name);
     if ((int)dtype < 0 || dtype >= SIFT_DTYPE_COUNT) return sift_set_error(SIFT_E_DTYPE, "sift_tensor_view: unknown dtype %d", (int)dtype);
     size_t nbytes = 0;
-    sift_status s = shape_bytes(dtype, ndim, shape, &nbytes);
+    sift_status s = sift_shape_bytes(dtype, ndim, shape, &nbytes);
     if (s != SIFT_OK) return s;
     sift_tensor *root = parent->parent ? parent->parent : parent;
     const size_t start = parent->offset + byte_offset;

@@ -12,6 +12,10 @@ void sift_context_unlock(sift_context *ctx);
 /* References that keep a context open: each tensor, graph and model holds one. */
 void sift_context_retain(sift_context *ctx);
 void sift_context_release(sift_context *ctx);
+/* The bytes of a dense tensor of this dtype and shape, or SIFT_E_SHAPE / SIFT_E_INVALID naming why
+ * the shape is impossible (a rank outside 1..SIFT_MAX_DIMS, a negative or overflowing dimension,
+ * rows that are not whole blocks). */
+sift_status sift_shape_bytes(sift_dtype dtype, int ndim, const int64_t *shape, size_t *nbytes);
 /* Its pool of storage for graphs' intermediates (graph_pool.h). */
 struct sift_graph_pool *sift_context_graph_pool(sift_context *ctx);
 

@@ -98,10 +98,10 @@ sift_status sift_graph_new_tensor(sift_graph *g, sift_dtype dtype, int ndim, con
     if (!g || !out) return sift_set_error(SIFT_E_INVALID, "sift_graph_new_tensor: null argument");
     *out = NULL;
     TRY(reserve_owned(g));
-    /* a view of a pool buffer (graph_pool.c) where the shape is valid and of elements, else its own tensor */
-    size_t bytes = sift_dtype_size(dtype) && sift_dtype_block(dtype) == 1 && ndim >= 1 && ndim <= SIFT_MAX_DIMS ? sift_dtype_size(dtype) : 0;
-    for (int i = 0; i < ndim && bytes; i++)
-        bytes = shape[i] > 0 && (uint64_t)shape[i] <= (SIZE_MAX >> 2) / bytes ? bytes * (size_t)shape[i] : 0;
+    /* a view of a pool buffer (graph_pool.c); an empty tensor, or an unknown dtype (which
+     * sift_tensor_create reports), is a tensor of its own */
+    size_t bytes = 0;
+    if ((int)dtype >= 0 && dtype < SIFT_DTYPE_COUNT) TRY(sift_shape_bytes(dtype, ndim, shape, &bytes));
     sift_status s;
     if (bytes) {
         sift_tensor *buf = NULL;
