@@ -2,8 +2,11 @@
 // matvec.comp and matmul.comp.
 //
 // A row is read in units of 8 consecutive values starting at a multiple of 8: one 16-byte vector
-// of f16 or bf16, two of f32, or a quarter of a q8_0 / q4_0 block (8 bytes at an even address, read
-// as three 32-bit words, plus the block's f16 scale). A K-quant unit (q4_k, q5_k, q6_k: super-blocks
+// of f16 or bf16, two of f32, or a quarter of a q8_0 / q4_0 block (8 bytes of quants plus the
+// block's f16 scale). The Vulkan backend stores q8_0 and q4_0 rows planar (backends/vulkan/
+// vk_memory.c): all the row's quants (32 or 16 bytes per block), then all its scales, so the 8
+// bytes are one aligned 8-byte load where the row is 16-byte aligned (WALIGN), else two or three
+// 32-bit words. A K-quant unit (q4_k, q5_k, q6_k: super-blocks
 // of 256 values) is 8 values of one sub-block, all under one scale (and min): 8 bytes of 4-bit
 // quants (plus 8 bytes of high bits for q5_k and q6_k) and the super-block's scales, from which the
 // unit's scale d * sc (and min dmin * m) are formed at load; every product there is exact in f32. Consecutive invocations taking consecutive
@@ -12,8 +15,9 @@
 // straddles a chunk.
 //
 // WT: 0 f32 (and f16 tensors stored as f32 on devices without 16-bit storage), 1 f16, 2 bf16,
-// 3 q8_0, 4 q4_0, 5 q4_k, 6 q5_k, 7 q6_k. WALIGN (float types): every unit starts 16-byte aligned (the row length in bytes
-// and the tensor's offset are multiples of 16); otherwise units are read value by value.
+// 3 q8_0, 4 q4_0, 5 q4_k, 6 q5_k, 7 q6_k. WALIGN (float types, q8_0, q4_0): every row starts 16-byte
+// aligned (the row length in bytes and the tensor's offset are multiples of 16); otherwise float
+// units are read value by value and quants as 32-bit words.
 
 layout(constant_id = 1) const uint WT = 0;
 layout(constant_id = 4) const bool WALIGN = true;
@@ -25,6 +29,7 @@ const bool WQUANT = WT == WT_Q8_0 || WT == WT_Q4_0 || WKQUANT;
 const bool WMIN = WT == WT_Q4_K || WT == WT_Q5_K;
 
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer V4Ref { vec4 v; };
+layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer U2Ref { uvec2 v; };
 
 // Bytes of a row of K values.
 uint64_t w_row_bytes(uint K)
@@ -120,10 +125,11 @@ WUnit w_load(TRef t, uint64_t rb, uint u, uint K)
         r.a.z = floatBitsToUint(unpackHalf2x16(half_at(t, o + 208ul)).x * float(sc));
         r.a.w = g;
     } else if (WT == WT_Q8_0 || WT == WT_Q4_0) {
+        // planar rows: the quants of every block (32 or 16 bytes each), then the blocks' scales
         const uint blk = u >> 2, qq = u & 3u;
-        const uint64_t o = rb + uint64_t(blk) * (WT == WT_Q8_0 ? 34ul : 18ul);
-        r.a.xy = bytes8(t, o + 2ul + uint64_t(WT == WT_Q8_0 ? qq * 8u : (qq & 1u) * 8u));
-        r.a.z = half_at(t, o);
+        const uint64_t q = rb + uint64_t(WT == WT_Q8_0 ? u * 8u : blk * 16u + (qq & 1u) * 8u);
+        r.a.xy = WALIGN ? U2Ref(saddr(t, q)).v : bytes8(t, q);
+        r.a.z = half_at(t, rb + uint64_t(WT == WT_Q8_0 ? K : K / 2u) + uint64_t(blk) * 2ul);
         r.a.w = qq >> 1;
     } else if (WALIGN) {
         if (WT == WT_F32) {

@@ -78,6 +78,7 @@ typedef struct vk_tensor {
     VkDeviceSize dev_bytes;    /* bytes of storage on the device */
     bool widened;              /* an f16 tensor stored as f32 (device without 16-bit storage) */
     bool unaligned;            /* a chunk address not 16-byte aligned (never seen; forces the slow loads) */
+    uint32_t planar_k;          /* q8_0 / q4_0: the values per row, each row stored planar (vk_memory.c); else 0 */
     sift_dtype dtype;          /* the owning tensor's element type */
 } vk_tensor;
 

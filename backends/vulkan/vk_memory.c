@@ -10,6 +10,11 @@
  * ("widened") and converted on write and read; the kernels then run their f32 variant (a
  * specialization constant). The shaders read halves through 32-bit words and unpackHalf2x16, so this
  * is a conservative choice rather than a necessity; SIFT_VULKAN_F16_AS_F32=1 forces it for tests.
+ *
+ * q8_0 and q4_0 rows are stored planar: a row's quants (32 or 16 bytes per block) first, then its
+ * blocks' f16 scales. A row keeps its size and its place, but its quants are whole aligned vectors
+ * where ggml's 34- and 18-byte blocks allow only 16-bit alignment, so weights.glsl reads them with
+ * one vector load in place of three words and a funnel shift. Rows are converted on write and read.
  */
 #include "vk_internal.h"
 
@@ -195,6 +200,7 @@ sift_status vk_tensor_alloc(void *p, sift_tensor *t)
     if (!vt) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
     vt->dtype = t->dtype;
     vt->widened = t->dtype == SIFT_F16 && !be->f16_storage;
+    if ((t->dtype == SIFT_Q8_0 || t->dtype == SIFT_Q4_0) && t->ndim > 0) vt->planar_k = (uint32_t)t->shape[t->ndim - 1];
     const VkDeviceSize bytes = (VkDeviceSize)t->nbytes * (vt->widened ? 2u : 1u);
     vt->dev_bytes = bytes;
     const char *nm = t->name[0] ? t->name : "(unnamed)";
@@ -331,10 +337,72 @@ static sift_status widened_half(vkb *be, const vk_tensor *vt, VkDeviceSize e, ui
     return s;
 }
 
+/* The quant bytes of one block of a planar type (q8_0: 32 int8, q4_0: 16 bytes of nibbles). */
+static size_t planar_quant_bytes(sift_dtype t) { return t == SIFT_Q8_0 ? 32 : 16; }
+
+/* n rows of nblk ggml blocks (src) to planar rows (dst). */
+static void to_planar(const unsigned char *src, unsigned char *dst, size_t n, size_t nblk, size_t qb)
+{
+    const size_t rb = nblk * (qb + 2);
+    for (size_t r = 0; r < n; r++)
+        for (size_t b = 0; b < nblk; b++) {
+            const unsigned char *blk = src + r * rb + b * (qb + 2);
+            memcpy(dst + r * rb + b * qb, blk + 2, qb);
+            memcpy(dst + r * rb + nblk * qb + 2 * b, blk, 2);
+        }
+}
+
+/* n planar rows (src) back to ggml blocks (dst). */
+static void from_planar(const unsigned char *src, unsigned char *dst, size_t n, size_t nblk, size_t qb)
+{
+    const size_t rb = nblk * (qb + 2);
+    for (size_t r = 0; r < n; r++)
+        for (size_t b = 0; b < nblk; b++) {
+            unsigned char *blk = dst + r * rb + b * (qb + 2);
+            memcpy(blk + 2, src + r * rb + b * qb, qb);
+            memcpy(blk, src + r * rb + nblk * qb + 2 * b, 2);
+        }
+}
+
+/* Bytes [offset, offset + bytes) of a planar tensor in ggml's layout: written from src, or (src
+ * NULL) read into dst. Whole rows pass through the staging buffer and are converted there; a
+ * write that covers a row in part reads the row first. */
+static sift_status planar_xfer(vkb *be, const vk_tensor *vt, size_t offset, const unsigned char *src, unsigned char *dst,
+                              size_t bytes)
+{
+    const size_t nblk = vt->planar_k / 32, qb = planar_quant_bytes(vt->dtype), rb = nblk * (qb + 2);
+    const size_t per = be->staging.size / rb;
+    if (per == 0)
+        return sift_set_error(SIFT_E_LIMIT, "vulkan: a %s row of %u values exceeds the staging buffer",
+                              sift_dtype_name(vt->dtype), vt->planar_k);
+    unsigned char *rows = malloc(per * rb);
+    if (!rows) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
+    sift_status s = SIFT_OK;
+    for (size_t r0 = offset / rb, r_end = (offset + bytes + rb - 1) / rb; r0 < r_end && s == SIFT_OK; r0 += per) {
+        const size_t n = r_end - r0 < per ? r_end - r0 : per, b0 = r0 * rb, b1 = b0 + n * rb;
+        const size_t lo = offset > b0 ? offset : b0, hi = offset + bytes < b1 ? offset + bytes : b1;
+        if (!src || lo > b0 || hi < b1) {
+            s = xfer(be, vt, b0, n * rb, false);
+            if (s != SIFT_OK) break;
+            from_planar(be->staging.map, rows, n, nblk, qb);
+        }
+        if (!src) {
+            memcpy(dst + (lo - offset), rows + (lo - b0), hi - lo);
+            continue;
+        }
+        memcpy(rows + (lo - b0), src + (lo - offset), hi - lo);
+        to_planar(rows, be->staging.map, n, nblk, qb);
+        s = xfer(be, vt, b0, n * rb, true);
+    }
+    free(rows);
+    return s;
+}
+
 sift_status vk_tensor_write(void *p, sift_tensor *t, size_t offset, const void *src, size_t bytes)
 {
     vkb *be = p;
     const vk_tensor *vt = t->impl;
+    if (vt->planar_k) return planar_xfer(be, vt, offset, src, NULL, bytes);
     if (!vt->widened) return write_raw(be, vt, offset, src, bytes);
     /* widened f16: halves [e0, e1) as f32, keeping the other byte of a half written in part */
     const VkDeviceSize e0 = offset / 2, e1 = (offset + bytes + 1) / 2, per = be->staging.size / 4;
@@ -360,6 +428,7 @@ sift_status vk_tensor_read(void *p, const sift_tensor *t, size_t offset, void *d
 {
     vkb *be = p;
     const vk_tensor *vt = t->impl;
+    if (vt->planar_k) return planar_xfer(be, vt, offset, NULL, dst, bytes);
     if (!vt->widened) return read_raw(be, vt, offset, dst, bytes);
     const VkDeviceSize e0 = offset / 2, e1 = (offset + bytes + 1) / 2, per = be->staging.size / 4;
     uint16_t *h = malloc((size_t)per * 2);
@@ -394,6 +463,9 @@ sift_status vk_tensor_ref(const sift_tensor *t, vk_tref *out)
         return sift_set_error(SIFT_E_UNSUPPORTED,
                               "vulkan: '%s' views an f16 tensor as %s, but this device stores f16 tensors as f32",
                               t->name[0] ? t->name : "(unnamed)", sift_dtype_name(t->dtype));
+    if (vt->planar_k && t->dtype != vt->dtype)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: '%s' views a %s tensor as %s, but its rows are stored planar",
+                              t->name[0] ? t->name : "(unnamed)", sift_dtype_name(vt->dtype), sift_dtype_name(t->dtype));
     out->addr = vt->shift ? vt->table.addr : vt->chunks[0].addr;
     out->meta = ((uint64_t)vt->shift << 56) | (uint64_t)storage_offset(t);
     return SIFT_OK;

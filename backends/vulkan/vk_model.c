@@ -106,7 +106,14 @@ static sift_status weight_spec(const sift_tensor *w, uint64_t k, const vk_tref *
 {
     const uint32_t wt = weight_type(w);
     spec[VK_SC_M_WT] = wt;
-    if (wt >= 3) {
+    if (wt == 3 || wt == 4) { /* planar rows (vk_memory.c): a view must start at a row of the same length */
+        const vk_tensor *vt = w->impl;
+        const uint64_t rb = stored_row_bytes(wt, k);
+        if (vt->planar_k != k || (ref->meta & ((UINT64_C(1) << 56) - 1)) % rb != 0)
+            return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s: the %s tensor '%s' is not whole rows of %llu values", op,
+                                  sift_dtype_name(w->dtype), w->name, (unsigned long long)k);
+        spec[VK_SC_M_WALIGN] = rb % 16 == 0 && vk_rows_aligned(w);
+    } else if (wt >= 3) {
         if ((ref->meta & 1u) != 0)
             return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s: the %s tensor '%s' starts at an odd byte offset", op,
                                   sift_dtype_name(w->dtype), w->name);
