@@ -160,6 +160,7 @@ static void vk_destroy(void *p)
     if (be->dev) {
         be->vk.vkDeviceWaitIdle(be->dev);
         vk_pipelines_destroy(be);
+        vk_scratch_kept_free(be);
         vk_buf_destroy(be, &be->staging);
         if (be->fence) be->vk.vkDestroyFence(be->dev, be->fence, NULL);
         if (be->pool) be->vk.vkDestroyCommandPool(be->dev, be->pool, NULL);

@@ -50,6 +50,8 @@ enum {
 enum { VK_SC_M_WGS = 0, VK_SC_M_WT, VK_SC_M_NT, VK_SC_M_R, VK_SC_M_WALIGN, VK_SC_M_XALIGN, VK_SC_M_U, VK_SC_M_MODE };
 
 #define VK_PUSH_MAX 128u
+/* Scratch buffers the backend keeps from released graphs (vk_graph.c scratch_get). */
+#define VK_SCRATCH_KEPT 4
 
 typedef struct vk_pipe {
     vk_kernel kernel;
@@ -142,6 +144,8 @@ typedef struct vkb {
     VkShaderModule modules[VK_K_COUNT];
     vk_pipe *pipes;
     int n_pipes, cap_pipes;
+    vk_buf scratch_kept[VK_SCRATCH_KEPT]; /* released graphs' scratch buffers, for the next graphs (vk_graph.c) */
+    int n_scratch_kept;
     atomic_llong validation_count;
 } vkb;
 
@@ -157,8 +161,8 @@ void vk_buf_destroy(vkb *be, vk_buf *b);
 /* Starts be->xfer_cb; vk_submit_wait ends, submits and waits for it. */
 sift_status vk_begin(vkb *be, VkCommandBuffer cb);
 sift_status vk_submit_wait(vkb *be, VkCommandBuffer cb);
-/* Submits an already ended command buffer and waits. */
-sift_status vk_submit_recorded(vkb *be, VkCommandBuffer cb);
+/* Submits already ended command buffers in order (first may be VK_NULL_HANDLE: none) and waits. */
+sift_status vk_submit_recorded(vkb *be, VkCommandBuffer first, VkCommandBuffer cb);
 /* The one barrier used between every two steps: compute/transfer writes before compute/transfer
  * reads and writes. */
 void vk_barrier(vkb *be, VkCommandBuffer cb);
@@ -211,5 +215,7 @@ sift_status vk_graph_compute(void *be, sift_graph *g, double *node_us);
 void vk_graph_release(void *be, sift_graph *g);
 sift_status vk_pipelines_init(vkb *be);
 void vk_pipelines_destroy(vkb *be);
+/* Frees the scratch buffers kept from released graphs. */
+void vk_scratch_kept_free(vkb *be);
 
 #endif

@@ -140,9 +140,9 @@ sift_status vk_begin(vkb *be, VkCommandBuffer cb)
     return r == VK_SUCCESS ? SIFT_OK : vk_fail(r, "vkBeginCommandBuffer");
 }
 
-static sift_status submit(vkb *be, VkCommandBuffer cb)
+static sift_status submit(vkb *be, uint32_t n, const VkCommandBuffer *cbs)
 {
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &cb};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = n, .pCommandBuffers = cbs};
     VkResult r = be->vk.vkQueueSubmit(be->queue, 1, &si, be->fence);
     if (r != VK_SUCCESS) return vk_fail(r, "vkQueueSubmit");
     r = be->vk.vkWaitForFences(be->dev, 1, &be->fence, VK_TRUE, UINT64_MAX);
@@ -156,10 +156,14 @@ sift_status vk_submit_wait(vkb *be, VkCommandBuffer cb)
 {
     VkResult r = be->vk.vkEndCommandBuffer(cb);
     if (r != VK_SUCCESS) return vk_fail(r, "vkEndCommandBuffer");
-    return submit(be, cb);
+    return submit(be, 1, &cb);
 }
 
-sift_status vk_submit_recorded(vkb *be, VkCommandBuffer cb) { return submit(be, cb); }
+sift_status vk_submit_recorded(vkb *be, VkCommandBuffer first, VkCommandBuffer cb)
+{
+    const VkCommandBuffer cbs[2] = {first, cb};
+    return first ? submit(be, 2, cbs) : submit(be, 1, &cb);
+}
 
 void vk_barrier(vkb *be, VkCommandBuffer cb)
 {
