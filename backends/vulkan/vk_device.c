@@ -18,7 +18,7 @@
  *                                  its streaming kernel, default 32; 1: never), smax_lanes (score_max's
  *                                  lanes per row above that, 1..16, powers of two), select_groups
  *                                  (select's workgroups over all lists, default 1024), groups (target
- *                                  workgroups of the streaming kernels)
+ *                                  workgroups of the streaming kernels, default 1024)
  */
 #include "vk_internal.h"
 
