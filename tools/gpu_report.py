@@ -115,6 +115,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=50, help="bench-attn repeats (default 50)")
     ap.add_argument("--steps", type=int, default=6, help="bench-decode steps per context and mode (default 6)")
     ap.add_argument("--no-hf", action="store_true", help="leave out hf_decode.py (it takes minutes)")
+    ap.add_argument("--no-batch", action="store_true", help="leave out the batched decode (batch 4 and 16)")
     ap.add_argument("--layer-ctx", default=",".join(map(str, LAYER_CTX)), help="bench-attn contexts")
     ap.add_argument("--decode-ctx", default=",".join(map(str, DECODE_CTX)), help="bench-decode contexts")
     a = ap.parse_args()
@@ -131,7 +132,8 @@ def main():
     sd = sdpa(a.anchors)
     attn = {b: bench_attn(a.sift, b, a.repeat) for b in backends}
     dec = {b: bench_decode(a.sift, b, model, DECODE_CTX, 1, a.steps) for b in backends}
-    batched = {b: {n: bench_decode(a.sift, b, model, DECODE_CTX[:1], n, max(2, a.steps // 2)) for n in (4, 16)} for b in backends}
+    batched = {} if a.no_batch else {
+        b: {n: bench_decode(a.sift, b, model, DECODE_CTX[:1], n, max(2, a.steps // 2)) for n in (4, 16)} for b in backends}
     hfr = {} if a.no_hf else hf(a.anchors)
 
     print(f"# sift speed targets ({time.strftime('%Y-%m-%d')}, one run)\n")
@@ -187,6 +189,8 @@ def main():
             for m in modes:
                 r = ratio(dec["vulkan"].get((n, m)), dec["cuda"].get((n, m)))
                 row(f"Vulkan / CUDA, {m}, {n // 1024}K", fmt(r, "x"), ">= 0.85x", None if r is None else r >= 0.85)
+    if not batched:
+        return
     print(f"\n## Batched decode at {DECODE_CTX[0] // 1024}K, tokens/s\n")
     print("| backend | batch | dense | select | cached |\n|---|---|---|---|---|")
     for b in backends:
