@@ -86,7 +86,8 @@ def hf(anchors):
 
 
 def fmt(x, unit=""):
-    return "-" if x is None else f"{x:.1f}{unit}"
+    """A figure: ratios (unit "x") with two decimals, the rest with one."""
+    return "-" if x is None else f"{x:.2f}x" if unit == "x" else f"{x:.1f}{unit}"
 
 
 def row(name, value, target, holds):
