@@ -37,31 +37,49 @@ float wg_sum(float v)
     return total;
 }
 
+// A row is walked in batches: each invocation issues BATCH loads (values tid, tid + 256, ...) before
+// it uses any. A loop of one load and one add per trip waited out every load in turn: in a decode
+// step's profile on the H200 a 4096-wide rmsnorm took 16-19 us, for 32 KB read.
+const uint BATCH = 8u;
+
+// x[i] of row `base`, 0 past the row's end.
+float x_at(uint64_t base, uint i) { return i < pc.E ? ld_f32(pc.x, base + i) : 0.0; }
+
+// The row's sum of (x - shift)^2, or of x when square is false.
+float row_sum(uint64_t base, float shift, bool square)
+{
+    const uint tid = gl_LocalInvocationIndex;
+    float acc = 0.0;
+    for (uint i0 = tid; i0 < pc.E; i0 += 256u * BATCH) {
+        float v[BATCH];
+        [[unroll]] for (uint j = 0u; j < BATCH; j++) v[j] = x_at(base, i0 + j * 256u);
+        [[unroll]] for (uint j = 0u; j < BATCH; j++) {
+            const bool in_row = i0 + j * 256u < pc.E;
+            const float d = v[j] - shift;
+            acc += !in_row ? 0.0 : square ? d * d : v[j];
+        }
+    }
+    return wg_sum(acc);
+}
+
 void main()
 {
     const uint tid = gl_LocalInvocationIndex, t = pc.t0 + gl_WorkGroupID.x;
     const uint64_t base = uint64_t(t) * pc.E;
-    if (MODE == 0u) {
-        float ss = 0.0;
-        for (uint i = tid; i < pc.E; i += 256u) {
-            const float v = ld_f32(pc.x, base + i);
-            ss += v * v;
+    const float mean = MODE == 0u ? 0.0 : row_sum(base, 0.0, false) / float(pc.E);
+    const float inv = 1.0 / sqrt(row_sum(base, mean, true) / float(pc.E) + pc.eps);
+    for (uint i0 = tid; i0 < pc.E; i0 += 256u * BATCH) {
+        float v[BATCH], w[BATCH];
+        [[unroll]] for (uint j = 0u; j < BATCH; j++) {
+            const uint i = i0 + j * 256u;
+            v[j] = x_at(base, i);
+            w[j] = i < pc.E ? ld_f32(pc.w, i) : 0.0;
         }
-        const float inv = 1.0 / sqrt(wg_sum(ss) / float(pc.E) + pc.eps);
-        for (uint i = tid; i < pc.E; i += 256u) st_f32(pc.out_, base + i, ld_f32(pc.x, base + i) * inv * ld_f32(pc.w, i));
-        return;
-    }
-    float sum = 0.0;
-    for (uint i = tid; i < pc.E; i += 256u) sum += ld_f32(pc.x, base + i);
-    const float mean = wg_sum(sum) / float(pc.E);
-    float ss = 0.0;
-    for (uint i = tid; i < pc.E; i += 256u) {
-        const float v = ld_f32(pc.x, base + i) - mean;
-        ss += v * v;
-    }
-    const float inv = 1.0 / sqrt(wg_sum(ss) / float(pc.E) + pc.eps);
-    for (uint i = tid; i < pc.E; i += 256u) {
-        const float y = (ld_f32(pc.x, base + i) - mean) * inv * ld_f32(pc.w, i);
-        st_f32(pc.out_, base + i, pc.has_bias != 0u ? y + ld_f32(pc.b, i) : y);
+        [[unroll]] for (uint j = 0u; j < BATCH; j++) {
+            const uint i = i0 + j * 256u;
+            if (i >= pc.E) break;
+            const float y = MODE == 0u ? v[j] * inv * w[j] : (v[j] - mean) * inv * w[j];
+            st_f32(pc.out_, base + i, MODE == 1u && pc.has_bias != 0u ? y + ld_f32(pc.b, i) : y);
+        }
     }
 }
