@@ -142,18 +142,44 @@ __device__ __forceinline__ float block_sum(float x)
     return s; // every thread
 }
 
+// Rows are walked in batches: each thread issues NORM_BATCH loads (elements i, i + NT, ...) before
+// it uses any, where a loop of one load and one add per trip waited out every load in turn.
+constexpr int NORM_BATCH = 8;
+
+// The row's sum of (x - shift)^2 (square) or of x, in every thread.
+__device__ __forceinline__ float row_sum(const float *x, int64_t e, float shift, bool square)
+{
+    float acc = 0.0f;
+    for (int64_t i0 = threadIdx.x; i0 < e; i0 += (int64_t)NT * NORM_BATCH) {
+        float v[NORM_BATCH];
+#pragma unroll
+        for (int j = 0; j < NORM_BATCH; j++) v[j] = i0 + j * NT < e ? x[i0 + j * NT] : 0.0f;
+#pragma unroll
+        for (int j = 0; j < NORM_BATCH; j++) {
+            const float d = __fsub_rn(v[j], shift);
+            if (i0 + j * NT < e) acc = square ? fmaf(d, d, acc) : acc + v[j];
+        }
+    }
+    return block_sum(acc);
+}
+
 __global__ void __launch_bounds__(NT) rmsnorm_kernel(const RmsnormArgs a)
 {
     const float *x = a.x + (int64_t)blockIdx.x * a.e;
     float *out = a.out + (int64_t)blockIdx.x * a.e;
-    float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < a.e; i += NT) {
-        const float v = x[i];
-        ss = fmaf(v, v, ss);
+    const float inv = 1.0f / sqrtf(row_sum(x, a.e, 0.0f, true) / (float)a.e + a.eps);
+    for (int64_t i0 = threadIdx.x; i0 < a.e; i0 += (int64_t)NT * NORM_BATCH) {
+        float v[NORM_BATCH], w[NORM_BATCH];
+#pragma unroll
+        for (int j = 0; j < NORM_BATCH; j++) {
+            const int64_t i = i0 + j * NT;
+            v[j] = i < a.e ? x[i] : 0.0f;
+            w[j] = i < a.e ? __ldg(a.w + i) : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < NORM_BATCH; j++)
+            if (i0 + j * NT < a.e) out[i0 + j * NT] = __fmul_rn(__fmul_rn(v[j], inv), w[j]);
     }
-    ss = block_sum(ss);
-    const float inv = 1.0f / sqrtf(ss / (float)a.e + a.eps);
-    for (int64_t i = threadIdx.x; i < a.e; i += NT) out[i] = __fmul_rn(__fmul_rn(x[i], inv), __ldg(a.w + i));
 }
 
 // ---- layernorm: one block per row ------------------------------------------------------------------
@@ -164,21 +190,23 @@ __global__ void __launch_bounds__(NT) layernorm_kernel(const LayernormArgs a)
 {
     const float *x = a.x + (int64_t)blockIdx.x * a.e;
     float *out = a.out + (int64_t)blockIdx.x * a.e;
-    float sum = 0.0f;
-    for (int64_t i = threadIdx.x; i < a.e; i += NT) sum += x[i];
-    sum = block_sum(sum);
-    const float mean = sum / (float)a.e;
+    const float mean = row_sum(x, a.e, 0.0f, false) / (float)a.e;
     __syncthreads(); // block_sum's partials are reused: everyone has read them
-    float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < a.e; i += NT) {
-        const float dv = __fsub_rn(x[i], mean);
-        ss = fmaf(dv, dv, ss);
-    }
-    ss = block_sum(ss);
-    const float inv = 1.0f / sqrtf(ss / (float)a.e + a.eps);
-    for (int64_t i = threadIdx.x; i < a.e; i += NT) {
-        const float y = __fmul_rn(__fmul_rn(__fsub_rn(x[i], mean), inv), __ldg(a.w + i));
-        out[i] = __fadd_rn(y, a.b ? __ldg(a.b + i) : 0.0f);
+    const float inv = 1.0f / sqrtf(row_sum(x, a.e, mean, true) / (float)a.e + a.eps);
+    for (int64_t i0 = threadIdx.x; i0 < a.e; i0 += (int64_t)NT * NORM_BATCH) {
+        float v[NORM_BATCH], w[NORM_BATCH], b[NORM_BATCH];
+#pragma unroll
+        for (int j = 0; j < NORM_BATCH; j++) {
+            const int64_t i = i0 + j * NT;
+            v[j] = i < a.e ? x[i] : 0.0f;
+            w[j] = i < a.e ? __ldg(a.w + i) : 0.0f;
+            b[j] = i < a.e && a.b ? __ldg(a.b + i) : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < NORM_BATCH; j++) {
+            const float y = __fmul_rn(__fmul_rn(__fsub_rn(v[j], mean), inv), w[j]);
+            if (i0 + j * NT < a.e) out[i0 + j * NT] = __fadd_rn(y, b[j]);
+        }
     }
 }
 
