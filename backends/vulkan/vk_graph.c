@@ -465,7 +465,7 @@ static bool plan_score_max_stream(plan *pl, const sift_node *n, sift_status *st)
     spec[VK_SC_I8] = i8;
     uint32_t gx = min_u32(ps.tiles, be->max_groups[0]);
     if (be->tune.groups) gx = min_u32(gx, max_u32(1, be->tune.groups / hkv));
-    if ((*st = vk_tensor_ref(q, &ps.q)) != SIFT_OK || (*st = vk_kv_ref(k, &ps.k)) != SIFT_OK ||
+    if ((*st = vk_tensor_ref(q, &ps.q)) != SIFT_OK || (*st = vk_kv_ref(pl->be, k, &ps.k)) != SIFT_OK ||
         (*st = vk_tensor_ref(n->dst, &ps.s)) != SIFT_OK || (*st = skip_flag(n, &ps.skip)) != SIFT_OK)
         return true;
     if (i8 && (ps.k.t.meta & 3u) != 0) { /* rows are read as 32-bit words */
@@ -500,7 +500,7 @@ static sift_status plan_score(plan *pl, const sift_node *n)
                      .tiles = ceil_div(m, (uint64_t)c.ncl * c.rows),
                      .scale = n->p.scale};
     TRY(vk_tensor_ref(q, &ps.q));
-    TRY(vk_kv_ref(k, &ps.k));
+    TRY(vk_kv_ref(pl->be, k, &ps.k));
     TRY(vk_tensor_ref(n->dst, &ps.s));
     TRY(skip_flag(n, &ps.skip));
     uint32_t spec[VK_NSPEC];
@@ -544,8 +544,8 @@ static sift_status plan_attend(plan *pl, const sift_node *n)
 
     attend_params ap;
     memset(&ap, 0, sizeof ap);
-    TRY(vk_kv_ref(k, &ap.k));
-    TRY(vk_kv_ref(v, &ap.v));
+    TRY(vk_kv_ref(pl->be, k, &ap.k));
+    TRY(vk_kv_ref(pl->be, v, &ap.v));
     /* one lookup per row when v's rows lie where k's do (the same rows, pool layout and page table) */
     ap.same = ap.k.rows == ap.v.rows && ap.k.prow == ap.v.prow && ap.k.pshift == ap.v.pshift &&
               ap.k.npages == ap.v.npages && ap.k.pages.addr == ap.v.pages.addr && ap.k.pages.meta == ap.v.pages.meta;
@@ -913,7 +913,7 @@ static sift_status build(vkb *be, sift_graph *g, vk_cache *gc)
     TRY(node_barriers(g, gc->node_barrier));
     plan pl = {.be = be, .gc = gc, .emit = false};
     for (int i = 0; i < g->n_nodes; i++) TRY(planners[g->nodes[i].op](&pl, &g->nodes[i]));
-    TRY(vk_buf_create(be, pl.used, false, &gc->scratch, "the scratch buffer of a graph"));
+    TRY(vk_buf_create(be, pl.used, VK_MEM_DEVICE, &gc->scratch, "the scratch buffer of a graph"));
     TRY(zero_scratch(be, &gc->scratch));
     pl.emit = true;
     pl.used = 0;
