@@ -241,11 +241,14 @@ void cli_print_kv_pools(FILE *f, const char *who, const sift_session *s)
 {
     sift_kv_pool_info p;
     if (sift_session_kv_pools(s, &p) != SIFT_OK || p.host_pages == 0) return;
+    const double dev = (double)p.device_bytes, host = (double)p.host_bytes;
+    const bool gb = dev >= 1e9 || host >= 1e9;
     fprintf(f,
-            "%s: KV offload: device pool %.3f GB (%lld pages of %lld tokens, %lld in use), host pool %.3f GB (%lld pages, "
+            "%s: KV offload: device pool %.2f %s (%lld pages of %lld tokens, %lld in use), host pool %.2f %s (%lld pages, "
             "%lld in use); %lld pages moved to the host\n",
-            who, (double)p.device_bytes / 1e9, (long long)p.device_pages, (long long)p.page_size, (long long)p.device_used,
-            (double)p.host_bytes / 1e9, (long long)p.host_pages, (long long)p.host_used, (long long)p.pages_moved);
+            who, dev / (gb ? 1e9 : 1e6), gb ? "GB" : "MB", (long long)p.device_pages, (long long)p.page_size,
+            (long long)p.device_used, host / (gb ? 1e9 : 1e6), gb ? "GB" : "MB", (long long)p.host_pages,
+            (long long)p.host_used, (long long)p.pages_moved);
 }
 
 int cli_load_predictor(const char *who, sift_model *m, const cli_butler *b, sift_predictor **out)
@@ -1184,6 +1187,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
                 n_prompt, t_prefill, t_prefill > 0 ? (double)n_prompt / t_prefill : 0.0, (long long)generated, t_decode,
                 t_decode > 0 ? (double)(generated > 0 ? generated - 1 : 0) / t_decode : 0.0,
                 (double)sift_session_kv_used_bytes(session) / 1e6);
+        cli_print_kv_pools(stderr, who, session);
 
         if (shifts)
             fprintf(stderr, "sift run: context shifted %lld times (kept the first %lld tokens, re-evaluated %lld; their time is "
@@ -1376,8 +1380,10 @@ static int bench_decode(int argc, char **argv)
                    "                     beside the same read of device memory)\n"
                    "  --json             one JSON object per context and mode, one a line: ctx, attn (dense,\n"
                    "                     select, cached, butler), batch, ms_per_step, tokens_per_s, ms_per_token\n"
-                   "                     (1000 / tokens_per_s), kv_gb, sel_cache_hit_rate, kv_device_gb, kv_host_gb,\n"
-                   "                     pages_moved (host figures 0 without offload); with --profile also\n"
+                   "                     (1000 / tokens_per_s), kv_gb, sel_cache_hit_rate, kv_device_bytes,\n"
+                   "                     kv_host_bytes, pages_moved (host figures 0 without offload; with\n"
+                   "                     --kv-offload a first line: host_link_gbps, device_read_gbps, kv_offload,\n"
+                   "                     v_only); with --profile also\n"
                    "                     profile_steps, profile_us_per_step and profile: [{op, nodes_per_step,\n"
                    "                     us_per_step, share, gbps}] (null where a figure does not exist)\n");
             return 0;
@@ -1550,8 +1556,9 @@ static int bench_decode(int argc, char **argv)
                     printf(", \"ms_per_token\": ");
                     cli_json_fixed(1e3 / tokens_per_s, 3);
                     printf(", \"kv_gb\": %.3f, \"sel_cache_hit_rate\": %.3f", kv_gb, hit_rate);
-                    printf(", \"kv_device_gb\": %.3f, \"kv_host_gb\": %.3f, \"pages_moved\": %lld",
-                           (double)pools.device_bytes / 1e9, (double)pools.host_bytes / 1e9, (long long)pools.pages_moved);
+                    printf(", \"kv_device_bytes\": %llu, \"kv_host_bytes\": %llu, \"pages_moved\": %lld",
+                           (unsigned long long)pools.device_bytes, (unsigned long long)pools.host_bytes,
+                           (long long)pools.pages_moved);
                     if (profile) print_profile(prof, n_prof, prof_steps, med * 1e3, true);
                     printf("}\n");
                 } else {
