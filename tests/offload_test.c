@@ -7,7 +7,8 @@
  *     of 64, then 8 greedy decode steps (each step's token is the last step's argmax);
  *   - a rewind into host pages, then the same tokens again;
  *   - synthetic contexts (sift_session_fill_synthetic, what bench-decode fills) and decode steps;
- * and each offloaded run really used the host pool: host pages in use and pages moved > 0. Every
+ * and each offloaded run really used the host pool: host pages in use and pages moved > 0. Also: a
+ * tensor in host memory reads back what was written, and get_rows reads it as device memory. Every
  * scenario runs on the first model; the others (other head sizes, so other kernels) run the
  * policies over a prompt.
  * Usage: sift-offload-test MODEL.gguf... (a missing model file is skipped with a message). */
@@ -168,6 +169,49 @@ static void sizes(const model_run *t)
     sift_session_destroy(s);
 }
 
+/* A tensor in host memory (sift_tensor_create_host) reads back what was written, and an op reads it
+ * in place as it reads device memory: get_rows (what bench-decode times the host link with) over a
+ * host table equals the same over a device table, bit for bit. */
+static void host_tensor_reads(sift_context *ctx, const char *bname)
+{
+    enum { ROWS = 64, E = 40, T = 24 };
+    uint16_t tab[ROWS * E], back[ROWS * E];
+    int32_t ids[T];
+    float out[2][T * E];
+    for (int i = 0; i < ROWS * E; i++) tab[i] = (uint16_t)(0x3c00 + (i * 37) % 997); /* halves in [1, 2) */
+    for (int t = 0; t < T; t++) ids[t] = (t * 11) % ROWS;
+    sift_tensor *table[2] = {NULL, NULL}, *idt = NULL, *o = NULL;
+    sift_graph *g = NULL;
+    const int64_t shape[2] = {ROWS, E}, oshape[2] = {T, E}, n = T;
+    sift_status st = sift_tensor_create_host(ctx, SIFT_F16, 2, shape, &table[0]);
+    if (st == SIFT_OK) st = sift_tensor_create(ctx, SIFT_F16, 2, shape, &table[1]);
+    if (st == SIFT_OK) st = sift_tensor_create(ctx, SIFT_I32, 1, &n, &idt);
+    if (st == SIFT_OK) st = sift_tensor_create(ctx, SIFT_F32, 2, oshape, &o);
+    if (st == SIFT_OK) st = sift_tensor_write(idt, 0, ids, sizeof ids);
+    for (int w = 0; w < 2 && st == SIFT_OK; w++) {
+        st = sift_tensor_write(table[w], 0, tab, sizeof tab);
+        if (st == SIFT_OK) st = sift_graph_create(ctx, &g);
+        if (st == SIFT_OK) st = sift_op_get_rows(g, table[w], idt, o);
+        if (st == SIFT_OK) st = sift_graph_compute(g);
+        if (st == SIFT_OK) st = sift_tensor_read(o, 0, out[w], sizeof out[w]);
+        sift_graph_destroy(g);
+        g = NULL;
+    }
+    if (st == SIFT_OK) st = sift_tensor_read(table[0], 0, back, sizeof back);
+    if (st != SIFT_OK) {
+        check(false, "-", bname, sift_last_error(), (double)st);
+    } else {
+        check(sift_tensor_in_host_memory(table[0]) && memcmp(back, tab, sizeof tab) == 0, "-", bname,
+              "a host tensor reads back what was written", 0);
+        check(memcmp(out[0], out[1], sizeof out[0]) == 0 && out[0][0] >= 1.0f, "-", bname,
+              "get_rows over a host table equals it over a device table", (double)out[0][0]);
+    }
+    sift_tensor_destroy(table[0]);
+    sift_tensor_destroy(table[1]);
+    sift_tensor_destroy(idt);
+    sift_tensor_destroy(o);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -204,6 +248,7 @@ int main(int argc, char **argv)
              * policies, each reading the pools its own way */
             const bool first = models == 1;
             if (first) sizes(&t);
+            if (first) host_tensor_reads(ctx, t.bname);
             compare(&t, SIFT_POLICY_DENSE, false, SCEN_PROMPT, "dense");
             if (first) compare(&t, SIFT_POLICY_TOKENSELECT, false, SCEN_PROMPT, "tokenselect");
             compare(&t, SIFT_POLICY_TOKENSELECT, true, SCEN_PROMPT, "tokenselect, V offloaded only");
