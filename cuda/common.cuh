@@ -35,12 +35,18 @@ __device__ __forceinline__ float neg_inf() { return -__int_as_float(0x7f800000);
 // (j & (P - 1)), absent when the page number is outside [0, pool_pages). The table is a device
 // pointer read at run time: the host may rewrite it between computes, and a recorded CUDA graph
 // stays valid.
+// A paged view of two pools (sift_tensor_paged_view_pools; KV offload) numbers the host pool's rows
+// after the device pool's: physical rows >= dev_rows are row - dev_rows of the host pool, mapped
+// pinned memory the kernels read and write in place (zero-copy, across the host link).
 struct RowMap {
     const void *base;         // element 0 of the tensor (a paged view: of its pool)
     int64_t stride0, stride1; // elements between KV heads, between (physical) rows
     const int32_t *pages;     // page table [logical rows >> page_shift], or NULL: not paged
     int page_shift;           // log2 P
-    int pool_pages;           // pages in the pool; its rows (pool_pages << page_shift) are below 2^31
+    int pool_pages;           // pages in the pool(s); their rows (pool_pages << page_shift) are below 2^31
+    const void *host_base;    // two pools: element 0 of the host pool (its device address), else NULL
+    int64_t host_stride0;     // elements between KV heads in the host pool (rows: stride1, as the device pool's)
+    int32_t dev_rows;         // two pools: the device pool's rows per KV head; else INT32_MAX
 };
 
 // K and V of one layer: logically [Hkv][ncap][D], f16 or f32 (both the same type).
@@ -48,7 +54,7 @@ struct KvMap {
     RowMap k, v;    // v.base may be NULL (score)
     int64_t ncap;   // logical positions in the cache (index bound)
     int hkv, d, f16;
-    int v_own_map;  // V's rows are not at K's physical rows (another page table, page size or pool, or
+    int v_own_map;  // V's rows are not at K's physical rows (another page table, page size or pool size, or
                     // only one of them paged): looked up separately
 };
 
@@ -66,8 +72,12 @@ __device__ __forceinline__ int32_t kv_locate(const RowMap &r, int64_t ncap, int6
     return (page << r.page_shift) | (p & ((1 << r.page_shift) - 1));
 }
 // kv_at: physical row -> address of its first element in KV head g.
+// (Rows of the host pool, past dev_rows, are in host_base; one uniform branch without a host pool.)
 template <typename T> __device__ __forceinline__ T *kv_at(const RowMap &r, int g, int32_t row)
 {
+    if (row >= r.dev_rows)
+        return static_cast<T *>(const_cast<void *>(r.host_base)) + (int64_t)g * r.host_stride0 +
+               (int64_t)(row - r.dev_rows) * r.stride1;
     return static_cast<T *>(const_cast<void *>(r.base)) + (int64_t)g * r.stride0 + (int64_t)row * r.stride1;
 }
 
@@ -373,7 +383,14 @@ static inline const float *skip_flag(const sift_node *n)
 // (the logical rows of every K/V operand are, by the engine's checks).
 static inline bool rows_addressable(const sift_tensor *t)
 {
-    return !t || !t->pages || t->parent->shape[1] <= INT32_MAX;
+    return !t || !t->pages || t->parent->shape[1] + (t->host_pool ? t->host_pool->shape[1] : 0) <= INT32_MAX;
+}
+
+// Whether the host pool of r (if any) is aligned as its device pool must be for a kernel that
+// needs `align`-byte rows: its address and KV head stride (es: bytes per element).
+static inline bool host_pool_aligned(const RowMap &r, size_t es, size_t align)
+{
+    return r.host_base == nullptr || ((uintptr_t)r.host_base % align == 0 && ((size_t)r.host_stride0 * es) % align == 0);
 }
 
 // The address map of a K/V operand (NULL: none): its storage and strides, and for a paged view
@@ -382,6 +399,7 @@ static inline bool rows_addressable(const sift_tensor *t)
 static inline RowMap row_map(const sift_tensor *t)
 {
     RowMap r = {};
+    r.dev_rows = INT32_MAX;
     if (!t) return r;
     r.base = dev_ptr(t);
     r.stride0 = t->stride[0];
@@ -391,7 +409,13 @@ static inline RowMap row_map(const sift_tensor *t)
     while (((int64_t)1 << shift) < t->page_size) shift++;
     r.pages = dev_ptr<const int32_t>(t->pages);
     r.page_shift = shift;
-    r.pool_pages = r.pages ? (int)(t->parent->shape[1] / t->page_size) : 0; // an empty table: every row absent
+    const int64_t host_rows = t->host_pool ? t->host_pool->shape[1] : 0;
+    r.pool_pages = r.pages ? (int)((t->parent->shape[1] + host_rows) / t->page_size) : 0; // an empty table: every row absent
+    if (t->host_pool) {
+        r.host_base = dev_ptr(t->host_pool);
+        r.host_stride0 = t->host_pool->stride[0];
+        r.dev_rows = (int32_t)t->parent->shape[1];
+    }
     return r;
 }
 
@@ -404,6 +428,8 @@ static inline KvMap kv_map(const sift_tensor *k, const sift_tensor *v)
     kv.hkv = (int)k->shape[0];
     kv.d = (int)k->shape[2];
     kv.f16 = k->dtype == SIFT_F16;
+    // (the physical rows, not where they live: with V offloaded alone, V's rows are at K's and kv_at
+    // finds each in V's device or host pool through V's own map)
     const bool same = kv.k.pages == kv.v.pages &&
                       (!kv.k.pages || (kv.k.page_shift == kv.v.page_shift && kv.k.pool_pages == kv.v.pool_pages));
     kv.v_own_map = v && !same;

@@ -110,7 +110,7 @@ static size_t smem_for(const KernelInfo &k, int stages) { return stages >= 3 ? k
 static bool rows_aligned(const RowMap &r, size_t es)
 {
     return r.base == nullptr || (((uintptr_t)r.base % 16) == 0 && ((size_t)r.stride0 * es) % 16 == 0 &&
-                                 ((size_t)r.stride1 * es) % 16 == 0);
+                                 ((size_t)r.stride1 * es) % 16 == 0 && host_pool_aligned(r, es, 16));
 }
 static bool kv_aligned(const KvMap &kv)
 {

@@ -495,7 +495,7 @@ static RowsKernel i8_rows_kernel(int d, int gc)
 static bool i8_d16_applies(const KvMap &kv, int G)
 {
     return kv.d == 16 && G <= 8 && (uintptr_t)kv.k.base % 16 == 0 && (kv.hkv == 1 || kv.k.stride0 % 16 == 0) && kv.k.stride1 == 20 &&
-           (!kv.k.pages || kv.k.page_shift >= 2);
+           (!kv.k.pages || kv.k.page_shift >= 2) && host_pool_aligned(kv.k, 1, 16);
 }
 
 struct TilesInfo {
@@ -527,7 +527,7 @@ static bool k_aligned(const KvMap &kv)
 {
     const size_t es = kv.f16 ? 2 : 4;
     return ((uintptr_t)kv.k.base % 16) == 0 && ((size_t)kv.k.stride0 * es) % 16 == 0 &&
-           ((size_t)kv.k.stride1 * es) % 16 == 0;
+           ((size_t)kv.k.stride1 * es) % 16 == 0 && host_pool_aligned(kv.k, es, 16);
 }
 
 // The 16-byte chunks per lane group of the row kernel for this node's K, or 0 where it does not
@@ -593,7 +593,8 @@ extern "C" cudaError_t sift_cuda_score_max_plan(const sift_cuda_device *dev, con
     int occ = 0;
     cudaError_t e;
     if (a.i8) {
-        plan->aligned = (uintptr_t)a.kv.k.base % 4 == 0 && a.kv.k.stride0 % 4 == 0 && a.kv.k.stride1 % 4 == 0;
+        plan->aligned = (uintptr_t)a.kv.k.base % 4 == 0 && a.kv.k.stride0 % 4 == 0 && a.kv.k.stride1 % 4 == 0 &&
+                        host_pool_aligned(a.kv.k, 1, 4);
         if (a.m <= 0) return cudaSuccess;
         const bool d16 = i8_d16_applies(a.kv, G);
         plan->path = d16 ? 2 : 3;

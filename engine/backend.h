@@ -57,6 +57,14 @@ struct sift_tensor {
      * strides are the pool's. Logical row j is physical row pages[j / P] * P + j % P. */
     const struct sift_tensor *pages;
     int64_t page_size;
+    /* A paged view of two pools (sift_tensor_paged_view_pools): the second pool, in host memory
+     * the device reads (host_memory), else NULL. Physical pages [0, parent's pages) are the
+     * parent's, pages [parent's pages, parent's + host_pool's) are host_pool's, in order. */
+    const struct sift_tensor *host_pool;
+    /* Placement of a tensor owning storage, fixed at creation (sift_tensor_create_host): false,
+     * device memory; true, host memory the device reads and writes in place (CPU: ordinary
+     * memory; Vulkan: a host-visible heap; CUDA: mapped pinned memory). Views copy it. */
+    bool host_memory;
     /* Of a tensor owning storage: its handle (1 until sift_tensor_destroy) plus its live views
      * (paged views count on their pool and on their page table); the storage is freed at 0.
      * Changed under the context's lock. 0 on views. */
@@ -235,14 +243,28 @@ static inline uint32_t sift_order_key(uint32_t bits)
 
 /* The physical row of logical row j of a K/V tensor (paged or not) given its page table's data,
  * or -1 where the page table names no page of the pool: the one definition of paging, which
- * every backend's address function follows. */
+ * every backend's address function follows. A view of two pools numbers their rows on: rows
+ * [0, R) are the parent's (R its rows per KV head), rows [R, R + Rh) the host pool's
+ * (sift_kv_pool_row). */
 static inline int64_t sift_kv_phys_row(const sift_tensor *t, const int32_t *pages, int64_t j)
 {
     if (j < 0 || j >= t->shape[1]) return -1; /* a skipped list entry (-1), or past the cache */
     if (!t->pages) return j;
-    const int64_t page = pages[j / t->page_size], pool_pages = t->parent->shape[1] / t->page_size;
+    int64_t pool_rows = t->parent->shape[1];
+    if (t->host_pool) pool_rows += t->host_pool->shape[1];
+    const int64_t page = pages[j / t->page_size], pool_pages = pool_rows / t->page_size;
     if (page < 0 || page >= pool_pages) return -1;
     return page * t->page_size + j % t->page_size;
+}
+
+/* The tensor holding physical row *row (>= 0, from sift_kv_phys_row) of t, and the row in it:
+ * t itself where t has one pool; else its parent, or its host pool for rows past the parent's
+ * (*row then counts from the host pool's first row). */
+static inline const sift_tensor *sift_kv_pool_row(const sift_tensor *t, int64_t *row)
+{
+    if (!t->host_pool || *row < t->parent->shape[1]) return t;
+    *row -= t->parent->shape[1];
+    return t->host_pool;
 }
 
 /* f32 dot product with eight running sums: the same arithmetic as one sum, in an order the

@@ -329,21 +329,25 @@ static void set_contiguous(sift_tensor *t, int ndim, const int64_t *shape)
     }
 }
 
-sift_status sift_tensor_create(sift_context *ctx, sift_dtype dtype, int ndim, const int64_t *shape, sift_tensor **out)
+/* sift_tensor_create and sift_tensor_create_host: the storage in device memory, or in host memory
+ * the device reads (host). */
+static sift_status tensor_create(sift_context *ctx, sift_dtype dtype, int ndim, const int64_t *shape, bool host,
+                                 sift_tensor **out, const char *fn)
 {
-    if (!out) return sift_set_error(SIFT_E_INVALID, "sift_tensor_create: out is NULL");
+    if (!out) return sift_set_error(SIFT_E_INVALID, "%s: out is NULL", fn);
     *out = NULL;
-    if (!ctx) return sift_set_error(SIFT_E_INVALID, "sift_tensor_create: context is NULL");
-    if ((int)dtype < 0 || dtype >= SIFT_DTYPE_COUNT) return sift_set_error(SIFT_E_DTYPE, "sift_tensor_create: unknown dtype %d", (int)dtype);
+    if (!ctx) return sift_set_error(SIFT_E_INVALID, "%s: context is NULL", fn);
+    if ((int)dtype < 0 || dtype >= SIFT_DTYPE_COUNT) return sift_set_error(SIFT_E_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
     size_t nbytes = 0;
     sift_status s = sift_shape_bytes(dtype, ndim, shape, &nbytes);
     if (s != SIFT_OK) return s;
     sift_tensor *t = calloc(1, sizeof *t);
-    if (!t) return sift_set_error(SIFT_E_NOMEM, "sift_tensor_create: out of memory");
+    if (!t) return sift_set_error(SIFT_E_NOMEM, "%s: out of memory", fn);
     t->ctx = ctx;
     t->dtype = dtype;
     t->nbytes = nbytes;
     t->refs = 1;
+    t->host_memory = host;
     set_contiguous(t, ndim, shape);
     sift_context_lock(ctx);
     s = ctx->vt->tensor_alloc(ctx->be, t);
@@ -356,6 +360,18 @@ sift_status sift_tensor_create(sift_context *ctx, sift_dtype dtype, int ndim, co
     *out = t;
     return SIFT_OK;
 }
+
+sift_status sift_tensor_create(sift_context *ctx, sift_dtype dtype, int ndim, const int64_t *shape, sift_tensor **out)
+{
+    return tensor_create(ctx, dtype, ndim, shape, false, out, "sift_tensor_create");
+}
+
+sift_status sift_tensor_create_host(sift_context *ctx, sift_dtype dtype, int ndim, const int64_t *shape, sift_tensor **out)
+{
+    return tensor_create(ctx, dtype, ndim, shape, true, out, "sift_tensor_create_host");
+}
+
+int sift_tensor_in_host_memory(const sift_tensor *t) { return t && t->host_memory; }
 
 sift_status sift_tensor_view(sift_tensor *parent, sift_dtype dtype, int ndim, const int64_t *shape, size_t byte_offset,
                              sift_tensor **out)
@@ -395,24 +411,39 @@ sift_status sift_tensor_view(sift_tensor *parent, sift_dtype dtype, int ndim, co
     return SIFT_OK;
 }
 
-sift_status sift_tensor_paged_view(sift_tensor *pool, const sift_tensor *pages, int64_t page_size, sift_tensor **out)
+/* sift_tensor_paged_view and sift_tensor_paged_view_pools (host_pool NULL: one pool). */
+static sift_status paged_view(sift_tensor *pool, sift_tensor *host_pool, const sift_tensor *pages, int64_t page_size,
+                              sift_tensor **out, const char *fn)
 {
-    if (!out) return sift_set_error(SIFT_E_INVALID, "sift_tensor_paged_view: out is NULL");
+    if (!out) return sift_set_error(SIFT_E_INVALID, "%s: out is NULL", fn);
     *out = NULL;
-    if (!pool || !pages) return sift_set_error(SIFT_E_INVALID, "sift_tensor_paged_view: null argument");
+    if (!pool || !pages) return sift_set_error(SIFT_E_INVALID, "%s: null argument", fn);
     if (pool->parent || pool->ndim != 3 || (pool->dtype != SIFT_F16 && pool->dtype != SIFT_F32 && pool->dtype != SIFT_I8))
-        return sift_set_error(SIFT_E_SHAPE, "sift_tensor_paged_view: the pool must be a [Hkv][R][D] f16/f32 tensor, not a view");
-    if (pages->ctx != pool->ctx) return sift_set_error(SIFT_E_INVALID, "sift_tensor_paged_view: pages belong to another context");
+        return sift_set_error(SIFT_E_SHAPE, "%s: the pool must be a [Hkv][R][D] f16/f32 tensor, not a view", fn);
+    if (pages->ctx != pool->ctx) return sift_set_error(SIFT_E_INVALID, "%s: pages belong to another context", fn);
     if (pages->dtype != SIFT_I32 || pages->ndim != 1 || pages->pages)
-        return sift_set_error(SIFT_E_DTYPE, "sift_tensor_paged_view: the page table must be an i32 vector");
+        return sift_set_error(SIFT_E_DTYPE, "%s: the page table must be an i32 vector", fn);
     if (page_size < 1 || (page_size & (page_size - 1)) != 0 || page_size > (1 << 20) || pool->shape[1] % page_size != 0)
-        return sift_set_error(SIFT_E_SHAPE, "sift_tensor_paged_view: page size %lld is not a power of two dividing the pool's %lld rows",
+        return sift_set_error(SIFT_E_SHAPE, "%s: page size %lld is not a power of two dividing the pool's %lld rows", fn,
                               (long long)page_size, (long long)pool->shape[1]);
     if (pages->shape[0] > INT32_MAX / page_size)
-        return sift_set_error(SIFT_E_SHAPE, "sift_tensor_paged_view: %lld pages of %lld rows exceed 2^31 positions",
+        return sift_set_error(SIFT_E_SHAPE, "%s: %lld pages of %lld rows exceed 2^31 positions", fn,
                               (long long)pages->shape[0], (long long)page_size);
+    if (host_pool) {
+        if (host_pool->ctx != pool->ctx) return sift_set_error(SIFT_E_INVALID, "%s: the host pool belongs to another context", fn);
+        if (host_pool->parent || host_pool == pool || host_pool->dtype != pool->dtype || host_pool->ndim != 3 ||
+            host_pool->shape[0] != pool->shape[0] || host_pool->shape[2] != pool->shape[2] ||
+            host_pool->shape[1] % page_size != 0)
+            return sift_set_error(SIFT_E_SHAPE,
+                                  "%s: the host pool must be another [Hkv][Rh][D] tensor of the pool's type, KV heads and "
+                                  "D, with whole pages, not a view",
+                                  fn);
+        if (pool->shape[1] + host_pool->shape[1] > INT32_MAX)
+            return sift_set_error(SIFT_E_SHAPE, "%s: the two pools' %lld rows per KV head exceed 2^31", fn,
+                                  (long long)(pool->shape[1] + host_pool->shape[1]));
+    }
     sift_tensor *t = calloc(1, sizeof *t);
-    if (!t) return sift_set_error(SIFT_E_NOMEM, "sift_tensor_paged_view: out of memory");
+    if (!t) return sift_set_error(SIFT_E_NOMEM, "%s: out of memory", fn);
     *t = *pool;
     t->parent = pool;
     t->owner = NULL;
@@ -420,15 +451,29 @@ sift_status sift_tensor_paged_view(sift_tensor *pool, const sift_tensor *pages, 
     t->shape[1] = pages->shape[0] * page_size; /* logical rows; strides stay the pool's */
     t->pages = pages;
     t->page_size = page_size;
+    t->host_pool = host_pool;
     t->refs = 0;
     snprintf(t->name, sizeof t->name, "%.40s/paged", pool->name);
     sift_tensor *pages_root = pages->parent ? pages->parent : (sift_tensor *)pages;
     sift_context_lock(pool->ctx);
     pool->refs++;
     pages_root->refs++;
+    if (host_pool) host_pool->refs++;
     sift_context_unlock(pool->ctx);
     *out = t;
     return SIFT_OK;
+}
+
+sift_status sift_tensor_paged_view(sift_tensor *pool, const sift_tensor *pages, int64_t page_size, sift_tensor **out)
+{
+    return paged_view(pool, NULL, pages, page_size, out, "sift_tensor_paged_view");
+}
+
+sift_status sift_tensor_paged_view_pools(sift_tensor *pool, sift_tensor *host_pool, const sift_tensor *pages,
+                                         int64_t page_size, sift_tensor **out)
+{
+    if (!host_pool) return sift_set_error(SIFT_E_INVALID, "sift_tensor_paged_view_pools: host_pool is NULL");
+    return paged_view(pool, host_pool, pages, page_size, out, "sift_tensor_paged_view_pools");
 }
 
 /* Drops one reference to a tensor that owns storage (its handle's, or a view's); the last one
@@ -444,14 +489,14 @@ void sift_tensor_destroy(sift_tensor *t)
 {
     if (!t) return;
     sift_context *ctx = t->ctx;
-    sift_tensor *roots[2] = {t->parent ? t->parent : t, NULL};
+    sift_tensor *roots[3] = {t->parent ? t->parent : t, NULL, (sift_tensor *)t->host_pool};
     if (t->pages) roots[1] = t->pages->parent ? t->pages->parent : (sift_tensor *)t->pages;
-    bool freed[2] = {false, false};
+    bool freed[3] = {false, false, false};
     sift_context_lock(ctx);
-    for (int i = 0; i < 2; i++) freed[i] = roots[i] && release_storage(roots[i]);
+    for (int i = 0; i < 3; i++) freed[i] = roots[i] && release_storage(roots[i]);
     sift_context_unlock(ctx);
     if (t->parent) free(t);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         if (!freed[i]) continue;
         free(roots[i]);
         sift_context_release(ctx);

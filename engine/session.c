@@ -183,6 +183,10 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
     if (c.pool_tokens == 0) c.pool_tokens = pages_per_seq * c.page_size * c.n_seq;
     if (c.pool_tokens < 1 || c.pool_tokens > INT32_MAX)
         return sift_set_error(SIFT_E_SHAPE, "%s: a KV pool of %lld tokens", fn, (long long)c.pool_tokens);
+    if (c.kv_device_tokens < 0)
+        return sift_set_error(SIFT_E_INVALID, "%s: KV offload with a device pool of %lld tokens", fn, (long long)c.kv_device_tokens);
+    if (c.kv_offload_v_only && c.kv_device_tokens == 0)
+        return sift_set_error(SIFT_E_INVALID, "%s: kv_offload_v_only without kv_device_tokens (the device pool's size)", fn);
 
     sift_session *s = calloc(1, sizeof *s);
     if (!s) return sift_set_error(SIFT_E_NOMEM, "%s: out of memory", fn);

@@ -49,6 +49,7 @@ typedef struct sequence {
     int32_t *page_of;          /* page table on the host: [max_pages], -1 where none */
     sift_tensor *pages;        /* the same on the device */
     int64_t n_pages;           /* pages held (the first n_pages entries) */
+    int64_t dev_cursor;        /* KV offload: logical pages past the sink and below this are on the host */
     seq_layer *layers;
     sift_tensor *host_idx;     /* lists written by host policies [Hkv * (S + k + W)] */
     sift_policy_state *pstate; /* host policies */
@@ -81,9 +82,18 @@ struct sift_session {
     sift_model *m;
     sift_session_config cfg;
     int64_t max_pages, pool_pages;
-    int32_t *free_pages; /* a stack of free pool pages */
+    int32_t *free_pages; /* a stack of free device pages [0, dev_pages) */
     int64_t n_free;
+    /* KV offload (kv_cache.c): physical pages [0, dev_pages) are on the device, pages
+     * [dev_pages, pool_pages) in host memory (dev_pages = pool_pages without offload) */
+    int64_t dev_pages;
+    int32_t *free_host; /* a stack of free host pages */
+    int64_t n_free_host;
+    int64_t pages_moved; /* device -> host moves so far */
+    /* per layer, K and V: the device pool (all pool_pages where the family stays resident, else
+     * dev_pages) and the host pool of pages [dev_pages, pool_pages) (NULL: resident) */
     sift_tensor **kpool, **vpool;
+    sift_tensor **khost, **vhost;
     sequence *seqs;
     sift_tensor *act[A_COUNT];
     sift_tensor *ids, *xlast_norm, *logits;

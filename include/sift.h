@@ -350,6 +350,16 @@ typedef struct sift_session_config {
     int predict_interval;
     int neighbor_fetch;
     sift_dtype predictor_keys;
+    /* KV offload (docs/policies.md): the pool's tokens kept on the device; the rest of the pool
+     * (pool_tokens in all) lives in host memory that the device reads in place
+     * (sift_tensor_create_host). 0: off, every page on the device. Rounded up to whole pages. The
+     * sink's pages and the newest pages stay on the device; when it is full, a sequence's oldest
+     * device page past the sink moves to the host. Projected keys (TokenButler) always stay on
+     * the device. Tokens and logits are those of the same session without offload. */
+    int64_t kv_device_tokens;
+    /* With kv_device_tokens: only V pages move to the host; K stays on the device whole (a pool of
+     * pool_tokens), for policies that score every key (TOKENSELECT, dense). */
+    int kv_offload_v_only;
 } sift_session_config;
 
 /* Defaults: n_ctx 0, f16 cache, DENSE, S 128, W 512, k 2048, chunk 512, one sequence, pages of
@@ -385,9 +395,23 @@ SIFT_API sift_status sift_session_set_policy(sift_session *s, sift_policy policy
 SIFT_API sift_status sift_session_set_butler(sift_session *s, int predict_interval, int neighbor_fetch);
 /* Bytes of the projected keys (TokenButler) the session holds on the device (0 without a predictor). */
 SIFT_API size_t sift_session_predictor_key_bytes(const sift_session *s);
-/* Bytes of KV pool the session holds on the device, and the bytes of the pages in use. */
+/* Bytes of KV pool the session holds (on the device and in host memory together), and the bytes
+ * of the pages in use. */
 SIFT_API size_t sift_session_kv_bytes(const sift_session *s);
 SIFT_API size_t sift_session_kv_used_bytes(const sift_session *s);
+/* The KV pools' memory and pages (sift_session_config.kv_device_tokens). Without offload all of
+ * it is on the device and the host figures are 0. */
+typedef struct sift_kv_pool_info {
+    size_t device_bytes;     /* K/V pool bytes in device memory (projected keys not included) */
+    size_t host_bytes;       /* K/V pool bytes in host memory */
+    int64_t device_pages;    /* pages whose offloaded rows (K and V, or V only) are on the device */
+    int64_t host_pages;      /* pages whose offloaded rows are in host memory */
+    int64_t device_used;     /* of them, pages held by sequences now */
+    int64_t host_used;
+    int64_t pages_moved;     /* pages moved from the device to the host since the session began */
+    int64_t page_size;       /* tokens per page */
+} sift_kv_pool_info;
+SIFT_API sift_status sift_session_kv_pools(const sift_session *s, sift_kv_pool_info *out);
 /* Selection Cache counters of a layer (layer -1: all layers), summed over sequences: decode steps
  * with a full selection, and those that reused the cached index set. Under BUTLER the same for
  * the prediction interval: steps with a full selection, and those that reused the lists. */
@@ -498,6 +522,15 @@ typedef struct sift_tensor sift_tensor;
 /* A dense, row-major tensor on the context's device (shape[0] outermost). Dimensions may be 0. */
 SIFT_API sift_status sift_tensor_create(sift_context *ctx, sift_dtype dtype, int ndim,
                                         const int64_t *shape, sift_tensor **out);
+/* The same in host memory that the device reads and writes in place (zero-copy): ordinary memory on
+ * the CPU backend, a host-visible memory heap on Vulkan, mapped pinned memory on CUDA. Kernels read
+ * it across the host link, so it suits data read sparsely: the offloaded pages of a KV cache
+ * (sift_tensor_paged_view_pools). SIFT_E_DEVICE_NOMEM (or SIFT_E_NOMEM) when the host memory
+ * cannot be had. */
+SIFT_API sift_status sift_tensor_create_host(sift_context *ctx, sift_dtype dtype, int ndim,
+                                             const int64_t *shape, sift_tensor **out);
+/* 1 for a tensor in host memory (sift_tensor_create_host, or a view of one), else 0. */
+SIFT_API int sift_tensor_in_host_memory(const sift_tensor *t);
 /* A contiguous view of part of parent's storage, byte_offset bytes in (a multiple of the element
  * size), with its own dtype and shape. It keeps the parent's storage alive, so the parent may be
  * destroyed first. */
@@ -512,6 +545,14 @@ SIFT_API sift_status sift_tensor_view(sift_tensor *parent, sift_dtype dtype, int
  * never read or written (their result is unspecified). The view keeps pool and pages alive. */
 SIFT_API sift_status sift_tensor_paged_view(sift_tensor *pool, const sift_tensor *pages, int64_t page_size,
                                             sift_tensor **out);
+/* A paged view of two pools: pool [Hkv][R][D] (on the device) and host_pool [Hkv][Rh][D] of the same
+ * type, KV heads and D (usually in host memory: sift_tensor_create_host), Rh a multiple of P.
+ * Physical pages [0, R / P) are pool's, pages [R / P, (R + Rh) / P) are host_pool's (page
+ * R / P + i is its page i); otherwise as sift_tensor_paged_view. A page table entry thus says
+ * which pool its page lives in, and the ops read (and kv_write writes) either pool in place. The
+ * view keeps both pools and pages alive. */
+SIFT_API sift_status sift_tensor_paged_view_pools(sift_tensor *pool, sift_tensor *host_pool, const sift_tensor *pages,
+                                                  int64_t page_size, sift_tensor **out);
 SIFT_API void sift_tensor_destroy(sift_tensor *t);
 SIFT_API sift_status sift_tensor_set_name(sift_tensor *t, const char *name);
 SIFT_API const char *sift_tensor_name(const sift_tensor *t);

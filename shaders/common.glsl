@@ -63,11 +63,14 @@ uvec4 ld_16(TRef t, uint64_t off, bool aligned)
 }
 
 // A K/V tensor [Hkv][rows][D], paged or not (backend.h sift_kv_phys_row, vk_memory.c vk_kv_ref).
-//   t:      the storage of the rows (a paged view: its pool [Hkv][prow][D]);
+//   t:      the storage of the rows (a paged view: its pool [Hkv][prow][D]; a paged view of two pools:
+//           a chunk table of the device pool's chunks, then the host pool's [Hkv][hrow][D]);
 //   pages:  the page table i32 [n_pages] of a paged view (addr 0: not paged);
 //   rows:   logical rows per KV head (positions >= rows are absent);
-//   prow:   physical rows per KV head (the stride between KV heads, in rows);
-//   pshift: log2 of the page size P; npages: the pool's pages, prow >> pshift.
+//   prow:   physical rows per KV head of the (device) pool (the stride between KV heads, in rows);
+//   pshift: bits 0..7 log2 of the page size P; bits 8..31, two pools: the chunk of t's table where
+//           the host pool begins;
+//   npages: the pages of the pool(s): (prow + hrow) >> P's log2.
 struct KVRef {
     TRef t;
     TRef pages;
@@ -81,15 +84,23 @@ struct KVRef {
 // row_bytes bytes; false where the row is absent: outside the tensor, or on a page the table maps
 // outside the pool (a negative i32 reads as a huge uint). The one place that knows where a K/V row
 // lives: paging (and batching) change this function only. The page table is read here, at run time.
+// Physical rows past prow are the host pool's (sift_kv_pool_row): they lie after the device pool's
+// chunks in kv.t's table, so every load through taddr() reaches either pool.
 bool kv_row(KVRef kv, uint g, uint pos, uint row_bytes, out uint64_t off)
 {
     off = 0ul;
     if (pos >= kv.rows) return false;
     uint row = pos;
+    const uint ps = kv.pshift & 255u;
     if (kv.pages.addr != 0ul) {
-        const uint page = ld_u32(kv.pages, uint64_t(pos >> kv.pshift));
+        const uint page = ld_u32(kv.pages, uint64_t(pos >> ps));
         if (page >= kv.npages) return false;
-        row = (page << kv.pshift) | (pos & ((1u << kv.pshift) - 1u));
+        row = (page << ps) | (pos & ((1u << ps) - 1u));
+    }
+    if (row >= kv.prow) { // only with two pools: the host pool's row row - prow
+        const uint hrow = (kv.npages << ps) - kv.prow;
+        off = (uint64_t(kv.pshift >> 8u) << uint(kv.t.meta >> 56)) + (uint64_t(g) * hrow + (row - kv.prow)) * uint64_t(row_bytes);
+        return true;
     }
     off = (uint64_t(g) * kv.prow + row) * uint64_t(row_bytes);
     return true;

@@ -174,6 +174,27 @@ static void run_backend(sift_context *ctx, sift_context *other)
     sift_tensor *pv2 = NULL;
     expect("a paged view of a paged view", sift_tensor_paged_view(pv, pages, 4, &pv2), SIFT_E_SHAPE, "not a view");
     expect("host write into a paged view", sift_tensor_write(pv, 0, buf, 4), SIFT_E_INVALID, "paged view");
+    /* two pools (KV offload): the host pool must match the pool's type, heads and D, in whole pages */
+    sift_tensor *hpool = NULL, *hhalf = NULL, *h32 = NULL, *hbad = NULL, *pv3 = NULL;
+    expect("a host tensor", sift_tensor_create_host(ctx, SIFT_F16, 3, (int64_t[]){4, 8, 64}, &hpool), SIFT_OK, NULL);
+    expect_true("  (in host memory)", sift_tensor_in_host_memory(hpool) && !sift_tensor_in_host_memory(k));
+    expect("a host tensor of no context", sift_tensor_create_host(NULL, SIFT_F32, 1, (int64_t[]){4}, &hbad), SIFT_E_INVALID,
+           "context is NULL");
+    expect("two pools without the host pool", sift_tensor_paged_view_pools(k, NULL, pages, 4, &pv3), SIFT_E_INVALID,
+           "host_pool is NULL");
+    expect("two pools, the same tensor twice", sift_tensor_paged_view_pools(k, k, pages, 4, &pv3), SIFT_E_SHAPE,
+           "another [Hkv][Rh][D]");
+    expect("a host tensor of 6 rows", sift_tensor_create_host(ctx, SIFT_F16, 3, (int64_t[]){4, 6, 64}, &hhalf), SIFT_OK, NULL);
+    expect("two pools, a host pool of 1.5 pages", sift_tensor_paged_view_pools(k, hhalf, pages, 4, &pv3), SIFT_E_SHAPE,
+           "whole pages");
+    expect("a host tensor of f32", sift_tensor_create_host(ctx, SIFT_F32, 3, (int64_t[]){4, 8, 64}, &h32), SIFT_OK, NULL);
+    expect("two pools, a host pool of another type", sift_tensor_paged_view_pools(k, h32, pages, 4, &pv3), SIFT_E_SHAPE,
+           "of the pool's type");
+    expect("two pools (valid)", sift_tensor_paged_view_pools(k, hpool, pages, 4, &pv3), SIFT_OK, NULL);
+    sift_tensor_destroy(hpool); /* the view keeps it */
+    sift_tensor_destroy(pv3);
+    sift_tensor_destroy(hhalf);
+    sift_tensor_destroy(h32);
     /* the op table's rules, now the engine's: paged views are K/V operands only; a predicate never
      * lies in its own node's output */
     sift_graph_destroy(g); /* the dense attention's, with its recording */

@@ -21,11 +21,23 @@ static void *read_all(sift_tensor *t, size_t *n)
 
 /* ---- paged K/V: the same logical cache laid out contiguously and in shuffled pages ------------ */
 
+/* Where the paged cache's pages live (KV offload, sift_tensor_paged_view_pools): one pool, or the
+ * pool's first half of the pages on the device and the rest in a host pool (sift_tensor_create_host)
+ * for K and V, or for V alone (K in one pool). */
+enum { POOLS_ONE, POOLS_KV, POOLS_V };
+#define RETURN_IF_FAILED(call)                                                                                         \
+    do {                                                                                                               \
+        const sift_status s_ = (call);                                                                                 \
+        if (s_ != SIFT_OK) return s_;                                                                                  \
+    } while (0)
+static const char *const pools_names[3] = {"", " pools=K+V", " pools=V"};
+
 typedef struct {
     int hq, hkv, d;
     sift_dtype kv;
     int64_t n, page; /* logical rows, page size */
     int t;           /* causal queries and kv_write rows, at positions n - t .. n - 1 */
+    int pools;       /* POOLS_* */
 } paged_case;
 
 typedef struct {
@@ -85,6 +97,38 @@ static void free_paged(paged_inputs *in)
 enum { PG_SCORE, PG_DENSE, PG_GATHER, PG_CAUSAL, PG_WRITE, PG_COUNT };
 static const char *const pg_names[PG_COUNT] = {"score", "dense", "gather", "causal", "kv_write"};
 
+/* Rows [row0, row0 + rows) of every KV head of the pool h [Hkv][R][D], uploaded into a tensor of
+ * their own, in host memory (sift_tensor_create_host) or on the device. */
+static sift_status upload_rows(sift_context *ctx, const host_tensor *h, int64_t row0, int64_t rows, bool host,
+                               sift_tensor **out)
+{
+    const int64_t hkv = h->shape[0], pr = h->shape[1], d = h->shape[2], shape[3] = {hkv, rows, d};
+    const size_t elt = h->dtype == SIFT_F16 ? 2 : 4;
+    sift_status s = host ? sift_tensor_create_host(ctx, h->dtype, 3, shape, out) : sift_tensor_create(ctx, h->dtype, 3, shape, out);
+    for (int64_t g = 0; g < hkv && s == SIFT_OK; g++) {
+        const size_t from = (size_t)((g * pr + row0) * d);
+        const void *src = elt == 2 ? (const void *)(h->h + from) : (const void *)(h->f + from);
+        s = sift_tensor_write(*out, (size_t)(g * rows * d) * elt, src, (size_t)(rows * d) * elt);
+    }
+    return s;
+}
+
+/* The paged view of one of the case's pools (K or V), and the tensors holding its pages: dev (and
+ * host where this pool is split: its first half of the pages on the device). */
+static sift_status pool_view(sift_context *ctx, const paged_case *c, const host_tensor *pool, bool split,
+                             const sift_tensor *pages, sift_tensor **dev, sift_tensor **host, sift_tensor **view)
+{
+    const int64_t rows = pool->shape[1], dev_rows = rows / c->page / 2 * c->page;
+    if (!split) {
+        RETURN_IF_FAILED(upload(ctx, pool, dev));
+        return sift_tensor_paged_view(*dev, pages, c->page, view);
+    }
+    RETURN_IF_FAILED(upload_rows(ctx, pool, 0, dev_rows, false, dev));
+    RETURN_IF_FAILED(upload_rows(ctx, pool, dev_rows, rows - dev_rows, true, host));
+    if (!sift_tensor_in_host_memory(*host) || sift_tensor_in_host_memory(*dev)) return SIFT_E_INVALID;
+    return sift_tensor_paged_view_pools(*dev, *host, pages, c->page, view);
+}
+
 /* Runs the five ops over the cache, paged or contiguous; out[op] gets each result (kv_write: the
  * logical rows written, read back through the layout). */
 static bool run_paged(const backend *b, const paged_case *c, const paged_inputs *in, bool paged, const char *cname,
@@ -92,6 +136,7 @@ static bool run_paged(const backend *b, const paged_case *c, const paged_inputs 
 {
     const char *bname = sift_backend_kind_name(b->kind);
     sift_tensor *q1 = NULL, *qt = NULL, *kc = NULL, *vc = NULL, *pages = NULL, *kview = NULL, *vview = NULL, *idx = NULL;
+    sift_tensor *kh = NULL, *vh = NULL; /* the host pools (two pools) */
     sift_tensor *rows = NULL, *o_score = NULL, *o_dense = NULL, *o_gather = NULL, *o_causal = NULL;
     sift_graph *g = NULL;
     bool ok = false;
@@ -101,14 +146,24 @@ static bool run_paged(const backend *b, const paged_case *c, const paged_inputs 
     CHECK_OK(upload(b->ctx, &in->qt, &qt), cname, bname);
     CHECK_OK(upload(b->ctx, &in->idx, &idx), cname, bname);
     CHECK_OK(upload(b->ctx, &in->rows, &rows), cname, bname);
-    CHECK_OK(upload(b->ctx, paged ? &in->pool_k : &in->k, &kc), cname, bname);
-    CHECK_OK(upload(b->ctx, paged ? &in->pool_v : &in->v, &vc), cname, bname);
-    kview = kc;
-    vview = vc;
+    if (paged && c->pools != POOLS_ONE) { /* the shuffle must have put logical pages in both pools */
+        const int64_t dev_pages = in->pool_rows / c->page / 2, lp = in->pages.n;
+        int64_t on_host = 0;
+        for (int64_t p = 0; p < lp; p++) on_host += in->pages.i[p] >= dev_pages;
+        if (on_host == 0 || on_host == lp) {
+            fail(cname, bname, "the case's pages are all in one pool");
+            goto out;
+        }
+    }
     if (paged) {
         CHECK_OK(upload(b->ctx, &in->pages, &pages), cname, bname);
-        CHECK_OK(sift_tensor_paged_view(kc, pages, c->page, &kview), cname, bname);
-        CHECK_OK(sift_tensor_paged_view(vc, pages, c->page, &vview), cname, bname);
+        CHECK_OK(pool_view(b->ctx, c, &in->pool_k, c->pools == POOLS_KV, pages, &kc, &kh, &kview), cname, bname);
+        CHECK_OK(pool_view(b->ctx, c, &in->pool_v, c->pools != POOLS_ONE, pages, &vc, &vh, &vview), cname, bname);
+    } else {
+        CHECK_OK(upload(b->ctx, &in->k, &kc), cname, bname);
+        CHECK_OK(upload(b->ctx, &in->v, &vc), cname, bname);
+        kview = kc;
+        vview = vc;
     }
     CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, c->n - 1}, &o_score), cname, bname);
     CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, c->d}, &o_dense), cname, bname);
@@ -134,14 +189,16 @@ static bool run_paged(const backend *b, const paged_case *c, const paged_inputs 
     nout[PG_WRITE] = (size_t)(c->t * c->hkv * c->d);
     out[PG_WRITE] = malloc(nout[PG_WRITE] * sizeof(float));
     const size_t elt = c->kv == SIFT_F16 ? 2 : 4;
-    const int64_t rows_per_head = paged ? in->pool_rows : sift_tensor_dim(kc, 1);
     for (int64_t t = 0; t < c->t; t++)
         for (int64_t h = 0; h < c->hkv; h++) {
             const int64_t j = pos0 + t;
-            const int64_t phys = paged ? (int64_t)in->pages.i[j / c->page] * c->page + j % c->page : j;
+            int64_t phys = paged ? (int64_t)in->pages.i[j / c->page] * c->page + j % c->page : j;
+            const sift_tensor *holder = kc; /* a row past the device pool's lies in the host pool */
+            if (kh && phys >= sift_tensor_dim(kc, 1)) phys -= sift_tensor_dim(kc, 1), holder = kh;
             unsigned char raw[512];
-            CHECK_OK(sift_tensor_read(kc, (size_t)((h * rows_per_head + phys) * c->d) * elt, raw, (size_t)c->d * elt), cname,
-                     bname);
+            CHECK_OK(sift_tensor_read(holder, (size_t)((h * sift_tensor_dim(holder, 1) + phys) * c->d) * elt, raw,
+                                      (size_t)c->d * elt),
+                     cname, bname);
             float *dst = out[PG_WRITE] + (t * c->hkv + h) * c->d;
             if (elt == 2) sift_f16_to_f32(dst, (const uint16_t *)raw, (size_t)c->d);
             else memcpy(dst, raw, (size_t)c->d * 4);
@@ -153,7 +210,7 @@ out:
         sift_tensor_destroy(kview);
         sift_tensor_destroy(vview);
     }
-    sift_tensor *all[] = {q1, qt, kc, vc, pages, idx, rows, o_score, o_dense, o_gather, o_causal};
+    sift_tensor *all[] = {q1, qt, kc, vc, kh, vh, pages, idx, rows, o_score, o_dense, o_gather, o_causal};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) sift_tensor_destroy(all[i]);
     return ok;
 }
@@ -514,13 +571,17 @@ void cases_cache(const suite_options *o)
     char name[160];
     const int64_t big = o->max_rows < 70000 ? o->max_rows : 70000;
     const paged_case pcs[] = {
-        {8, 8, 64, SIFT_F16, 1000, 16, 7},   {32, 8, 128, SIFT_F16, 4096, 64, 33}, {28, 4, 128, SIFT_F32, 777, 1, 5},
-        {8, 1, 64, SIFT_F32, 255, 256, 1},   {8, 4, 8, SIFT_F32, 300, 16, 20},     {32, 8, 128, SIFT_F16, big, 256, 3},
+        {8, 8, 64, SIFT_F16, 1000, 16, 7, POOLS_ONE},     {32, 8, 128, SIFT_F16, 4096, 64, 33, POOLS_ONE},
+        {28, 4, 128, SIFT_F32, 777, 1, 5, POOLS_ONE},     {8, 1, 64, SIFT_F32, 255, 256, 1, POOLS_ONE},
+        {8, 4, 8, SIFT_F32, 300, 16, 20, POOLS_ONE},      {32, 8, 128, SIFT_F16, big, 256, 3, POOLS_ONE},
+        /* KV offload: pages in a device pool and a host pool */
+        {8, 8, 64, SIFT_F16, 1000, 16, 7, POOLS_KV},      {32, 8, 128, SIFT_F16, 2000, 64, 9, POOLS_KV},
+        {28, 4, 128, SIFT_F32, 777, 1, 5, POOLS_KV},      {8, 4, 8, SIFT_F32, 300, 16, 20, POOLS_V},
     };
     for (size_t i = 0; i < sizeof pcs / sizeof pcs[0]; i++) {
         const paged_case *c = &pcs[i];
-        snprintf(name, sizeof name, "paged    N=%-7lld H=%d/%d D=%-3d %s P=%lld", (long long)c->n, c->hq, c->hkv, c->d,
-                 sift_dtype_name(c->kv), (long long)c->page);
+        snprintf(name, sizeof name, "paged    N=%-7lld H=%d/%d D=%-3d %s P=%lld%s", (long long)c->n, c->hq, c->hkv, c->d,
+                 sift_dtype_name(c->kv), (long long)c->page, pools_names[c->pools]);
         registry_add("cache", name, paged_check, NULL, c, sizeof *c);
     }
     registry_add("cache", "skip_if  score/vote/select under flags {1, 0}", predicate_check, NULL, NULL, 0);

@@ -408,6 +408,49 @@ expect_not_in err "warning" "run tokenselect, S W k given"
 sift "${R[@]}" --policy tokenselect --ctx 512 -n 4 --sink 400 --window 100 --budget 64
 expect_in err "warning: S + W + k = 564 >= the context of 512 tokens" "run tokenselect, S W k too large"
 
+# KV offload: the same text as the resident run (greedy; 86 tokens, most of their pages on the host),
+# the pools reported; bad sizes refused
+sift "${R[@]}" -p "Once upon a time" -n 80 --temp 0 --ctx 512 --page-size 16 --policy tokenselect --sink 4 --window 16 --budget 32
+expect_rc 0 "run, resident"
+cp "$T/out" "$T/resident.txt"
+for off in 48 "48 --kv-offload-v-only" 20K; do
+    sift "${R[@]}" -p "Once upon a time" -n 80 --temp 0 --ctx 512 --page-size 16 --policy tokenselect --sink 4 --window 16 \
+        --budget 32 --kv-offload $off
+    expect_rc 0 "run --kv-offload $off"
+    expect_eq "$(cat "$T/out")" "$(cat "$T/resident.txt")" "run --kv-offload $off: the resident run's text"
+    expect_in err "sift run: KV offload: device pool " "run --kv-offload $off: the pools"
+    checks=$((checks + 1))
+    moved=$(sed -n 's/.*; \([0-9]*\) pages moved to the host$/\1/p' "$T/err" | tail -1)
+    [ "${moved:-0}" -gt 0 ] || fail "run --kv-offload $off: no page moved to the host: $(grep offload "$T/err")"
+done
+sift "${R[@]}" -p "Once upon a time" -n 4 --ctx 512 --page-size 16 --kv-offload 48
+expect_in err "(3 pages of 16 tokens" "run --kv-offload 48: 3 device pages of 16 tokens"
+for bad in 0 -5 12Q 1.5G x; do
+    sift "${R[@]}" -p "x" -n 1 --kv-offload "$bad"
+    expect_rc 2 "run --kv-offload $bad"
+    expect_in err "--kv-offload needs tokens (65536) or bytes" "run --kv-offload $bad: the message"
+done
+sift "${R[@]}" -p "x" -n 1 --kv-offload-v-only
+expect_rc 1 "run --kv-offload-v-only alone"
+expect_in err "--kv-offload-v-only needs --kv-offload SIZE" "run --kv-offload-v-only alone: the message"
+sift bench-decode -m "$M" --backend cpu --ctx 1000 --steps 2 --sink 8 --window 32 --budget 64 --kv-offload 300 \
+    --attn dense,select --json
+expect_rc 0 "bench-decode --kv-offload --attn dense,select --json"
+expect_json "bench-decode --kv-offload --json"
+if command -v python3 >/dev/null; then
+    checks=$((checks + 1))
+    python3 - "$T/out" <<'PY' || fail "bench-decode --kv-offload --json: $(head -c 900 "$T/out")"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+assert rows[0]["kv_offload"] == "300" and rows[0]["host_link_gbps"] is None, rows[0]
+assert [r["attn"] for r in rows[1:]] == ["dense", "select"], rows
+for r in rows[1:]:
+    assert r["kv_host_bytes"] > 0 and r["kv_device_bytes"] > 0, r
+PY
+fi
+sift bench-decode -m "$M" --backend cpu --ctx 256 --attn dense,sparse
+expect_rc 2 "bench-decode --attn with a mode that is none"
+
 # bench-decode: two sequences decoded together, a per-op profile of each mode
 BD=(bench-decode -m "$M" --backend cpu --ctx 256 --steps 2 --sink 8 --window 32 --budget 64 --batch 2 --profile)
 sift "${BD[@]}"

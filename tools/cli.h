@@ -6,6 +6,7 @@
 #include "sift_testing.h" /* the benchmarks: synthetic contexts, node bytes, attention quality */
 
 #include <stdbool.h>
+#include <stdio.h>
 
 /* A whole decimal integer. */
 bool cli_parse_i64(const char *s, int64_t *out);
@@ -48,6 +49,31 @@ int cli_parse_butler(const char *who, int argc, char **argv, int *i, cli_butler 
 /* The predictor b names for m (NULL in *out when none is named); 0, or 1 after printing the error.
  * A random one has d' = 16. */
 int cli_load_predictor(const char *who, sift_model *m, const cli_butler *b, sift_predictor **out);
+/* KV offload's options, shared by run, logits, eval and bench-decode: --kv-offload SIZE (the device
+ * pool) and --kv-offload-v-only. */
+typedef struct cli_offload {
+    const char *size;   /* --kv-offload's value as given (NULL: no offload) */
+    int64_t tokens;     /* a plain number: tokens */
+    int64_t bytes;      /* a number with K, M, G or T (KiB ... TiB): bytes */
+    bool v_only;        /* --kv-offload-v-only */
+} cli_offload;
+#define CLI_OFFLOAD_HELP                                                                                      \
+    "  --kv-offload SIZE  KV offload: keep SIZE of the KV pool on the device and the rest in host\n"       \
+    "                     memory the device reads in place (pinned on CUDA, a host-visible heap on\n"      \
+    "                     Vulkan); SIZE is tokens (65536) or bytes of device K/V pool (512M, 24G: KiB,\n" \
+    "                     MiB, GiB, TiB). The sink's and the newest pages stay on the device; older\n"    \
+    "                     pages move to the host when it fills. Output equals the resident run's\n"      \
+    "  --kv-offload-v-only  with --kv-offload: only V moves to the host, K stays on the device whole\n"  \
+    "                     (SIZE counts V alone; for tokenselect and dense, which read every key)\n"
+/* argv[*i] as one of the offload options: 1 when it is one (*i then at its last word), 0 when it is
+ * not, -1 after printing why its value is wrong. */
+int cli_parse_offload(const char *who, int argc, char **argv, int *i, cli_offload *o);
+/* Sets cfg's kv_device_tokens and kv_offload_v_only from o for model m (bytes become tokens through
+ * the K/V bytes per token of cfg->kv_type); 0, or 1 after printing why o does not fit. */
+int cli_offload_apply(const char *who, const cli_offload *o, const sift_model *m, sift_session_config *cfg);
+/* One line on f of the session's KV pools: device and host bytes, pages, pages moved (nothing
+ * without offload). */
+void cli_print_kv_pools(FILE *f, const char *who, const sift_session *s);
 /* `sift eval` (tools/eval.c). */
 int cli_eval(int argc, char **argv);
 /* `sift demo` (tools/eval.c). */

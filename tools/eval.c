@@ -33,6 +33,8 @@ typedef struct {
     bool int8_keys[32];    /* butler: int8 projected keys (a session of its own) */
     int n_policies;
     cli_butler butler;
+    cli_offload offload;       /* --kv-offload, --kv-offload-v-only */
+    int64_t kv_device_tokens;  /* their device pool in tokens (0: no offload) */
     sift_predictor *predictor;
     int64_t *budgets; /* n_budgets values (malloc'd) */
     int n_budgets;
@@ -73,6 +75,10 @@ static void usage(FILE *f)
           "  --predictor FILE     TokenButler's predictor: adds butler to the default policies; in\n"
           "                       --policies, butler:iN runs it with prediction interval N and\n"
           "                       butler:nf with neighbour fetch (butler:i4:nf both)\n"
+          "  --kv-offload SIZE    KV offload: SIZE of the KV pool on the device (tokens, or bytes with K,\n"
+          "                       M, G, T), the rest in host memory the device reads (sift run --help);\n"
+          "                       every figure equals the resident run's\n"
+          "  --kv-offload-v-only  with --kv-offload: only V moves to the host\n"
           "  --backend B          cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                       `sift devices` shows the choice)\n"
           "  -t, --threads N      the CPU backend's threads (default: one per core)\n"
           "  --json               one JSON object per result line\n"
@@ -207,6 +213,17 @@ static double now_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* The KV pools of the first session with offload, once (stderr). */
+static void show_pools_once(const sift_session *s)
+{
+    static bool shown = false;
+    if (shown || !s) return;
+    sift_kv_pool_info p;
+    if (sift_session_kv_pools(s, &p) != SIFT_OK || p.host_pages == 0) return;
+    cli_print_kv_pools(stderr, "sift eval", s);
+    shown = true;
+}
+
 static sift_session_config session_config(const eval_options *o, int64_t n_ctx, bool extrapolate)
 {
     sift_session_config cfg = sift_session_config_default();
@@ -220,6 +237,8 @@ static sift_session_config session_config(const eval_options *o, int64_t n_ctx, 
     cfg.policy = extrapolate ? SIFT_POLICY_TOKENSELECT : SIFT_POLICY_DENSE;
     cfg.predictor = extrapolate ? NULL : o->predictor;
     cfg.predictor_keys = cli_butler_keys(&o->butler);
+    cfg.kv_device_tokens = o->kv_device_tokens;
+    cfg.kv_offload_v_only = o->kv_device_tokens > 0 && o->offload.v_only;
     return cfg;
 }
 
@@ -239,6 +258,7 @@ static sift_status session_for(const eval_options *o, int pi, int64_t k, sift_mo
     xc.policy = o->policies[pi];
     xc.budget = k;
     sift_status st = sift_session_create(m, &xc, own);
+    if (st == SIFT_OK) show_pools_once(*own);
     if (st == SIFT_OK) st = sift_session_eval(*own, ids, (size_t)from, NULL);
     *out = *own;
     return st;
@@ -350,6 +370,7 @@ static int eval_text(const eval_options *o, sift_context *ctx, sift_model *m, co
     sift_session *s = NULL, *sx = NULL;
     sift_session_config cfg = session_config(o, n, false);
     if (st == SIFT_OK) st = sift_session_create(m, &cfg, &s);
+    if (st == SIFT_OK) show_pools_once(s);
     if (st == SIFT_OK) st = sift_session_eval(s, ids, (size_t)o->prefix, NULL);
     run_result dense;
     if (st == SIFT_OK)
@@ -566,6 +587,7 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
         sift_session *s = NULL, *sx = NULL;
         sift_session_config cfg = session_config(o, smp[i].n, false);
         st = sift_session_create(m, &cfg, &s);
+        if (st == SIFT_OK) show_pools_once(s);
         if (st == SIFT_OK) st = sift_session_eval(s, smp[i].ids, (size_t)from, NULL);
         for (int pi = 0; pi < o->n_policies && st == SIFT_OK; pi++)
             for (int bi = 0; bi < budgets_of(o, pi) && st == SIFT_OK; bi++) {
@@ -678,6 +700,9 @@ static int eval_main(int argc, char **argv, eval_options *o)
         else if ((butler_opt = cli_parse_butler("sift eval", argc, argv, &i, &o->butler)) != 0) {
             if (butler_opt < 0) return 2;
             continue;
+        } else if ((butler_opt = cli_parse_offload("sift eval", argc, argv, &i, &o->offload)) != 0) {
+            if (butler_opt < 0) return 2;
+            continue;
         } else {
             fprintf(stderr, "sift eval: unknown option '%s' (see --help)\n", a);
             return 2;
@@ -701,6 +726,14 @@ static int eval_main(int argc, char **argv, eval_options *o)
         sift_context_destroy(ctx);
         return 1;
     }
+    sift_session_config offload_cfg = sift_session_config_default(); /* eval's cache: f16 */
+    if (cli_offload_apply("sift eval", &o->offload, m, &offload_cfg) != 0) {
+        sift_predictor_destroy(o->predictor);
+        sift_model_destroy(m);
+        sift_context_destroy(ctx);
+        return 2;
+    }
+    o->kv_device_tokens = offload_cfg.kv_device_tokens;
     bool has_butler = false;
     for (int pi = 0; pi < o->n_policies; pi++) has_butler |= o->policies[pi] == SIFT_POLICY_BUTLER;
     if (has_butler && !o->predictor) {

@@ -178,6 +178,79 @@ int cli_parse_butler(const char *who, int argc, char **argv, int *i, cli_butler 
     return 1;
 }
 
+int cli_parse_offload(const char *who, int argc, char **argv, int *i, cli_offload *o)
+{
+    const char *a = argv[*i], *val = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (!strcmp(a, "--kv-offload-v-only")) {
+        o->v_only = true;
+        return 1;
+    }
+    if (strcmp(a, "--kv-offload") != 0) return 0;
+    if (!val) {
+        fprintf(stderr, "%s: --kv-offload needs the device pool's size: tokens (65536) or bytes (512M, 24G)\n", who);
+        return -1;
+    }
+    char *end = NULL;
+    errno = 0;
+    const long long n = strtoll(val, &end, 10);
+    int shift = -1; /* -1: tokens; else bytes of 2^shift */
+    bool ok = !errno && end != val && n >= 1;
+    if (ok && *end) {
+        const char u = (char)(*end | 0x20);
+        shift = u == 'k' ? 10 : u == 'm' ? 20 : u == 'g' ? 30 : u == 't' ? 40 : -1;
+        end++;
+        ok = shift > 0 && (!*end || !strcmp(end, "B") || !strcmp(end, "iB")) && n <= (INT64_MAX >> shift);
+    }
+    if (!ok) {
+        fprintf(stderr, "%s: --kv-offload needs tokens (65536) or bytes with K, M, G or T (512M, 24G), not '%s'\n", who, val);
+        return -1;
+    }
+    o->size = val;
+    o->tokens = shift < 0 ? n : 0;
+    o->bytes = shift < 0 ? 0 : (int64_t)n << shift;
+    (*i)++;
+    return 1;
+}
+
+int cli_offload_apply(const char *who, const cli_offload *o, const sift_model *m, sift_session_config *cfg)
+{
+    if (!o->size) {
+        if (!o->v_only) return 0;
+        fprintf(stderr, "%s: --kv-offload-v-only needs --kv-offload SIZE\n", who);
+        return 1;
+    }
+    int64_t tokens = o->tokens;
+    if (o->bytes) {
+        sift_model_info info;
+        sift_model_get_info(m, &info);
+        const int64_t per_token = (int64_t)info.n_layers * (o->v_only ? 1 : 2) * info.n_kv_heads * info.head_dim *
+                                  (int64_t)sift_dtype_size(cfg->kv_type);
+        tokens = per_token > 0 ? o->bytes / per_token : 0;
+        if (tokens < 1) {
+            fprintf(stderr, "%s: --kv-offload %s holds no token of this model's K/V (%lld bytes a token)\n", who, o->size,
+                    (long long)per_token);
+            return 1;
+        }
+    }
+    cfg->kv_device_tokens = tokens;
+    cfg->kv_offload_v_only = o->v_only;
+    return 0;
+}
+
+void cli_print_kv_pools(FILE *f, const char *who, const sift_session *s)
+{
+    sift_kv_pool_info p;
+    if (sift_session_kv_pools(s, &p) != SIFT_OK || p.host_pages == 0) return;
+    const double dev = (double)p.device_bytes, host = (double)p.host_bytes;
+    const bool gb = dev >= 1e9 || host >= 1e9;
+    fprintf(f,
+            "%s: KV offload: device pool %.2f %s (%lld pages of %lld tokens, %lld in use), host pool %.2f %s (%lld pages, "
+            "%lld in use); %lld pages moved to the host\n",
+            who, dev / (gb ? 1e9 : 1e6), gb ? "GB" : "MB", (long long)p.device_pages, (long long)p.page_size,
+            (long long)p.device_used, host / (gb ? 1e9 : 1e6), gb ? "GB" : "MB", (long long)p.host_pages,
+            (long long)p.host_used, (long long)p.pages_moved);
+}
+
 int cli_load_predictor(const char *who, sift_model *m, const cli_butler *b, sift_predictor **out)
 {
     *out = NULL;
@@ -621,6 +694,7 @@ static void usage_run(FILE *f, const char *cmd)
             "                     context)\n"
             "  --kv f16|f32       KV cache type (default f16)\n"
             "  --page-size P      KV cache page in tokens, a power of two from 1 to 2^20 (default 256)\n"
+            CLI_OFFLOAD_HELP
             "  --chunk N          prefill tokens per step (default 512)\n"
             "  --temp T           temperature; 0 is greedy (default 0.8 for run, 0 for logits)\n"
             "  --top-k K          sample from the K most likely tokens (default 40; 0: off)\n"
@@ -788,6 +862,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
     sift_dtype kv = SIFT_F16;
     int64_t page_size = 256;
     float sel_cache = 0.9f;
+    cli_offload offload = {0};
     bool extrapolate = false, sparse_prefill = false, context_shift = false, warmup = true;
     int64_t keep = 0; /* --keep: prompt tokens a context shift keeps besides BOS; -1: all */
     cli_butler butler = {.interval = 1};
@@ -800,6 +875,9 @@ static int run_model(int argc, char **argv, bool logits_mode)
         const int butler_opt = cli_parse_butler(who, argc, argv, &i, &butler);
         if (butler_opt < 0) return 2;
         if (butler_opt > 0) continue;
+        const int offload_opt = cli_parse_offload(who, argc, argv, &i, &offload);
+        if (offload_opt < 0) return 2;
+        if (offload_opt > 0) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage_run(stdout, cmd);
             return 0;
@@ -955,6 +1033,11 @@ static int run_model(int argc, char **argv, bool logits_mode)
     cfg.kv_type = kv;
     cfg.policy = policy;
     cfg.chunk = chunk;
+    if (cli_offload_apply(who, &offload, model, &cfg) != 0) {
+        s = SIFT_E_INVALID;
+        reported = true;
+        goto done;
+    }
     cfg.page_size = page_size;
     cfg.sel_cache = sel_cache;
     cfg.extrapolate = extrapolate;
@@ -1027,6 +1110,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
                     cli_butler_keys(&butler) == SIFT_I8 ? "int8 with a scale per token" : "f16",
                     policy == SIFT_POLICY_BUTLER ? "" : " (loaded, but the policy is not butler)");
         }
+        cli_print_kv_pools(stderr, who, session);
     }
     double t0 = wall_s(), t_prefill = 0.0;
     size_t n_ids = n_prompt;
@@ -1103,6 +1187,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
                 n_prompt, t_prefill, t_prefill > 0 ? (double)n_prompt / t_prefill : 0.0, (long long)generated, t_decode,
                 t_decode > 0 ? (double)(generated > 0 ? generated - 1 : 0) / t_decode : 0.0,
                 (double)sift_session_kv_used_bytes(session) / 1e6);
+        cli_print_kv_pools(stderr, who, session);
 
         if (shifts)
             fprintf(stderr, "sift run: context shifted %lld times (kept the first %lld tokens, re-evaluated %lld; their time is "
@@ -1169,6 +1254,73 @@ static void print_profile(const sift_op_time *ops, int n, int64_t steps, double 
            "device time, summed", "", device_us, "untimed step, wall clock (median)", "", wall_us, wall_us - device_us);
 }
 
+/* bench-decode's modes, in the order they run. */
+static const char *const mode_names[4] = {"dense", "select", "cached", "butler"};
+
+/* --attn LIST: a bit per mode named (0 when a name is no mode). */
+static unsigned attn_modes(const char *list)
+{
+    unsigned bits = 0;
+    for (const char *p = list; *p;) {
+        const size_t len = strcspn(p, ",");
+        int mode = -1;
+        for (int m = 0; m < 4; m++)
+            if (strlen(mode_names[m]) == len && !strncmp(p, mode_names[m], len)) mode = m;
+        if (mode < 0) return 0;
+        bits |= 1u << mode;
+        p += len;
+        if (*p == ',') p++;
+    }
+    return bits;
+}
+
+/* Bytes per second of get_rows reading all of a table of 2^30 bytes (f16 rows of 4 KiB) in place
+ * from host memory (sift_tensor_create_host: across the host link, zero-copy) and from device
+ * memory, the median of 5 runs each: the host link's bandwidth as KV offload's kernels see it. */
+static sift_status link_bandwidth(sift_context *ctx, double *host_bps, double *device_bps)
+{
+    enum { E = 2048, ROWS = 1 << 18, PER_GRAPH = 1 << 16, GRAPHS = ROWS / PER_GRAPH, RUNS = 5 };
+    sift_tensor *tab[2] = {NULL, NULL}, *ids[GRAPHS] = {NULL}, *out = NULL;
+    sift_graph *g[2][GRAPHS] = {{NULL}};
+    const int64_t tshape[2] = {ROWS, E}, oshape[2] = {PER_GRAPH, E}, n_ids = PER_GRAPH;
+    int32_t *idv = malloc(PER_GRAPH * sizeof *idv);
+    uint16_t *row = calloc(E * 256, sizeof *row); /* 256 rows at a time, zeros (1.0 would do as well) */
+    sift_status s = idv && row ? SIFT_OK : SIFT_E_NOMEM;
+    if (s == SIFT_OK) s = sift_tensor_create_host(ctx, SIFT_F16, 2, tshape, &tab[0]);
+    if (s == SIFT_OK) s = sift_tensor_create(ctx, SIFT_F16, 2, tshape, &tab[1]);
+    if (s == SIFT_OK) s = sift_tensor_create(ctx, SIFT_F32, 2, oshape, &out);
+    for (int w = 0; w < 2 && s == SIFT_OK; w++) /* written once, so that both count as holding data */
+        for (int64_t r = 0; r < ROWS && s == SIFT_OK; r += 256)
+            s = sift_tensor_write(tab[w], (size_t)r * E * 2, row, sizeof(uint16_t) * E * 256);
+    for (int i = 0; i < GRAPHS && s == SIFT_OK; i++) {
+        for (int j = 0; j < PER_GRAPH; j++) idv[j] = i * PER_GRAPH + j;
+        s = sift_tensor_create(ctx, SIFT_I32, 1, &n_ids, &ids[i]);
+        if (s == SIFT_OK) s = sift_tensor_write(ids[i], 0, idv, PER_GRAPH * sizeof *idv);
+        for (int w = 0; w < 2 && s == SIFT_OK; w++) {
+            s = sift_graph_create(ctx, &g[w][i]);
+            if (s == SIFT_OK) s = sift_op_get_rows(g[w][i], tab[w], ids[i], out);
+        }
+    }
+    for (int w = 0; w < 2 && s == SIFT_OK; w++) {
+        double t[RUNS];
+        for (int r = -1; r < RUNS && s == SIFT_OK; r++) { /* run -1: the warm-up */
+            const double t0 = wall_s();
+            for (int i = 0; i < GRAPHS && s == SIFT_OK; i++) s = sift_graph_compute(g[w][i]);
+            if (r >= 0) t[r] = wall_s() - t0;
+        }
+        if (s == SIFT_OK) *(w ? device_bps : host_bps) = (double)ROWS * E * 2 / median(t, RUNS);
+    }
+    for (int w = 0; w < 2; w++)
+        for (int i = 0; i < GRAPHS; i++) sift_graph_destroy(g[w][i]);
+    for (int i = 0; i < GRAPHS; i++) sift_tensor_destroy(ids[i]);
+    sift_tensor_destroy(tab[0]);
+    sift_tensor_destroy(tab[1]);
+    sift_tensor_destroy(out);
+    free(idv);
+    free(row);
+    return s;
+}
+
 static int bench_decode(int argc, char **argv)
 {
     const char *model_path = NULL, *backend = NULL, *ctx_list = "8192,32768,131072";
@@ -1177,12 +1329,17 @@ static int bench_decode(int argc, char **argv)
     float sel_cache = -1.0f;
     bool json = false, profile = false;
     cli_butler butler = {.interval = 1};
+    cli_offload offload = {0};
+    const char *attn_list = NULL; /* --attn: the modes to run (NULL: all that apply) */
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = val != NULL, takes = true;
         const int butler_opt = cli_parse_butler("sift bench-decode", argc, argv, &i, &butler);
         if (butler_opt < 0) return 2;
         if (butler_opt > 0) continue;
+        const int offload_opt = cli_parse_offload("sift bench-decode", argc, argv, &i, &offload);
+        if (offload_opt < 0) return 2;
+        if (offload_opt > 0) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: sift bench-decode -m MODEL.gguf [options]\n"
                    "\n"
@@ -1213,10 +1370,20 @@ static int bench_decode(int argc, char **argv)
                    "                     (default -1: every step after the first reuses, the cache's best case\n"
                    "                     on random data; 'off' leaves the mode out)\n"
                    CLI_BUTLER_HELP
-                   "                     (with --predictor, a last mode times the butler policy)\n"
+                   "                     (with --predictor, a last mode times the butler policy)\n");
+            printf("  --attn LIST        the modes to time, of dense, select, cached, butler (default: all\n"
+                   "                     that apply)\n"
+                   CLI_OFFLOAD_HELP
+                   "                     (with --kv-offload every mode runs offloaded, each row of the table\n"
+                   "                     is followed by the pools' sizes, and the host link's bandwidth comes\n"
+                   "                     first: the device reading 1 GiB of host memory in place by get_rows,\n"
+                   "                     beside the same read of device memory)\n"
                    "  --json             one JSON object per context and mode, one a line: ctx, attn (dense,\n"
                    "                     select, cached, butler), batch, ms_per_step, tokens_per_s, ms_per_token\n"
-                   "                     (1000 / tokens_per_s), kv_gb, sel_cache_hit_rate; with --profile also\n"
+                   "                     (1000 / tokens_per_s), kv_gb, sel_cache_hit_rate, kv_device_bytes,\n"
+                   "                     kv_host_bytes, pages_moved (host figures 0 without offload; with\n"
+                   "                     --kv-offload a first line: host_link_gbps, device_read_gbps, kv_offload,\n"
+                   "                     v_only); with --profile also\n"
                    "                     profile_steps, profile_us_per_step and profile: [{op, nodes_per_step,\n"
                    "                     us_per_step, share, gbps}] (null where a figure does not exist)\n");
             return 0;
@@ -1232,6 +1399,7 @@ static int bench_decode(int argc, char **argv)
         else if (!strcmp(a, "--sink")) ok = cli_parse_i64(val, &sink);
         else if (!strcmp(a, "--window")) ok = cli_parse_i64(val, &window);
         else if (!strcmp(a, "--sel-cache")) ok = cli_parse_sel_cache(val, &sel_cache);
+        else if (!strcmp(a, "--attn")) ok = (attn_list = val) != NULL && attn_modes(val) != 0;
         else {
             fprintf(stderr, "sift bench-decode: unknown option '%s' (see --help)\n", a);
             return 2;
@@ -1287,14 +1455,39 @@ static int bench_decode(int argc, char **argv)
                model_path, sift_context_device_name(ctx), info.arch, info.n_layers, info.n_heads, info.n_kv_heads,
                info.head_dim, (double)info.weight_bytes / 1e9, (long long)sink, (long long)window, (long long)budget);
         if (batch > 1) printf("batch %lld (tokens/s = %lld / step time); ", (long long)batch, (long long)batch);
-        printf("median of %lld steps\n\n%10s %-7s %12s %10s %12s\n", (long long)steps, "context", "attn", "ms/step", "tokens/s",
-               "KV GB");
+        printf("median of %lld steps\n", (long long)steps);
     }
+    if (s == SIFT_OK && offload.size) { /* the host link beside the figures */
+        const bool host_is_device = sift_context_backend(ctx) == SIFT_BACKEND_CPU || sift_context_is_emulated(ctx);
+        double host_bps = NAN, device_bps = NAN;
+        if (!host_is_device) s = link_bandwidth(ctx, &host_bps, &device_bps);
+        if (s != SIFT_OK) {
+            fprintf(stderr, "sift bench-decode: measuring the host link: %s\n", sift_last_error());
+            reported = true;
+        } else if (json) {
+            printf("{\"host_link_gbps\": ");
+            cli_json_fixed(host_bps / 1e9, 2);
+            printf(", \"device_read_gbps\": ");
+            cli_json_fixed(device_bps / 1e9, 2);
+            printf(", \"kv_offload\": ");
+            cli_json_string(offload.size);
+            printf(", \"v_only\": %s}\n", offload.v_only ? "true" : "false");
+        } else if (host_is_device) {
+            printf("KV offload %s%s: host link not measured (this device's memory is the host's)\n", offload.size,
+                   offload.v_only ? " (V only)" : "");
+        } else {
+            printf("KV offload %s%s; host link: %.1f GB/s (get_rows reading 1 GiB of host memory in place; of device "
+                   "memory: %.1f GB/s)\n",
+                   offload.size, offload.v_only ? " (V only)" : "", host_bps / 1e9, device_bps / 1e9);
+        }
+    }
+    if (s == SIFT_OK && !json)
+        printf("\n%10s %-7s %12s %10s %12s\n", "context", "attn", "ms/step", "tokens/s", "KV GB");
     for (int c = 0; c < n_ctxs && s == SIFT_OK; c++) {
         const int64_t n_ctx = ctxs[c];
-        static const char *const mode_names[4] = {"dense", "select", "cached", "butler"};
         for (int mode = 0; mode < 4 && s == SIFT_OK; mode++) {
             if ((mode == 2 && sel_cache > 1.0f) || (mode == 3 && !predictor)) continue;
+            if (attn_list && !(attn_modes(attn_list) & (1u << mode))) continue;
             sift_session_config cfg = sift_session_config_default();
             /* room for the warm-ups, the timed and the profiled steps */
             cfg.n_ctx = n_ctx + steps + 4 + (profile ? PROFILE_STEPS : 0);
@@ -1309,6 +1502,11 @@ static int bench_decode(int argc, char **argv)
             cfg.budget = budget;
             cfg.sel_cache = mode == 2 ? sel_cache : SIFT_SEL_CACHE_OFF;
             sift_session *ss = NULL;
+            if (cli_offload_apply("sift bench-decode", &offload, model, &cfg) != 0) {
+                s = SIFT_E_INVALID;
+                reported = true;
+                break;
+            }
             s = sift_session_create(model, &cfg, &ss);
             for (int q = 0; q < n_seq && s == SIFT_OK; q++) {
                 s = sift_session_fill_synthetic_seq(ss, q, n_ctx, 7 + (uint64_t)q);
@@ -1339,6 +1537,8 @@ static int bench_decode(int argc, char **argv)
                 if (s == SIFT_OK) s = sift_session_profile(ss, prof, PROFILE_MAX_OPS, &n_prof, &prof_steps);
                 if (n_prof > PROFILE_MAX_OPS) n_prof = PROFILE_MAX_OPS;
             }
+            sift_kv_pool_info pools = {0};
+            if (s == SIFT_OK) s = sift_session_kv_pools(ss, &pools);
             if (s == SIFT_OK) {
                 const double kv_gb = (double)sift_session_kv_bytes(ss) / 1e9;
                 const double hit_rate = n_steps ? (double)hits / (double)n_steps : 0.0;
@@ -1356,12 +1556,21 @@ static int bench_decode(int argc, char **argv)
                     printf(", \"ms_per_token\": ");
                     cli_json_fixed(1e3 / tokens_per_s, 3);
                     printf(", \"kv_gb\": %.3f, \"sel_cache_hit_rate\": %.3f", kv_gb, hit_rate);
+                    printf(", \"kv_device_bytes\": %llu, \"kv_host_bytes\": %llu, \"pages_moved\": %lld",
+                           (unsigned long long)pools.device_bytes, (unsigned long long)pools.host_bytes,
+                           (long long)pools.pages_moved);
                     if (profile) print_profile(prof, n_prof, prof_steps, med * 1e3, true);
                     printf("}\n");
                 } else {
                     printf("%10lld %-7s %12.3f %10.2f %12.2f%s\n", (long long)n_ctx, mode_names[mode], med * 1e3, tokens_per_s,
                            kv_gb, mode == 2 ? (hit_rate == 1.0 ? "  (every step reused)" : hit_rate > 0 ? "  (some steps reused)" : "  (no step reused)")
                                   : mode == 3 ? "  (+ predictor keys)" : "");
+                    if (pools.host_pages > 0)
+                        printf("%10s %-7s KV offload: device pool %.2f GB (%lld pages of %lld tokens), host pool %.2f GB "
+                               "(%lld pages, %lld in use); %lld pages moved\n",
+                               "", "", (double)pools.device_bytes / 1e9, (long long)pools.device_pages,
+                               (long long)pools.page_size, (double)pools.host_bytes / 1e9, (long long)pools.host_pages,
+                               (long long)pools.host_used, (long long)pools.pages_moved);
                     if (profile) print_profile(prof, n_prof, prof_steps, med * 1e3, false);
                 }
                 fflush(stdout);

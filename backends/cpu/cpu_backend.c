@@ -152,13 +152,15 @@ static sift_status pool_start(cpu_backend *be, int n)
     return SIFT_OK;
 }
 
-/* The element offset of logical row `pos` of KV head `g` (paged or not), or -1 where the row is
- * absent: the one place that knows where a K/V row lives. */
-int64_t cpu_kv_offset(const sift_tensor *t, int64_t g, int64_t pos)
+/* The address of logical row `pos` of KV head `g` (paged or not), or NULL where the row is absent:
+ * the one place that knows where a K/V row lives. */
+void *cpu_kv_row_addr(const sift_tensor *t, int64_t g, int64_t pos)
 {
-    if (pos < 0 || pos >= t->shape[1]) return -1;
-    const int64_t row = sift_kv_phys_row(t, t->pages ? cpu_data(t->pages) : NULL, pos);
-    return row < 0 ? -1 : g * t->stride[0] + row * t->stride[1];
+    if (pos < 0 || pos >= t->shape[1]) return NULL;
+    int64_t row = sift_kv_phys_row(t, t->pages ? cpu_data(t->pages) : NULL, pos);
+    if (row < 0) return NULL;
+    const sift_tensor *pool = sift_kv_pool_row(t, &row);
+    return (char *)cpu_data(pool) + (size_t)(g * pool->stride[0] + row * pool->stride[1]) * sift_dtype_size(t->dtype);
 }
 
 /* Reads row `pos` of KV head `g` as f32; false (and zeros) where the row is absent. A row of an
@@ -166,20 +168,20 @@ int64_t cpu_kv_offset(const sift_tensor *t, int64_t g, int64_t pos)
 static bool kv_row(const sift_tensor *t, int64_t g, int64_t pos, float *dst)
 {
     const int64_t d = t->dtype == SIFT_I8 ? t->shape[2] - 4 : t->shape[2];
-    const int64_t off = cpu_kv_offset(t, g, pos);
-    if (off < 0) {
+    const void *src = cpu_kv_row_addr(t, g, pos);
+    if (!src) {
         memset(dst, 0, (size_t)d * sizeof(float));
         return false;
     }
     if (t->dtype == SIFT_I8) {
-        const int8_t *qv = (const int8_t *)cpu_data(t) + off;
+        const int8_t *qv = src;
         float m;
         memcpy(&m, qv + d, sizeof m);
         for (int64_t i = 0; i < d; i++) dst[i] = (float)qv[i] * (m / 127.0f);
     } else if (t->dtype == SIFT_F32) {
-        memcpy(dst, (const float *)cpu_data(t) + off, (size_t)d * sizeof(float));
+        memcpy(dst, src, (size_t)d * sizeof(float));
     } else {
-        const uint16_t *h = (const uint16_t *)cpu_data(t) + off;
+        const uint16_t *h = src;
         for (int64_t i = 0; i < d; i++) dst[i] = sift_half_to_float(h[i]);
     }
     return true;

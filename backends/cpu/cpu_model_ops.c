@@ -169,16 +169,16 @@ sift_status cpu_kv_write(cpu_backend *be, const sift_node *n)
     for (int64_t t = 0; t < rows; t++)
         for (int64_t h = 0; h < heads; h++) {
             const float *s = (const float *)cpu_data(src) + (t * heads + h) * d;
-            const int64_t off = cpu_kv_offset(cache, h, n->p.pos0 + t);
-            if (off < 0) continue; /* a row without a page is never written */
+            void *row = cpu_kv_row_addr(cache, h, n->p.pos0 + t);
+            if (!row) continue; /* a row without a page is never written */
             if (cache->dtype == SIFT_I8) {
-                cpu_quantize_row(s, d, (int8_t *)cpu_data(cache) + off);
+                cpu_quantize_row(s, d, row);
                 continue;
             }
             if (cache->dtype == SIFT_F32)
-                memcpy((float *)cpu_data(cache) + off, s, (size_t)d * sizeof(float));
+                memcpy(row, s, (size_t)d * sizeof(float));
             else
-                for (int64_t i = 0; i < d; i++) ((uint16_t *)cpu_data(cache))[off + i] = sift_float_to_half(s[i]);
+                for (int64_t i = 0; i < d; i++) ((uint16_t *)row)[i] = sift_float_to_half(s[i]);
         }
     return SIFT_OK;
 }

@@ -59,8 +59,9 @@ sift_status cpu_reserve(cpu_backend *be, size_t floats);
 /* Thread `thread`'s scratch buffer (cpu_reserve). */
 float *cpu_scratch(cpu_backend *be, int thread);
 
-/* The element offset of logical row pos of KV head g in t's storage (paged or not), -1 if absent. */
-int64_t cpu_kv_offset(const sift_tensor *t, int64_t g, int64_t pos);
+/* The address of logical row pos of KV head g of t (paged or not, in either pool of a paged view
+ * of two), NULL if absent. */
+void *cpu_kv_row_addr(const sift_tensor *t, int64_t g, int64_t pos);
 
 /* The positions an attention visits: entry i is list[i] for i < list_len, then
  * range_start + (i - list_len) (without a list: range_start + i, range_start 0). */

@@ -2,7 +2,9 @@
  * kernels in the .cu files of cuda/ (docs/kernels.md), reached through one table indexed by op
  * (cuda_ops: each op's plan and launch, sift_cuda.h).
  *
- * Tensors are plain cudaMalloc allocations, zeroed like the CPU backend's. A graph's launch
+ * Tensors are plain cudaMalloc allocations, zeroed like the CPU backend's; a tensor in host memory
+ * (sift_tensor_create_host: KV offload's host pools) is mapped pinned memory that the kernels
+ * read in place. A graph's launch
  * geometry and scratch (vote partials, radix histograms, attention partials) are planned once per
  * graph version and cached in g->backend_cache; untimed runs replay the node sequence as a CUDA
  * graph recorded on the second run (SIFT_CUDA_GRAPH=0 launches the kernels one by one instead), timed
@@ -135,6 +137,32 @@ static void cuda_destroy(void *p)
     free(b);
 }
 
+/* A tensor in host memory (sift_tensor_create_host): pinned, mapped into the device's address
+ * space, zeroed; the kernels read and write it in place. With unified addressing (every 64-bit
+ * platform CUDA supports) its device address is its host address, which impl holds. */
+static sift_status host_tensor_alloc(cuda_backend *b, sift_tensor *t)
+{
+    void *h = NULL, *d = NULL;
+    cudaError_t e = cudaHostAlloc(&h, t->nbytes, cudaHostAllocMapped | cudaHostAllocPortable);
+    if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        return sift_set_error(SIFT_E_DEVICE_NOMEM,
+                              "cuda: cannot allocate %zu bytes of pinned host memory for a %s tensor (cudaHostAlloc)",
+                              t->nbytes, sift_dtype_name(t->dtype));
+    }
+    if (e != cudaSuccess) return fail(e, "cudaHostAlloc");
+    e = cudaHostGetDevicePointer(&d, h, 0);
+    if (e != cudaSuccess || d != h) {
+        cudaFreeHost(h);
+        if (e != cudaSuccess) return fail(e, "cudaHostGetDevicePointer");
+        return sift_set_error(SIFT_E_UNSUPPORTED, "cuda: device %d maps host memory at another address (no unified addressing)",
+                              b->device);
+    }
+    memset(h, 0, t->nbytes);
+    t->impl = h;
+    return SIFT_OK;
+}
+
 static sift_status cuda_tensor_alloc(void *p, sift_tensor *t)
 {
     cuda_backend *b = p;
@@ -142,6 +170,7 @@ static sift_status cuda_tensor_alloc(void *p, sift_tensor *t)
     if (t->nbytes == 0) return SIFT_OK;
     sift_status s = set_device(b);
     if (s != SIFT_OK) return s;
+    if (t->host_memory) return host_tensor_alloc(b, t);
     void *d = NULL;
     cudaError_t e = cudaMalloc(&d, t->nbytes);
     if (e == cudaErrorMemoryAllocation) {
@@ -164,7 +193,10 @@ static sift_status cuda_tensor_alloc(void *p, sift_tensor *t)
 static void cuda_tensor_free(void *p, sift_tensor *t)
 {
     cuda_backend *b = p;
-    if (t->impl && cudaSetDevice(b->device) == cudaSuccess) cudaFree(t->impl);
+    if (t->impl && cudaSetDevice(b->device) == cudaSuccess) {
+        if (t->host_memory) cudaFreeHost(t->impl);
+        else cudaFree(t->impl);
+    }
     (void)cudaGetLastError();
     t->impl = NULL;
 }
@@ -174,6 +206,11 @@ static sift_status cuda_tensor_write(void *p, sift_tensor *t, size_t offset, con
     cuda_backend *b = p;
     sift_status s = set_device(b);
     if (s != SIFT_OK) return s;
+    if (t->host_memory) { /* pinned host memory: copied by the CPU once the device's work is done */
+        CU(cudaStreamSynchronize(b->stream));
+        memcpy((char *)t->impl + offset, src, bytes);
+        return SIFT_OK;
+    }
     CU(cudaMemcpyAsync((char *)t->impl + offset, src, bytes, cudaMemcpyHostToDevice, b->stream));
     CU(cudaStreamSynchronize(b->stream));
     return SIFT_OK;
@@ -184,6 +221,11 @@ static sift_status cuda_tensor_read(void *p, const sift_tensor *t, size_t offset
     cuda_backend *b = p;
     sift_status s = set_device(b);
     if (s != SIFT_OK) return s;
+    if (t->host_memory) {
+        CU(cudaStreamSynchronize(b->stream));
+        memcpy(dst, (const char *)t->impl + offset, bytes);
+        return SIFT_OK;
+    }
     CU(cudaMemcpyAsync(dst, (const char *)t->impl + offset, bytes, cudaMemcpyDeviceToHost, b->stream));
     CU(cudaStreamSynchronize(b->stream));
     return SIFT_OK;

@@ -542,6 +542,17 @@ sift_status sift_backend_vulkan_open(const sift_backend_open_args *args, void **
     if (be->mem_device == UINT32_MAX) be->mem_device = find_memory(&mp, 0, 0);
     be->mem_host = find_memory(&mp, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                                VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+    /* the offload pools: host-visible, coherent, in system memory (a heap that is not device-local)
+     * where the device has one; else (lavapipe, integrated GPUs: one heap) any host-visible type */
+    be->mem_offload = UINT32_MAX;
+    for (uint32_t i = 0; i < mp.memoryTypeCount && be->mem_offload == UINT32_MAX; i++) {
+        const VkMemoryPropertyFlags f = mp.memoryTypes[i].propertyFlags, want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                                                                 VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+        if ((f & want) == want && !(mp.memoryHeaps[mp.memoryTypes[i].heapIndex].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT))
+            be->mem_offload = i;
+    }
+    be->offload_separate = be->mem_offload != UINT32_MAX;
+    if (!be->offload_separate) be->mem_offload = be->mem_host;
     if (be->mem_device == UINT32_MAX || be->mem_host == UINT32_MAX) {
         s = sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s has no usable %s memory", pp->deviceName,
                            be->mem_device == UINT32_MAX ? "device" : "host-visible coherent");
@@ -615,7 +626,7 @@ sift_status sift_backend_vulkan_open(const sift_backend_open_args *args, void **
     }
     VkDeviceSize staging = (VkDeviceSize)16 << 20;
     if (staging > be->max_alloc / 4) staging = be->max_alloc / 4;
-    s = vk_buf_create(be, staging, true, &be->staging, "the staging buffer");
+    s = vk_buf_create(be, staging, VK_MEM_STAGING, &be->staging, "the staging buffer");
     if (s != SIFT_OK) goto fail;
     s = vk_pipelines_init(be);
     if (s != SIFT_OK) goto fail;

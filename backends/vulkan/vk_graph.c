@@ -469,7 +469,7 @@ static bool plan_score_max_stream(plan *pl, const sift_node *n, sift_status *st)
     spec[VK_SC_I8] = i8;
     uint32_t gx = min_u32(ps.tiles, be->max_groups[0]);
     if (be->tune.groups) gx = min_u32(gx, max_u32(1, be->tune.groups / hkv));
-    if ((*st = vk_tensor_ref(q, &ps.q)) != SIFT_OK || (*st = vk_kv_ref(k, &ps.k)) != SIFT_OK ||
+    if ((*st = vk_tensor_ref(q, &ps.q)) != SIFT_OK || (*st = vk_kv_ref(pl->be, k, &ps.k)) != SIFT_OK ||
         (*st = vk_tensor_ref(n->dst, &ps.s)) != SIFT_OK || (*st = skip_flag(n, &ps.skip)) != SIFT_OK)
         return true;
     if (i8 && (ps.k.t.meta & 3u) != 0) { /* rows are read as 32-bit words */
@@ -504,7 +504,7 @@ static sift_status plan_score(plan *pl, const sift_node *n)
                      .tiles = ceil_div(m, (uint64_t)c.ncl * c.rows),
                      .scale = n->p.scale};
     TRY(vk_tensor_ref(q, &ps.q));
-    TRY(vk_kv_ref(k, &ps.k));
+    TRY(vk_kv_ref(pl->be, k, &ps.k));
     TRY(vk_tensor_ref(n->dst, &ps.s));
     TRY(skip_flag(n, &ps.skip));
     uint32_t spec[VK_NSPEC];
@@ -548,8 +548,8 @@ static sift_status plan_attend(plan *pl, const sift_node *n)
 
     attend_params ap;
     memset(&ap, 0, sizeof ap);
-    TRY(vk_kv_ref(k, &ap.k));
-    TRY(vk_kv_ref(v, &ap.v));
+    TRY(vk_kv_ref(pl->be, k, &ap.k));
+    TRY(vk_kv_ref(pl->be, v, &ap.v));
     /* one lookup per row when v's rows lie where k's do (the same rows, pool layout and page table) */
     ap.same = ap.k.rows == ap.v.rows && ap.k.prow == ap.v.prow && ap.k.pshift == ap.v.pshift &&
               ap.k.npages == ap.v.npages && ap.k.pages.addr == ap.v.pages.addr && ap.k.pages.meta == ap.v.pages.meta;
@@ -832,7 +832,7 @@ static sift_status scratch_get(vkb *be, VkDeviceSize bytes, vk_buf *out)
     for (int i = 0; i < be->n_scratch_kept; i++)
         if (be->scratch_kept[i].size >= bytes && (best < 0 || be->scratch_kept[i].size < be->scratch_kept[best].size))
             best = i;
-    if (best < 0) return vk_buf_create(be, bytes + bytes / 8, false, out, "the scratch buffer of a graph");
+    if (best < 0) return vk_buf_create(be, bytes + bytes / 8, VK_MEM_DEVICE, out, "the scratch buffer of a graph");
     *out = be->scratch_kept[best];
     be->scratch_kept[best] = be->scratch_kept[--be->n_scratch_kept];
     return SIFT_OK;

@@ -69,6 +69,14 @@ typedef struct vk_buf {
     void *map;
 } vk_buf;
 
+/* The chunk table of a paged view of two pools (vk_kv_ref): the device pool's chunk addresses, then
+ * the host pool's, so that one TRef reaches both (common.glsl kv_row). Kept by the host pool. */
+typedef struct vk_joint_table {
+    vk_buf buf;
+    uint64_t *addrs; /* the entries, to recognise the device pool they were made for */
+    uint32_t n, first_host;
+} vk_joint_table;
+
 /* A tensor's storage: chunks of 2^shift bytes (the last one shorter). One chunk: shift = 0 and no
  * table; otherwise table holds the chunks' device addresses for the shaders (common.glsl). */
 typedef struct vk_tensor {
@@ -81,7 +89,10 @@ typedef struct vk_tensor {
     bool widened;              /* an f16 tensor stored as f32 (device without 16-bit storage) */
     bool unaligned;            /* a chunk address not 16-byte aligned (never seen; forces the slow loads) */
     uint32_t planar_k;          /* q8_0 / q4_0: the values per row, each row stored planar (vk_memory.c); else 0 */
+    bool host;                 /* chunks in host-visible memory (sift_tensor_create_host), mapped */
     sift_dtype dtype;          /* the owning tensor's element type */
+    vk_joint_table *joints;    /* a host pool's tables with the device pools it is viewed with */
+    int n_joints;
 } vk_tensor;
 
 /* What the shaders get for a tensor (common.glsl TRef). */
@@ -96,8 +107,9 @@ typedef struct vk_kvref {
     vk_tref pages;   /* the page table i32 [n_pages]; addr 0 when not paged */
     uint32_t rows;   /* logical rows per KV head */
     uint32_t prow;   /* physical rows per KV head */
-    uint32_t pshift; /* log2 of the page size */
-    uint32_t npages; /* pages of the pool: prow >> pshift */
+    uint32_t pshift; /* bits 0..7: log2 of the page size; bits 8..31: with two pools, the chunk of
+                      * t's table where the host pool's begin (0: one pool) */
+    uint32_t npages; /* pages of the pool (of both pools: the host pool's rows follow prow) */
 } vk_kvref;
 
 /* Kernel shape choices; 0 = automatic. Set from SIFT_VULKAN_TUNE="key=value,..." (vk_device.c). */
@@ -122,6 +134,10 @@ typedef struct vkb {
 
     VkPhysicalDeviceMemoryProperties memprops;
     uint32_t mem_device, mem_host;  /* memory type indices */
+    /* host memory the shaders read in place (sift_tensor_create_host): host-visible and coherent,
+     * in a heap that is not device-local where there is one (offload_separate) */
+    uint32_t mem_offload;
+    bool offload_separate;
     VkDeviceSize heap_bytes;        /* the device-local heap */
     VkDeviceSize max_alloc;         /* one allocation (maxMemoryAllocationSize) */
     unsigned chunk_shift;           /* tensors split into chunks of 2^chunk_shift bytes */
@@ -155,7 +171,10 @@ typedef struct vkb {
 sift_status vk_fail(VkResult r, const char *call);
 const char *vk_result_name(VkResult r);
 
-sift_status vk_buf_create(vkb *be, VkDeviceSize size, bool host, vk_buf *b, const char *what);
+/* What a buffer is for: device storage (shaders, transfers), the staging buffer (host-visible,
+ * transfers only), or storage in host memory that the shaders read (host-visible, mapped). */
+typedef enum { VK_MEM_DEVICE, VK_MEM_STAGING, VK_MEM_OFFLOAD } vk_mem_kind;
+sift_status vk_buf_create(vkb *be, VkDeviceSize size, vk_mem_kind kind, vk_buf *b, const char *what);
 void vk_buf_destroy(vkb *be, vk_buf *b);
 
 /* Starts be->xfer_cb; vk_submit_wait ends, submits and waits for it. */
@@ -176,7 +195,7 @@ sift_status vk_tensor_read(void *be, const sift_tensor *t, size_t offset, void *
 sift_status vk_tensor_ref(const sift_tensor *t, vk_tref *out);
 /* The shader view of a K/V tensor [Hkv][rows][D] (a paged view included): the one host-side place
  * that passes paging (page table address, page shift, pool rows) to the kernels. */
-sift_status vk_kv_ref(const sift_tensor *t, vk_kvref *out);
+sift_status vk_kv_ref(vkb *be, const sift_tensor *t, vk_kvref *out);
 /* The device address of byte `byte` of t (from its first element), resolved through its chunks: for
  * a scalar the kernels read directly (a predicate flag). The 4 bytes there lie in one chunk. */
 sift_status vk_tensor_addr(const sift_tensor *t, uint64_t byte, uint64_t *out);

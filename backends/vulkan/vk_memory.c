@@ -22,9 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t memory_type(const vkb *be, uint32_t bits, bool host)
+static uint32_t memory_type(const vkb *be, uint32_t bits, vk_mem_kind kind)
 {
-    const uint32_t pref = host ? be->mem_host : be->mem_device;
+    const uint32_t pref = kind == VK_MEM_STAGING ? be->mem_host : kind == VK_MEM_OFFLOAD ? be->mem_offload : be->mem_device;
     if (bits & (1u << pref)) return pref;
     const VkMemoryPropertyFlags want = be->memprops.memoryTypes[pref].propertyFlags;
     for (uint32_t i = 0; i < be->memprops.memoryTypeCount; i++)
@@ -32,8 +32,11 @@ static uint32_t memory_type(const vkb *be, uint32_t bits, bool host)
     return UINT32_MAX;
 }
 
-sift_status vk_buf_create(vkb *be, VkDeviceSize size, bool host, vk_buf *b, const char *what)
+sift_status vk_buf_create(vkb *be, VkDeviceSize size, vk_mem_kind kind, vk_buf *b, const char *what)
 {
+    const bool host = kind == VK_MEM_STAGING;       /* transfers only, no device address */
+    const bool mapped = kind != VK_MEM_DEVICE;      /* host-visible: mapped */
+    const bool counted = kind == VK_MEM_DEVICE || (kind == VK_MEM_OFFLOAD && !be->offload_separate); /* device heap */
     memset(b, 0, sizeof *b);
     if (size < 16) size = 16;
     size = (size + 15) & ~(VkDeviceSize)15;
@@ -62,13 +65,13 @@ sift_status vk_buf_create(vkb *be, VkDeviceSize size, bool host, vk_buf *b, cons
     }
     VkMemoryRequirements req;
     be->vk.vkGetBufferMemoryRequirements(be->dev, b->buf, &req);
-    const uint32_t type = memory_type(be, req.memoryTypeBits, host);
+    const uint32_t type = memory_type(be, req.memoryTypeBits, kind);
     if (type == UINT32_MAX) {
         be->vk.vkDestroyBuffer(be->dev, b->buf, NULL);
         b->buf = VK_NULL_HANDLE;
         return sift_set_error(SIFT_E_BACKEND, "vulkan: no memory type fits %s", what);
     }
-    if (!host && req.size > be->heap_bytes - be->used_bytes) {
+    if (counted && req.size > be->heap_bytes - be->used_bytes) {
         be->vk.vkDestroyBuffer(be->dev, b->buf, NULL);
         b->buf = VK_NULL_HANDLE;
         return sift_set_error(SIFT_E_DEVICE_NOMEM,
@@ -88,6 +91,13 @@ sift_status vk_buf_create(vkb *be, VkDeviceSize size, bool host, vk_buf *b, cons
         be->vk.vkDestroyBuffer(be->dev, b->buf, NULL);
         b->buf = VK_NULL_HANDLE;
         b->mem = VK_NULL_HANDLE;
+        if (kind == VK_MEM_OFFLOAD && (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY))
+            return sift_set_error(SIFT_E_DEVICE_NOMEM,
+                                  "vulkan: cannot allocate %llu bytes of host memory the device reads for %s (memory type "
+                                  "%u, heap of %llu bytes): vkAllocateMemory returned %s",
+                                  (unsigned long long)req.size, what, type,
+                                  (unsigned long long)be->memprops.memoryHeaps[be->memprops.memoryTypes[type].heapIndex].size,
+                                  vk_result_name(r));
         if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
             return sift_set_error(SIFT_E_DEVICE_NOMEM,
                                   "vulkan: cannot allocate %llu bytes for %s (device heap %llu bytes, one allocation at "
@@ -97,20 +107,21 @@ sift_status vk_buf_create(vkb *be, VkDeviceSize size, bool host, vk_buf *b, cons
         return vk_fail(r, "vkAllocateMemory");
     }
     be->n_allocs++;
-    if (!host) be->used_bytes += req.size;
-    b->mem_bytes = host ? 0 : req.size;
+    if (counted) be->used_bytes += req.size;
+    b->mem_bytes = counted ? req.size : 0;
     r = be->vk.vkBindBufferMemory(be->dev, b->buf, b->mem, 0);
     if (r != VK_SUCCESS) {
         vk_buf_destroy(be, b);
         return vk_fail(r, "vkBindBufferMemory");
     }
-    if (host) {
+    if (mapped) {
         r = be->vk.vkMapMemory(be->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map);
         if (r != VK_SUCCESS) {
             vk_buf_destroy(be, b);
             return vk_fail(r, "vkMapMemory");
         }
-    } else {
+    }
+    if (!host) {
         VkBufferDeviceAddressInfo di = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, .buffer = b->buf};
         b->addr = be->vk.vkGetBufferDeviceAddress(be->dev, &di);
     }
@@ -193,6 +204,11 @@ static void tensor_release(vkb *be, vk_tensor *vt)
     if (!vt) return;
     for (int i = 0; i < vt->n_chunks; i++) vk_buf_destroy(be, &vt->chunks[i]);
     vk_buf_destroy(be, &vt->table);
+    for (int i = 0; i < vt->n_joints; i++) {
+        vk_buf_destroy(be, &vt->joints[i].buf);
+        free(vt->joints[i].addrs);
+    }
+    free(vt->joints);
     free(vt->chunks);
     free(vt);
 }
@@ -205,10 +221,11 @@ sift_status vk_tensor_alloc(void *p, sift_tensor *t)
     vt->dtype = t->dtype;
     vt->widened = t->dtype == SIFT_F16 && !be->f16_storage;
     if ((t->dtype == SIFT_Q8_0 || t->dtype == SIFT_Q4_0) && t->ndim > 0) vt->planar_k = (uint32_t)t->shape[t->ndim - 1];
+    vt->host = t->host_memory;
     const VkDeviceSize bytes = (VkDeviceSize)t->nbytes * (vt->widened ? 2u : 1u);
-    vt->dev_bytes = bytes;
+    vt->dev_bytes = vt->host ? 0 : bytes;
     const char *nm = t->name[0] ? t->name : "(unnamed)";
-    if (bytes > be->heap_bytes) {
+    if (!vt->host && bytes > be->heap_bytes) {
         free(vt);
         return sift_set_error(SIFT_E_LIMIT, "vulkan: tensor '%s' needs %llu bytes; the device heap has %llu", nm,
                               (unsigned long long)bytes, (unsigned long long)be->heap_bytes);
@@ -234,7 +251,7 @@ sift_status vk_tensor_alloc(void *p, sift_tensor *t)
         else
             snprintf(what, sizeof what, "chunk %llu of %llu of tensor '%s' (%llu bytes in all)", (unsigned long long)i + 1,
                      (unsigned long long)n, nm, (unsigned long long)bytes);
-        s = vk_buf_create(be, size, false, &vt->chunks[i], what);
+        s = vk_buf_create(be, size, vt->host ? VK_MEM_OFFLOAD : VK_MEM_DEVICE, &vt->chunks[i], what);
         if (s == SIFT_OK) {
             vt->n_chunks = (int)i + 1;
             if (vt->chunks[i].addr % 16 != 0) vt->unaligned = true;
@@ -242,7 +259,7 @@ sift_status vk_tensor_alloc(void *p, sift_tensor *t)
     }
     if (s == SIFT_OK && n > 1) {
         snprintf(what, sizeof what, "the chunk table of tensor '%s'", nm);
-        s = vk_buf_create(be, n * 8, false, &vt->table, what);
+        s = vk_buf_create(be, n * 8, VK_MEM_DEVICE, &vt->table, what);
     }
     if (s != SIFT_OK) {
         tensor_release(be, vt);
@@ -308,8 +325,29 @@ static sift_status xfer(vkb *be, const vk_tensor *vt, VkDeviceSize off, VkDevice
     return vk_submit_wait(be, cb);
 }
 
+/* A tensor in host memory: copies bytes between dst/src and its mapped chunks at byte off, split at
+ * chunk boundaries (no device work: the caller's computes have finished). */
+static void host_copy(const vk_tensor *vt, VkDeviceSize off, unsigned char *dst, const unsigned char *src, VkDeviceSize bytes)
+{
+    for (VkDeviceSize done = 0; done < bytes;) {
+        const VkDeviceSize o = off + done;
+        const VkDeviceSize c = vt->shift ? o >> vt->shift : 0;
+        const VkDeviceSize in = vt->shift ? o & (vt->chunk_bytes - 1) : o;
+        VkDeviceSize n = bytes - done;
+        if (n > vt->chunks[c].size - in) n = vt->chunks[c].size - in;
+        unsigned char *map = (unsigned char *)vt->chunks[c].map + in;
+        if (dst) memcpy(dst + done, map, (size_t)n);
+        else memcpy(map, src + done, (size_t)n);
+        done += n;
+    }
+}
+
 static sift_status write_raw(vkb *be, const vk_tensor *vt, VkDeviceSize off, const unsigned char *src, VkDeviceSize bytes)
 {
+    if (vt->host) {
+        host_copy(vt, off, NULL, src, bytes);
+        return SIFT_OK;
+    }
     for (VkDeviceSize done = 0; done < bytes;) {
         VkDeviceSize n = bytes - done < be->staging.size ? bytes - done : be->staging.size;
         memcpy(be->staging.map, src + done, (size_t)n);
@@ -322,6 +360,10 @@ static sift_status write_raw(vkb *be, const vk_tensor *vt, VkDeviceSize off, con
 
 static sift_status read_raw(vkb *be, const vk_tensor *vt, VkDeviceSize off, unsigned char *dst, VkDeviceSize bytes)
 {
+    if (vt->host) {
+        host_copy(vt, off, dst, NULL, bytes);
+        return SIFT_OK;
+    }
     for (VkDeviceSize done = 0; done < bytes;) {
         VkDeviceSize n = bytes - done < be->staging.size ? bytes - done : be->staging.size;
         sift_status s = xfer(be, vt, off + done, n, false);
@@ -475,13 +517,64 @@ sift_status vk_tensor_ref(const sift_tensor *t, vk_tref *out)
     return SIFT_OK;
 }
 
-sift_status vk_kv_ref(const sift_tensor *t, vk_kvref *out)
+/* The chunk table that reaches the device pool `dev` and then the host pool `host` (their chunks of
+ * 2^chunk_shift bytes, or one chunk of at most that), made on first use and kept by the host pool
+ * for as long as it lives (recorded graphs hold its address). A pool's chunks are fixed, so a table
+ * whose device entries match is the one. */
+static sift_status joint_table(vkb *be, const vk_tensor *dev, vk_tensor *host, const vk_joint_table **out)
+{
+    const uint32_t n = (uint32_t)(dev->n_chunks + host->n_chunks);
+    for (int i = 0; i < host->n_joints; i++) {
+        const vk_joint_table *j = &host->joints[i];
+        bool same = j->first_host == (uint32_t)dev->n_chunks;
+        for (int c = 0; same && c < dev->n_chunks; c++) same = j->addrs[c] == dev->chunks[c].addr;
+        if (same) {
+            *out = j;
+            return SIFT_OK;
+        }
+    }
+    if ((VkDeviceSize)n * 8 > be->staging.size)
+        return sift_set_error(SIFT_E_LIMIT, "vulkan: a paged view of two pools needs %u chunks", n);
+    vk_joint_table *grown = realloc(host->joints, (size_t)(host->n_joints + 1) * sizeof *grown);
+    if (!grown) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
+    host->joints = grown;
+    vk_joint_table *j = &host->joints[host->n_joints];
+    memset(j, 0, sizeof *j);
+    j->addrs = malloc((size_t)n * sizeof *j->addrs);
+    if (!j->addrs) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
+    for (int c = 0; c < dev->n_chunks; c++) j->addrs[c] = dev->chunks[c].addr;
+    for (int c = 0; c < host->n_chunks; c++) j->addrs[dev->n_chunks + c] = host->chunks[c].addr;
+    j->n = n;
+    j->first_host = (uint32_t)dev->n_chunks;
+    sift_status s = vk_buf_create(be, (VkDeviceSize)n * 8, VK_MEM_DEVICE, &j->buf, "the chunk table of two KV pools");
+    VkCommandBuffer cb = be->xfer_cb;
+    if (s == SIFT_OK) s = vk_begin(be, cb);
+    if (s == SIFT_OK) {
+        memcpy(be->staging.map, j->addrs, (size_t)n * 8);
+        VkBufferCopy reg = {.srcOffset = 0, .dstOffset = 0, .size = (VkDeviceSize)n * 8};
+        vk_barrier(be, cb);
+        be->vk.vkCmdCopyBuffer(cb, be->staging.buf, j->buf.buf, 1, &reg);
+        vk_barrier(be, cb);
+        s = vk_submit_wait(be, cb);
+    }
+    if (s != SIFT_OK) {
+        vk_buf_destroy(be, &j->buf);
+        free(j->addrs);
+        return s;
+    }
+    host->n_joints++;
+    *out = j;
+    return SIFT_OK;
+}
+
+sift_status vk_kv_ref(vkb *be, const sift_tensor *t, vk_kvref *out)
 {
     memset(out, 0, sizeof *out);
     sift_status s = vk_tensor_ref(t, &out->t);
     if (s != SIFT_OK) return s;
     const int64_t prow = t->stride[1] > 0 ? t->stride[0] / t->stride[1] : 0;
-    if (t->shape[1] > UINT32_MAX || prow > UINT32_MAX)
+    const int64_t hrows = t->host_pool ? t->host_pool->shape[1] : 0;
+    if (t->shape[1] > UINT32_MAX || prow + hrows > UINT32_MAX)
         return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: K/V tensor '%s' has more than 2^32 rows per KV head", t->name);
     out->rows = (uint32_t)t->shape[1];
     out->prow = (uint32_t)prow;
@@ -489,7 +582,23 @@ sift_status vk_kv_ref(const sift_tensor *t, vk_kvref *out)
         s = vk_tensor_ref(t->pages, &out->pages);
         if (s != SIFT_OK) return s;
         while (((int64_t)1 << out->pshift) < t->page_size) out->pshift++;
-        out->npages = (uint32_t)(prow >> out->pshift);
+        out->npages = (uint32_t)((prow + hrows) >> out->pshift);
+    }
+    if (t->host_pool) { /* two pools: one table over both (common.glsl kv_row) */
+        vk_tensor *host = t->host_pool->impl;
+        const vk_tensor *dev = t->impl;
+        if (!host) return sift_set_error(SIFT_E_INVALID, "vulkan: tensor '%s' has no storage", t->host_pool->name);
+        if (host->widened != dev->widened)
+            return sift_set_error(SIFT_E_INVALID, "vulkan: the two pools of '%s' are stored alike", t->name);
+        const vk_joint_table *j = NULL;
+        s = joint_table(be, dev, host, &j);
+        if (s != SIFT_OK) return s;
+        if (j->first_host >= (1u << 24))
+            return sift_set_error(SIFT_E_LIMIT, "vulkan: the device pool of '%s' has %u chunks (at most 2^24)", t->name,
+                                  j->first_host);
+        out->t.addr = j->buf.addr;
+        out->t.meta = (uint64_t)be->chunk_shift << 56; /* pools are not views: offset 0 */
+        out->pshift |= j->first_host << 8;
     }
     return SIFT_OK;
 }
@@ -512,7 +621,8 @@ bool vk_rows_aligned(const sift_tensor *t)
     /* rows are whole 16-byte vectors; each vector is resolved through the chunk table on its own
      * and never straddles a chunk (2^shift >= 4096) once the storage offset is 16-byte aligned */
     const vk_tensor *vt = t->impl;
-    return !vt->unaligned && storage_offset(t) % 16 == 0;
+    const vk_tensor *host = t->host_pool ? t->host_pool->impl : NULL;
+    return !vt->unaligned && (!host || !host->unaligned) && storage_offset(t) % 16 == 0;
 }
 
 bool vk_tensor_is_f16(const sift_tensor *t)

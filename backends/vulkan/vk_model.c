@@ -276,7 +276,7 @@ sift_status vk_plan_kv_write(plan *pl, const sift_node *n)
     if (count == 0) return SIFT_OK;
     push_kv_write p = {.h = (uint32_t)src->shape[1], .d = (uint32_t)src->shape[2], .pos0 = (uint32_t)n->p.pos0};
     TRY(vk_tensor_ref(src, &p.src));
-    TRY(vk_kv_ref(cache, &p.cache)); /* paged or not: shaders/common.glsl kv_row */
+    TRY(vk_kv_ref(vk_plan_backend(pl), cache, &p.cache)); /* paged or not: shaders/common.glsl kv_row */
     uint32_t spec[VK_NSPEC] = {0};
     uint32_t mode = cache->dtype == SIFT_I8 ? 3u : cache->dtype == SIFT_F32 ? 0u : vk_tensor_is_f16(cache) ? 1u : 2u;
     if (mode == 3) {

@@ -421,6 +421,25 @@ cudaError_t cudaFree(void *p)
     free(p);
     return cudaSuccess;
 }
+// Mapped pinned host memory: ordinary memory here, as readable to the kernels as cudaMalloc's, at
+// the same address on both sides (unified addressing).
+cudaError_t cudaHostAlloc(void **p, size_t size, unsigned int flags)
+{
+    (void)flags;
+    *p = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
+    if (!*p) return cudaErrorMemoryAllocation;
+    memset(*p, 0xff, size);
+    allocs[*p] = Alloc{size};
+    return cudaSuccess;
+}
+cudaError_t cudaHostGetDevicePointer(void **d, void *h, unsigned int flags)
+{
+    (void)flags;
+    if (!allocs.count(h)) return cudaErrorInvalidValue;
+    *d = h;
+    return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
 {
     *total = (size_t)env_int("SIFT_EMU_MEM_MB", 8192) * 1048576;

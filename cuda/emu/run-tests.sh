@@ -5,7 +5,7 @@
 # races between pipeline stages and warp-collective misuse where no GPU is at hand; speed means
 # nothing here.
 #
-#   cuda/emu/run-tests.sh [ops|model|cache|badinput|models|session|all]     (default: all)
+#   cuda/emu/run-tests.sh [ops|model|cache|badinput|models|session|offload|all]     (default: all)
 #
 # ops, model, cache: the conformance registry's suites (tests/cases_*.c, built into one
 # sift-conformance as tests/meson.build builds it) run with --backend cuda, the emulator under test
@@ -14,7 +14,8 @@
 # backends layer by layer (tests/model_backends.c on ../shared's stories260K and small generated
 # ones; slow, not part of all); session: tests/session_test.c (paged pool, sequences, rewind,
 # Selection Cache, sparse prefill, extrapolation, policies) on stories260K and a generated GQA
-# model (slow, not part of all).
+# model (slow, not part of all); offload: tests/offload_test.c (KV offload equals resident, bit
+# for bit) on stories260K and a generated D = 128 model (not part of all).
 #
 # Environment: SIFT_CONFORMANCE_MAX_N (default 255 here), SIFT_CONFORMANCE_MAX_ROWS (largest paged
 # cache, default 7000 here: 70000 rows take hours), SIFT_EMU_SEED (thread order),
@@ -46,7 +47,8 @@ for f in conformance cases_ops cases_model cases_cache cases_perf cases_attn tes
 done
 g++ -o "$out/sift-conformance" "${conf[@]}" "$out/libsift-emu.a" -lm
 for t in "$root/tests/badinput.c" "$root/cuda/emu/extra_cache.c" "$root/cuda/emu/extra_model.c" \
-         "$root/tests/model_backends.c" "$root/tests/model_test.c" "$root/tests/session_test.c" "$root/tools/gen_model.c"; do
+         "$root/tests/model_backends.c" "$root/tests/model_test.c" "$root/tests/session_test.c" "$root/tests/offload_test.c" \
+         "$root/tools/gen_model.c"; do
   n=$(basename "${t%.c}")
   extra=()
   case $n in session_test) extra=("$out/obj/conf-testutil.o") ;; esac
@@ -84,5 +86,11 @@ if [ "$what" = session ]; then
   "$out/gen_model" -o "$out/gqa-q8_0.gguf" --preset gqa --type q8_0 > /dev/null
   "$out/session_test" "$root/../shared/models/stories260K.gguf" "$out/gqa-q8_0.gguf" > "$out/session_test.txt" 2>&1 || rc=1
   grep -E "cuda.*FAIL|FAIL|summary|skipped" "$out/session_test.txt" | head -40
+fi
+if [ "$what" = offload ]; then
+  "$out/gen_model" -o "$out/d128-f16.gguf" --preset d128 --type f16 > /dev/null
+  SIFT_TEST_BACKENDS=cuda "$out/offload_test" "$root/../shared/models/stories260K.gguf" "$out/d128-f16.gguf" \
+    > "$out/offload_test.txt" 2>&1 || rc=1
+  grep -E "FAIL|summary|skipped" "$out/offload_test.txt" | head -40
 fi
 exit $rc

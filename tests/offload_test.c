@@ -1,0 +1,270 @@
+/* KV offload (sift_session_config.kv_device_tokens), on every available backend, for each model
+ * given: a session whose device pool holds 3 pages of 16 tokens, so that most pages live in host
+ * memory and pages move there while the prompt is read and while decoding, gives exactly the
+ * tokens and logits (bit for bit) of the same session with every page on the device:
+ *   - dense, TokenSelect, TokenSelect with only V offloaded, TokenButler (a random predictor) and
+ *     H2O (a host policy: its mirrors are read from both pools): a prompt of 90 tokens in chunks
+ *     of 64, then 8 greedy decode steps (each step's token is the last step's argmax);
+ *   - a rewind into host pages, then the same tokens again;
+ *   - synthetic contexts (sift_session_fill_synthetic, what bench-decode fills) and decode steps;
+ * and each offloaded run really used the host pool: host pages in use and pages moved > 0. Also: a
+ * tensor in host memory reads back what was written, and get_rows reads it as device memory. Every
+ * scenario runs on the first model; the others (other head sizes, so other kernels) run the
+ * policies over a prompt.
+ * Usage: sift-offload-test MODEL.gguf... (a missing model file is skipped with a message). */
+#include "sift.h"
+#include "sift_testing.h" /* sift_session_fill_synthetic */
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_filter.h"
+
+static int n_checks, n_failures;
+
+static void check(bool ok, const char *model, const char *backend, const char *what, double value)
+{
+    n_checks++;
+    if (!ok) n_failures++;
+    printf("%-18s %-7s %-72s %10.4g  %s\n", model, backend, what, value, ok ? "ok" : "FAIL");
+}
+
+enum { PROMPT = 90, STEPS = 8, DEVICE_TOKENS = 48 };
+
+typedef struct {
+    sift_model *m;
+    sift_model_info info;
+    const char *name, *bname;
+    sift_predictor *pred;
+    int32_t prompt[PROMPT];
+} model_run;
+
+/* What a run produced: every decode step's token and the logits of every step. */
+typedef struct {
+    int32_t toks[STEPS + 1];
+    float *logits; /* [STEPS + 1][n_vocab] */
+    sift_kv_pool_info pools;
+} outcome;
+
+typedef enum { SCEN_PROMPT, SCEN_REWIND, SCEN_SYNTHETIC } scenario;
+
+static int32_t argmax(const float *x, int n)
+{
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+static sift_session_config config(const model_run *t, sift_policy policy, int offload, bool v_only)
+{
+    sift_session_config c = sift_session_config_default();
+    c.n_ctx = 256;
+    c.chunk = 64;
+    c.page_size = 16;
+    c.sink = 4, c.window = 16, c.budget = 24;
+    c.sel_cache = SIFT_SEL_CACHE_OFF;
+    c.policy = policy;
+    if (policy == SIFT_POLICY_BUTLER) c.predictor = t->pred;
+    if (offload) c.kv_device_tokens = DEVICE_TOKENS;
+    c.kv_offload_v_only = offload && v_only;
+    return c;
+}
+
+/* One run: the scenario's context, then STEPS greedy decode steps. */
+static sift_status run(const model_run *t, const sift_session_config *cfg, scenario sc, outcome *o)
+{
+    const size_t nv = (size_t)t->info.n_vocab;
+    sift_session *s = NULL;
+    sift_status st = sift_session_create(t->m, cfg, &s);
+    float *lg = o->logits;
+    if (sc == SCEN_SYNTHETIC) {
+        if (st == SIFT_OK) st = sift_session_fill_synthetic(s, 120, 5);
+        if (st == SIFT_OK) st = sift_session_eval(s, t->prompt, 1, lg);
+    } else {
+        if (st == SIFT_OK) st = sift_session_eval(s, t->prompt, PROMPT, lg);
+        if (sc == SCEN_REWIND) { /* back into pages that moved to the host, and the tail again */
+            if (st == SIFT_OK) st = sift_session_rewind(s, 0, 37);
+            if (st == SIFT_OK) st = sift_session_eval(s, t->prompt + 37, PROMPT - 37, lg);
+        }
+    }
+    o->toks[0] = argmax(lg, (int)nv);
+    for (int i = 1; i <= STEPS && st == SIFT_OK; i++) {
+        float *out = lg + (size_t)i * nv;
+        st = sift_session_eval(s, &o->toks[i - 1], 1, out);
+        o->toks[i] = argmax(out, (int)nv);
+    }
+    if (st == SIFT_OK) st = sift_session_kv_pools(s, &o->pools);
+    sift_session_destroy(s);
+    return st;
+}
+
+/* The offloaded run of a policy against the resident one. */
+static void compare(const model_run *t, sift_policy policy, bool v_only, scenario sc, const char *label)
+{
+    const size_t nv = (size_t)t->info.n_vocab;
+    outcome a = {.logits = calloc((STEPS + 1) * nv, sizeof(float))}, b = {.logits = calloc((STEPS + 1) * nv, sizeof(float))};
+    char what[160];
+    if (!a.logits || !b.logits) {
+        check(false, t->name, t->bname, "out of memory", 0);
+        goto out;
+    }
+    const sift_session_config resident = config(t, policy, 0, false), off = config(t, policy, 1, v_only);
+    sift_status st = run(t, &resident, sc, &a);
+    if (st == SIFT_OK) st = run(t, &off, sc, &b);
+    if (st != SIFT_OK) {
+        snprintf(what, sizeof what, "%s: %s", label, sift_last_error());
+        check(false, t->name, t->bname, what, (double)st);
+        goto out;
+    }
+    int first_diff = -1;
+    for (int i = 0; i <= STEPS && first_diff < 0; i++)
+        if (a.toks[i] != b.toks[i] || memcmp(a.logits + i * nv, b.logits + i * nv, nv * sizeof(float)) != 0) first_diff = i;
+    snprintf(what, sizeof what, "%s: tokens and logits equal resident (first step differing)", label);
+    check(first_diff < 0, t->name, t->bname, what, first_diff);
+    snprintf(what, sizeof what, "%s: host pages in use, of %lld", label, (long long)b.pools.host_pages);
+    check(b.pools.host_used > 0 && b.pools.host_bytes > 0 && a.pools.host_bytes == 0 && a.pools.host_used == 0, t->name,
+          t->bname, what, (double)b.pools.host_used);
+    snprintf(what, sizeof what, "%s: pages moved device -> host", label);
+    check(b.pools.pages_moved > 0, t->name, t->bname, what, (double)b.pools.pages_moved);
+out:
+    free(a.logits);
+    free(b.logits);
+}
+
+/* The pools' sizes: the device pool is kv_device_tokens rounded up to pages, the host pool the rest
+ * (K and V, or V only), and a config error is named. */
+static void sizes(const model_run *t)
+{
+    sift_session *s = NULL;
+    sift_session_config c = config(t, SIFT_POLICY_DENSE, 1, false);
+    c.kv_device_tokens = 40; /* 2.5 pages: 3 */
+    sift_kv_pool_info p = {0};
+    const size_t row = (size_t)t->info.n_kv_heads * (size_t)t->info.head_dim * 2; /* f16, one K or V token, all heads */
+    if (sift_session_create(t->m, &c, &s) == SIFT_OK && sift_session_kv_pools(s, &p) == SIFT_OK) {
+        const size_t layers = (size_t)t->info.n_layers;
+        check(p.device_pages == 3 && p.host_pages == 13 && p.device_bytes == layers * 2 * 48 * row &&
+                  p.host_bytes == layers * 2 * 208 * row && p.page_size == 16,
+              t->name, t->bname, "40 device tokens: 3 device pages, 13 host pages, K+V bytes of each", (double)p.host_bytes);
+    } else {
+        check(false, t->name, t->bname, sift_last_error(), 0);
+    }
+    sift_session_destroy(s);
+    s = NULL;
+    c.kv_offload_v_only = 1;
+    if (sift_session_create(t->m, &c, &s) == SIFT_OK && sift_session_kv_pools(s, &p) == SIFT_OK) {
+        const size_t layers = (size_t)t->info.n_layers;
+        check(p.device_bytes == layers * (256 + 48) * row && p.host_bytes == layers * 208 * row, t->name, t->bname,
+              "V only: K whole on the device, V split", (double)p.device_bytes);
+    } else {
+        check(false, t->name, t->bname, sift_last_error(), 0);
+    }
+    sift_session_destroy(s);
+    s = NULL;
+    c.kv_device_tokens = 0;
+    const sift_status bad = sift_session_create(t->m, &c, &s);
+    check(bad == SIFT_E_INVALID && !s, t->name, t->bname, "V only without a device pool size: SIFT_E_INVALID", (double)bad);
+    sift_session_destroy(s);
+}
+
+/* A tensor in host memory (sift_tensor_create_host) reads back what was written, and an op reads it
+ * in place as it reads device memory: get_rows (what bench-decode times the host link with) over a
+ * host table equals the same over a device table, bit for bit. */
+static void host_tensor_reads(sift_context *ctx, const char *bname)
+{
+    enum { ROWS = 64, E = 40, T = 24 };
+    uint16_t tab[ROWS * E], back[ROWS * E];
+    int32_t ids[T];
+    float out[2][T * E];
+    for (int i = 0; i < ROWS * E; i++) tab[i] = (uint16_t)(0x3c00 + (i * 37) % 997); /* halves in [1, 2) */
+    for (int t = 0; t < T; t++) ids[t] = (t * 11) % ROWS;
+    sift_tensor *table[2] = {NULL, NULL}, *idt = NULL, *o = NULL;
+    sift_graph *g = NULL;
+    const int64_t shape[2] = {ROWS, E}, oshape[2] = {T, E}, n = T;
+    sift_status st = sift_tensor_create_host(ctx, SIFT_F16, 2, shape, &table[0]);
+    if (st == SIFT_OK) st = sift_tensor_create(ctx, SIFT_F16, 2, shape, &table[1]);
+    if (st == SIFT_OK) st = sift_tensor_create(ctx, SIFT_I32, 1, &n, &idt);
+    if (st == SIFT_OK) st = sift_tensor_create(ctx, SIFT_F32, 2, oshape, &o);
+    if (st == SIFT_OK) st = sift_tensor_write(idt, 0, ids, sizeof ids);
+    for (int w = 0; w < 2 && st == SIFT_OK; w++) {
+        st = sift_tensor_write(table[w], 0, tab, sizeof tab);
+        if (st == SIFT_OK) st = sift_graph_create(ctx, &g);
+        if (st == SIFT_OK) st = sift_op_get_rows(g, table[w], idt, o);
+        if (st == SIFT_OK) st = sift_graph_compute(g);
+        if (st == SIFT_OK) st = sift_tensor_read(o, 0, out[w], sizeof out[w]);
+        sift_graph_destroy(g);
+        g = NULL;
+    }
+    if (st == SIFT_OK) st = sift_tensor_read(table[0], 0, back, sizeof back);
+    if (st != SIFT_OK) {
+        check(false, "-", bname, sift_last_error(), (double)st);
+    } else {
+        check(sift_tensor_in_host_memory(table[0]) && memcmp(back, tab, sizeof tab) == 0, "-", bname,
+              "a host tensor reads back what was written", 0);
+        check(memcmp(out[0], out[1], sizeof out[0]) == 0 && out[0][0] >= 1.0f, "-", bname,
+              "get_rows over a host table equals it over a device table", (double)out[0][0]);
+    }
+    sift_tensor_destroy(table[0]);
+    sift_tensor_destroy(table[1]);
+    sift_tensor_destroy(idt);
+    sift_tensor_destroy(o);
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    setenv("SIFT_VULKAN_VALIDATION", "1", 0);
+    int models = 0;
+    for (int a = 1; a < argc; a++) {
+        FILE *f = fopen(argv[a], "rb");
+        if (!f) {
+            printf("skipped %s: not found\n", argv[a]);
+            continue;
+        }
+        fclose(f);
+        models++;
+        const char *name = strrchr(argv[a], '/') ? strrchr(argv[a], '/') + 1 : argv[a];
+        for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) {
+            sift_context *ctx = NULL;
+            const char *excluded = test_backend_excluded((sift_backend_kind)kind);
+            if (excluded || sift_context_create((sift_backend_kind)kind, &ctx) != SIFT_OK) {
+                printf("%-18s %-7s skipped: %s\n", name, sift_backend_kind_name((sift_backend_kind)kind),
+                       excluded ? excluded : sift_last_error());
+                continue;
+            }
+            model_run t = {.name = name, .bname = sift_backend_kind_name((sift_backend_kind)kind)};
+            if (sift_model_load(ctx, argv[a], &t.m) != SIFT_OK || sift_predictor_random(t.m, 16, 3, &t.pred) != SIFT_OK) {
+                check(false, name, t.bname, sift_last_error(), 0);
+                sift_model_destroy(t.m);
+                sift_context_destroy(ctx);
+                continue;
+            }
+            sift_model_get_info(t.m, &t.info);
+            for (int i = 0; i < PROMPT; i++)
+                t.prompt[i] = i == 0 && t.info.bos >= 0 ? t.info.bos : 3 + (int32_t)((i * 7919u) % (uint32_t)(t.info.n_vocab - 3));
+            /* every scenario on the first model; on the others (other head sizes: other kernels) the
+             * policies, each reading the pools its own way */
+            const bool first = models == 1;
+            if (first) sizes(&t);
+            if (first) host_tensor_reads(ctx, t.bname);
+            compare(&t, SIFT_POLICY_DENSE, false, SCEN_PROMPT, "dense");
+            if (first) compare(&t, SIFT_POLICY_TOKENSELECT, false, SCEN_PROMPT, "tokenselect");
+            compare(&t, SIFT_POLICY_TOKENSELECT, true, SCEN_PROMPT, "tokenselect, V offloaded only");
+            compare(&t, SIFT_POLICY_BUTLER, false, SCEN_PROMPT, "butler");
+            if (first) {
+                compare(&t, SIFT_POLICY_H2O, false, SCEN_PROMPT, "h2o (host mirrors)");
+                compare(&t, SIFT_POLICY_TOKENSELECT, false, SCEN_REWIND, "tokenselect, rewind to 37 and again");
+                compare(&t, SIFT_POLICY_BUTLER, false, SCEN_SYNTHETIC, "butler, 120 synthetic tokens");
+                compare(&t, SIFT_POLICY_DENSE, false, SCEN_SYNTHETIC, "dense, 120 synthetic tokens");
+            }
+            sift_predictor_destroy(t.pred);
+            sift_model_destroy(t.m);
+            sift_context_destroy(ctx);
+        }
+    }
+    if (models == 0) printf("skipped: no model found\n");
+    printf("\nsummary: %d checks, %d failures\n", n_checks, n_failures);
+    return n_failures ? 1 : 0;
+}
