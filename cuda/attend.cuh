@@ -338,8 +338,10 @@ __global__ void __launch_bounds__(NT, 2) score_kernel(const ScoreArgs a, const i
 
 // ---- attention ----------------------------------------------------------------------------------
 
+// Groups of 8 heads need about 150 registers since the kernels read K/V from either pool of an
+// offloaded cache: one block per multiprocessor for them (at 2 blocks, 128 registers, they spilled).
 template <typename T, int D, int GC, bool GENERAL>
-__global__ void __launch_bounds__(NT, 2) attend_kernel(const AttendArgs a, const int stages, float *part_o,
+__global__ void __launch_bounds__(NT, GC > 4 ? 1 : 2) attend_kernel(const AttendArgs a, const int stages, float *part_o,
                                                        float2 *part_ml)
 {
     using C = Tile<T, D>;

@@ -83,7 +83,14 @@ __device__ __forceinline__ void chunk_to_float(const uint4 &u, float (&x)[4])
 // Up to 4 heads: at most 64 registers, 4 blocks (1024 threads, 64 KiB of loads in flight) per
 // multiprocessor; 8 heads need their 64 q values in registers, more than that would leave.
 template <typename T, int TPR, int GC>
-__global__ void __launch_bounds__(NT, GC <= 4 ? 4 : 1) score_max_rows(const ScoreMaxArgs a)
+// At 4 heads sm_86 and sm_89 need a few more than 64 registers (4 bytes spilled since the kernels
+// read K from either pool of an offloaded cache), so 3 blocks per multiprocessor there.
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890)
+#define SMAX_ROWS_BLOCKS_G4 3
+#else
+#define SMAX_ROWS_BLOCKS_G4 4
+#endif
+__global__ void __launch_bounds__(NT, GC < 4 ? 4 : GC == 4 ? SMAX_ROWS_BLOCKS_G4 : 1) score_max_rows(const ScoreMaxArgs a)
 {
     if (skipped(a.skip)) return;
     constexpr int E = 16 / (int)sizeof(T);     // elements per lane: one 16-byte chunk
