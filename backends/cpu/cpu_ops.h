@@ -30,8 +30,9 @@
 #endif
 
 /* y[i] = e^x[i] for n floats, within 0.504 ulp of the exact value (tests/cpu_test.c checks a sweep
- * of the range against exp() in double): libm's expf is as accurate (0.502 ulp), but a call per
- * value was a fifth of a causal prefill's time, and this loop vectorizes.
+ * of the range against exp() in double): libm's expf is as accurate, but one call per value (390
+ * million of them, some 2.5 ns each, in a 4,031-token prefill of tools/retrieval's model) was a
+ * fifth of the prefill, and this loop vectorizes.
  * In double: x = k ln2 + r with k the integer nearest x / ln2 (added to 1.5 * 2^52, k lands in the
  * low bits of the sum), |r| <= ln2 / 2 + tiny; e^r by its Taylor polynomial of degree 8, whose first
  * term left out, r^9 / 9!, is below 2^-31 of e^r; 2^k put straight into a double's exponent field.
