@@ -404,7 +404,7 @@ static inline void add_values(float *restrict o, const float *restrict w, int64_
  *   o[h] = sum_e softmax_e(scale * q[h].K[g][pos(e)]) * V[g][pos(e)]
  * A row's arithmetic depends only on the row and the tiles, which start at entry 0 whatever the
  * block: so results do not depend on the blocks, the items' order or the thread count. */
-CPU_HOT_LOOP static void attend_block(void *arg, int64_t item, int thread)
+CPU_HOT_LOOP_AVX512 static void attend_block(void *arg, int64_t item, int thread)
 {
     const node_job *job = arg;
     const sift_node *n = job->n;

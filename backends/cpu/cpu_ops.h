@@ -25,8 +25,12 @@
 #endif
 #if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && !defined(CPU_SANITIZED)
 #define CPU_HOT_LOOP __attribute__((target_clones("avx2", "default")))
+/* The attention's loops also for AVX-512: 25% faster than their AVX2 build on the Zen 5 where
+ * this was measured. The matrix products built so ran 3x slower than at AVX2, so they stay there. */
+#define CPU_HOT_LOOP_AVX512 __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CPU_HOT_LOOP
+#define CPU_HOT_LOOP_AVX512
 #endif
 
 /* y[i] = e^x[i] for n floats, within 0.504 ulp of the exact value (tests/cpu_test.c checks a sweep
