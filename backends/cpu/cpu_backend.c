@@ -424,6 +424,7 @@ CPU_HOT_LOOP_AVX512 static void attend_block(void *arg, int64_t item, int thread
      * are kept transposed, [entry][pair] and [dim][pair], so that adding a value row to the pairs
      * that visit it is a loop over contiguous pairs */
     const int64_t pairs = (t1 - t0) * group, stride = ATTEND_ROWS * group;
+    const int64_t whole = pairs / PAIR_CHUNK * PAIR_CHUNK; /* pairs in whole chunks (add_values) */
     attend_tile tile = {.keys_t = cpu_scratch(job->be, thread)};
     tile.values = tile.keys_t + d * ATTEND_KEYS;
     float *scores = tile.values + ATTEND_KEYS * d, *row_weights = scores + ATTEND_KEYS;
@@ -433,9 +434,8 @@ CPU_HOT_LOOP_AVX512 static void attend_block(void *arg, int64_t item, int thread
         mx[r] = -INFINITY;
         l[r] = 0.0f;
     }
-    /* all columns, those past `pairs` too: add_values reads and writes whole chunks */
-    for (int64_t i = 0; i < d * stride; i++) out_t[i] = 0.0f;
-    for (int64_t i = 0; i < ATTEND_KEYS * stride; i++) weights_t[i] = 0.0f;
+    for (int64_t c = 0; c < d; c++)
+        for (int64_t r = 0; r < pairs; r++) out_t[c * stride + r] = 0.0f;
     /* pair r's query row (and output row in dst): its head's D values of row t */
     const float *qd = (const float *)cpu_data(q) + (t0 * hq + g * group) * d;
     float *od = (float *)cpu_data(n->dst) + (t0 * hq + g * group) * d;
@@ -454,18 +454,26 @@ CPU_HOT_LOOP_AVX512 static void attend_block(void *arg, int64_t item, int thread
         for (int64_t c = 0; c < d; c++) {
             float *oc = out_t + c * stride;
             for (int64_t r = r_first; r < pairs; r++) oc[r] *= corr[r];
-            for (int64_t r0 = 0; r0 < pairs; r0 += PAIR_CHUNK) {
+            for (int64_t r0 = 0; r0 < whole; r0 += PAIR_CHUNK) {
                 /* the chunk's first row visits the tile's first `shared` entries, and so do the
                  * rest of its rows; each later entry is added to the rows that visit it alone */
                 const int64_t first_visible = first_len + t0 + r0 / group - tile.e0;
                 const int64_t shared = first_visible < 0 ? 0 : first_visible < tile.count ? first_visible : tile.count;
                 add_values(oc + r0, weights_t + r0, stride, tile.values + c, d, shared);
-                const int64_t r_end = r0 + PAIR_CHUNK < pairs ? r0 + PAIR_CHUNK : pairs;
                 for (int64_t j = shared; j < tile.count; j++) {
                     const int64_t t_visits = tile.e0 + j - first_len + 1, r_visits = (t_visits - t0) * group;
                     const float vjc = tile.values[j * d + c], *wj = weights_t + j * stride;
-                    for (int64_t r = r_visits > r0 ? r_visits : r0; r < r_end; r++) oc[r] += wj[r] * vjc;
+                    for (int64_t r = r_visits > r0 ? r_visits : r0; r < r0 + PAIR_CHUNK; r++) oc[r] += wj[r] * vjc;
                 }
+            }
+        }
+        /* the pairs past the whole chunks (a block's last rows, decode's few heads): entry by entry */
+        for (int64_t j = 0; j < tile.count && whole < pairs; j++) {
+            if (!tile.present[j]) continue;
+            const int64_t t_visits = tile.e0 + j - first_len + 1, r_visits = (t_visits - t0) * group;
+            for (int64_t r = r_visits > whole ? r_visits : whole; r < pairs; r++) {
+                const float wjr = weights_t[j * stride + r];
+                for (int64_t c = 0; c < d; c++) out_t[c * stride + r] += wjr * tile.values[j * d + c];
             }
         }
     }
