@@ -443,7 +443,7 @@ CPU_HOT_LOOP_AVX512 static void attend_block(void *arg, int64_t item, int thread
     for (tile.e0 = 0; tile.e0 < entries; tile.e0 += ATTEND_KEYS) {
         tile.count = entries - tile.e0 < ATTEND_KEYS ? entries - tile.e0 : ATTEND_KEYS;
         load_tile(n, &at, g, &tile);
-        /* row t visits entries e < first_len + t: tile entry j from row first_len... on */
+        /* row t visits entries e < first_len + t: the tile's first entry from row t_first on */
         const int64_t t_first = tile.e0 - first_len + 1 > t0 ? tile.e0 - first_len + 1 : t0, r_first = (t_first - t0) * group;
         for (int64_t r = r_first; r < pairs; r++) {
             const int64_t t = t0 + r / group, h = r % group, visible = first_len + t - tile.e0;
