@@ -221,6 +221,63 @@ static void free_inputs(mcase *c)
     host_free(&c->out_init);
 }
 
+/* The CPU alone on causal_attend: its output (got) against the definition summed in double (the
+ * tiled loops must neither lose nor repeat an entry at the edges of their tiles), and the same
+ * words from contexts of 1 and of 3 threads as from the reference's own count. */
+static void check_causal_alone(const mcase *c, const float *got, size_t n)
+{
+    const int64_t t_rows = c->t, hq = c->hq, group = c->hq / c->hkv, d = c->k, cache = c->n;
+    float *exact = malloc(n * sizeof *exact);
+    double *s = malloc((size_t)cache * sizeof *s);
+    if (!exact || !s) {
+        fail(c->name, "cpu", "out of memory for the double-precision reference");
+        free(exact);
+        free(s);
+        return;
+    }
+    const float *q = c->in[0].f, *k = c->in[1].f, *v = c->in[2].f;
+    for (int64_t t = 0; t < t_rows; t++)
+        for (int64_t h = 0; h < hq; h++) {
+            const int64_t g = h / group, visible = c->pos0 + t + 1;
+            const float *qr = q + (t * hq + h) * d;
+            double mx = -INFINITY, sum = 0.0;
+            for (int64_t p = 0; p < visible; p++) {
+                double dot = 0.0;
+                for (int64_t i = 0; i < d; i++) dot += (double)qr[i] * k[(g * cache + p) * d + i];
+                s[p] = (double)c->scale * dot;
+                mx = fmax(mx, s[p]);
+            }
+            for (int64_t p = 0; p < visible; p++) sum += exp(s[p] - mx);
+            for (int64_t i = 0; i < d; i++) {
+                double o = 0.0;
+                for (int64_t p = 0; p < visible; p++) o += exp(s[p] - mx) * v[(g * cache + p) * d + i];
+                exact[(t * hq + h) * d + i] = (float)(o / sum);
+            }
+        }
+    const double e = nmse(exact, got, n);
+    report(c->name, "cpu", "nmse-vs-double", e, 1e-11, e <= 1e-11);
+    free(exact);
+    free(s);
+    for (int threads = 1; threads <= 3; threads += 2) {
+        sift_context_config cfg = sift_context_config_default();
+        cfg.threads = threads;
+        backend b = {SIFT_BACKEND_CPU, NULL};
+        if (sift_context_create_with(&cfg, &b.ctx) != SIFT_OK) {
+            fail(c->name, "cpu", "a CPU context of 1 or 3 threads cannot be created");
+            return;
+        }
+        size_t n_t = 0;
+        uint32_t *words = run_one(&b, c, &n_t);
+        size_t differ = words && n_t == n ? 0 : n;
+        for (size_t j = 0; words && n_t == n && j < n; j++) differ += words[j] != ((const uint32_t *)got)[j];
+        char metric[32];
+        snprintf(metric, sizeof metric, "words-diff-%d-threads", threads);
+        report(c->name, "cpu", metric, (double)differ, 0, differ == 0);
+        free(words);
+        sift_context_destroy(b.ctx);
+    }
+}
+
 static void model_check(const conf_case *cc, const backend *ref, const backend *dut)
 {
     mcase c = *(const mcase *)cc->params;
@@ -229,6 +286,7 @@ static void model_check(const conf_case *cc, const backend *ref, const backend *
     size_t n_ref = 0;
     uint32_t *want = run_one(ref, &c, &n_ref);
     if (want && dut == ref) {
+        if (c.op == M_CAUSAL) check_causal_alone(&c, (const float *)want, n_ref);
         if (c.bound >= 0) check_reference_finite(c.name, (const float *)want, n_ref);
         else { /* kv_write: every row outside the written ones keeps the cache's words */
             const size_t row = sift_dtype_size(c.wt) * (size_t)c.k / 4, per_head = 64 * row;
@@ -398,6 +456,19 @@ void cases_model(const suite_options *o)
                          .scale = 1.0f / sqrtf((float)d)};
         snprintf(name, sizeof name, "causal   T=%lld H=%d/%d D=%lld %s pos0=%lld", (long long)t, hq, hkv, (long long)d,
                  sift_dtype_name(kv), (long long)pos0);
+        add_case(&c, name);
+    }
+    /* prefills of several blocks of query rows and tiles of keys, each with a tail (the CPU's
+     * tiles are 64 rows and 64 keys) */
+    const struct { int64_t t, pos0, d; int hq, hkv; sift_dtype kv; } long_causal[] = {
+        {200, 37, 32, 8, 4, SIFT_F16}, {130, 0, 40, 28, 4, SIFT_F32}, {65, 63, 64, 8, 8, SIFT_F16}};
+    for (int i = 0; i < 3; i++) {
+        const mcase c = {.op = M_CAUSAL, .t = long_causal[i].t, .k = long_causal[i].d, .n = long_causal[i].pos0 + long_causal[i].t + 3,
+                         .wt = long_causal[i].kv, .hq = long_causal[i].hq, .hkv = long_causal[i].hkv, .n_in = 3, .has = {1, 1, 1},
+                         .bound = long_causal[i].kv == SIFT_F32 ? 1e-7 : 5e-4, .pos0 = long_causal[i].pos0,
+                         .scale = 1.0f / sqrtf((float)long_causal[i].d)};
+        snprintf(name, sizeof name, "causal   T=%lld H=%d/%d D=%lld %s pos0=%lld", (long long)c.t, c.hq, c.hkv, (long long)c.k,
+                 sift_dtype_name(c.wt), (long long)c.pos0);
         add_case(&c, name);
     }
     add_edge_cases();

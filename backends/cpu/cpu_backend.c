@@ -300,21 +300,117 @@ static sift_status op_select(cpu_backend *be, const sift_node *n)
     return SIFT_OK;
 }
 
-/* Query rows per item of an attention: each K/V row is read (and converted from f16) once for the
- * block's rows instead of once per row; the dominant cost of causal prefill before. */
-enum { ATTEND_ROWS = 64 };
+/* An attention in tiles (flash attention's order of work): an item is a block of ATTEND_ROWS query
+ * rows of one KV head's query heads, and it reads the keys and values in tiles of ATTEND_KEYS
+ * entries, each converted from the cache once for all the block's rows instead of once per row.
+ * Every loop over a tile runs over contiguous floats with a result per element (or in LANES
+ * separate sums), which the compiler vectorizes; an element's arithmetic is the same whatever
+ * the vector width. */
+enum { ATTEND_ROWS = 64, ATTEND_KEYS = 64, LANES = 8, PAIR_CHUNK = 64 };
+
+/* Entries [e0, e0 + count) of a KV head's walk, as f32. */
+typedef struct attend_tile {
+    float *keys_t;             /* [D][ATTEND_KEYS]: the tile's key j is column j (zeros past count) */
+    float *values;             /* [ATTEND_KEYS][D] */
+    bool present[ATTEND_KEYS]; /* false: the entry's position is outside the cache (never read) */
+    bool all_present;          /* all of [0, ATTEND_KEYS) (a tile of count ATTEND_KEYS without absent entries) */
+    int64_t e0, count;
+} attend_tile;
+
+/* The scratch of an item (attend_block's layout): the tile, one row's scores and weights, and for
+ * each of the block's (row, head) pairs its running max, sum and correction, its weights of the
+ * tile and its output. */
+static size_t attend_scratch_floats(int64_t d, int64_t group)
+{
+    return (size_t)(2 * d * ATTEND_KEYS + 2 * ATTEND_KEYS + ATTEND_ROWS * group * (3 + ATTEND_KEYS + d));
+}
+
+static void load_tile(const sift_node *n, const cpu_positions *at, int64_t g, attend_tile *tile)
+{
+    const sift_tensor *k = n->src[1], *v = n->src[2];
+    const int64_t d = k->shape[2];
+    float krow[SIFT_MAX_HEAD_DIM];
+    tile->all_present = tile->count == ATTEND_KEYS;
+    for (int64_t j = 0; j < ATTEND_KEYS; j++) {
+        const int64_t e = tile->e0 + j;
+        float *vrow = tile->values + j * d;
+        const bool present = j < tile->count && kv_row(k, g, cpu_position(at, e), krow);
+        if (present) {
+            kv_row(v, g, cpu_position(at, e), vrow);
+            if (n->p.rope_keys) cpu_rope_row(krow, (float)e, NULL, &n->p.rope, n->p.rope_freq); /* SPEC §6: the key at list rank e sits at position e */
+        } else {
+            memset(krow, 0, (size_t)d * sizeof *krow);
+            memset(vrow, 0, (size_t)d * sizeof *vrow);
+        }
+        tile->present[j] = present;
+        tile->all_present &= present;
+        for (int64_t c = 0; c < d; c++) tile->keys_t[c * ATTEND_KEYS + j] = krow[c];
+    }
+}
+
+/* One query row q of one head over the first `visible` entries of a tile: its scores, and the
+ * online-softmax step: the running max *m and sum *l updated, w[j] = e^(score j - new max) (0 for
+ * the entries the row does not visit), and the factor e^(old max - new max) that the row's output
+ * must be multiplied by before the tile's weighted values are added (returned). The loops run
+ * over all ATTEND_KEYS columns, a constant trip count the compiler unrolls; s: ATTEND_KEYS floats. */
+static inline float softmax_step(const float *restrict q, const attend_tile *tile, int64_t visible, int64_t d,
+                                 float scale, float *restrict s, float *restrict w, float *m, float *l)
+{
+    for (int j = 0; j < ATTEND_KEYS; j++) s[j] = 0.0f;
+    for (int64_t c = 0; c < d; c++) {
+        const float qc = q[c], *restrict kc = tile->keys_t + c * ATTEND_KEYS;
+        for (int j = 0; j < ATTEND_KEYS; j++) s[j] += qc * kc[j];
+    }
+    if (visible == ATTEND_KEYS && tile->all_present)
+        for (int j = 0; j < ATTEND_KEYS; j++) s[j] *= scale;
+    else
+        for (int j = 0; j < ATTEND_KEYS; j++) s[j] = j < visible && tile->present[j] ? scale * s[j] : -INFINITY;
+    float lane_max[LANES]; /* LANES running maxima, not one: one chain of dependent steps is slow */
+    for (int i = 0; i < LANES; i++) lane_max[i] = *m;
+    for (int j = 0; j < ATTEND_KEYS; j += LANES)
+        for (int i = 0; i < LANES; i++) lane_max[i] = s[j + i] > lane_max[i] ? s[j + i] : lane_max[i];
+    float m_new = lane_max[0];
+    for (int i = 1; i < LANES; i++) m_new = lane_max[i] > m_new ? lane_max[i] : m_new;
+    /* NaN scores are passed over by the max, and poison the sum below */
+    if (m_new == -INFINITY) { /* nothing present so far: no weight yet */
+        for (int j = 0; j < ATTEND_KEYS; j++) w[j] = 0.0f;
+        return 1.0f;
+    }
+    for (int j = 0; j < ATTEND_KEYS; j++) s[j] -= m_new; /* an infinite max gives inf - inf = NaN, as it should */
+    cpu_exp(s, w, ATTEND_KEYS);
+    float lane_sum[LANES] = {0};
+    for (int j = 0; j < ATTEND_KEYS; j += LANES)
+        for (int i = 0; i < LANES; i++) lane_sum[i] += w[j + i];
+    const float sum = ((lane_sum[0] + lane_sum[1]) + (lane_sum[2] + lane_sum[3])) +
+                      ((lane_sum[4] + lane_sum[5]) + (lane_sum[6] + lane_sum[7]));
+    const float correction = expf(*m - m_new);
+    *l = *l * correction + sum;
+    *m = m_new;
+    return correction;
+}
+
+/* o[i] += v[j * v_stride] * w[j * w_stride + i] for entries j in [0, n), in order, for the
+ * PAIR_CHUNK pairs i: with a constant trip count over i, o stays in registers across the entries. */
+static inline void add_values(float *restrict o, const float *restrict w, int64_t w_stride, const float *restrict v,
+                              int64_t v_stride, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) {
+        const float vj = v[j * v_stride], *restrict wj = w + j * w_stride;
+        for (int i = 0; i < PAIR_CHUNK; i++) o[i] += wj[i] * vj;
+    }
+}
 
 /* Query rows [t0, t0 + ATTEND_ROWS) of the heads of KV head g, g and the block from the item; each
  * row t over its walk (sift_attend_walk): the first first_len + t entries of the list (its KV
  * head's, or the shared one), then the range. For each query head:
  *   o[h] = sum_e softmax_e(scale * q[h].K[g][pos(e)]) * V[g][pos(e)]
- * in one pass over the entries in order with a running max (online softmax), exactly as a row
- * alone would: the block only shares the reading of each K/V row among its rows. */
-CPU_HOT_LOOP static void attend_block(void *arg, int64_t item, int thread)
+ * A row's arithmetic depends only on the row and the tiles, which start at entry 0 whatever the
+ * block: so results do not depend on the blocks, the items' order or the thread count. */
+CPU_HOT_LOOP_AVX512 static void attend_block(void *arg, int64_t item, int thread)
 {
     const node_job *job = arg;
     const sift_node *n = job->n;
-    const sift_tensor *q = n->src[0], *k = n->src[1], *v = n->src[2];
+    const sift_tensor *q = n->src[0], *k = n->src[1];
     const sift_attend_walk *w = &n->p.walk;
     const int64_t hkv = k->shape[0], d = k->shape[2], hq = q->shape[q->ndim - 2], group = hq / hkv;
     /* the last rows of a causal walk are the longest: their items come first, so that no thread
@@ -326,54 +422,68 @@ CPU_HOT_LOOP static void attend_block(void *arg, int64_t item, int thread)
     const int64_t list = idx && idx->shape[0] > 1 ? g : 0;
     const cpu_positions at = {.list = idx ? (const int32_t *)cpu_data(idx) + list * idx->shape[1] : NULL,
                               .list_len = w->list_len, .range_start = w->range0};
-    const float *qd = cpu_data(q), scale = n->p.scale;
-    float *od = cpu_data(n->dst);
-    /* per (row, head) of the block: running max and sum, and one entry's score, correction, weight */
-    float *mx = cpu_scratch(job->be, thread), *l = mx + ATTEND_ROWS * group, *sc = l + ATTEND_ROWS * group;
-    float *corr = sc + ATTEND_ROWS * group, *wgt = corr + ATTEND_ROWS * group;
-    float krow[SIFT_MAX_HEAD_DIM], vrow[SIFT_MAX_HEAD_DIM];
-    for (int64_t t = t0; t < t1; t++)
-        for (int64_t h = 0; h < group; h++) {
-            mx[(t - t0) * group + h] = -INFINITY;
-            l[(t - t0) * group + h] = 0.0f;
-            for (int64_t i = 0; i < d; i++) od[(t * hq + g * group + h) * d + i] = 0.0f;
-        }
-    for (int64_t e = 0; e < first_len + t1 - 1; e++) {
-        const int64_t pos = cpu_position(&at, e);
-        if (!kv_row(k, g, pos, krow)) continue; /* a position outside the cache is never read */
-        kv_row(v, g, pos, vrow);
-        if (n->p.rope_keys) cpu_rope_row(krow, (float)e, NULL, &n->p.rope, n->p.rope_freq); /* SPEC §6: the key at list rank e sits at position e */
-        /* rows [tf, t1) visit entry e (row t does when e < first_len + t): their (row, head)
-         * pairs are r in [(tf - t0) * group, (t1 - t0) * group). Three passes over them, each
-         * pair's arithmetic in the order of one online-softmax step; the libm calls of pass 2
-         * then run in a loop of their own instead of between the vector loops. */
-        const int64_t tf = e - first_len + 1 > t0 ? e - first_len + 1 : t0, r0 = (tf - t0) * group;
-        for (int64_t t = tf; t < t1; t++) /* 1: the scores */
-            for (int64_t h = 0; h < group; h++)
-                sc[(t - t0) * group + h] = scale * sift_dot_f32(qd + (t * hq + g * group + h) * d, krow, d);
-        for (int64_t r = r0; r < (t1 - t0) * group; r++) { /* 2: the running max, sum and weights */
-            const float m_new = fmaxf(mx[r], sc[r]);
-            /* while the max stands (nearly every entry of a long walk) the correction is
-             * exp(0) = 1 exactly: the call is skipped, not the arithmetic. An infinite max
-             * still gets exp(inf - inf) = NaN. */
-            corr[r] = m_new == mx[r] && isfinite(m_new) ? 1.0f : expf(mx[r] - m_new);
-            wgt[r] = expf(sc[r] - m_new);
-            l[r] = l[r] * corr[r] + wgt[r];
-            mx[r] = m_new;
-        }
-        for (int64_t t = tf; t < t1; t++) /* 3: the outputs */
-            for (int64_t h = 0; h < group; h++) {
-                const int64_t r = (t - t0) * group + h;
-                float *oh = od + (t * hq + g * group + h) * d;
-                for (int64_t i = 0; i < d; i++) oh[i] = oh[i] * corr[r] + wgt[r] * vrow[i];
-            }
+    /* the scratch: pair r = (t - t0) * group + h of the block's rows and heads. Weights and outputs
+     * are kept transposed, [entry][pair] and [dim][pair], so that adding a value row to the pairs
+     * that visit it is a loop over contiguous pairs */
+    const int64_t pairs = (t1 - t0) * group, stride = ATTEND_ROWS * group;
+    const int64_t whole = pairs / PAIR_CHUNK * PAIR_CHUNK; /* pairs in whole chunks (add_values) */
+    attend_tile tile = {.keys_t = cpu_scratch(job->be, thread)};
+    tile.values = tile.keys_t + d * ATTEND_KEYS;
+    float *scores = tile.values + ATTEND_KEYS * d, *row_weights = scores + ATTEND_KEYS;
+    float *mx = row_weights + ATTEND_KEYS, *l = mx + stride, *corr = l + stride;
+    float *weights_t = corr + stride, *out_t = weights_t + ATTEND_KEYS * stride;
+    for (int64_t r = 0; r < pairs; r++) {
+        mx[r] = -INFINITY;
+        l[r] = 0.0f;
     }
-    for (int64_t t = t0; t < t1; t++)
-        for (int64_t h = 0; h < group; h++) {
-            const float lr = l[(t - t0) * group + h];
-            const float inv = lr > 0.0f ? 1.0f / lr : 0.0f; /* nothing attended (an empty list, or no row present): zeros */
-            for (int64_t i = 0; i < d; i++) od[(t * hq + g * group + h) * d + i] *= inv;
+    for (int64_t c = 0; c < d; c++)
+        for (int64_t r = 0; r < pairs; r++) out_t[c * stride + r] = 0.0f;
+    /* pair r's query row (and output row in dst): its head's D values of row t */
+    const float *qd = (const float *)cpu_data(q) + (t0 * hq + g * group) * d;
+    float *od = (float *)cpu_data(n->dst) + (t0 * hq + g * group) * d;
+    const int64_t entries = first_len + t1 - 1; /* the block's last row visits them all */
+    for (tile.e0 = 0; tile.e0 < entries; tile.e0 += ATTEND_KEYS) {
+        tile.count = entries - tile.e0 < ATTEND_KEYS ? entries - tile.e0 : ATTEND_KEYS;
+        load_tile(n, &at, g, &tile);
+        /* row t visits entries e < first_len + t: the tile's first entry from row t_first on */
+        const int64_t t_first = tile.e0 - first_len + 1 > t0 ? tile.e0 - first_len + 1 : t0, r_first = (t_first - t0) * group;
+        for (int64_t r = r_first; r < pairs; r++) {
+            const int64_t t = t0 + r / group, h = r % group, visible = first_len + t - tile.e0;
+            corr[r] = softmax_step(qd + ((t - t0) * hq + h) * d, &tile, visible, d, n->p.scale, scores, row_weights, &mx[r],
+                                   &l[r]);
+            for (int64_t j = 0; j < ATTEND_KEYS; j++) weights_t[j * stride + r] = row_weights[j];
         }
+        for (int64_t c = 0; c < d; c++) {
+            float *oc = out_t + c * stride;
+            for (int64_t r = r_first; r < pairs; r++) oc[r] *= corr[r];
+            for (int64_t r0 = 0; r0 < whole; r0 += PAIR_CHUNK) {
+                /* the chunk's first row visits the tile's first `shared` entries, and so do the
+                 * rest of its rows; each later entry is added to the rows that visit it alone */
+                const int64_t first_visible = first_len + t0 + r0 / group - tile.e0;
+                const int64_t shared = first_visible < 0 ? 0 : first_visible < tile.count ? first_visible : tile.count;
+                add_values(oc + r0, weights_t + r0, stride, tile.values + c, d, shared);
+                for (int64_t j = shared; j < tile.count; j++) {
+                    const int64_t t_visits = tile.e0 + j - first_len + 1, r_visits = (t_visits - t0) * group;
+                    const float vjc = tile.values[j * d + c], *wj = weights_t + j * stride;
+                    for (int64_t r = r_visits > r0 ? r_visits : r0; r < r0 + PAIR_CHUNK; r++) oc[r] += wj[r] * vjc;
+                }
+            }
+        }
+        /* the pairs past the whole chunks (a block's last rows, decode's few heads): entry by entry */
+        for (int64_t j = 0; j < tile.count && whole < pairs; j++) {
+            if (!tile.present[j]) continue;
+            const int64_t t_visits = tile.e0 + j - first_len + 1, r_visits = (t_visits - t0) * group;
+            for (int64_t r = r_visits > whole ? r_visits : whole; r < pairs; r++) {
+                const float wjr = weights_t[j * stride + r];
+                for (int64_t c = 0; c < d; c++) out_t[c * stride + r] += wjr * tile.values[j * d + c];
+            }
+        }
+    }
+    for (int64_t r = 0; r < pairs; r++) {
+        const int64_t t = t0 + r / group, h = r % group;
+        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f; /* nothing attended (an empty list, or no row present): zeros */
+        for (int64_t c = 0; c < d; c++) od[((t - t0) * hq + h) * d + c] = out_t[c * stride + r] * inv;
+    }
 }
 
 /* Every attention op: items are (KV head, block of query rows); decode has one row, so its items
@@ -383,7 +493,7 @@ static sift_status op_attend(cpu_backend *be, const sift_node *n)
     const sift_tensor *q = n->src[0], *k = n->src[1];
     const sift_attend_walk *w = &n->p.walk;
     const int64_t hkv = k->shape[0], d = k->shape[2], hq = q->shape[q->ndim - 2], group = hq / hkv;
-    const sift_status s = cpu_reserve(be, (size_t)(5 * ATTEND_ROWS * group));
+    const sift_status s = cpu_reserve(be, attend_scratch_floats(d, group));
     if (s != SIFT_OK) return s;
     node_job job = {.be = be, .n = n, .blocks = (w->tokens + ATTEND_ROWS - 1) / ATTEND_ROWS};
     cpu_parallel_for(be, hkv * job.blocks, (double)w->tokens * (double)w->n * (double)hq * (double)d, attend_block, &job);
