@@ -1279,7 +1279,8 @@ static unsigned attn_modes(const char *list)
  * memory, the median of 5 runs each: the host link's bandwidth as KV offload's kernels see it. */
 static sift_status link_bandwidth(sift_context *ctx, double *host_bps, double *device_bps)
 {
-    enum { E = 2048, ROWS = 1 << 18, PER_GRAPH = 1 << 16, GRAPHS = ROWS / PER_GRAPH, RUNS = 5 };
+    /* graphs of 2^15 rows: CUDA's get_rows takes at most 65535 ids */
+    enum { E = 2048, ROWS = 1 << 18, PER_GRAPH = 1 << 15, GRAPHS = ROWS / PER_GRAPH, RUNS = 5 };
     sift_tensor *tab[2] = {NULL, NULL}, *ids[GRAPHS] = {NULL}, *out = NULL;
     sift_graph *g[2][GRAPHS] = {{NULL}};
     const int64_t tshape[2] = {ROWS, E}, oshape[2] = {PER_GRAPH, E}, n_ids = PER_GRAPH;
@@ -1460,11 +1461,9 @@ static int bench_decode(int argc, char **argv)
     if (s == SIFT_OK && offload.size) { /* the host link beside the figures */
         const bool host_is_device = sift_context_backend(ctx) == SIFT_BACKEND_CPU || sift_context_is_emulated(ctx);
         double host_bps = NAN, device_bps = NAN;
-        if (!host_is_device) s = link_bandwidth(ctx, &host_bps, &device_bps);
-        if (s != SIFT_OK) {
-            fprintf(stderr, "sift bench-decode: measuring the host link: %s\n", sift_last_error());
-            reported = true;
-        } else if (json) {
+        if (!host_is_device && link_bandwidth(ctx, &host_bps, &device_bps) != SIFT_OK) /* the decode figures still come */
+            fprintf(stderr, "sift bench-decode: the host link was not measured: %s\n", sift_last_error());
+        if (json) {
             printf("{\"host_link_gbps\": ");
             cli_json_fixed(host_bps / 1e9, 2);
             printf(", \"device_read_gbps\": ");
