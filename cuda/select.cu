@@ -19,11 +19,6 @@
 // for the next run (and by sift_cuda_select_reset once, and after a failed run).
 // The selection layout (sink, first candidate, chosen, window) is the node's (n->p.layout).
 //
-// Lists of at most SB_MAX candidates (32K tokens of context) take one kernel instead of those
-// seven: select_block, one block per list with the list's keys in registers, the same four digit
-// passes over shared memory, then one block-wide scan for the compaction, the sink and the window
-// written by the same block. Its result is the multi-block path's, entry for entry.
-//
 // Predicated (sift_graph_skip_if): every kernel returns at once when the node's flag is set, so a
 // skipped run leaves the output and the histograms (zeroed for the next run) as they were.
 #include "common.cuh"
@@ -259,100 +254,6 @@ __global__ void __launch_bounds__(NT) select_fill(int32_t *out, int64_t total, i
     }
 }
 
-constexpr int SB_NT = 512;                       // threads of select_block
-constexpr int SB_PER = 64;                       // keys per thread, in registers
-constexpr int64_t SB_MAX = (int64_t)SB_NT * SB_PER; // candidates select_block takes
-
-// Exclusive prefix sums over the block of two counts, in thread order; red holds 2 * SB_NT / 32.
-__device__ __forceinline__ void block_scan2(uint32_t &a, uint32_t &b, uint32_t *red)
-{
-    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
-    uint32_t ia = a, ib = b;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const uint32_t ya = __shfl_up_sync(FULL, ia, o), yb = __shfl_up_sync(FULL, ib, o);
-        if (lane >= o) {
-            ia += ya;
-            ib += yb;
-        }
-    }
-    if (lane == 31) {
-        red[warp] = ia;
-        red[SB_NT / 32 + warp] = ib;
-    }
-    __syncthreads();
-    uint32_t wa = 0, wb = 0;
-    for (int w = 0; w < warp; w++) {
-        wa += red[w];
-        wb += red[SB_NT / 32 + w];
-    }
-    a = wa + ia - a;
-    b = wb + ib - b;
-}
-
-// One block per list: thread t holds the keys of positions [t * SB_PER, (t + 1) * SB_PER) of the
-// candidates, so that after the four digit passes one scan gives every thread its output offset.
-// Sizes and positions fit in 32 bits here (the plan checks), which keeps the keys in registers.
-__global__ void __launch_bounds__(SB_NT) select_block(const float *votes, int cand, uint32_t k, int32_t *out, int count,
-                                                      int sink_len, int first_pos, int win_begin, const float *skip)
-{
-    if (skipped(skip)) return;
-    __shared__ uint32_t h[256];
-    __shared__ uint32_t s_prefix, s_krem;
-    __shared__ uint32_t red[2 * SB_NT / 32];
-    const int tid = (int)threadIdx.x, lane = tid & 31, j0 = tid * SB_PER;
-    const float *row = votes + (size_t)blockIdx.x * (size_t)cand;
-    int32_t *o = out + (size_t)blockIdx.x * (size_t)count;
-    const int n_in = cand - j0 < 0 ? 0 : cand - j0 < SB_PER ? cand - j0 : SB_PER; // keys this thread has
-    uint32_t key[SB_PER];
-#pragma unroll
-    for (int i = 0; i < SB_PER; i++) key[i] = i < n_in ? order_key(row[j0 + i]) : 0u;
-    uint32_t prefix = 0, krem = k;
-    for (int pass = 0; pass < 4; pass++) {
-        const int shift = 24 - 8 * pass;
-        const uint32_t fixed = pass == 0 ? 0u : ~0u << (shift + 8); // the digits passes 0..pass-1 fixed
-        if (tid < 256) h[tid] = 0;
-        __syncthreads();
-#pragma unroll
-        for (int i = 0; i < SB_PER; i++) {
-            uint32_t dig = 256; // none
-            if (i < n_in && ((key[i] ^ prefix) & fixed) == 0) dig = (key[i] >> shift) & 255u;
-            const unsigned peers = __match_any_sync(FULL, dig);
-            if (dig < 256 && lane == __ffs((int)peers) - 1) atomicAdd(&h[dig], (uint32_t)__popc((int)peers));
-        }
-        __syncthreads();
-        if (tid < 32) {
-            uint32_t d, nk;
-            pick_digit(h, krem, d, nk);
-            if (tid == 0) {
-                s_prefix = prefix | d << shift;
-                s_krem = nk;
-            }
-        }
-        __syncthreads();
-        prefix = s_prefix;
-        krem = s_krem;
-    }
-    uint32_t gt = 0, eq = 0;
-#pragma unroll
-    for (int i = 0; i < SB_PER; i++) {
-        gt += i < n_in && key[i] > prefix;
-        eq += i < n_in && key[i] == prefix;
-    }
-    block_scan2(gt, eq, red); // now: keys > T and == T before this thread's first (T = prefix)
-#pragma unroll
-    for (int i = 0; i < SB_PER; i++) {
-        const bool g = i < n_in && key[i] > prefix, e = i < n_in && key[i] == prefix;
-        if (g || (e && eq < krem)) o[sink_len + (int)(gt + min(eq, krem))] = first_pos + j0 + i;
-        gt += g;
-        eq += e;
-    }
-    for (int i = tid; i < count; i += SB_NT) { // the sink and the window
-        if (i < sink_len) o[i] = i;
-        else if (i >= sink_len + (int)k) o[i] = win_begin + (i - sink_len - (int)k);
-    }
-}
-
 struct SelectScratch {
     uint32_t *hist; // [4][lists][256]
     uint2 *counts;  // [lists][blocks]
@@ -372,20 +273,16 @@ static SelectScratch select_scratch(int lists, int blocks, void *scratch)
 
 using namespace sift_cuda;
 
-// path (1: radix select over blocks, 2: select_block, when 0 < chosen < |C|; otherwise all or none
-// of C), and for the radix
+// path (1: radix select, when 0 < chosen < |C|; otherwise all or none of C), and for the radix
 // select blocks (per list) and scratch_bytes. The layout is the node's (n->p.layout).
 extern "C" cudaError_t sift_cuda_select_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
     (void)dev;
     const sift_select_layout *l = &n->p.layout;
     const int64_t lists = n->src[0]->shape[0], cand = n->src[0]->shape[1];
-    plan->path = l->chosen > 0 && l->chosen < cand ? (cand <= SB_MAX ? 2 : 1) : 0;
-    if (plan->path == 2 && (lists > INT32_MAX || l->count > INT32_MAX || l->first + cand > INT32_MAX ||
-                            l->win_begin + l->win_count > INT32_MAX))
-        plan->path = 1; /* sizes or positions past 32 bits: the blocks' path */
-    if (plan->path == 1 && lists > 65535) return beyond_limit(plan, "radix select over more than 65535 lists");
-    if (plan->path == 1) {
+    plan->path = l->chosen > 0 && l->chosen < cand;
+    if (plan->path && lists > 65535) return beyond_limit(plan, "radix select over more than 65535 lists");
+    if (plan->path) {
         plan->blocks = (int)((cand + SCH - 1) / SCH);
         plan->scratch_bytes = (size_t)4 * lists * 256 * sizeof(uint32_t) +
                               ((size_t)lists * plan->blocks + (size_t)lists) * sizeof(uint2);
@@ -397,7 +294,7 @@ extern "C" cudaError_t sift_cuda_select_reset(const sift_cuda_device *dev, const
                                               const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
 {
     (void)dev;
-    if (plan->path != 1) return cudaSuccess;
+    if (!plan->path) return cudaSuccess;
     return cudaMemsetAsync(scratch, 0, (size_t)4 * n->src[0]->shape[0] * 256 * sizeof(uint32_t), st);
 }
 
@@ -413,9 +310,6 @@ extern "C" cudaError_t sift_cuda_select_launch(const sift_cuda_device *dev, cons
     const bool radix = plan->path != 0;
     const int64_t total = (int64_t)lists * l->count;
     if (total == 0) return cudaSuccess;
-    if (plan->path == 2)
-        return launch(select_block, dim3((unsigned)lists), dim3(SB_NT), 0, st, votes, (int)cand, (uint32_t)l->chosen, out,
-                      (int)l->count, (int)l->sink, (int)l->first, (int)l->win_begin, skip);
     if (!radix || l->sink > 0 || l->win_count > 0) {
         int64_t blocks = (total + NT - 1) / NT;
         if (blocks > 4096) blocks = 4096;

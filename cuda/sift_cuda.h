@@ -36,7 +36,7 @@ cudaError_t sift_cuda_init(int device, sift_cuda_device *dev);
 
 /* What a plan decides; each op uses the fields its plan function names, the rest stay 0. */
 typedef struct sift_cuda_plan {
-    int path;             /* which kernels: select 1 = radix select over blocks, 2 = one block per list; attention 1 = the general kernels, 2 = the
+    int path;             /* which kernels: select 1 = radix select; attention 1 = the general kernels, 2 = the
                            * tensor cores; score 1 = the tensor cores;
                            * matmul 1 = matrix-vector, 2 = tiled (0: nothing to do); score_max 0 = tiled,
                            * 1 = rows, 2 = i8 keys at D = 16, 3 = i8 keys, any D */
