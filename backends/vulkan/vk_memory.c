@@ -297,6 +297,15 @@ void vk_tensor_free(void *p, sift_tensor *t)
     t->impl = NULL;
 }
 
+/* Where byte o of the storage lies: its chunk, the offset in that chunk, and how many of `want`
+ * bytes from there lie in the chunk. */
+static VkDeviceSize chunk_span(const vk_tensor *vt, VkDeviceSize o, VkDeviceSize want, VkDeviceSize *c, VkDeviceSize *in)
+{
+    *c = vt->shift ? o >> vt->shift : 0;
+    *in = vt->shift ? o & (vt->chunk_bytes - 1) : o;
+    return want < vt->chunks[*c].size - *in ? want : vt->chunks[*c].size - *in;
+}
+
 /* Copies bytes between the staging buffer (from its start) and the storage at byte off, split at
  * chunk boundaries, and waits. */
 static sift_status xfer(vkb *be, const vk_tensor *vt, VkDeviceSize off, VkDeviceSize bytes, bool to_device)
@@ -306,11 +315,8 @@ static sift_status xfer(vkb *be, const vk_tensor *vt, VkDeviceSize off, VkDevice
     if (s != SIFT_OK) return s;
     vk_barrier(be, cb);
     for (VkDeviceSize done = 0; done < bytes;) {
-        const VkDeviceSize o = off + done;
-        const VkDeviceSize c = vt->shift ? o >> vt->shift : 0;
-        const VkDeviceSize in = vt->shift ? o & (vt->chunk_bytes - 1) : o;
-        VkDeviceSize n = bytes - done;
-        if (n > vt->chunks[c].size - in) n = vt->chunks[c].size - in;
+        VkDeviceSize c, in;
+        const VkDeviceSize n = chunk_span(vt, off + done, bytes - done, &c, &in);
         VkBufferCopy reg = {.srcOffset = to_device ? done : in, .dstOffset = to_device ? in : done, .size = n};
         if (to_device)
             be->vk.vkCmdCopyBuffer(cb, be->staging.buf, vt->chunks[c].buf, 1, &reg);
@@ -330,11 +336,8 @@ static sift_status xfer(vkb *be, const vk_tensor *vt, VkDeviceSize off, VkDevice
 static void host_copy(const vk_tensor *vt, VkDeviceSize off, unsigned char *dst, const unsigned char *src, VkDeviceSize bytes)
 {
     for (VkDeviceSize done = 0; done < bytes;) {
-        const VkDeviceSize o = off + done;
-        const VkDeviceSize c = vt->shift ? o >> vt->shift : 0;
-        const VkDeviceSize in = vt->shift ? o & (vt->chunk_bytes - 1) : o;
-        VkDeviceSize n = bytes - done;
-        if (n > vt->chunks[c].size - in) n = vt->chunks[c].size - in;
+        VkDeviceSize c, in;
+        const VkDeviceSize n = chunk_span(vt, off + done, bytes - done, &c, &in);
         unsigned char *map = (unsigned char *)vt->chunks[c].map + in;
         if (dst) memcpy(dst + done, map, (size_t)n);
         else memcpy(map, src + done, (size_t)n);
