@@ -35,4 +35,45 @@ static inline const char *test_backend_excluded(sift_backend_kind kind)
     return listed ? NULL : "not in SIFT_TEST_BACKENDS";
 }
 
+/* Whether the model file a test was given exists; where not, prints the skip line. */
+static inline bool test_model_exists(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        printf("skipped %s: not found\n", path);
+        return false;
+    }
+    fclose(f);
+    return true;
+}
+
+/* A context of backend kind for a test, or NULL after a line (led by label: a model's name, or "")
+ * saying why the backend is skipped: SIFT_TEST_BACKENDS, or the backend's own error. The CPU
+ * reference of a comparison passes reference = true: it runs whatever the filter says. */
+static inline sift_context *test_context_open(sift_backend_kind kind, const char *label, bool reference)
+{
+    const char *excluded = reference ? NULL : test_backend_excluded(kind);
+    sift_context *ctx = NULL;
+    if (excluded || sift_context_create(kind, &ctx) != SIFT_OK) {
+        printf("%-18s %-7s skipped: %s\n", label, sift_backend_kind_name(kind), excluded ? excluded : sift_last_error());
+        return NULL;
+    }
+    return ctx;
+}
+
+/* The body of main() of a test of one model file on every backend: run(kind, path) for each, then
+ * the summary of its counters; 77 (skipped) without the file, 2 without an argument. */
+static inline int test_main_one_model(int argc, char **argv, void (*run)(sift_backend_kind kind, const char *path),
+                                      const int *n_checks, const int *n_failures)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODEL.gguf\n", argv[0]);
+        return 2;
+    }
+    if (!test_model_exists(argv[1])) return 77;
+    for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) run((sift_backend_kind)kind, argv[1]);
+    printf("\nsummary: %d checks, %d failures\n", *n_checks, *n_failures);
+    return *n_failures ? 1 : 0;
+}
+
 #endif

@@ -9,6 +9,7 @@
  *     (sift.h: ownership; the sanitizer job runs this under AddressSanitizer);
  *   - bad configs are refused.
  * Usage: sift-generate-test MODEL.gguf (a missing model file is skipped with a message). */
+#include "backend_filter.h"
 #include "sift.h"
 
 #include <stdbool.h>
@@ -93,11 +94,8 @@ static int reference(sift_model *m, int32_t *tokens, char *text, size_t cap, siz
 static void run_backend(sift_backend_kind kind, const char *path)
 {
     bname = sift_backend_kind_name(kind);
-    sift_context *ctx = NULL;
-    if (sift_context_create(kind, &ctx) != SIFT_OK) {
-        printf("%-7s skipped: %s\n", bname, sift_last_error());
-        return;
-    }
+    sift_context *ctx = test_context_open(kind, "", false);
+    if (!ctx) return;
     sift_model *m = NULL;
     if (sift_model_load(ctx, path, &m) != SIFT_OK) {
         check(false, sift_last_error());
@@ -209,17 +207,5 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     setenv("SIFT_VULKAN_VALIDATION", "1", 0);
-    if (argc < 2) {
-        fprintf(stderr, "usage: sift-generate-test MODEL.gguf\n");
-        return 2;
-    }
-    FILE *f = fopen(argv[1], "rb");
-    if (!f) {
-        printf("skipped: %s not found\n", argv[1]);
-        return 77;
-    }
-    fclose(f);
-    for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) run_backend((sift_backend_kind)kind, argv[1]);
-    printf("\nsummary: %d checks, %d failures\n", n_checks, n_failures);
-    return n_failures ? 1 : 0;
+    return test_main_one_model(argc, argv, run_backend, &n_checks, &n_failures);
 }

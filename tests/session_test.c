@@ -368,24 +368,14 @@ int main(int argc, char **argv)
     setenv("SIFT_VULKAN_VALIDATION", "1", 0);
     int models = 0;
     for (int a = 1; a < argc; a++) {
-        FILE *f = fopen(argv[a], "rb");
-        if (!f) {
-            printf("skipped %s: not found\n", argv[a]);
-            continue;
-        }
-        fclose(f);
+        if (!test_model_exists(argv[a])) continue;
         models++;
         float *ref = NULL;
         const char *name = strrchr(argv[a], '/') ? strrchr(argv[a], '/') + 1 : argv[a];
         for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) {
-            sift_context *ctx = NULL;
             /* the CPU runs whatever SIFT_TEST_BACKENDS says: it is the others' reference */
-            const char *excluded = kind == SIFT_BACKEND_CPU ? NULL : test_backend_excluded((sift_backend_kind)kind);
-            if (excluded || sift_context_create((sift_backend_kind)kind, &ctx) != SIFT_OK) {
-                printf("%-18s %-7s skipped: %s\n", name, sift_backend_kind_name((sift_backend_kind)kind),
-                       excluded ? excluded : sift_last_error());
-                continue;
-            }
+            sift_context *ctx = test_context_open((sift_backend_kind)kind, name, kind == SIFT_BACKEND_CPU);
+            if (!ctx) continue;
             model_run t = {.name = name, .bname = sift_backend_kind_name((sift_backend_kind)kind)};
             if (sift_model_load(ctx, argv[a], &t.m) != SIFT_OK) {
                 check(false, name, t.bname, sift_last_error(), 0);

@@ -3,6 +3,7 @@
  * decode greedily, for several rounds (sessions created, run and destroyed while the others run).
  * Every thread's tokens must equal those of the same prompt run alone on one thread before.
  * Usage: sift-threads-test MODEL.gguf (a missing model file is skipped with a message). */
+#include "backend_filter.h"
 #include "sift.h"
 #include "sift_testing.h" /* validation messages */
 
@@ -74,11 +75,8 @@ static void *worker_main(void *p)
 static void run_backend(sift_backend_kind kind, const char *path)
 {
     const char *bname = sift_backend_kind_name(kind);
-    sift_context *ctx = NULL;
-    if (sift_context_create(kind, &ctx) != SIFT_OK) {
-        printf("%-7s skipped: %s\n", bname, sift_last_error());
-        return;
-    }
+    sift_context *ctx = test_context_open(kind, "", false);
+    if (!ctx) return;
     sift_model *m = NULL;
     if (sift_model_load(ctx, path, &m) != SIFT_OK) {
         check(false, bname, sift_last_error());
@@ -129,17 +127,5 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     setenv("SIFT_VULKAN_VALIDATION", "1", 0);
-    if (argc < 2) {
-        fprintf(stderr, "usage: sift-threads-test MODEL.gguf\n");
-        return 2;
-    }
-    FILE *f = fopen(argv[1], "rb");
-    if (!f) {
-        printf("skipped: %s not found\n", argv[1]);
-        return 77;
-    }
-    fclose(f);
-    for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) run_backend((sift_backend_kind)kind, argv[1]);
-    printf("\nsummary: %d checks, %d failures\n", n_checks, n_failures);
-    return n_failures ? 1 : 0;
+    return test_main_one_model(argc, argv, run_backend, &n_checks, &n_failures);
 }
