@@ -81,6 +81,23 @@ template <typename T> __device__ __forceinline__ T *kv_at(const RowMap &r, int g
     return static_cast<T *>(const_cast<void *>(r.base)) + (int64_t)g * r.stride0 + (int64_t)row * r.stride1;
 }
 
+// The prefill tiles' epilogue (matmul.cu, matmul_kquant.cu): a thread's 4 x 4 sums, tokens t0 .. t0 + 3
+// and rows n0 .. n0 + 3 of out [t][n], plus bias[n] where there is one; past T or N nothing.
+__device__ __forceinline__ void store_tile_sums(const float (&acc)[4][4], float *out, const float *bias, int64_t T,
+                                                int64_t N, int64_t t0, int64_t n0)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int64_t t = t0 + i;
+        if (t >= T) continue;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int64_t n = n0 + j;
+            if (n < N) out[t * N + n] = bias ? acc[i][j] + bias[n] : acc[i][j];
+        }
+    }
+}
+
 // Predicated nodes (sift_graph_skip_if): true when the node must do nothing, i.e. f32 `flag` (NULL:
 // no predicate) is non-zero. Read on the device when the kernel runs, so a recorded CUDA graph
 // follows the flag; every kernel of a predicated op returns at once (before any barrier) when set.

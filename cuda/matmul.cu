@@ -451,16 +451,7 @@ __global__ void __launch_bounds__(NT) gemm_kernel(const MatmulArgs a, const int 
         if (kt + 1 < nk) store(b ^ 1); // the other buffer: everyone finished reading it last step
         __syncthreads();
     }
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const int64_t t = t0 + ty * 4 + i;
-        if (t >= a.t) continue;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const int64_t n = n0 + tx * 4 + j;
-            if (n < a.n) a.out[t * a.n + n] = a.bias ? acc[i][j] + a.bias[n] : acc[i][j];
-        }
-    }
+    store_tile_sums(acc, a.out, a.bias, a.t, a.n, t0 + ty * 4, n0 + tx * 4);
 }
 
 // ---- host -----------------------------------------------------------------------------------------
