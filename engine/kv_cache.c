@@ -4,9 +4,9 @@
  * physical pages are of two kinds: [0, dev_pages) on the device, [dev_pages, pool_pages) in host
  * memory the device reads in place; an offloaded family of pools (K and V, or V only) is a device
  * pool and a host pool viewed as one (sift_tensor_paged_view_pools), a resident one (K under
- * kv_offload_v_only, the projected keys always) one device pool of every page. When the device
- * pages run out, a sequence's oldest device page past the sink is copied to a host page and its
- * device page reused. Host mirrors of a sequence's cache (for the host policies and eval_mode)
+ * kv_offload_v_only, TokenButler's dense layer 0, the projected keys always) one device pool of
+ * every page. When the device pages run out, a sequence's oldest device page past the sink is
+ * copied to a host page and its device page reused. Host mirrors of a sequence's cache (for the host policies and eval_mode)
  * are copied from the pools here too. */
 #include "session.h"
 
@@ -42,8 +42,11 @@ sift_status sift_kv_create_pools(sift_session *s)
     const int64_t all[3] = {hp->n_head_kv, s->pool_pages * P, hp->head_dim}; /* [Hkv][R][D] */
     const int64_t dev[3] = {hp->n_head_kv, s->dev_pages * P, hp->head_dim};
     const int64_t host[3] = {hp->n_head_kv, host_pages * P, hp->head_dim};
-    const bool k_moves = offloaded(s) && !c->kv_offload_v_only, v_moves = offloaded(s);
     for (uint32_t l = 0; l < hp->n_layer; l++) {
+        /* TokenButler's layer 0 is dense: it reads every row every step, so under offload its K
+         * and V stay whole on the device (1/n_layer of the cache) rather than cross the link */
+        const bool whole = c->policy == SIFT_POLICY_BUTLER && l == 0;
+        const bool k_moves = offloaded(s) && !c->kv_offload_v_only && !whole, v_moves = offloaded(s) && !whole;
         TRY(sift_tensor_create(s->m->ctx, c->kv_type, 3, k_moves ? dev : all, &s->kpool[l]));
         TRY(sift_tensor_create(s->m->ctx, c->kv_type, 3, v_moves ? dev : all, &s->vpool[l]));
         if (k_moves) TRY(sift_tensor_create_host(s->m->ctx, c->kv_type, 3, host, &s->khost[l]));

@@ -163,6 +163,17 @@ static void sizes(const model_run *t)
     }
     sift_session_destroy(s);
     s = NULL;
+    sift_session_config b = config(t, SIFT_POLICY_BUTLER, 1, false);
+    b.kv_device_tokens = 40;
+    if (sift_session_create(t->m, &b, &s) == SIFT_OK && sift_session_kv_pools(s, &p) == SIFT_OK) {
+        const size_t layers = (size_t)t->info.n_layers;
+        check(p.device_bytes == 2 * 256 * row + (layers - 1) * 2 * 48 * row && p.host_bytes == (layers - 1) * 2 * 208 * row,
+              t->name, t->bname, "butler: layer 0 (dense) whole on the device, the others split", (double)p.host_bytes);
+    } else {
+        check(false, t->name, t->bname, sift_last_error(), 0);
+    }
+    sift_session_destroy(s);
+    s = NULL;
     c.kv_device_tokens = 0;
     const sift_status bad = sift_session_create(t->m, &c, &s);
     check(bad == SIFT_E_INVALID && !s, t->name, t->bname, "V only without a device pool size: SIFT_E_INVALID", (double)bad);

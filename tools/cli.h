@@ -62,7 +62,7 @@ typedef struct cli_offload {
     "                     memory the device reads in place (pinned on CUDA, a host-visible heap on\n"      \
     "                     Vulkan); SIZE is tokens (65536) or bytes of device K/V pool (512M, 24G: KiB,\n" \
     "                     MiB, GiB, TiB). The sink's and the newest pages stay on the device; older\n"    \
-    "                     pages move to the host when it fills. Output equals the resident run's\n"      \
+    "                     pages move to the host when it fills. The output does not change\n"      \
     "  --kv-offload-v-only  with --kv-offload: only V moves to the host, K stays on the device whole\n"  \
     "                     (SIZE counts V alone; for tokenselect and dense, which read every key)\n"
 /* argv[*i] as one of the offload options: 1 when it is one (*i then at its last word), 0 when it is

@@ -1274,51 +1274,65 @@ static unsigned attn_modes(const char *list)
     return bits;
 }
 
-/* Bytes per second of get_rows reading all of a table of 2^30 bytes (f16 rows of 4 KiB) in place
- * from host memory (sift_tensor_create_host: across the host link, zero-copy) and from device
- * memory, the median of 5 runs each: the host link's bandwidth as KV offload's kernels see it. */
-static sift_status link_bandwidth(sift_context *ctx, double *host_bps, double *device_bps)
+/* Bytes per second of get_rows reading 2^18 f16 rows of E values from a table of `rows` rows, in
+ * place from host memory (sift_tensor_create_host: across the host link, zero-copy) or from device
+ * memory, the median of 5 runs: with E = 2048 every row of a 1 GiB table in order, the host link's
+ * bandwidth; with E = 128 (one KV head's K or V row of D = 128) 2^18 rows scattered over a larger
+ * table, ascending, as a selection's lists are: what a gather-then-copy of the selected rows would
+ * reach in its copy (the rows it would then attend to on the device). */
+static sift_status read_rate(sift_context *ctx, bool host, int64_t rows, int64_t E, bool scattered, double *bps)
 {
     /* graphs of 2^15 rows: CUDA's get_rows takes at most 65535 ids */
-    enum { E = 2048, ROWS = 1 << 18, PER_GRAPH = 1 << 15, GRAPHS = ROWS / PER_GRAPH, RUNS = 5 };
-    sift_tensor *tab[2] = {NULL, NULL}, *ids[GRAPHS] = {NULL}, *out = NULL;
-    sift_graph *g[2][GRAPHS] = {{NULL}};
-    const int64_t tshape[2] = {ROWS, E}, oshape[2] = {PER_GRAPH, E}, n_ids = PER_GRAPH;
+    enum { READ = 1 << 18, PER_GRAPH = 1 << 15, GRAPHS = READ / PER_GRAPH, RUNS = 5, CHUNK = 1 << 20 };
+    sift_tensor *tab = NULL, *ids[GRAPHS] = {NULL}, *out = NULL;
+    sift_graph *g[GRAPHS] = {NULL};
+    const int64_t tshape[2] = {rows, E}, oshape[2] = {PER_GRAPH, E}, n_ids = PER_GRAPH;
     int32_t *idv = malloc(PER_GRAPH * sizeof *idv);
-    uint16_t *row = calloc(E * 256, sizeof *row); /* 256 rows at a time, zeros (1.0 would do as well) */
-    sift_status s = idv && row ? SIFT_OK : SIFT_E_NOMEM;
-    if (s == SIFT_OK) s = sift_tensor_create_host(ctx, SIFT_F16, 2, tshape, &tab[0]);
-    if (s == SIFT_OK) s = sift_tensor_create(ctx, SIFT_F16, 2, tshape, &tab[1]);
+    uint16_t *zeros = calloc(CHUNK, sizeof *zeros); /* written once, so that the table holds data */
+    sift_status s = idv && zeros ? SIFT_OK : SIFT_E_NOMEM;
+    if (s == SIFT_OK) s = (host ? sift_tensor_create_host : sift_tensor_create)(ctx, SIFT_F16, 2, tshape, &tab);
     if (s == SIFT_OK) s = sift_tensor_create(ctx, SIFT_F32, 2, oshape, &out);
-    for (int w = 0; w < 2 && s == SIFT_OK; w++) /* written once, so that both count as holding data */
-        for (int64_t r = 0; r < ROWS && s == SIFT_OK; r += 256)
-            s = sift_tensor_write(tab[w], (size_t)r * E * 2, row, sizeof(uint16_t) * E * 256);
+    const size_t bytes = (size_t)rows * (size_t)E * 2;
+    for (size_t o = 0; o < bytes && s == SIFT_OK; o += CHUNK * 2)
+        s = sift_tensor_write(tab, o, zeros, bytes - o < CHUNK * 2 ? bytes - o : CHUNK * 2);
+    uint64_t lcg = 0x9E3779B97F4A7C15u;
     for (int i = 0; i < GRAPHS && s == SIFT_OK; i++) {
-        for (int j = 0; j < PER_GRAPH; j++) idv[j] = i * PER_GRAPH + j;
+        /* scattered: one id in each of PER_GRAPH equal runs of the table, at a random place in it */
+        const int64_t run = rows / PER_GRAPH;
+        for (int j = 0; j < PER_GRAPH; j++) {
+            lcg = lcg * 6364136223846793005u + 1442695040888963407u;
+            idv[j] = (int32_t)(scattered ? j * run + (int64_t)((lcg >> 33) % (uint64_t)run) : (int64_t)i * PER_GRAPH + j);
+        }
         s = sift_tensor_create(ctx, SIFT_I32, 1, &n_ids, &ids[i]);
         if (s == SIFT_OK) s = sift_tensor_write(ids[i], 0, idv, PER_GRAPH * sizeof *idv);
-        for (int w = 0; w < 2 && s == SIFT_OK; w++) {
-            s = sift_graph_create(ctx, &g[w][i]);
-            if (s == SIFT_OK) s = sift_op_get_rows(g[w][i], tab[w], ids[i], out);
-        }
+        if (s == SIFT_OK) s = sift_graph_create(ctx, &g[i]);
+        if (s == SIFT_OK) s = sift_op_get_rows(g[i], tab, ids[i], out);
     }
-    for (int w = 0; w < 2 && s == SIFT_OK; w++) {
-        double t[RUNS];
-        for (int r = -1; r < RUNS && s == SIFT_OK; r++) { /* run -1: the warm-up */
-            const double t0 = wall_s();
-            for (int i = 0; i < GRAPHS && s == SIFT_OK; i++) s = sift_graph_compute(g[w][i]);
-            if (r >= 0) t[r] = wall_s() - t0;
-        }
-        if (s == SIFT_OK) *(w ? device_bps : host_bps) = (double)ROWS * E * 2 / median(t, RUNS);
+    double t[RUNS];
+    for (int r = -1; r < RUNS && s == SIFT_OK; r++) { /* run -1: the warm-up */
+        const double t0 = wall_s();
+        for (int i = 0; i < GRAPHS && s == SIFT_OK; i++) s = sift_graph_compute(g[i]);
+        if (r >= 0) t[r] = wall_s() - t0;
     }
-    for (int w = 0; w < 2; w++)
-        for (int i = 0; i < GRAPHS; i++) sift_graph_destroy(g[w][i]);
-    for (int i = 0; i < GRAPHS; i++) sift_tensor_destroy(ids[i]);
-    sift_tensor_destroy(tab[0]);
-    sift_tensor_destroy(tab[1]);
+    if (s == SIFT_OK) *bps = (double)READ * (double)E * 2 / median(t, RUNS);
+    for (int i = 0; i < GRAPHS; i++) {
+        sift_graph_destroy(g[i]);
+        sift_tensor_destroy(ids[i]);
+    }
+    sift_tensor_destroy(tab);
     sift_tensor_destroy(out);
     free(idv);
-    free(row);
+    free(zeros);
+    return s;
+}
+
+/* The host link as KV offload's kernels see it: in order (1 GiB of host memory, and the same read
+ * of device memory) and scattered (selected rows of 256 bytes over 8 GiB of host memory). */
+static sift_status link_bandwidth(sift_context *ctx, double *host_bps, double *device_bps, double *scattered_bps)
+{
+    sift_status s = read_rate(ctx, true, 1 << 18, 2048, false, host_bps);
+    if (s == SIFT_OK) s = read_rate(ctx, false, 1 << 18, 2048, false, device_bps);
+    if (s == SIFT_OK) s = read_rate(ctx, true, (int64_t)1 << 25, 128, true, scattered_bps);
     return s;
 }
 
@@ -1383,8 +1397,8 @@ static int bench_decode(int argc, char **argv)
                    "                     select, cached, butler), batch, ms_per_step, tokens_per_s, ms_per_token\n"
                    "                     (1000 / tokens_per_s), kv_gb, sel_cache_hit_rate, kv_device_bytes,\n"
                    "                     kv_host_bytes, pages_moved (host figures 0 without offload; with\n"
-                   "                     --kv-offload a first line: host_link_gbps, device_read_gbps, kv_offload,\n"
-                   "                     v_only); with --profile also\n"
+                   "                     --kv-offload a first line: host_link_gbps, device_read_gbps,\n"
+                   "                     host_scattered_gbps, kv_offload, v_only); with --profile also\n"
                    "                     profile_steps, profile_us_per_step and profile: [{op, nodes_per_step,\n"
                    "                     us_per_step, share, gbps}] (null where a figure does not exist)\n");
             return 0;
@@ -1460,14 +1474,16 @@ static int bench_decode(int argc, char **argv)
     }
     if (s == SIFT_OK && offload.size) { /* the host link beside the figures */
         const bool host_is_device = sift_context_backend(ctx) == SIFT_BACKEND_CPU || sift_context_is_emulated(ctx);
-        double host_bps = NAN, device_bps = NAN;
-        if (!host_is_device && link_bandwidth(ctx, &host_bps, &device_bps) != SIFT_OK) /* the decode figures still come */
+        double host_bps = NAN, device_bps = NAN, scattered_bps = NAN;
+        if (!host_is_device && link_bandwidth(ctx, &host_bps, &device_bps, &scattered_bps) != SIFT_OK) /* the decode figures still come */
             fprintf(stderr, "sift bench-decode: the host link was not measured: %s\n", sift_last_error());
         if (json) {
             printf("{\"host_link_gbps\": ");
             cli_json_fixed(host_bps / 1e9, 2);
             printf(", \"device_read_gbps\": ");
             cli_json_fixed(device_bps / 1e9, 2);
+            printf(", \"host_scattered_gbps\": ");
+            cli_json_fixed(scattered_bps / 1e9, 2);
             printf(", \"kv_offload\": ");
             cli_json_string(offload.size);
             printf(", \"v_only\": %s}\n", offload.v_only ? "true" : "false");
@@ -1476,8 +1492,8 @@ static int bench_decode(int argc, char **argv)
                    offload.v_only ? " (V only)" : "");
         } else {
             printf("KV offload %s%s; host link: %.1f GB/s (get_rows reading 1 GiB of host memory in place; of device "
-                   "memory: %.1f GB/s)\n",
-                   offload.size, offload.v_only ? " (V only)" : "", host_bps / 1e9, device_bps / 1e9);
+                   "memory: %.1f GB/s); rows of 256 bytes scattered over 8 GiB of host memory: %.1f GB/s\n",
+                   offload.size, offload.v_only ? " (V only)" : "", host_bps / 1e9, device_bps / 1e9, scattered_bps / 1e9);
         }
     }
     if (s == SIFT_OK && !json)
