@@ -354,8 +354,9 @@ typedef struct sift_session_config {
      * (pool_tokens in all) lives in host memory that the device reads in place
      * (sift_tensor_create_host). 0: off, every page on the device. Rounded up to whole pages. The
      * sink's pages and the newest pages stay on the device; when it is full, a sequence's oldest
-     * device page past the sink moves to the host. Projected keys (TokenButler) always stay on
-     * the device. Tokens and logits are those of the same session without offload. */
+     * device page past the sink moves to the host. Under the butler policy its projected keys and
+     * its dense layer 0's K and V stay whole on the device. Tokens and logits are those of the
+     * same session without offload. */
     int64_t kv_device_tokens;
     /* With kv_device_tokens: only V pages move to the host; K stays on the device whole (a pool of
      * pool_tokens), for policies that score every key (TOKENSELECT, dense). */
