@@ -242,6 +242,16 @@ if [ -n "$CHAT_LLAMA3" ]; then
     sift run -cnv -m "$CHAT_LLAMA3" --backend cpu -n 5 -p "Be terse." --temp 0 <"$T/chat.txt"
     expect_rc 0 "run -cnv"
     expect_eq "$(cat "$T/out")" "$first" "run -cnv: the replies of sift chat"
+    # KV offload: one device page of 256 tokens (the sink's), the rest of the pool on the host;
+    # replies of up to 150 tokens take the conversation past that page, into a host page, and the
+    # replies are the resident chat's
+    sift chat -m "$CHAT_LLAMA3" --backend cpu -n 150 --system "Be terse." --temp 0 <"$T/chat.txt"
+    resident=$(cat "$T/out")
+    sift chat -m "$CHAT_LLAMA3" --backend cpu -n 150 --system "Be terse." --temp 0 --kv-offload 256 <"$T/chat.txt"
+    expect_rc 0 "chat --kv-offload"
+    expect_eq "$(cat "$T/out")" "$resident" "chat --kv-offload: the replies of the resident chat"
+    on_host=$(sed -n 's/^sift chat: KV offload: .*, host pool .* pages*, \([0-9]*\) in use).*/\1/p' "$T/err")
+    [ "${on_host:-0}" -gt 0 ] || fail "chat --kv-offload: no host page in use: $(grep offload "$T/err")"
     # the context fills during turn 2's prompt: the chat stops cleanly
     sift chat -m "$CHAT_LLAMA3" --backend cpu -n 5 --system "Be terse." -c 60 <"$T/chat.txt"
     expect_rc 0 "chat, context full"
@@ -420,7 +430,7 @@ for off in 48 "48 --kv-offload-v-only" 20K; do
     expect_eq "$(cat "$T/out")" "$(cat "$T/resident.txt")" "run --kv-offload $off: the resident run's text"
     expect_in err "sift run: KV offload: device pool " "run --kv-offload $off: the pools"
     checks=$((checks + 1))
-    moved=$(sed -n 's/.*; \([0-9]*\) pages moved to the host$/\1/p' "$T/err" | tail -1)
+    moved=$(sed -n 's/.*; \([0-9]*\) pages* moved to the host$/\1/p' "$T/err" | tail -1)
     [ "${moved:-0}" -gt 0 ] || fail "run --kv-offload $off: no page moved to the host: $(grep offload "$T/err")"
 done
 sift "${R[@]}" -p "Once upon a time" -n 4 --ctx 512 --page-size 16 --kv-offload 48

@@ -42,6 +42,7 @@ static void usage_chat(FILE *f)
           "  --policy P         decode attention, as in sift run but for butler (default dense)\n"
           "  --budget k  --sink S  --window W   the selection policies' sizes, as in sift run\n"
           "  --kv f16|f32       KV cache type (default f16)\n"
+          CLI_OFFLOAD_HELP
           "  --temp T           temperature; 0 is greedy (default 0.8)\n"
           "  --top-k K          sample from the K most likely tokens (default 40; 0: off)\n"
           "  --top-p P          sample from the smallest set of probability P (default 0.95; 1: off)\n"
@@ -57,6 +58,7 @@ typedef struct chat_options {
     double temp, top_p;
     sift_policy policy;
     sift_dtype kv;
+    cli_offload offload;
 } chat_options;
 
 /* 0, 1 for --help, or 2 after printing what is wrong. */
@@ -69,6 +71,9 @@ static int parse_options(int argc, char **argv, chat_options *o)
             return 1;
         }
         if (!strcmp(a, "-cnv") || !strcmp(a, "--conversation")) continue; /* from `sift run -cnv` */
+        const int offload_opt = cli_parse_offload("sift chat", argc, argv, &i, &o->offload);
+        if (offload_opt < 0) return 2;
+        if (offload_opt > 0) continue;
         bool ok = val != NULL;
         const char *need = NULL;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = val;
@@ -243,6 +248,7 @@ static int chat(const chat_options *o)
     scfg.top_k = (int)o->top_k;
     scfg.top_p = (float)o->top_p;
     scfg.seed = (uint64_t)o->seed;
+    if (cli_offload_apply("sift chat", &o->offload, model, &cfg) != 0) goto done;
     if (sift_session_create(model, &cfg, &session) != SIFT_OK || sift_sampler_create(&scfg, &sampler) != SIFT_OK) {
         fprintf(stderr, "sift chat: %s\n", sift_last_error());
         goto done;
@@ -343,6 +349,7 @@ static int chat(const chat_options *o)
             break;
         }
     }
+    cli_print_kv_pools(stderr, "sift chat", session); /* with --kv-offload: the pools after the chat */
 done:
     free(line_buf);
     free(ids);

@@ -237,6 +237,9 @@ int cli_offload_apply(const char *who, const cli_offload *o, const sift_model *m
     return 0;
 }
 
+/* "s" after a count other than one */
+static const char *plural(int64_t n) { return n == 1 ? "" : "s"; }
+
 void cli_print_kv_pools(FILE *f, const char *who, const sift_session *s)
 {
     sift_kv_pool_info p;
@@ -244,11 +247,12 @@ void cli_print_kv_pools(FILE *f, const char *who, const sift_session *s)
     const double dev = (double)p.device_bytes, host = (double)p.host_bytes;
     const bool gb = dev >= 1e9 || host >= 1e9;
     fprintf(f,
-            "%s: KV offload: device pool %.2f %s (%lld pages of %lld tokens, %lld in use), host pool %.2f %s (%lld pages, "
-            "%lld in use); %lld pages moved to the host\n",
-            who, dev / (gb ? 1e9 : 1e6), gb ? "GB" : "MB", (long long)p.device_pages, (long long)p.page_size,
-            (long long)p.device_used, host / (gb ? 1e9 : 1e6), gb ? "GB" : "MB", (long long)p.host_pages,
-            (long long)p.host_used, (long long)p.pages_moved);
+            "%s: KV offload: device pool %.2f %s (%lld page%s of %lld tokens, %lld in use), host pool %.2f %s (%lld page%s, "
+            "%lld in use); %lld page%s moved to the host\n",
+            who, dev / (gb ? 1e9 : 1e6), gb ? "GB" : "MB", (long long)p.device_pages, plural(p.device_pages),
+            (long long)p.page_size, (long long)p.device_used, host / (gb ? 1e9 : 1e6), gb ? "GB" : "MB",
+            (long long)p.host_pages, plural(p.host_pages), (long long)p.host_used, (long long)p.pages_moved,
+            plural(p.pages_moved));
 }
 
 int cli_load_predictor(const char *who, sift_model *m, const cli_butler *b, sift_predictor **out)
@@ -1581,11 +1585,12 @@ static int bench_decode(int argc, char **argv)
                            kv_gb, mode == 2 ? (hit_rate == 1.0 ? "  (every step reused)" : hit_rate > 0 ? "  (some steps reused)" : "  (no step reused)")
                                   : mode == 3 ? "  (+ predictor keys)" : "");
                     if (pools.host_pages > 0)
-                        printf("%10s %-7s KV offload: device pool %.2f GB (%lld pages of %lld tokens), host pool %.2f GB "
-                               "(%lld pages, %lld in use); %lld pages moved\n",
+                        printf("%10s %-7s KV offload: device pool %.2f GB (%lld page%s of %lld tokens), host pool %.2f GB "
+                               "(%lld page%s, %lld in use); %lld page%s moved\n",
                                "", "", (double)pools.device_bytes / 1e9, (long long)pools.device_pages,
-                               (long long)pools.page_size, (double)pools.host_bytes / 1e9, (long long)pools.host_pages,
-                               (long long)pools.host_used, (long long)pools.pages_moved);
+                               plural(pools.device_pages), (long long)pools.page_size, (double)pools.host_bytes / 1e9,
+                               (long long)pools.host_pages, plural(pools.host_pages), (long long)pools.host_used,
+                               (long long)pools.pages_moved, plural(pools.pages_moved));
                     if (profile) print_profile(prof, n_prof, prof_steps, med * 1e3, false);
                 }
                 fflush(stdout);
