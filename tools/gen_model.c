@@ -9,14 +9,18 @@
  * --chat FORMAT makes the file a chat model's: its template (tokenizer.chat_template) and the
  * special tokens that format spells, in the vocabulary kind such models have (GPT-2 byte-level BPE
  * without merges for llama3 and chatml, so that every byte of text is one token; SentencePiece
- * for llama2). */
+ * for llama2). Rows are made on every core, each thread at its rows' place in the one random
+ * stream, so a file depends on its options alone. */
 #include "sift.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
     const char *arch;
@@ -27,13 +31,43 @@ typedef struct {
     bool q4_k_m; /* type is Q4_K, with Q6_K where Q4_K_M puts it */
 } shape;
 
-static uint64_t rng;
-static uint32_t next_u32(void)
+/* The weights' stream: xorshift64, one draw per value, row after row, tensor after tensor. */
+static uint64_t xorshift(uint64_t x)
 {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (uint32_t)(rng >> 32);
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return x;
 }
-static float uniform_pm1(void) { return (float)(int32_t)next_u32() * (1.0f / 2147483648.0f); } /* [-1, 1) */
+static uint32_t next_u32(uint64_t *st)
+{
+    *st = xorshift(*st);
+    return (uint32_t)(*st >> 32);
+}
+static float uniform_pm1(uint64_t *st) { return (float)(int32_t)next_u32(st) * (1.0f / 2147483648.0f); } /* [-1, 1) */
+
+/* xorshift's step is linear over GF(2), so the state n draws on is M^n x: jump_pow[k] is M^(2^k),
+ * a 64 x 64 bit matrix by columns (column j: the image of bit j). With it, threads writing rows
+ * in parallel each start at their row's place in the one stream, and the file is the same as a
+ * single thread's. */
+static uint64_t jump_pow[64][64];
+static uint64_t mat_apply(const uint64_t m[64], uint64_t x)
+{
+    uint64_t y = 0;
+    for (int j = 0; j < 64; j++)
+        if (x >> j & 1) y ^= m[j];
+    return y;
+}
+static void jump_init(void)
+{
+    for (int j = 0; j < 64; j++) jump_pow[0][j] = xorshift(1ull << j);
+    for (int k = 1; k < 64; k++)
+        for (int j = 0; j < 64; j++) jump_pow[k][j] = mat_apply(jump_pow[k - 1], jump_pow[k - 1][j]);
+}
+static uint64_t skip_draws(uint64_t st, uint64_t n)
+{
+    for (int k = 0; k < 64; k++)
+        if (n >> k & 1) st = mat_apply(jump_pow[k], st);
+    return st;
+}
 
 /* ---- little-endian writers ------------------------------------------------------------------ */
 
@@ -203,17 +237,27 @@ static int ggml_type(sift_dtype t)
 
 static uint64_t tensor_bytes(const tensor *t) { return (uint64_t)t->rows * sift_dtype_row_bytes(t->type, t->cols); }
 
-static void write_half(float x)
+/* Rows are made in memory (a thread's share of a batch of rows), then written in order. */
+typedef struct {
+    unsigned char *p;
+} cursor;
+static void emit(cursor *o, const void *p, size_t n)
+{
+    memcpy(o->p, p, n);
+    o->p += n;
+}
+
+static void write_half(cursor *o, float x)
 {
     uint16_t h;
     sift_f32_to_f16(&h, &x, 1);
-    put(&h, 2);
+    emit(o, &h, 2);
 }
 
 /* Q4_K (qbits 4) or Q5_K (5) of 256 values x: each sub-block j of 32 gets the scale (hi - lo) /
  * (2^qbits - 1) and the min -lo of its range [lo, hi] (lo <= 0), both as 6-bit multiples of the
  * super-block's f16 d and dmin; q = round((x + min) / scale). quant.h has the layout. */
-static void write_q45_k(const float *x, int qbits)
+static void write_q45_k(cursor *o, const float *x, int qbits)
 {
     const int qmax = (1 << qbits) - 1;
     float scale[8], min[8], max_scale = 0.0f, max_min = 0.0f;
@@ -250,23 +294,23 @@ static void write_q45_k(const float *x, int qbits)
         packed[j + 4] = (uint8_t)(m[j] | ((m[j + 4] >> 4) << 6));
         packed[j + 8] = (uint8_t)((sc[j + 4] & 15) | ((m[j + 4] & 15) << 4));
     }
-    put(dh, 4);
-    put(packed, 12);
+    emit(o, dh, 4);
+    emit(o, packed, 12);
     if (qbits == 5) { /* bit j of byte l: the fifth bit of value l of sub-block j */
         uint8_t qh[32] = {0};
         for (int j = 0; j < 8; j++)
             for (int l = 0; l < 32; l++) qh[l] |= (uint8_t)(((q[32 * j + l] >> 4) & 1) << j);
-        put(qh, 32);
+        emit(o, qh, 32);
     }
     uint8_t qs[128]; /* byte 32c + l: sub-block 2c's value l (low nibble), 2c + 1's (high) */
     for (int c = 0; c < 4; c++)
         for (int l = 0; l < 32; l++) qs[32 * c + l] = (uint8_t)((q[64 * c + l] & 15) | ((q[64 * c + 32 + l] & 15) << 4));
-    put(qs, 128);
+    emit(o, qs, 128);
 }
 
 /* Q6_K of 256 values x: each sub-block of 16 gets the scale max|x| / 31 as an int8 multiple of the
  * super-block's f16 d; q = round(x / scale) + 32 in [0, 63]. quant.h has the layout. */
-static void write_q6_k(const float *x)
+static void write_q6_k(cursor *o, const float *x)
 {
     float scale[16], max_scale = 0.0f;
     for (int j = 0; j < 16; j++) {
@@ -300,29 +344,29 @@ static void write_q6_k(const float *x)
                 ql[64 * h + 32 * (g & 1) + l] |= (uint8_t)((v & 15) << (4 * (g >> 1)));
                 qh[32 * h + l] |= (uint8_t)((v >> 4) << (2 * g));
             }
-    put(ql, 128);
-    put(qh, 64);
-    put(sc, 16);
-    put(&dh, 2);
+    emit(o, ql, 128);
+    emit(o, qh, 64);
+    emit(o, sc, 16);
+    emit(o, &dh, 2);
 }
 
-/* One row of cols values in the tensor's type. */
-static void write_row(const tensor *t, float *buf)
+/* One row of cols values in the tensor's type, the next cols draws of the stream st. */
+static void write_row(const tensor *t, float *buf, uint64_t *st, cursor *o)
 {
-    for (int64_t i = 0; i < t->cols; i++) buf[i] = (t->vector ? 1.0f : 0.0f) + t->scale * uniform_pm1();
+    for (int64_t i = 0; i < t->cols; i++) buf[i] = (t->vector ? 1.0f : 0.0f) + t->scale * uniform_pm1(st);
     if (t->type == SIFT_F32) {
-        put(buf, (size_t)t->cols * 4);
+        emit(o, buf, (size_t)t->cols * 4);
     } else if (t->type == SIFT_F16) {
         uint16_t h[256];
         for (int64_t i = 0; i < t->cols; i += 256) {
             const int64_t n = t->cols - i < 256 ? t->cols - i : 256;
             sift_f32_to_f16(h, buf + i, (size_t)n);
-            put(h, (size_t)n * 2);
+            emit(o, h, (size_t)n * 2);
         }
     } else if (t->type == SIFT_Q4_K || t->type == SIFT_Q5_K || t->type == SIFT_Q6_K) {
         for (int64_t b = 0; b < t->cols; b += 256) {
-            if (t->type == SIFT_Q6_K) write_q6_k(buf + b);
-            else write_q45_k(buf + b, t->type == SIFT_Q5_K ? 5 : 4);
+            if (t->type == SIFT_Q6_K) write_q6_k(o, buf + b);
+            else write_q45_k(o, buf + b, t->type == SIFT_Q5_K ? 5 : 4);
         }
     } else {
         for (int64_t b = 0; b < t->cols; b += 32) {
@@ -333,8 +377,8 @@ static void write_row(const tensor *t, float *buf)
                 const float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
                 int8_t q[32];
                 for (int i = 0; i < 32; i++) q[i] = (int8_t)roundf(x[i] * id);
-                write_half(d);
-                put(q, 32);
+                write_half(o, d);
+                emit(o, q, 32);
             } else { /* Q4_0: d = (signed max-magnitude value) / -8, q = clamp(x / d + 8.5) */
                 float max = 0.0f;
                 for (int i = 0; i < 32; i++)
@@ -347,10 +391,61 @@ static void write_row(const tensor *t, float *buf)
                     hi = hi > 15 ? 15 : hi < 0 ? 0 : hi;
                     qs[i] = (uint8_t)(lo | (hi << 4));
                 }
-                write_half(d);
-                put(qs, 16);
+                write_half(o, d);
+                emit(o, qs, 16);
             }
         }
+    }
+}
+
+/* Rows [r0, r1) of a tensor, into rows * row_bytes bytes at out, the stream at row r0 in st. */
+typedef struct {
+    const tensor *t;
+    int64_t r0, r1;
+    uint64_t st;
+    float *buf; /* cols floats */
+    unsigned char *out;
+} row_job;
+
+static void *run_rows(void *arg)
+{
+    row_job *j = arg;
+    cursor o = {j->out};
+    for (int64_t r = j->r0; r < j->r1; r++) write_row(j->t, j->buf, &j->st, &o);
+    return NULL;
+}
+
+/* Writes tensor t, the stream at its first value in *st (left after its last), with up to
+ * n_jobs threads over batches of rows of at most `cap` bytes in batch. */
+static void write_tensor(const tensor *t, uint64_t *st, row_job *jobs, int n_jobs, unsigned char *batch, size_t cap)
+{
+    const size_t row_bytes = sift_dtype_row_bytes(t->type, t->cols);
+    int64_t per_batch = (int64_t)(cap / row_bytes);
+    if (per_batch < 1) per_batch = 1;
+    for (int64_t b0 = 0; b0 < t->rows && !write_failed; b0 += per_batch) {
+        const int64_t b1 = t->rows - b0 < per_batch ? t->rows : b0 + per_batch;
+        /* small batches on this thread: starting threads would cost more */
+        const int64_t values = (b1 - b0) * t->cols;
+        int n = values < (1 << 20) ? 1 : n_jobs;
+        if (n > b1 - b0) n = (int)(b1 - b0);
+        pthread_t tid[64];
+        bool started[64] = {false};
+        for (int w = 0; w < n; w++) {
+            row_job *j = &jobs[w];
+            j->t = t;
+            j->r0 = b0 + (b1 - b0) * w / n;
+            j->r1 = b0 + (b1 - b0) * (w + 1) / n;
+            j->st = skip_draws(*st, (uint64_t)((j->r0 - b0) * t->cols));
+            j->out = batch + (size_t)(j->r0 - b0) * row_bytes;
+            if (w > 0) started[w] = pthread_create(&tid[w], NULL, run_rows, j) == 0;
+        }
+        run_rows(&jobs[0]);
+        for (int w = 1; w < n; w++) {
+            if (started[w]) pthread_join(tid[w], NULL);
+            else run_rows(&jobs[w]); /* no thread to be had: here, in turn */
+        }
+        *st = jobs[n - 1].st;
+        put(batch, (size_t)(b1 - b0) * row_bytes);
     }
 }
 
@@ -474,14 +569,13 @@ int main(int argc, char **argv)
                 sift_dtype_name(s.type));
         return 2;
     }
-    rng = s.seed * 0x9e3779b97f4a7c15ull + 12345;
+    uint64_t rng = s.seed * 0x9e3779b97f4a7c15ull + 12345;
 
     /* the tensor list */
     const int per_layer = strcmp(s.arch, "qwen2") ? 9 : 12;
     const int n_tensors = 3 + s.layers * per_layer;
     tensor *ts = calloc((size_t)n_tensors, sizeof *ts);
-    float *buf = malloc((size_t)(s.ff > s.embd ? s.ff : s.embd) * 4 + (size_t)s.heads * s.head_dim * 4);
-    if (!ts || !buf) return 1;
+    if (!ts) return 1;
     int nt = 0;
     const int64_t qd = (int64_t)s.heads * s.head_dim, kvd = (int64_t)s.kv_heads * s.head_dim;
 #define MAT(nm, r, c)                                                                                                  \
@@ -565,8 +659,23 @@ int main(int argc, char **argv)
     static const char zeros[32] = {0};
     if (pos % 32) put(zeros, (size_t)(32 - pos % 32));
     uint64_t written = 0;
+    jump_init();
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const int n_jobs = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
+    int64_t widest = 0;
+    for (int i = 0; i < nt; i++) widest = ts[i].cols > widest ? ts[i].cols : widest;
+    const size_t cap = (size_t)64 << 20; /* a batch of rows: 64 MiB, or one row if wider */
+    row_job *jobs = calloc((size_t)n_jobs, sizeof *jobs);
+    unsigned char *batch = malloc(cap + (size_t)widest * 4);
+    for (int w = 0; jobs && w < n_jobs; w++) jobs[w].buf = malloc((size_t)widest * sizeof(float));
+    bool have = jobs && batch;
+    for (int w = 0; have && w < n_jobs; w++) have = jobs[w].buf != NULL;
+    if (!have) {
+        fprintf(stderr, "sift-gen-model: out of memory\n");
+        return 1;
+    }
     for (int i = 0; i < nt && !write_failed; i++) {
-        for (int64_t r = 0; r < ts[i].rows; r++) write_row(&ts[i], buf);
+        write_tensor(&ts[i], &rng, jobs, n_jobs, batch, cap);
         const uint64_t bytes = tensor_bytes(&ts[i]);
         if (bytes % 32) put(zeros, (size_t)(32 - bytes % 32));
         written += bytes;
@@ -575,7 +684,9 @@ int main(int argc, char **argv)
     if (offset > (1u << 30)) fputc('\n', stderr);
     if (fclose(out) != 0) write_failed = true;
     free(ts);
-    free(buf);
+    for (int w = 0; w < n_jobs; w++) free(jobs[w].buf);
+    free(jobs);
+    free(batch);
     if (write_failed) {
         fprintf(stderr, "sift-gen-model: writing %s failed\n", path);
         return 1;
