@@ -240,19 +240,26 @@ int cli_offload_apply(const char *who, const cli_offload *o, const sift_model *m
 /* "s" after a count other than one */
 static const char *plural(int64_t n) { return n == 1 ? "" : "s"; }
 
+/* "KV offload: device pool ... moved to the host" of pools p (GB or MB as their size asks). */
+static void print_pools(FILE *f, const sift_kv_pool_info *p)
+{
+    const double dev = (double)p->device_bytes, host = (double)p->host_bytes;
+    const bool gb = dev >= 1e9 || host >= 1e9;
+    fprintf(f,
+            "KV offload: device pool %.2f %s (%lld page%s of %lld tokens, %lld in use), host pool %.2f %s (%lld page%s, "
+            "%lld in use); %lld page%s moved to the host\n",
+            dev / (gb ? 1e9 : 1e6), gb ? "GB" : "MB", (long long)p->device_pages, plural(p->device_pages),
+            (long long)p->page_size, (long long)p->device_used, host / (gb ? 1e9 : 1e6), gb ? "GB" : "MB",
+            (long long)p->host_pages, plural(p->host_pages), (long long)p->host_used, (long long)p->pages_moved,
+            plural(p->pages_moved));
+}
+
 void cli_print_kv_pools(FILE *f, const char *who, const sift_session *s)
 {
     sift_kv_pool_info p;
     if (sift_session_kv_pools(s, &p) != SIFT_OK || p.host_pages == 0) return;
-    const double dev = (double)p.device_bytes, host = (double)p.host_bytes;
-    const bool gb = dev >= 1e9 || host >= 1e9;
-    fprintf(f,
-            "%s: KV offload: device pool %.2f %s (%lld page%s of %lld tokens, %lld in use), host pool %.2f %s (%lld page%s, "
-            "%lld in use); %lld page%s moved to the host\n",
-            who, dev / (gb ? 1e9 : 1e6), gb ? "GB" : "MB", (long long)p.device_pages, plural(p.device_pages),
-            (long long)p.page_size, (long long)p.device_used, host / (gb ? 1e9 : 1e6), gb ? "GB" : "MB",
-            (long long)p.host_pages, plural(p.host_pages), (long long)p.host_used, (long long)p.pages_moved,
-            plural(p.pages_moved));
+    fprintf(f, "%s: ", who);
+    print_pools(f, &p);
 }
 
 int cli_load_predictor(const char *who, sift_model *m, const cli_butler *b, sift_predictor **out)
@@ -1584,13 +1591,10 @@ static int bench_decode(int argc, char **argv)
                     printf("%10lld %-7s %12.3f %10.2f %12.2f%s\n", (long long)n_ctx, mode_names[mode], med * 1e3, tokens_per_s,
                            kv_gb, mode == 2 ? (hit_rate == 1.0 ? "  (every step reused)" : hit_rate > 0 ? "  (some steps reused)" : "  (no step reused)")
                                   : mode == 3 ? "  (+ predictor keys)" : "");
-                    if (pools.host_pages > 0)
-                        printf("%10s %-7s KV offload: device pool %.2f GB (%lld page%s of %lld tokens), host pool %.2f GB "
-                               "(%lld page%s, %lld in use); %lld page%s moved\n",
-                               "", "", (double)pools.device_bytes / 1e9, (long long)pools.device_pages,
-                               plural(pools.device_pages), (long long)pools.page_size, (double)pools.host_bytes / 1e9,
-                               (long long)pools.host_pages, plural(pools.host_pages), (long long)pools.host_used,
-                               (long long)pools.pages_moved, plural(pools.pages_moved));
+                    if (pools.host_pages > 0) {
+                        printf("%10s %-7s ", "", "");
+                        print_pools(stdout, &pools);
+                    }
                     if (profile) print_profile(prof, n_prof, prof_steps, med * 1e3, false);
                 }
                 fflush(stdout);
