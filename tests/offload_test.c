@@ -134,46 +134,40 @@ out:
     free(b.logits);
 }
 
-/* The pools' sizes: the device pool is kv_device_tokens rounded up to pages, the host pool the rest
- * (K and V, or V only), and a config error is named. */
-static void sizes(const model_run *t)
+/* The pools of a session made with config c, destroyed again; false after a failed check naming
+ * the error. */
+static bool pools_of(const model_run *t, const sift_session_config *c, sift_kv_pool_info *p)
 {
     sift_session *s = NULL;
+    const bool ok = sift_session_create(t->m, c, &s) == SIFT_OK && sift_session_kv_pools(s, p) == SIFT_OK;
+    if (!ok) check(false, t->name, t->bname, sift_last_error(), 0);
+    sift_session_destroy(s);
+    return ok;
+}
+
+/* The pools' sizes: the device pool is kv_device_tokens rounded up to pages, the host pool the rest
+ * (K and V, or V only; under butler all of layer 0 on the device), and a config error is named. */
+static void sizes(const model_run *t)
+{
     sift_session_config c = config(t, SIFT_POLICY_DENSE, 1, false);
     c.kv_device_tokens = 40; /* 2.5 pages: 3 */
     sift_kv_pool_info p = {0};
     const size_t row = (size_t)t->info.n_kv_heads * (size_t)t->info.head_dim * 2; /* f16, one K or V token, all heads */
-    if (sift_session_create(t->m, &c, &s) == SIFT_OK && sift_session_kv_pools(s, &p) == SIFT_OK) {
-        const size_t layers = (size_t)t->info.n_layers;
+    const size_t layers = (size_t)t->info.n_layers;
+    if (pools_of(t, &c, &p))
         check(p.device_pages == 3 && p.host_pages == 13 && p.device_bytes == layers * 2 * 48 * row &&
                   p.host_bytes == layers * 2 * 208 * row && p.page_size == 16,
               t->name, t->bname, "40 device tokens: 3 device pages, 13 host pages, K+V bytes of each", (double)p.host_bytes);
-    } else {
-        check(false, t->name, t->bname, sift_last_error(), 0);
-    }
-    sift_session_destroy(s);
-    s = NULL;
     c.kv_offload_v_only = 1;
-    if (sift_session_create(t->m, &c, &s) == SIFT_OK && sift_session_kv_pools(s, &p) == SIFT_OK) {
-        const size_t layers = (size_t)t->info.n_layers;
+    if (pools_of(t, &c, &p))
         check(p.device_bytes == layers * (256 + 48) * row && p.host_bytes == layers * 208 * row, t->name, t->bname,
               "V only: K whole on the device, V split", (double)p.device_bytes);
-    } else {
-        check(false, t->name, t->bname, sift_last_error(), 0);
-    }
-    sift_session_destroy(s);
-    s = NULL;
     sift_session_config b = config(t, SIFT_POLICY_BUTLER, 1, false);
     b.kv_device_tokens = 40;
-    if (sift_session_create(t->m, &b, &s) == SIFT_OK && sift_session_kv_pools(s, &p) == SIFT_OK) {
-        const size_t layers = (size_t)t->info.n_layers;
+    if (pools_of(t, &b, &p))
         check(p.device_bytes == 2 * 256 * row + (layers - 1) * 2 * 48 * row && p.host_bytes == (layers - 1) * 2 * 208 * row,
               t->name, t->bname, "butler: layer 0 (dense) whole on the device, the others split", (double)p.host_bytes);
-    } else {
-        check(false, t->name, t->bname, sift_last_error(), 0);
-    }
-    sift_session_destroy(s);
-    s = NULL;
+    sift_session *s = NULL;
     c.kv_device_tokens = 0;
     const sift_status bad = sift_session_create(t->m, &c, &s);
     check(bad == SIFT_E_INVALID && !s, t->name, t->bname, "V only without a device pool size: SIFT_E_INVALID", (double)bad);
