@@ -753,6 +753,10 @@ static void add_edge_cases(void)
         {E_SELECT, 0, 0, 0, 1100, 50, SIFT_F32, 3000, 2, 2, 300, 0, 0},
         {E_SELECT, 0, 0, 0, 16, 2, SIFT_F32, 40000, 0, 0, 39999, 0, 0},
         {E_SELECT, 0, 0, 0, 5, 3, SIFT_F32, 70001, 1, 0, 35000, 0, 0},
+        /* the k-th largest vote's top 11 bits shared by more candidates than the buffer of the
+         * GPU selects holds (an eighth of |C| past 128K): the lower digits read every candidate */
+        {E_SELECT, 0, 0, 0, 2, 1, SIFT_F32, 150000, 0, 0, 50000, 0, 0},
+        {E_SELECT, 0, 0, 0, 1, 3, SIFT_F32, 400000, 2, 9, 1000, 0, 0},
         {E_VOTE, 8, 2, 0, 0, 0, SIFT_F32, 9001, 0, 0, 0, 0, SIFT_VOTE_SOFTMAX_SUM},
         {E_VOTE, 4, 4, 0, 0, 0, SIFT_F32, 4097, 0, 0, 0, 0, SIFT_VOTE_KVHEAD_MAX},
         {E_VOTE, 28, 4, 0, 0, 0, SIFT_F32, 12000, 0, 0, 0, 0, SIFT_VOTE_SOFTMAX_SUM},
