@@ -1,17 +1,21 @@
 // select (docs/kernels.md): per list, the k largest votes over the candidates, ties to the lower
 // position, joined with sink and window, ascending.
 //
-// Radix select over the order key (sift_order_key: larger float, larger key; -0 = +0) in three
-// digits of 11, 11 and 10 bits, from the top. Only the first digit reads every candidate; the
-// keys that share it with the k-th largest are copied out (their positions) and the two lower
-// digits are found over that copy. Five kernels:
-//   select_top     grid (blocks of 4096 candidates, list): histogram of digit 0 (key >> 21).
-//   select_filter  same grid: per block the keys whose digit 0 is above the chosen bin b0 (all
-//                  of them taken), and the positions of those in bin b0 appended to the list's
-//                  buffer with their digit 1 counted.
-//   select_refine  grid (up to 32 blocks, list) over the buffer: digit 2 of the keys that match
-//                  the 22-bit prefix; the k-th largest key T is now known, and rem = how many
-//                  keys equal to T to take.
+// Radix select over the order key (sift_order_key: larger float, larger key; -0 = +0). Only the
+// first pass reads every candidate to count, into 2048 bins spread over the keys' range (votes
+// are often concentrated in a fraction of an octave, where the top bits of the keys barely
+// differ); the keys in the k-th largest's bin are copied out (their positions), and the exact
+// key is found over that copy in three digits of 11, 11 and 10 bits. Six kernels:
+//   select_range   one block per list: the range of the keys of 4096 evenly spread candidates;
+//                  bin(key) = (key - lowest) >> shift, with shift such that the range spans at
+//                  most 2048 bins (keys outside it fall in the first or the last bin).
+//   select_top     grid (blocks of 4096 candidates, list): histogram of the bins.
+//   select_filter  same grid: per block the keys whose bin is above the chosen bin b0 (all of
+//                  them taken), and the positions of those in bin b0 appended to the list's
+//                  buffer with their top 11 bits counted.
+//   select_refine  grid (blocks over the buffer, list), twice: the next 11, then the last 10 bits
+//                  of the keys that match the prefix so far; the k-th largest key T is then known,
+//                  and rem = how many keys equal to T to take.
 //   select_count   the same grid over the buffer: per block of candidates, the buffered keys
 //                  > T and == T, added to the count select_filter stored.
 //   select_compact the first grid: writes, in position order, every key > T and the first rem
@@ -36,21 +40,29 @@ constexpr int SCH = 4096;           // candidates per block of the full passes
 constexpr int SRD = SCH / NT;       // rounds of NT candidates per block
 constexpr int BINS = 2048;          // 11-bit digits: key bits 31..21, 20..10, 9..0
 constexpr int BPT = BINS / NT;      // bins per thread in the digit scan
-constexpr int REFINE_BLOCKS = 32;   // blocks per list over the buffer
+constexpr int RANGE_SAMPLES = 4096; // candidates select_range looks at
 constexpr uint32_t NO_BIN = BINS;   // a key that counts in no bin
 
 // Per list, written by the last block of each histogram kernel.
 struct SelState {
-    uint32_t b0, rem0;   // digit 0 of T; keys of bin b0 still to take
-    uint32_t p22, rem1;  // T's top 22 bits (low 10 zero); keys with them still to take
-    uint32_t t, rem;     // T; keys == T to take
-    uint32_t buffered;   // bin b0 fitted in the buffer
-    uint32_t pad;
+    uint32_t lowest, shift; // bin(key) = (key - lowest) >> shift, clamped to [0, BINS)
+    uint32_t b0, rem0;      // T's bin; keys of bin b0 still to take
+    uint32_t prefix, rem1;  // select_filter: T's top 11 bits; select_refine 1: its top 22 bits (the rest 0)
+    uint32_t t, rem;        // T; keys == T to take
+    uint32_t buffered;      // bin b0 fitted in the buffer
+    uint32_t pad[3];
 };
 
+__device__ __forceinline__ uint32_t bin_of(const SelState &st, uint32_t key)
+{
+    if (key <= st.lowest) return 0;
+    const uint32_t b = (key - st.lowest) >> st.shift;
+    return b < (uint32_t)BINS ? b : (uint32_t)BINS - 1;
+}
+
 struct SelScratch {
-    uint32_t *hist;   // [3][lists][BINS]
-    uint32_t *done;   // [3][lists]: tickets of the histogram kernels
+    uint32_t *hist;   // [4][lists][BINS]: select_top, select_filter, select_refine 1 and 2
+    uint32_t *done;   // [4][lists]: tickets of the histogram kernels
     uint32_t *nbuf;   // [lists]: positions in the buffer
     SelState *state;  // [lists]
     uint2 *counts;    // [lists][blocks]: keys > T, keys == T
@@ -176,6 +188,41 @@ __device__ __forceinline__ int load_keys(const float *row, int64_t cand, int b, 
     return left >= SCH ? SRD : (int)((left + NT - 1) / NT);
 }
 
+__global__ void __launch_bounds__(NT) select_range(const float *votes, int64_t cand, SelScratch s, const float *skip)
+{
+    if (skipped(skip)) return;
+    __shared__ uint32_t lo[NT / 32], hi[NT / 32];
+    const int l = (int)blockIdx.x, tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const float *row = votes + (int64_t)l * cand;
+    const int64_t n = cand < RANGE_SAMPLES ? cand : RANGE_SAMPLES;
+    uint32_t mn = 0xffffffffu, mx = 0;
+    for (int64_t i = tid; i < n; i += NT) {
+        const uint32_t key = order_key(row[i * cand / n]);
+        mn = min(mn, key);
+        mx = max(mx, key);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        mn = min(mn, __shfl_xor_sync(FULL, mn, o));
+        mx = max(mx, __shfl_xor_sync(FULL, mx, o));
+    }
+    if (lane == 0) {
+        lo[warp] = mn;
+        hi[warp] = mx;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        for (int w = 0; w < NT / 32; w++) {
+            mn = min(mn, lo[w]);
+            mx = max(mx, hi[w]);
+        }
+        uint32_t shift = 0; // the smallest with (mx - mn) >> shift < BINS
+        while (((mx - mn) >> shift) >= (uint32_t)BINS) shift++;
+        s.state[l].lowest = mn;
+        s.state[l].shift = shift;
+    }
+}
+
 __global__ void __launch_bounds__(NT) select_top(const float *votes, int64_t cand, uint32_t k, SelScratch s,
                                                  const float *skip)
 {
@@ -186,11 +233,12 @@ __global__ void __launch_bounds__(NT) select_top(const float *votes, int64_t can
     bool in[SRD];
     const int rounds = load_keys(votes + (int64_t)l * cand, cand, b, key, in);
     hist_clear(h);
+    const SelState st = s.state[l];
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < SRD; i++) {
         if (i >= rounds) break; // the same for the whole block
-        hist_add(h, in[i] ? key[i] >> 21 : NO_BIN);
+        hist_add(h, in[i] ? bin_of(st, key[i]) : NO_BIN);
     }
     uint32_t *g = s.hist + (size_t)l * BINS;
     if (!flush_is_last(h, g, s.done + l)) return;
@@ -214,8 +262,9 @@ __global__ void __launch_bounds__(NT) select_filter(const float *votes, int64_t 
     bool in[SRD];
     const int rounds = load_keys(votes + (int64_t)l * cand, cand, b, key, in);
     hist_clear(h);
-    const uint32_t b0 = s.state[l].b0;
-    const bool buffered = s.state[l].buffered != 0;
+    const SelState st = s.state[l];
+    const uint32_t b0 = st.b0;
+    const bool buffered = st.buffered != 0;
     uint32_t *buf = s.buf + (int64_t)l * s.cap;
     __syncthreads();
     uint32_t above = 0;
@@ -223,10 +272,10 @@ __global__ void __launch_bounds__(NT) select_filter(const float *votes, int64_t 
 #pragma unroll
     for (int i = 0; i < SRD; i++) {
         if (i >= rounds) break; // the same for the whole block
-        const uint32_t d0 = key[i] >> 21;
-        const bool mine = in[i] && d0 == b0;
-        above += in[i] && d0 > b0;
-        hist_add(h, mine ? (key[i] >> 10) & (BINS - 1) : NO_BIN);
+        const uint32_t bin = bin_of(st, key[i]);
+        const bool mine = in[i] && bin == b0;
+        above += in[i] && bin > b0;
+        hist_add(h, mine ? key[i] >> 21 : NO_BIN);
         if (buffered) {
             const unsigned bal = __ballot_sync(FULL, mine);
             uint32_t base = 0;
@@ -240,9 +289,9 @@ __global__ void __launch_bounds__(NT) select_filter(const float *votes, int64_t 
     uint32_t *g = s.hist + ((size_t)lists + l) * BINS;
     if (!flush_is_last(h, g, s.done + lists + l)) return;
     uint32_t bin, rem, count;
-    pick_bin(g, s.state[l].rem0, bin, rem, count);
+    pick_bin(g, st.rem0, bin, rem, count);
     if (threadIdx.x == 0) {
-        s.state[l].p22 = (b0 << 21) | (bin << 10);
+        s.state[l].prefix = bin << 21;
         s.state[l].rem1 = rem;
     }
 }
@@ -254,7 +303,7 @@ struct Bin0 {
     const float *row;
     const uint32_t *buf;
     int64_t n;
-    uint32_t b0;
+    SelState st;
     bool buffered;
 };
 
@@ -265,7 +314,7 @@ __device__ __forceinline__ Bin0 bin0_of(const float *votes, int64_t cand, const 
     z.buf = s.buf + (int64_t)l * s.cap;
     z.buffered = s.state[l].buffered != 0;
     z.n = z.buffered ? (int64_t)s.nbuf[l] : cand;
-    z.b0 = s.state[l].b0;
+    z.st = s.state[l];
     return z;
 }
 
@@ -274,30 +323,35 @@ __device__ __forceinline__ bool bin0_at(const Bin0 &z, int64_t i, uint32_t &j, u
 {
     j = z.buffered ? z.buf[i] : (uint32_t)i;
     key = order_key(z.row[j]);
-    return z.buffered || (key >> 21) == z.b0;
+    return z.buffered || bin_of(z.st, key) == z.st.b0;
 }
 
-__global__ void __launch_bounds__(NT) select_refine(const float *votes, int64_t cand, SelScratch s, const float *skip)
+// pass 1: bits 20..10 of the keys with T's top 11 bits; pass 2: bits 9..0 of those with its top 22.
+__global__ void __launch_bounds__(NT) select_refine(const float *votes, int64_t cand, SelScratch s, int pass,
+                                                    const float *skip)
 {
     if (skipped(skip)) return;
     __shared__ uint32_t h[BINS];
     const int l = (int)blockIdx.y, lists = (int)gridDim.y;
     hist_clear(h);
     const Bin0 z = bin0_of(votes, cand, s, l);
-    const uint32_t p22 = s.state[l].p22;
+    const uint32_t prefix = z.st.prefix, rem_in = pass == 1 ? z.st.rem1 : z.st.rem;
+    const int shift = pass == 1 ? 21 : 10, low = pass == 1 ? 10 : 0;
+    const uint32_t mask = pass == 1 ? 2047u : 1023u;
     __syncthreads();
     for (int64_t base = (int64_t)blockIdx.x * NT; base < z.n; base += (int64_t)gridDim.x * NT) {
         const int64_t i = base + threadIdx.x;
         uint32_t j, key, bin = NO_BIN;
-        if (i < z.n && bin0_at(z, i, j, key) && (key >> 10) == (p22 >> 10)) bin = key & 1023u;
+        if (i < z.n && bin0_at(z, i, j, key) && (key >> shift) == (prefix >> shift)) bin = (key >> low) & mask;
         hist_add(h, bin);
     }
-    uint32_t *g = s.hist + ((size_t)2 * lists + l) * BINS;
-    if (!flush_is_last(h, g, s.done + 2 * lists + l)) return;
+    uint32_t *g = s.hist + ((size_t)(1 + pass) * lists + l) * BINS;
+    if (!flush_is_last(h, g, s.done + (1 + pass) * lists + l)) return;
     uint32_t bin, rem, count;
-    pick_bin(g, s.state[l].rem1, bin, rem, count);
+    pick_bin(g, rem_in, bin, rem, count);
     if (threadIdx.x == 0) {
-        s.state[l].t = p22 | bin;
+        if (pass == 1) s.state[l].prefix = prefix | (bin << 10);
+        else s.state[l].t = prefix | bin;
         s.state[l].rem = rem;
     }
 }
@@ -388,14 +442,14 @@ __global__ void __launch_bounds__(NT) select_fill(int32_t *out, int64_t total, i
 }
 
 // The zeroed part (histograms, tickets, buffer counts) first, then the state, counts and buffer.
-static size_t zeroed_bytes(int64_t lists) { return ((size_t)3 * lists * BINS + (size_t)3 * lists + (size_t)lists) * 4; }
+static size_t zeroed_bytes(int64_t lists) { return ((size_t)4 * lists * BINS + (size_t)4 * lists + (size_t)lists) * 4; }
 
 static SelScratch select_scratch(int64_t lists, int64_t cand, int blocks, void *scratch)
 {
     SelScratch s;
     s.hist = static_cast<uint32_t *>(scratch);
-    s.done = s.hist + (size_t)3 * lists * BINS;
-    s.nbuf = s.done + (size_t)3 * lists;
+    s.done = s.hist + (size_t)4 * lists * BINS;
+    s.nbuf = s.done + (size_t)4 * lists;
     char *p = reinterpret_cast<char *>(scratch) + ((zeroed_bytes(lists) + 15) & ~(size_t)15);
     s.state = reinterpret_cast<SelState *>(p);
     p += (size_t)lists * sizeof(SelState);
@@ -458,10 +512,14 @@ extern "C" cudaError_t sift_cuda_select_launch(const sift_cuda_device *dev, cons
     if (!radix) return cudaSuccess;
     const SelScratch s = select_scratch(lists, cand, plan->blocks, scratch);
     const dim3 grid((unsigned)plan->blocks, (unsigned)lists);
-    const dim3 few((unsigned)(plan->blocks < REFINE_BLOCKS ? plan->blocks : REFINE_BLOCKS), (unsigned)lists);
-    cudaError_t e = launch(select_top, grid, dim3(NT), 0, st, votes, cand, (uint32_t)l->chosen, s, skip);
+    // over the buffer: 8 entries a thread when it is full (it seldom is: blocks past its count return)
+    const int64_t few_blocks = (s.cap + 8 * NT - 1) / (8 * NT);
+    const dim3 few((unsigned)(few_blocks < 64 ? few_blocks : 64), (unsigned)lists);
+    cudaError_t e = launch(select_range, dim3((unsigned)lists), dim3(NT), 0, st, votes, cand, s, skip);
+    if (e == cudaSuccess) e = launch(select_top, grid, dim3(NT), 0, st, votes, cand, (uint32_t)l->chosen, s, skip);
     if (e == cudaSuccess) e = launch(select_filter, grid, dim3(NT), 0, st, votes, cand, s, skip);
-    if (e == cudaSuccess) e = launch(select_refine, few, dim3(NT), 0, st, votes, cand, s, skip);
+    if (e == cudaSuccess) e = launch(select_refine, few, dim3(NT), 0, st, votes, cand, s, 1, skip);
+    if (e == cudaSuccess) e = launch(select_refine, few, dim3(NT), 0, st, votes, cand, s, 2, skip);
     if (e == cudaSuccess) e = launch(select_count, few, dim3(NT), 0, st, votes, cand, s, skip);
     if (e != cudaSuccess) return e;
     return launch(select_compact, grid, dim3(NT), 0, st, votes, cand, s, out, l->count, l->sink, l->first, skip);

@@ -1,9 +1,11 @@
-// select (docs/kernels.md): radix select over the order key of the votes in three digits of 11, 11
-// and 10 bits from the top, then a stable compaction in position order. Shared by select_top,
-// select_filter, select_refine, select_count and select_compact (cuda/select.cu is the same
-// algorithm). Only the first digit reads every candidate: select_filter copies the positions of the
-// keys that share it with the chosen-th largest key to a per-list buffer, and the two lower digits
-// are found over that copy. Every list is its own row of workgroups (grid (block, list)) with its
+// select (docs/kernels.md): radix select over the order key of the votes, then a stable compaction
+// in position order. Shared by select_range, select_top, select_filter, select_refine, select_count
+// and select_compact (cuda/select.cu is the same algorithm). Only the first pass reads every
+// candidate to count, into 2048 bins spread over the keys' range (select_range: the range of 4096
+// evenly spread candidates' keys; keys outside it fall in the first or the last bin), since votes
+// are often concentrated in a fraction of an octave where the top bits of the keys barely differ.
+// select_filter copies the positions of the keys in the chosen-th largest's bin to a per-list
+// buffer, and the exact key is found over that copy in digits of 11, 11 and 10 bits. Every list is its own row of workgroups (grid (block, list)) with its
 // own histograms and state, so the lists of one node (TokenButler's one per KV head) run side by
 // side. The full passes size their blocks from the lists: about pc.nblocks * lists ~ 1024
 // workgroups in all. select_refine and select_count run up to 32 workgroups per list over the
@@ -12,13 +14,15 @@
 // subgroups.
 //
 // Scratch, per list:
-//   zeroed part (pc.hist): hist [3][lists][2048], tickets [3][lists], nbuf [lists]. Zero when a run
+//   zeroed part (pc.hist): hist [4][lists][2048], tickets [4][lists], nbuf [lists]. Zero when a run
 //         starts: the graph's scratch is zeroed once when it is made, and each run's last user
 //         clears them again (the last workgroup of each histogram kernel reads and clears its
 //         histogram and ticket; select_compact clears nbuf).
-//   state [lists] (8 uints): b0, rem0 (select_top: digit 0 of T, keys of its bin still to take),
-//         p22, rem1 (select_filter: T's top 22 bits, keys with them still to take), t, rem
-//         (select_refine: T, keys == T to take), buffered (bin b0 fitted in the buffer).
+//   state [lists] (12 uints): lowest, shift (select_range: bin(key) = (key - lowest) >> shift,
+//         clamped), b0, rem0 (select_top: T's bin, keys of it still to take), prefix, rem1
+//         (select_filter: T's top 11 bits, keys with them still to take; select_refine 1: its top
+//         22), t, rem (select_refine 2: T, keys == T to take), buffered (bin b0 fitted in the
+//         buffer).
 //   counts [lists][nblocks] uvec2: per block of the full passes, keys > T and keys == T.
 //   buf   [lists][cap]: candidate indices of bin b0 (not written when the bin holds more than cap:
 //         select_refine and select_count then read every candidate, filtered by the prefix).
@@ -44,6 +48,7 @@ layout(push_constant) uniform PC {
     uint count;       // entries per list: sink + chosen + win_count
     uint cap;         // buffer entries per list
     uint mode;        // select_compact: 0 radix, 1 take every candidate, 2 take none
+    uint pass;        // select_refine: 1 (bits 20..10) or 2 (bits 9..0)
 } pc;
 
 const uint BINS = 2048u;
@@ -83,12 +88,20 @@ uint wg_sum(uint x)
 
 uint lists_() { return gl_NumWorkGroups.y; }
 uint64_t hist_addr(uint l, uint p) { return pc.hist + (uint64_t(p) * lists_() + l) * BINS * 4ul; }
-uint64_t ticket_addr(uint l, uint p) { return pc.hist + (uint64_t(3u * BINS) * lists_() + p * lists_() + l) * 4ul; }
-uint64_t nbuf_addr(uint l) { return pc.hist + (uint64_t(3u * BINS + 3u) * lists_() + l) * 4ul; }
-uint64_t state_addr(uint l, uint field) { return pc.state + (uint64_t(l) * 8u + field) * 4ul; }
-const uint ST_B0 = 0u, ST_REM0 = 1u, ST_P22 = 2u, ST_REM1 = 3u, ST_T = 4u, ST_REM = 5u, ST_BUFFERED = 6u;
+uint64_t ticket_addr(uint l, uint p) { return pc.hist + (uint64_t(4u * BINS) * lists_() + p * lists_() + l) * 4ul; }
+uint64_t nbuf_addr(uint l) { return pc.hist + (uint64_t(4u * BINS + 4u) * lists_() + l) * 4ul; }
+const uint ST_LOWEST = 0u, ST_SHIFT = 1u, ST_B0 = 2u, ST_REM0 = 3u, ST_PREFIX = 4u, ST_REM1 = 5u, ST_T = 6u, ST_REM = 7u,
+           ST_BUFFERED = 8u, ST_UINTS = 12u;
+uint64_t state_addr(uint l, uint field) { return pc.state + (uint64_t(l) * ST_UINTS + field) * 4ul; }
 uint state_get(uint l, uint field) { return U32Ref(state_addr(l, field)).v; }
 void state_set(uint l, uint field, uint v) { U32Ref(state_addr(l, field)).v = v; }
+
+// The bin of a key in select_top and select_filter (lowest, shift: list l's from select_range).
+uint bin_of(uint lowest, uint shift, uint key)
+{
+    if (key <= lowest) return 0u;
+    return min((key - lowest) >> shift, BINS - 1u);
+}
 
 #ifdef SELECT_HISTOGRAM // the histogram kernels (select_top, select_filter, select_refine)
 shared uint sh_hist[BINS];
@@ -197,5 +210,5 @@ bool bin0_at(uint l, uint i, out uint j, out uint key)
     const bool buffered = state_get(l, ST_BUFFERED) != 0u;
     j = buffered ? U32Ref(pc.buf + (uint64_t(l) * pc.cap + i) * 4ul).v : i;
     key = key_at(l, j);
-    return buffered || (key >> 21) == state_get(l, ST_B0);
+    return buffered || bin_of(state_get(l, ST_LOWEST), state_get(l, ST_SHIFT), key) == state_get(l, ST_B0);
 }

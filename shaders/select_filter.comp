@@ -1,8 +1,8 @@
 #version 460
-// select, digit 1: per block the keys whose top 11 bits are above b0 (all of them taken, stored as
-// the block's count of keys > T), the positions of the keys in bucket b0 appended to the list's
-// buffer (when they fit), and the histogram of their next 11 bits; the last workgroup of each list
-// picks that digit. Grid (block, list).
+// select: per block the keys whose bin is above b0 (all of them taken, stored as the block's count
+// of keys > T), the positions of the keys in bin b0 appended to the list's buffer (when they fit),
+// and the histogram of their top 11 bits; the last workgroup of each list picks that digit. Grid
+// (block, list).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #define SELECT_HISTOGRAM
@@ -14,7 +14,7 @@ void main()
     const uint l = gl_WorkGroupID.y, blk = gl_WorkGroupID.x;
     load_batch(l, blk, 0u);
     hist_clear();
-    const uint b0 = state_get(l, ST_B0);
+    const uint b0 = state_get(l, ST_B0), lowest = state_get(l, ST_LOWEST), shift = state_get(l, ST_SHIFT);
     const bool buffered = state_get(l, ST_BUFFERED) != 0u;
     const uint64_t buf = pc.buf + uint64_t(l) * pc.cap * 4ul;
     barrier(); // the clear before any atomic
@@ -22,10 +22,10 @@ void main()
     for (uint i0 = 0u;;) {
         [[unroll]] for (uint i = 0u; i < BATCH; i++) {
             if (i0 + i >= pc.items) break; // uniform
-            const uint d0 = g_key[i] >> 21;
-            const bool mine = g_in[i] && d0 == b0;
-            above += g_in[i] && d0 > b0 ? 1u : 0u;
-            hist_add(mine ? (g_key[i] >> 10) & (BINS - 1u) : NO_BIN);
+            const uint bin = bin_of(lowest, shift, g_key[i]);
+            const bool mine = g_in[i] && bin == b0;
+            above += g_in[i] && bin > b0 ? 1u : 0u;
+            hist_add(mine ? g_key[i] >> 21 : NO_BIN);
             if (buffered) {
                 const uvec4 bal = subgroupBallot(mine);
                 const uint n = subgroupBallotBitCount(bal);
@@ -51,7 +51,7 @@ void main()
     uint bin, rem, count;
     pick_bin(l, 1u, state_get(l, ST_REM0), bin, rem, count);
     if (rank_() == 0u) {
-        state_set(l, ST_P22, (b0 << 21) | (bin << 10));
+        state_set(l, ST_PREFIX, bin << 21);
         state_set(l, ST_REM1, rem);
     }
 }

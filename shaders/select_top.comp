@@ -1,6 +1,6 @@
 #version 460
-// select, digit 0: histogram of the top 11 bits of every candidate's key; the last workgroup of
-// each list picks the bucket b0 holding the chosen-th largest key. Grid (block, list).
+// select: histogram of every candidate's bin (select_range's); the last workgroup of each list
+// picks the bin b0 holding the chosen-th largest key. Grid (block, list).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #define SELECT_HISTOGRAM
@@ -12,11 +12,12 @@ void main()
     const uint l = gl_WorkGroupID.y, blk = gl_WorkGroupID.x;
     load_batch(l, blk, 0u);
     hist_clear();
+    const uint lowest = state_get(l, ST_LOWEST), shift = state_get(l, ST_SHIFT);
     barrier(); // the clear before any atomic
     for (uint i0 = 0u;;) {
         [[unroll]] for (uint i = 0u; i < BATCH; i++) {
             if (i0 + i >= pc.items) break; // uniform
-            hist_add(g_in[i] ? g_key[i] >> 21 : NO_BIN);
+            hist_add(g_in[i] ? bin_of(lowest, shift, g_key[i]) : NO_BIN);
         }
         i0 += BATCH;
         if (i0 >= pc.items) break;

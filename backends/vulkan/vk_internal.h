@@ -19,6 +19,7 @@ typedef enum vk_kernel {
     VK_K_VOTE_MERGE,
     VK_K_VOTE_SUM,
     VK_K_VOTE_MAX,
+    VK_K_SELECT_RANGE,
     VK_K_SELECT_TOP,
     VK_K_SELECT_FILTER,
     VK_K_SELECT_REFINE,
