@@ -1,6 +1,7 @@
 #version 460
-// select: bucket b0's keys > T and == T, added to the counts of their blocks (select_filter stored
-// each block's keys above b0). Grid (up to 32 workgroups, list) over the buffer.
+// select: the threshold T (the chosen-th largest key) and rem from the last pass's histogram (block 0
+// stores them for select_compact), then per block how many keys are greater than T and how many
+// equal it. Grid (block, list).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "select.glsl"
@@ -8,13 +9,25 @@
 void main()
 {
     if (skipped(pc.skip)) return;
-    const uint l = gl_WorkGroupID.y, block_len = 256u * pc.items;
-    const uint n = bin0_size(l), t = state_get(l, ST_T);
-    for (uint i = gl_WorkGroupID.x * 256u + rank_(); i < n; i += gl_NumWorkGroups.x * 256u) {
-        uint j, key;
-        if (!bin0_at(l, i, j, key)) continue;
-        const uint64_t a = pc.counts + (uint64_t(l) * pc.nblocks + j / block_len) * 8ul;
-        if (key > t) atomicAdd(U32Ref(a).v, 1u);
-        else if (key == t) atomicAdd(U32Ref(a + 4ul).v, 1u);
+    const uint rk = rank_(), l = gl_WorkGroupID.y, blk = gl_WorkGroupID.x;
+    load_batch(l, blk, 0u);
+    uint t, rem;
+    advance(l, 4u, t, rem);
+    uint gt = 0u, eq = 0u;
+    for (uint i0 = 0u;;) {
+        [[unroll]] for (uint i = 0u; i < BATCH; i++) {
+            gt += g_in[i] && g_key[i] > t ? 1u : 0u;
+            eq += g_in[i] && g_key[i] == t ? 1u : 0u;
+        }
+        i0 += BATCH;
+        if (i0 >= pc.items) break;
+        load_batch(l, blk, i0);
+    }
+    gt = wg_sum(gt);
+    eq = wg_sum(eq);
+    if (rk == 0u) {
+        uint64_t a = pc.counts + (uint64_t(l) * pc.nblocks + blk) * 8ul;
+        U32Ref(a).v = gt;
+        U32Ref(a + 4ul).v = eq;
     }
 }

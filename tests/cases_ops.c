@@ -753,8 +753,7 @@ static void add_edge_cases(void)
         {E_SELECT, 0, 0, 0, 1100, 50, SIFT_F32, 3000, 2, 2, 300, 0, 0},
         {E_SELECT, 0, 0, 0, 16, 2, SIFT_F32, 40000, 0, 0, 39999, 0, 0},
         {E_SELECT, 0, 0, 0, 5, 3, SIFT_F32, 70001, 1, 0, 35000, 0, 0},
-        /* the k-th largest vote's top 11 bits shared by more candidates than the buffer of the
-         * GPU selects holds (an eighth of |C| past 128K): the lower digits read every candidate */
+        /* more than 2^17 candidates sharing the k-th largest vote (one value; a third of them) */
         {E_SELECT, 0, 0, 0, 2, 1, SIFT_F32, 150000, 0, 0, 50000, 0, 0},
         {E_SELECT, 0, 0, 0, 1, 3, SIFT_F32, 400000, 2, 9, 1000, 0, 0},
         {E_VOTE, 8, 2, 0, 0, 0, SIFT_F32, 9001, 0, 0, 0, 0, SIFT_VOTE_SOFTMAX_SUM},
