@@ -1,86 +1,176 @@
 // select (docs/kernels.md): per list, the k largest votes over the candidates, ties to the lower
 // position, joined with sink and window, ascending.
 //
-// Radix select over the order key (sift_order_key: larger float, larger key; -0 = +0), 8 bits at
-// a time from the top, one histogram kernel per digit, grid (blocks of 4096 candidates, list):
-//   pass p: every block first re-derives the prefix fixed by passes 0..p-1 from their (complete)
-//   histograms — a warp-wide scan from the top digit down to the one holding the krem-th largest
-//   key — then counts the p-th digit of the keys that match the prefix (warp-aggregated shared
-//   atomics, one global atomic per bin and block).
-// After 4 passes the prefix is the k-th largest key T, and krem = k - #(keys > T) keys equal to T
-// are taken, the first ones by position. select_count counts per block the keys > T and == T;
-// select_compact gives each block its offset (the sums over earlier blocks) and writes, in
-// position order, every candidate with key > T or key == T and fewer than krem equal keys before
-// it, at sink + #(kept before it) = sink + #(> T before) + min(#(== T before), krem). The result
-// is ascending without a sort. select_fill writes the sink [0, S) and the window [max(S, N-W), N)
-// (and all of C when k >= |C|).
-//
-// Histograms of pass 1..3 are zeroed by pass 0; the pass-0 histogram is zeroed by select_compact
-// for the next run (and by sift_cuda_select_reset once, and after a failed run).
-// The selection layout (sink, first candidate, chosen, window) is the node's (n->p.layout).
+// Three kernels, two of them with a tail run by their last block (the block that takes the last
+// ticket of its list, after every other block's results are in memory):
+//   select_top     grid (blocks of 4096 candidates, list). Every block derives the same 2048 bins
+//                  from the range of the order keys (sift_order_key: larger float, larger key;
+//                  -0 = +0) of 1024 evenly spread candidates, bin(key) = (key - lowest) >> shift,
+//                  keys outside the range in the first or the last bin, and counts its keys into
+//                  them. Bins spread over the range, not the keys' top bits: votes are often
+//                  concentrated in a fraction of an octave, where the top bits barely differ.
+//                  Tail: the bin b0 holding the k-th largest key, and rem0 = how many of it to take.
+//   select_filter  same grid: per block, the keys above bin b0 (all taken) and those in it; the
+//                  positions of those in b0 are appended to the list's buffer. Tail: the k-th
+//                  largest key T among bin b0's keys (three digits of 11, 11 and 10 bits over the
+//                  buffer, in shared memory when it fits; when b0 held more than the buffer, over
+//                  every candidate, slowly; when b0's keys are all equal, T is that key), rem = how
+//                  many keys equal to T to take, and each block's counts of keys > T and == T.
+//   select_compact same grid: writes, in position order, every key > T and the first rem keys
+//                  == T, at sink + #(kept before it), so the result is ascending without a sort
+//                  (each block sums the counts of the blocks before it); block 0 writes the sink
+//                  [0, S) and the window [max(S, N-W), N) too.
+// Between runs the histogram, the tickets, the buffer counts and the b0 key range are zero
+// (sift_cuda_select_reset zeroes them once, and after a failed run; each run's last user clears
+// them again). The selection layout (sink, first candidate, chosen, window) is the node's
+// (n->p.layout). When k >= |C| or k == 0, select_fill writes the whole list instead.
 //
 // Predicated (sift_graph_skip_if): every kernel returns at once when the node's flag is set, so a
-// skipped run leaves the output and the histograms (zeroed for the next run) as they were.
+// skipped run leaves the output, and the zeroed state, as they were.
 #include "common.cuh"
 
 namespace sift_cuda {
 
-constexpr int SCH = 4096;     // candidates per block
-constexpr int SRD = SCH / NT; // rounds of NT candidates per block
+constexpr int SCH = 4096;           // candidates per block
+constexpr int SRD = SCH / NT;       // rounds of NT candidates per block
+constexpr int BINS = 2048;          // bins of select_top; 11-bit digits in select_filter's tail
+constexpr int BPT = BINS / NT;      // bins per thread in a digit scan
+constexpr int RANGE_SAMPLES = 1024; // candidates whose keys give the range of the bins
+constexpr int BUF = 65536;          // buffer entries per list (at most |C|)
+constexpr int SMEM_KEYS = 6144;     // buffered keys the tail holds in shared memory
+constexpr uint32_t NO_BIN = BINS;   // a key that counts in no bin
 
-// Whole warp: the digit of hist[256] (counts of the keys that match the prefix so far) holding
-// the krem-th largest such key, and how many keys with that digit are still to take.
-__device__ __forceinline__ void pick_digit(const uint32_t *hist, uint32_t krem, uint32_t &digit, uint32_t &newk)
+// Per list, written by the tails (lowest and shift by block 0 of select_top).
+struct SelState {
+    uint32_t lowest, shift; // bin(key) = (key - lowest) >> shift, clamped to [0, BINS)
+    uint32_t b0, rem0, n0;  // T's bin, keys of it still to take, keys in it
+    uint32_t t, rem;        // T; keys == T to take
+    uint32_t pad;
+};
+
+struct SelScratch {
+    uint32_t *hist;  // [lists][BINS]: select_top's counts
+    uint32_t *done;  // [2][lists]: tickets of select_top and select_filter
+    uint32_t *nbuf;  // [lists]: positions in the buffer
+    uint32_t *b0max; // [lists][2]: the largest key of bin b0, and the complement of the smallest
+    SelState *state; // [lists]
+    uint2 *counts;   // [lists][blocks]: keys > T, keys == T
+    uint32_t *buf;   // [lists][cap]: candidate indices of bin b0
+    int64_t cap;
+    int blocks;
+};
+
+__device__ __forceinline__ uint32_t bin_of(uint32_t lowest, uint32_t shift, uint32_t key)
 {
-    const int lane = (int)threadIdx.x & 31;
-    uint32_t c[8], sum = 0;
+    if (key <= lowest) return 0;
+    const uint32_t b = (key - lowest) >> shift;
+    return b < (uint32_t)BINS ? b : (uint32_t)BINS - 1;
+}
+
+// Adds one to bin `bin` (NO_BIN: nothing) of the shared histogram h, one atomic per distinct bin
+// of the warp. The whole warp calls it.
+__device__ __forceinline__ void hist_add(uint32_t *h, uint32_t bin)
+{
+    const unsigned peers = __match_any_sync(FULL, bin);
+    if (bin < NO_BIN && ((int)threadIdx.x & 31) == __ffs((int)peers) - 1) atomicAdd(&h[bin], (uint32_t)__popc((int)peers));
+}
+
+__device__ __forceinline__ void hist_clear(uint32_t *h)
+{
+    for (int i = (int)threadIdx.x; i < BINS; i += NT) h[i] = 0;
+}
+
+__device__ __forceinline__ uint32_t block_sum_u32(uint32_t x, uint32_t *red /* [NT/32] */)
+{
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
 #pragma unroll
-    for (int i = 0; i < 8; i++) { // lane 0: digits 255..248, lane 31: 7..0
-        c[i] = hist[255 - lane * 8 - i];
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(FULL, x, o);
+    if (lane == 0) red[warp] = x;
+    __syncthreads();
+    uint32_t t = 0;
+#pragma unroll
+    for (int w = 0; w < NT / 32; w++) t += red[w];
+    __syncthreads(); // red may be reused after this
+    return t;
+}
+
+__device__ __forceinline__ uint32_t block_max_u32(uint32_t x, uint32_t *red /* [NT/32] */)
+{
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x = max(x, __shfl_xor_sync(FULL, x, o));
+    if (lane == 0) red[warp] = x;
+    __syncthreads();
+    uint32_t t = 0;
+#pragma unroll
+    for (int w = 0; w < NT / 32; w++) t = max(t, red[w]);
+    __syncthreads();
+    return t;
+}
+
+// Whole block, after its results are stored (with atomics or plain stores): true in the block
+// that took the last of the grid row's tickets, which then sees every block's results (and resets
+// the ticket for the next run).
+__device__ bool is_last(uint32_t *ticket)
+{
+    __shared__ int s_last;
+    __threadfence(); // this block's results before its ticket
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        s_last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+        if (s_last) *ticket = 0; // every block has taken its ticket
+    }
+    __syncthreads();
+    if (s_last) __threadfence(); // the others' results, after their tickets
+    return s_last != 0;
+}
+
+// Whole block: in histogram h (global: read through L2 and cleared for the next run; or shared)
+// the bin holding the rem-th largest key, the keys of that bin still to take, and its count. Bins
+// are scanned from the top: thread t holds bins BINS-1-BPT*t .. BINS-BPT*(t+1).
+template <bool GLOBAL> __device__ void pick_bin(uint32_t *h, uint32_t rem, uint32_t &bin, uint32_t &bin_rem, uint32_t &bin_count)
+{
+    __shared__ uint32_t red[NT / 32];
+    __shared__ uint32_t s_bin, s_rem, s_count;
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    uint32_t c[BPT], sum = 0;
+#pragma unroll
+    for (int i = 0; i < BPT; i++) {
+        uint32_t *p = &h[BINS - 1 - tid * BPT - i];
+        c[i] = GLOBAL ? __ldcg(p) : *p;
+        if (GLOBAL) *p = 0;
         sum += c[i];
     }
-    uint32_t incl = sum; // keys with a digit >= this lane's lowest (counts fit: |C| < 2^31)
+    uint32_t incl = sum; // counts fit: |C| < 2^31
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
         const uint32_t y = __shfl_up_sync(FULL, incl, o);
         if (lane >= o) incl += y;
     }
-    const uint32_t excl = incl - sum;
-    const unsigned bal = __ballot_sync(FULL, incl >= krem);
-    const int first = bal ? __ffs((int)bal) - 1 : 31;
-    uint32_t d = 0, nk = krem;
-    if (lane == first) {
-        uint32_t cum = excl;
-        bool found = false;
+    if (lane == 31) red[warp] = incl;
+    __syncthreads();
+    uint32_t before = 0;
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            if (!found) {
-                if (cum + c[i] >= krem) {
-                    d = (uint32_t)(255 - lane * 8 - i);
-                    nk = krem - cum;
-                    found = true;
-                } else {
-                    cum += c[i];
-                }
+    for (int w = 0; w < NT / 32; w++)
+        if (w < warp) before += red[w];
+    const uint32_t excl = before + incl - sum;
+    if (excl < rem && excl + sum >= rem) { // the one thread whose bins hold the rem-th largest key
+        uint32_t cum = excl;
+#pragma unroll
+        for (int i = 0; i < BPT; i++) {
+            if (cum < rem && cum + c[i] >= rem) {
+                s_bin = (uint32_t)(BINS - 1 - tid * BPT - i);
+                s_rem = rem - cum;
+                s_count = c[i];
             }
+            cum += c[i];
         }
     }
-    digit = __shfl_sync(FULL, d, first);
-    newk = __shfl_sync(FULL, nk, first);
-}
-
-// Whole warp: the key prefix fixed by passes 0..passes-1 of list l, and the count still to take
-// among the keys that have it.
-__device__ __forceinline__ void derive(const uint32_t *hist, int lists, int l, uint32_t k, int passes,
-                                       uint32_t &prefix, uint32_t &krem)
-{
-    prefix = 0;
-    krem = k;
-    for (int p = 0; p < passes; p++) {
-        uint32_t d;
-        pick_digit(hist + ((size_t)p * lists + l) * 256, krem, d, krem);
-        prefix |= d << (24 - 8 * p);
-    }
+    __syncthreads();
+    bin = s_bin;
+    bin_rem = s_rem;
+    bin_count = s_count;
+    __syncthreads(); // s_* and red may be reused after this
 }
 
 // The order keys of this thread's candidates of block b (j = b*SCH + i*NT + tid), all loaded
@@ -100,114 +190,213 @@ __device__ __forceinline__ int load_keys(const float *row, int64_t cand, int b, 
     return left >= SCH ? SRD : (int)((left + NT - 1) / NT);
 }
 
-__device__ __forceinline__ uint32_t block_sum_u32(uint32_t x, uint32_t *red /* [NT/32] */)
+// Whole block: the bins of list `row` (every block finds the same), from the keys of up to
+// RANGE_SAMPLES evenly spread candidates.
+__device__ void bins_of(const float *row, int64_t cand, uint32_t &lowest, uint32_t &shift)
 {
-    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(FULL, x, o);
-    if (lane == 0) red[warp] = x;
-    __syncthreads();
-    uint32_t t = 0;
-#pragma unroll
-    for (int w = 0; w < NT / 32; w++) t += red[w];
-    __syncthreads(); // red may be reused after this
-    return t;
+    __shared__ uint32_t red[NT / 32];
+    const int64_t n = cand < RANGE_SAMPLES ? cand : RANGE_SAMPLES;
+    uint32_t mx = 0, mnc = 0; // the largest key, the complement of the smallest
+    for (int64_t i = threadIdx.x; i < n; i += NT) {
+        const uint32_t key = order_key(row[i * cand / n]);
+        mx = max(mx, key);
+        mnc = max(mnc, ~key);
+    }
+    mx = block_max_u32(mx, red);
+    lowest = ~block_max_u32(mnc, red);
+    shift = 0; // the smallest with the range within BINS bins
+    while (((mx - lowest) >> shift) >= (uint32_t)BINS) shift++;
 }
 
-__global__ void __launch_bounds__(NT) select_hist(const float *votes, int64_t cand, int lists, uint32_t k, int pass,
-                                                  uint32_t *hist, const float *skip)
+__global__ void __launch_bounds__(NT) select_top(const float *votes, int64_t cand, uint32_t k, SelScratch s,
+                                                 const float *skip)
 {
     if (skipped(skip)) return;
-    __shared__ uint32_t h[256];
-    __shared__ uint32_t s_prefix;
-    const int l = (int)blockIdx.y, b = (int)blockIdx.x, tid = (int)threadIdx.x, lane = tid & 31;
-    h[tid] = 0;
-    if (pass == 0 && b == 0) // nobody touches the later passes' histograms during pass 0
-        for (int i = tid; i < 3 * 256; i += NT) hist[((size_t)(1 + i / 256) * lists + l) * 256 + i % 256] = 0;
-    if (tid < 32) {
-        uint32_t prefix, krem;
-        derive(hist, lists, l, k, pass, prefix, krem);
-        if (tid == 0) s_prefix = prefix;
-    }
-    __syncthreads();
-    const uint32_t prefix = s_prefix;
-    const int shift = 24 - 8 * pass;
+    __shared__ uint32_t h[BINS];
+    const int l = (int)blockIdx.y, b = (int)blockIdx.x;
+    const float *row = votes + (int64_t)l * cand;
     uint32_t key[SRD];
     bool in[SRD];
-    const int rounds = load_keys(votes + (int64_t)l * cand, cand, b, key, in);
+    const int rounds = load_keys(row, cand, b, key, in);
+    hist_clear(h);
+    uint32_t lowest, shift;
+    bins_of(row, cand, lowest, shift); // its barriers order the clear before the atomics
 #pragma unroll
     for (int i = 0; i < SRD; i++) {
         if (i >= rounds) break; // the same for the whole block
-        uint32_t dig = 256;     // none
-        if (in[i] && (pass == 0 || (key[i] >> (shift + 8)) == (prefix >> (shift + 8)))) dig = (key[i] >> shift) & 255u;
-        const unsigned peers = __match_any_sync(FULL, dig);
-        if (dig < 256 && lane == __ffs((int)peers) - 1) atomicAdd(&h[dig], (uint32_t)__popc((int)peers));
+        hist_add(h, in[i] ? bin_of(lowest, shift, key[i]) : NO_BIN);
     }
     __syncthreads();
-    if (h[tid]) atomicAdd(&hist[((size_t)pass * lists + l) * 256 + tid], h[tid]);
+    uint32_t *g = s.hist + (size_t)l * BINS;
+    for (int i = (int)threadIdx.x; i < BINS; i += NT)
+        if (h[i]) atomicAdd(&g[i], h[i]);
+    if (b == 0 && threadIdx.x == 0) {
+        s.state[l].lowest = lowest;
+        s.state[l].shift = shift;
+    }
+    if (!is_last(s.done + l)) return;
+    uint32_t bin, rem, count;
+    pick_bin<true>(g, k, bin, rem, count);
+    if (threadIdx.x == 0) {
+        s.state[l].b0 = bin;
+        s.state[l].rem0 = rem;
+        s.state[l].n0 = count;
+    }
 }
 
-__global__ void __launch_bounds__(NT) select_count(const float *votes, int64_t cand, int lists, uint32_t k,
-                                                   const uint32_t *hist, int blocks, uint2 *counts, uint2 *state,
-                                                   const float *skip)
+// select_filter's tail: bin b0's candidate i (of n: the buffer's, or, when it overflowed, every
+// candidate, false for those outside b0), its index j and key.
+struct Bin0 {
+    const float *row;
+    const uint32_t *buf;
+    const uint32_t *keys; // shared copy of the buffer's keys, or NULL
+    int64_t n;
+    uint32_t lowest, shift, b0;
+    bool buffered;
+};
+
+__device__ __forceinline__ bool bin0_at(const Bin0 &z, int64_t i, uint32_t &j, uint32_t &key)
 {
-    if (skipped(skip)) return;
-    __shared__ uint32_t s_t, s_krem;
-    __shared__ uint32_t red[NT / 32];
-    const int l = (int)blockIdx.y, b = (int)blockIdx.x, tid = (int)threadIdx.x;
-    if (tid < 32) {
-        uint32_t t, krem;
-        derive(hist, lists, l, k, 4, t, krem);
-        if (tid == 0) {
-            s_t = t;
-            s_krem = krem;
+    j = z.buffered ? z.buf[i] : (uint32_t)i;
+    key = z.keys ? z.keys[i] : order_key(z.row[j]);
+    return z.buffered || bin_of(z.lowest, z.shift, key) == z.b0;
+}
+
+// Whole (last) block of select_filter for list l: T and rem from bin b0's keys, then every block's
+// counts corrected from (keys above b0, keys in b0) to (keys > T, keys == T).
+__device__ void resolve(const float *row, int64_t cand, const SelScratch &s, int l, uint32_t *h)
+{
+    __shared__ uint32_t keys[SMEM_KEYS];
+    const SelState st = s.state[l];
+    Bin0 z;
+    z.row = row;
+    z.buf = s.buf + (int64_t)l * s.cap;
+    z.buffered = st.n0 <= s.cap;
+    z.n = z.buffered ? (int64_t)st.n0 : cand;
+    z.lowest = st.lowest;
+    z.shift = st.shift;
+    z.b0 = st.b0;
+    z.keys = nullptr;
+    const uint32_t kmax = __ldcg(&s.b0max[2 * l]), kmin = ~__ldcg(&s.b0max[2 * l + 1]);
+    uint32_t T = kmax, rem = st.rem0;
+    if (kmin != kmax) { // else every key of b0 is T
+        if (z.buffered && z.n <= SMEM_KEYS) {
+            for (int64_t i = threadIdx.x; i < z.n; i += NT) keys[i] = order_key(row[__ldcg(&z.buf[i])]);
+            z.keys = keys;
+        }
+        uint32_t prefix = 0;
+        for (int d = 0; d < 3; d++) { // bits 31..21, 20..10, 9..0
+            const int known = 11 * d, low = d < 2 ? 21 - 11 * d : 0;
+            const uint32_t mask = d < 2 ? 2047u : 1023u;
+            hist_clear(h);
+            __syncthreads();
+            for (int64_t i = threadIdx.x; i < z.n; i += NT) {
+                uint32_t j, key;
+                if (bin0_at(z, i, j, key) && (known == 0 || (key >> (32 - known)) == (prefix >> (32 - known))))
+                    atomicAdd(&h[(key >> low) & mask], 1u);
+            }
+            __syncthreads();
+            uint32_t dig, cnt;
+            pick_bin<false>(h, rem, dig, rem, cnt);
+            prefix |= dig << low;
+        }
+        T = prefix;
+        // counts[b] = (above b0, in b0): add b0's keys > T, take out b0's keys != T
+        uint2 *counts = s.counts + (int64_t)l * s.blocks;
+        for (int64_t i = threadIdx.x; i < z.n; i += NT) {
+            uint32_t j, key;
+            if (!bin0_at(z, i, j, key)) continue;
+            if (key > T) atomicAdd(&counts[j / SCH].x, 1u);
+            if (key != T) atomicAdd(&counts[j / SCH].y, 0xffffffffu);
         }
     }
-    __syncthreads();
-    const uint32_t T = s_t;
-    uint32_t key[SRD];
-    bool in[SRD];
-    load_keys(votes + (int64_t)l * cand, cand, b, key, in);
-    uint32_t gt = 0, eq = 0;
-#pragma unroll
-    for (int i = 0; i < SRD; i++) {
-        gt += in[i] && key[i] > T;
-        eq += in[i] && key[i] == T;
-    }
-    gt = block_sum_u32(gt, red);
-    eq = block_sum_u32(eq, red);
-    if (tid == 0) {
-        counts[(int64_t)l * blocks + b] = make_uint2(gt, eq);
-        if (b == 0) state[l] = make_uint2(T, s_krem);
+    __syncthreads(); // every thread has read b0max
+    if (threadIdx.x == 0) {
+        s.state[l].t = T;
+        s.state[l].rem = rem;
+        s.b0max[2 * l] = 0;
+        s.b0max[2 * l + 1] = 0;
     }
 }
 
-__global__ void __launch_bounds__(NT) select_compact(const float *votes, int64_t cand, int blocks,
-                                                     const uint2 *counts, const uint2 *state, uint32_t *hist,
-                                                     int32_t *out, int64_t count, int64_t sink_len, int64_t first_pos,
-                                                     const float *skip)
+__global__ void __launch_bounds__(NT) select_filter(const float *votes, int64_t cand, SelScratch s, const float *skip)
+{
+    if (skipped(skip)) return;
+    __shared__ uint32_t h[BINS];
+    __shared__ uint32_t red[NT / 32];
+    const int l = (int)blockIdx.y, b = (int)blockIdx.x, lane = (int)threadIdx.x & 31;
+    const float *row = votes + (int64_t)l * cand;
+    uint32_t key[SRD];
+    bool in[SRD];
+    const int rounds = load_keys(row, cand, b, key, in);
+    const SelState st = s.state[l];
+    const bool buffered = st.n0 <= s.cap;
+    uint32_t *buf = s.buf + (int64_t)l * s.cap;
+    uint32_t above = 0, mine_n = 0, kmax = 0, kminc = 0;
+    const unsigned lt = (1u << lane) - 1u;
+#pragma unroll
+    for (int i = 0; i < SRD; i++) {
+        if (i >= rounds) break; // the same for the whole block
+        const uint32_t bin = bin_of(st.lowest, st.shift, key[i]);
+        const bool mine = in[i] && bin == st.b0;
+        above += in[i] && bin > st.b0;
+        mine_n += mine;
+        if (mine) {
+            kmax = max(kmax, key[i]);
+            kminc = max(kminc, ~key[i]);
+        }
+        if (buffered) {
+            const unsigned bal = __ballot_sync(FULL, mine);
+            uint32_t base = 0;
+            if (bal && lane == 0) base = atomicAdd(s.nbuf + l, (uint32_t)__popc((int)bal));
+            base = __shfl_sync(FULL, base, 0);
+            if (mine) buf[base + (uint32_t)__popc((int)(bal & lt))] = (uint32_t)((int64_t)b * SCH + i * NT + threadIdx.x);
+        }
+    }
+    above = block_sum_u32(above, red);
+    mine_n = block_sum_u32(mine_n, red);
+    kmax = block_max_u32(kmax, red);
+    kminc = block_max_u32(kminc, red);
+    if (threadIdx.x == 0) {
+        s.counts[(int64_t)l * s.blocks + b] = make_uint2(above, mine_n);
+        if (mine_n) {
+            atomicMax(&s.b0max[2 * l], kmax);
+            atomicMax(&s.b0max[2 * l + 1], kminc);
+        }
+    }
+    if (!is_last(s.done + gridDim.y + l)) return;
+    resolve(row, cand, s, l, h);
+}
+
+__global__ void __launch_bounds__(NT) select_compact(const float *votes, int64_t cand, SelScratch s, int32_t *out,
+                                                     int64_t count, int64_t sink_len, int64_t first_pos,
+                                                     int64_t chosen, int64_t win_begin, const float *skip)
 {
     if (skipped(skip)) return;
     __shared__ uint32_t red[NT / 32];
     __shared__ uint32_t wg[NT / 32], we[NT / 32];
     const int l = (int)blockIdx.y, b = (int)blockIdx.x, tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const uint2 stt = state[l];
-    const uint32_t T = stt.x, krem = stt.y;
+    uint32_t key[SRD];
+    bool in[SRD];
+    const int rounds = load_keys(votes + (int64_t)l * cand, cand, b, key, in);
+    const uint32_t T = s.state[l].t, krem = s.state[l].rem;
+    int32_t *o = out + (int64_t)l * count;
+    if (b == 0) {
+        for (int64_t i = tid; i < sink_len; i += NT) o[i] = (int32_t)i;
+        for (int64_t i = sink_len + chosen + tid; i < count; i += NT) o[i] = (int32_t)(win_begin + (i - sink_len - chosen));
+        if (tid == 0) s.nbuf[l] = 0; // for the next run (nobody reads it any more in this one)
+    }
     // Keys > T and == T in the list before this block.
     uint32_t gb = 0, eb = 0;
     for (int i = tid; i < b; i += NT) {
-        const uint2 c = counts[(int64_t)l * blocks + i];
+        const uint2 c = s.counts[(int64_t)l * s.blocks + i];
         gb += c.x;
         eb += c.y;
     }
     gb = block_sum_u32(gb, red);
     eb = block_sum_u32(eb, red);
-    if (b == 0) hist[(size_t)l * 256 + tid] = 0; // pass-0 histogram, for the next run (nobody reads it now)
 
-    uint32_t key[SRD];
-    bool in[SRD];
-    const int rounds = load_keys(votes + (int64_t)l * cand, cand, b, key, in);
-    int32_t *o = out + (int64_t)l * count + sink_len;
+    o += sink_len;
     const int64_t j0 = (int64_t)b * SCH;
     const unsigned lt = (1u << lane) - 1u;
 #pragma unroll
@@ -240,6 +429,7 @@ __global__ void __launch_bounds__(NT) select_compact(const float *votes, int64_t
     }
 }
 
+// k >= |C| (take_all) or k == 0: the sink, every candidate or none, the window.
 __global__ void __launch_bounds__(NT) select_fill(int32_t *out, int64_t total, int64_t count, int64_t sink_len,
                                                   int64_t chosen, int take_all, int64_t first_pos, int64_t win_begin,
                                                   const float *skip)
@@ -254,18 +444,26 @@ __global__ void __launch_bounds__(NT) select_fill(int32_t *out, int64_t total, i
     }
 }
 
-struct SelectScratch {
-    uint32_t *hist; // [4][lists][256]
-    uint2 *counts;  // [lists][blocks]
-    uint2 *state;   // [lists]: T, krem
-};
+// The zeroed part (histograms, tickets, buffer counts, b0 key ranges) first, then the state, the
+// counts and the buffer.
+static size_t zeroed_bytes(int64_t lists) { return (size_t)lists * (BINS + 2 + 1 + 2) * 4; }
+static int64_t buffer_cap(int64_t cand) { return cand < BUF ? cand : BUF; }
 
-static SelectScratch select_scratch(int lists, int blocks, void *scratch)
+static SelScratch select_scratch(int64_t lists, int64_t cand, int blocks, void *scratch)
 {
-    SelectScratch s;
+    SelScratch s;
     s.hist = static_cast<uint32_t *>(scratch);
-    s.counts = reinterpret_cast<uint2 *>(s.hist + (size_t)4 * lists * 256);
-    s.state = s.counts + (size_t)lists * blocks;
+    s.done = s.hist + (size_t)lists * BINS;
+    s.nbuf = s.done + (size_t)2 * lists;
+    s.b0max = s.nbuf + (size_t)lists;
+    char *p = reinterpret_cast<char *>(scratch) + ((zeroed_bytes(lists) + 15) & ~(size_t)15);
+    s.state = reinterpret_cast<SelState *>(p);
+    p += (size_t)lists * sizeof(SelState);
+    s.counts = reinterpret_cast<uint2 *>(p);
+    p += (size_t)lists * blocks * sizeof(uint2);
+    s.buf = reinterpret_cast<uint32_t *>(p);
+    s.cap = buffer_cap(cand);
+    s.blocks = blocks;
     return s;
 }
 
@@ -284,8 +482,8 @@ extern "C" cudaError_t sift_cuda_select_plan(const sift_cuda_device *dev, const 
     if (plan->path && lists > 65535) return beyond_limit(plan, "radix select over more than 65535 lists");
     if (plan->path) {
         plan->blocks = (int)((cand + SCH - 1) / SCH);
-        plan->scratch_bytes = (size_t)4 * lists * 256 * sizeof(uint32_t) +
-                              ((size_t)lists * plan->blocks + (size_t)lists) * sizeof(uint2);
+        plan->scratch_bytes = ((zeroed_bytes(lists) + 15) & ~(size_t)15) + (size_t)lists * sizeof(SelState) +
+                              (size_t)lists * plan->blocks * sizeof(uint2) + (size_t)lists * buffer_cap(cand) * 4;
     }
     return cudaSuccess;
 }
@@ -295,7 +493,7 @@ extern "C" cudaError_t sift_cuda_select_reset(const sift_cuda_device *dev, const
 {
     (void)dev;
     if (!plan->path) return cudaSuccess;
-    return cudaMemsetAsync(scratch, 0, (size_t)4 * n->src[0]->shape[0] * 256 * sizeof(uint32_t), st);
+    return cudaMemsetAsync(scratch, 0, zeroed_bytes(n->src[0]->shape[0]), st);
 }
 
 extern "C" cudaError_t sift_cuda_select_launch(const sift_cuda_device *dev, const sift_node *n,
@@ -307,27 +505,19 @@ extern "C" cudaError_t sift_cuda_select_launch(const sift_cuda_device *dev, cons
     int32_t *out = dev_ptr<int32_t>(n->dst);
     const int lists = (int)n->src[0]->shape[0];
     const int64_t cand = n->src[0]->shape[1];
-    const bool radix = plan->path != 0;
     const int64_t total = (int64_t)lists * l->count;
     if (total == 0) return cudaSuccess;
-    if (!radix || l->sink > 0 || l->win_count > 0) {
+    if (!plan->path) {
         int64_t blocks = (total + NT - 1) / NT;
         if (blocks > 4096) blocks = 4096;
-        cudaError_t e = launch(select_fill, dim3((unsigned)blocks), dim3(NT), 0, st, out, total, l->count, l->sink,
-                               l->chosen, !radix, l->first, l->win_begin, skip);
-        if (e != cudaSuccess) return e;
+        return launch(select_fill, dim3((unsigned)blocks), dim3(NT), 0, st, out, total, l->count, l->sink, l->chosen,
+                      l->chosen > 0, l->first, l->win_begin, skip);
     }
-    if (!radix) return cudaSuccess;
-    const SelectScratch s = select_scratch(lists, plan->blocks, scratch);
+    const SelScratch s = select_scratch(lists, cand, plan->blocks, scratch);
     const dim3 grid((unsigned)plan->blocks, (unsigned)lists);
-    const uint32_t k = (uint32_t)l->chosen;
-    for (int pass = 0; pass < 4; pass++) {
-        cudaError_t e = launch(select_hist, grid, dim3(NT), 0, st, votes, cand, lists, k, pass, s.hist, skip);
-        if (e != cudaSuccess) return e;
-    }
-    cudaError_t e = launch(select_count, grid, dim3(NT), 0, st, votes, cand, lists, k, s.hist, plan->blocks, s.counts,
-                           s.state, skip);
+    cudaError_t e = launch(select_top, grid, dim3(NT), 0, st, votes, cand, (uint32_t)l->chosen, s, skip);
+    if (e == cudaSuccess) e = launch(select_filter, grid, dim3(NT), 0, st, votes, cand, s, skip);
     if (e != cudaSuccess) return e;
-    return launch(select_compact, grid, dim3(NT), 0, st, votes, cand, plan->blocks, s.counts, s.state, s.hist, out,
-                  l->count, l->sink, l->first, skip);
+    return launch(select_compact, grid, dim3(NT), 0, st, votes, cand, s, out, l->count, l->sink, l->first, l->chosen,
+                  l->win_begin, skip);
 }

@@ -636,7 +636,9 @@ static void repeat_case(sift_context *cpu, sift_context *dut, int hq, int hkv, i
     free(ref), free(got), free(iref), free(igot), free(L.q), free(L.k), free(L.v);
 }
 
-/* select alone on given votes: lists x cand, values drawn from few levels (ties), -0 among +0. */
+/* select alone on given votes: lists x cand, values drawn from few levels (ties), -0 among +0;
+ * levels 0: a spike, three in four votes distinct floats within 1% above 1, the rest spread
+ * over [0, 100). */
 static void select_case(sift_context *cpu, sift_context *dut, int lists, int64_t cand, int64_t S, int64_t W,
                         int64_t k, int levels)
 {
@@ -645,6 +647,10 @@ static void select_case(sift_context *cpu, sift_context *dut, int lists, int64_t
     float *v = malloc((size_t)(lists * cand) * 4);
     for (int64_t i = 0; i < lists * cand; i++) {
         const uint64_t r = rng_next();
+        if (levels == 0) {
+            v[i] = (r & 3) ? 1.0f + (float)((r >> 2) % 60000) * 0x1p-23f : (float)((r >> 2) % 100000) * 1e-3f;
+            continue;
+        }
         const int lv = (int)((r >> 1) % (uint64_t)levels);
         v[i] = lv == 0 ? ((r & 1) ? -0.0f : 0.0f) : (float)(lv - levels / 2) * 0.125f;
     }
@@ -753,9 +759,12 @@ static void add_edge_cases(void)
         {E_SELECT, 0, 0, 0, 1100, 50, SIFT_F32, 3000, 2, 2, 300, 0, 0},
         {E_SELECT, 0, 0, 0, 16, 2, SIFT_F32, 40000, 0, 0, 39999, 0, 0},
         {E_SELECT, 0, 0, 0, 5, 3, SIFT_F32, 70001, 1, 0, 35000, 0, 0},
-        /* more than 2^17 candidates sharing the k-th largest vote (one value; a third of them) */
+        /* more than 65536 candidates near the k-th largest vote: all equal to it (one value; a
+         * third of them) or a spike of close values */
         {E_SELECT, 0, 0, 0, 2, 1, SIFT_F32, 150000, 0, 0, 50000, 0, 0},
         {E_SELECT, 0, 0, 0, 1, 3, SIFT_F32, 400000, 2, 9, 1000, 0, 0},
+        {E_SELECT, 0, 0, 0, 1, 0, SIFT_F32, 200000, 4, 4, 80000, 0, 0},
+        {E_SELECT, 0, 0, 0, 2, 0, SIFT_F32, 100000, 0, 0, 2048, 0, 0},
         {E_VOTE, 8, 2, 0, 0, 0, SIFT_F32, 9001, 0, 0, 0, 0, SIFT_VOTE_SOFTMAX_SUM},
         {E_VOTE, 4, 4, 0, 0, 0, SIFT_F32, 4097, 0, 0, 0, 0, SIFT_VOTE_KVHEAD_MAX},
         {E_VOTE, 28, 4, 0, 0, 0, SIFT_F32, 12000, 0, 0, 0, 0, SIFT_VOTE_SOFTMAX_SUM},

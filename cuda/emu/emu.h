@@ -141,10 +141,18 @@ inline float __fsub_rn(float a, float b) { volatile float r = a - b; return r; }
 inline float __fdiv_rn(float a, float b) { volatile float r = a / b; return r; }
 inline float __int_as_float(int i) { return sift_emu::from_bits<float>((uint64_t)(uint32_t)i); }
 template <typename T> inline T __ldg(const T *p) { return *p; }
+template <typename T> inline T __ldcg(const T *p) { return *p; }
+inline void __threadfence() {} // blocks run one after another: every earlier block's writes are seen
 inline unsigned atomicAdd(unsigned *p, unsigned v)
 {
     const unsigned old = *p;
     *p = old + v;
+    return old;
+}
+inline unsigned atomicMax(unsigned *p, unsigned v)
+{
+    const unsigned old = *p;
+    if (v > old) *p = v;
     return old;
 }
 template <typename T> inline T min(T a, T b) { return b < a ? b : a; }
