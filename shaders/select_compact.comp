@@ -3,7 +3,7 @@
 // window [max(S, N - W), N). A candidate is kept if its key > T, or key == T and it is among the
 // first rem keys equal to T by position (ties to the lower position). Output ascending, no sort.
 // Grid (block, list); mode 2 (nothing chosen) runs one block per list. Block 0 of each list clears
-// the buffer count for the next run (nothing reads it any more in this one).
+// the pass-0 histogram for the next run (nothing reads it any more in this one).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "select.glsl"
@@ -46,11 +46,12 @@ void main()
     if (pc.mode != 0u) return;
 
     load_batch(l, blk, 0u);
-    if (blk == 0u && rk == 0u) U32Ref(nbuf_addr(l)).v = 0u;
-    const uint t = state_get(l, ST_T), rem = state_get(l, ST_REM);
+    if (blk == 0u) U32Ref(hist_addr(l, 0u, rk)).v = 0u;
+    const uint64_t sa = state_addr(l, 3u); // after pass 3: (T, rem), stored by select_count
+    const uint t = U32Ref(sa).v, rem = U32Ref(sa + 4ul).v;
     uint gt_before = 0u, eq_before = 0u;
     for (uint b = rk; b < blk; b += 256u) {
-        const uint64_t a = counts_addr(l, b);
+        uint64_t a = pc.counts + (uint64_t(l) * pc.nblocks + b) * 8ul;
         gt_before += U32Ref(a).v;
         eq_before += U32Ref(a + 4ul).v;
     }

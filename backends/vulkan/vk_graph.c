@@ -17,8 +17,8 @@
 #include "backends/vulkan/score_max_spv.h"
 #include "backends/vulkan/score_spv.h"
 #include "backends/vulkan/select_compact_spv.h"
-#include "backends/vulkan/select_filter_spv.h"
-#include "backends/vulkan/select_top_spv.h"
+#include "backends/vulkan/select_count_spv.h"
+#include "backends/vulkan/select_hist_spv.h"
 #include "backends/vulkan/vote_max_spv.h"
 #include "backends/vulkan/vote_merge_spv.h"
 #include "backends/vulkan/vote_stats_spv.h"
@@ -47,8 +47,8 @@ static const struct {
     [VK_K_VOTE_MERGE] = {sift_spv_vote_merge, sizeof sift_spv_vote_merge, "vote_merge"},
     [VK_K_VOTE_SUM] = {sift_spv_vote_sum, sizeof sift_spv_vote_sum, "vote_sum"},
     [VK_K_VOTE_MAX] = {sift_spv_vote_max, sizeof sift_spv_vote_max, "vote_max"},
-    [VK_K_SELECT_TOP] = {sift_spv_select_top, sizeof sift_spv_select_top, "select_top"},
-    [VK_K_SELECT_FILTER] = {sift_spv_select_filter, sizeof sift_spv_select_filter, "select_filter"},
+    [VK_K_SELECT_HIST] = {sift_spv_select_hist, sizeof sift_spv_select_hist, "select_hist"},
+    [VK_K_SELECT_COUNT] = {sift_spv_select_count, sizeof sift_spv_select_count, "select_count"},
     [VK_K_SELECT_COMPACT] = {sift_spv_select_compact, sizeof sift_spv_select_compact, "select_compact"},
     [VK_K_GET_ROWS] = {sift_spv_get_rows, sizeof sift_spv_get_rows, "get_rows"},
     [VK_K_RMSNORM] = {sift_spv_rmsnorm, sizeof sift_spv_rmsnorm, "rmsnorm"},
@@ -120,8 +120,8 @@ typedef struct {
 
 typedef struct {
     vk_tref votes, out;
-    uint64_t hist, state, counts, buf, skip;
-    uint32_t cand, chosen, items, nblocks, sink, first, win_begin, win_count, count, cap, mode;
+    uint64_t hist, state, counts, skip;
+    uint32_t cand, chosen, items, nblocks, sink, first, win_begin, win_count, count, pass, mode;
 } push_select;
 
 typedef struct {
@@ -634,16 +634,17 @@ static sift_status plan_vote(plan *pl, const sift_node *n)
 
 /* ---- select ---- */
 
-/* select (select.glsl): select_top, select_filter (each with a tail in its last workgroup of a
- * list) and select_compact, all grid (block, list), so the lists of a node run side by side. The
- * block size follows the lists: the smallest power of two of items (candidates per invocation)
- * that keeps lists x blocks within select_groups (1024 unless SIFT_VULKAN_TUNE says otherwise:
- * about one wave of 256-invocation workgroups on the H200). A workgroup's fixed costs (its
- * histogram, the block prefix of the compaction, barriers, the latency of its first loads) do not
- * grow with its items, so 8 lists of |C| cost about what one list of 8 |C| costs. The buffer of
- * the candidates in the k-th largest's bin holds up to 65536 per list, as cuda/select.cu's. The
- * zeroed part of the scratch is zero when a run starts (the scratch is zeroed when the recording
- * is built; each run's last user clears it), so no fill step either. */
+/* select (select.glsl): grid (block, list) for every kernel, per-list histograms and state, so the
+ * lists of a node run side by side. The block size follows the lists: the smallest power of two of
+ * items (candidates per invocation) that keeps lists x blocks within select_groups (1024 unless
+ * SIFT_VULKAN_TUNE says otherwise: about one wave of 256-invocation workgroups on the H200). A
+ * workgroup's fixed costs (its digit scan, the block prefix of the compaction, barriers, the
+ * latency of its first loads) do not grow with its items, so 8 lists of |C| cost about what one
+ * list of 8 |C| costs instead of 8 waves of them (1M candidates: 1024 blocks of 1024 for one list,
+ * 128 blocks of 8192 per list for 8). Invocations load their items in batches of 8 before using
+ * any. Steps: 4 x select_hist, select_count, select_compact; the histograms are zero when a run
+ * starts (the scratch is zeroed when the recording is built; pass 0 clears passes 1..3, the
+ * compaction pass 0), so no fill step either. */
 static sift_status plan_select(plan *pl, const sift_node *n)
 {
     const sift_select_layout *l = &n->p.layout;
@@ -655,17 +656,13 @@ static sift_status plan_select(plan *pl, const sift_node *n)
     uint32_t items = 1;
     while (ceil_div(cand, 256ull * items) > 1 && (uint64_t)lists * ceil_div(cand, 256ull * items) > target) items *= 2;
     const uint32_t nblocks = max_u32(1, ceil_div(cand, 256ull * items));
-    const uint32_t cap = (uint32_t)(cand < 65536 ? cand : 65536);
-    const VkDeviceSize zeroed = (VkDeviceSize)lists * (2048 + 2 + 1 + 2) * 4;
-    const VkDeviceSize hist = mode == 0 ? scratch_take(pl, zeroed) : 0;
-    const VkDeviceSize state = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * 8 * 4) : 0;
+    const VkDeviceSize hist = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * 4 * 256 * 4) : 0;
+    const VkDeviceSize state = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * 4 * 8) : 0;
     const VkDeviceSize counts = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * nblocks * 8) : 0;
-    const VkDeviceSize buf = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * cap * 4) : 0;
 
     push_select ps = {.hist = mode == 0 ? scratch_addr(pl, hist) : 0,
                       .state = mode == 0 ? scratch_addr(pl, state) : 0,
                       .counts = mode == 0 ? scratch_addr(pl, counts) : 0,
-                      .buf = mode == 0 ? scratch_addr(pl, buf) : 0,
                       .cand = (uint32_t)l->cand,
                       .chosen = (uint32_t)l->chosen,
                       .items = items,
@@ -675,17 +672,17 @@ static sift_status plan_select(plan *pl, const sift_node *n)
                       .win_begin = (uint32_t)l->win_begin,
                       .win_count = (uint32_t)l->win_count,
                       .count = (uint32_t)l->count,
-                      .cap = cap,
                       .mode = mode};
     if (cand > 0) TRY(vk_tensor_ref(n->src[0], &ps.votes));
     TRY(skip_flag(n, &ps.skip));
     TRY(vk_tensor_ref(n->dst, &ps.out));
     const uint32_t none[VK_NSPEC] = {0};
     if (mode == 0) {
-        TRY(dispatch(pl, VK_K_SELECT_TOP, none, &ps, sizeof ps, nblocks, lists, 1));
-        uint32_t keys[VK_NSPEC] = {0}; /* select_filter's SMEM_KEYS */
-        keys[0] = pl->be->max_shared >= 32768 ? 4096 : 1;
-        TRY(dispatch(pl, VK_K_SELECT_FILTER, keys, &ps, sizeof ps, nblocks, lists, 1));
+        for (uint32_t pass = 0; pass < 4; pass++) {
+            ps.pass = pass;
+            TRY(dispatch(pl, VK_K_SELECT_HIST, none, &ps, sizeof ps, nblocks, lists, 1));
+        }
+        TRY(dispatch(pl, VK_K_SELECT_COUNT, none, &ps, sizeof ps, nblocks, lists, 1));
     }
     return dispatch(pl, VK_K_SELECT_COMPACT, none, &ps, sizeof ps, mode == 2 ? 1 : nblocks, lists, 1);
 }
