@@ -36,7 +36,7 @@
 
 namespace sift_cuda {
 
-enum { MM_NONE = 0, MM_VEC, MM_TILED }; // sift_cuda_plan.path
+enum { MM_NONE = 0, MM_VEC, MM_DIRECT, MM_TILED }; // sift_cuda_plan.path
 
 // The kernels' parameters (passed by value), built from the node and its plan by the launch.
 struct MatmulArgs {
@@ -383,6 +383,62 @@ template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(cons
     cp_async_wait<0>();
 }
 
+// mvd_kernel<W, R>, T = 1 with f32, f16 or bf16 rows 16-byte aligned and x fitting in shared
+// memory: the weights go straight from global memory into registers, with no staging. Each warp
+// takes R consecutive rows (one block: 8 warps, 8 R rows); lane l reads 16 bytes at 512 c + 16 l
+// of each row for chunks c, MVD_U chunks of every row in flight before any is used, and the R rows
+// share each x value read from shared memory (x copied there once per block). A lane keeps one
+// sum per row; the end reduces them over the warp by shuffles. A standalone prototype of the same
+// design (cuda/bench/mv_direct.cu) streamed f16 at 3.7-4.5 TB/s on the H200, where mv_kernel's
+// staging through shared memory reached 2.6-3.2 (docs/benchmarks.md).
+constexpr int MVD_WARPS = 8, MVD_U = 4;
+
+template <int W, int R> __global__ void __launch_bounds__(32 * MVD_WARPS) mvd_kernel(const MatmulArgs a)
+{
+    constexpr int VPL = W == SIFT_F32 ? 4 : 8, VPC = 32 * VPL; // values per lane and per chunk
+    SIFT_DYNAMIC_SMEM(smem);
+    float *xs = reinterpret_cast<float *>(smem);
+    for (int64_t i = threadIdx.x; i < a.k / 4; i += blockDim.x)
+        reinterpret_cast<float4 *>(xs)[i] = __ldg(reinterpret_cast<const float4 *>(a.x) + i);
+    __syncthreads();
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    const int64_t row0 = ((int64_t)blockIdx.x * MVD_WARPS + warp) * R;
+    if (row0 >= a.n) return;
+    const unsigned char *rows[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) rows[r] = static_cast<const unsigned char *>(a.w) + (size_t)min(row0 + r, a.n - 1) * a.row_bytes;
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = 0.0f;
+    const int64_t nch = (a.k + VPC - 1) / VPC;
+    for (int64_t c0 = 0; c0 < nch; c0 += MVD_U) {
+        uint4 q[MVD_U][R];
+#pragma unroll
+        for (int u = 0; u < MVD_U; u++) {
+            const int64_t e = (c0 + u) * VPC + (int64_t)lane * VPL; // this lane's first value
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                q[u][r] = e < a.k ? __ldg(reinterpret_cast<const uint4 *>(rows[r] + (size_t)e * (W == SIFT_F32 ? 4 : 2))) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < MVD_U; u++) {
+            const int64_t e = (c0 + u) * VPC + (int64_t)lane * VPL;
+            if (e >= a.k) continue;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                if constexpr (W == SIFT_F32) acc[r] = mv_dot<SIFT_F32>(reinterpret_cast<const unsigned char *>(&q[u][r]), xs + e, acc[r]);
+                else acc[r] = dot8_words(q[u][r], xs + e, acc[r], W == SIFT_BF16);
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        float v = acc[r];
+        for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
+        if (lane == 0 && row0 + r < a.n) a.out[row0 + r] = a.bias ? v + a.bias[row0 + r] : v;
+    }
+}
+
 // ---- tiled --------------------------------------------------------------------------------------
 
 constexpr int GT = 64, GN = 64, GK = 32, GPAD = 4;
@@ -469,6 +525,16 @@ static MvKernel mv_kernel_for(int wtype)
     }
 }
 
+// The direct matrix-vector kernel: R rows per warp (1 or 2).
+static MvKernel mvd_kernel_for(int wtype, int R)
+{
+    switch (wtype) {
+    case SIFT_F32: return R == 1 ? &mvd_kernel<SIFT_F32, 1> : &mvd_kernel<SIFT_F32, 2>;
+    case SIFT_F16: return R == 1 ? &mvd_kernel<SIFT_F16, 1> : &mvd_kernel<SIFT_F16, 2>;
+    default: return R == 1 ? &mvd_kernel<SIFT_BF16, 1> : &mvd_kernel<SIFT_BF16, 2>;
+    }
+}
+
 // Dynamic shared memory of a plan of nw warps: their x slices, then their rings.
 static size_t mv_smem(int wtype, int64_t k, int R, int u, int nw)
 {
@@ -524,6 +590,12 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
             e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
         if (e != cudaSuccess) return e;
     }
+    for (const sift_dtype w : {SIFT_F32, SIFT_F16, SIFT_BF16})
+        for (int R = 1; R <= 2; R++) {
+            const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(mvd_kernel_for(w, R)),
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(dev->smem_optin - 1024));
+            if (e != cudaSuccess) return e;
+        }
     return cudaSuccess;
 }
 
@@ -540,6 +612,16 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
     // (q rows are even, which the funnel shifts need)
     const bool vec = a.t == 1 && a.k > 0 && xp % 16 == 0 && a.k % fmt_group(w) == 0 &&
                      (quant ? wp % 2 == 0 : wp % 16 == 0 && a.row_bytes % 16 == 0);
+    // f32/f16/bf16 with x in shared memory: the direct kernel, 2 rows a warp where that still gives
+    // every multiprocessor two blocks, else 1 (the k/v products' 1024 rows)
+    if (vec && !quant && (size_t)a.k * sizeof(float) + 1024 <= dev->smem_optin) {
+        if ((a.n + MVD_WARPS - 1) / MVD_WARPS > 2147483647) return beyond_limit(plan, "a matrix-vector product of more than 2^34 rows");
+        plan->path = MM_DIRECT;
+        plan->warps = MVD_WARPS;
+        plan->rows_per_block = a.n >= (int64_t)2 * 2 * MVD_WARPS * dev->sm_count ? 2 : 1;
+        plan->smem = (size_t)a.k * sizeof(float);
+        return cudaSuccess;
+    }
     // R: 8 rows per row group unless that leaves a multiprocessor without one, where x's share of
     // the traffic allows fewer; U: groups per lane and stage (0 where not even one fits beside the
     // x slices: K of tens of thousands)
@@ -576,6 +658,11 @@ extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, cons
         const int64_t groups = (a.n + a.rows_per_block - 1) / a.rows_per_block;
         const unsigned blocks = (unsigned)(groups < dev->sm_count ? groups : dev->sm_count);
         return launch(mv_kernel_for(a.wtype), dim3(blocks), dim3(32 * plan->warps), plan->smem, st, a);
+    }
+    case MM_DIRECT: {
+        const int64_t per_block = (int64_t)MVD_WARPS * a.rows_per_block;
+        return launch(mvd_kernel_for(a.wtype, a.rows_per_block), dim3((unsigned)((a.n + per_block - 1) / per_block)),
+                      dim3(32 * MVD_WARPS), plan->smem, st, a);
     }
     case MM_TILED: {
         const bool wvec = reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.row_bytes % 16 == 0;
