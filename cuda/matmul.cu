@@ -1,12 +1,19 @@
 // matmul: out[t][j] = dot(x[t], w[j]) (+ bias[j]), x f32 [T][K], w [N][K] in f32, f16, bf16, q8_0 or
-// q4_0 (weights.cuh), f32 activations and f32 accumulation (the q8_0/q4_0 decode takes x as three
-// int8 digits, exact to 2^-21 of each block's largest value; no tensor cores): every backend must
-// agree with the CPU reference to NMSE 1e-6 per layer.
+// q4_0 (weights.cuh; q8_0 rows stored planar), f32 activations and f32 accumulation (the q8_0 decode
+// takes x as two int8 digits, exact to 2^-14 of each block's largest value, the q4_0 decode as
+// three, to 2^-21; no tensor cores): every backend must agree with the CPU reference to NMSE 1e-6
+// per layer.
 //
-// Two kernels:
+// Four kernels:
 //
-// mv_kernel<W>, T = 1 (decode): a matrix-vector product that streams the weights once, at memory
-// bandwidth. One block of 16 warps per multiprocessor (one wave, no tail) takes row groups of R
+// mvd_kernel<W, R> (f32, f16, bf16) and mvq_kernel<R, U> (q8_0), T = 1 (decode) with rows 16-byte
+// aligned and x fitting in shared memory: matrix-vector products that read the weights straight
+// from global memory into registers, 16 bytes a lane, several 512-byte chunks of each row in
+// flight per warp (their comments have the details).
+//
+// mv_kernel<W>, T = 1 otherwise (q4_0, and f32/f16/bf16 with x too wide for shared memory): a
+// matrix-vector product that stages the weights through shared memory. One block of 16 warps per
+// multiprocessor (one wave, no tail) takes row groups of R
 // consecutive rows (R = 8, 4, 2 or 1, fewer where N is small, so that every multiprocessor has
 // one), block b the groups b, b + grid, ...; its warps split K, each holding its slice of x in
 // shared memory (copied once) and streaming its slice of every row group through its own 3-stage
@@ -15,16 +22,17 @@
 // each of the R rows, a span of U * 32 / R weight groups as raw bytes (16-byte copies of whole
 // aligned chunks, whatever the block layout's alignment); x is padded by 4 floats every 32 so that
 // the lanes' 16-byte reads of different groups fall in different banks.
-// Groups: f32 4 values (16 bytes), f16 and bf16 8 values (16 bytes), q8_0 and q4_0 one block of 32
-// (34 and 18 bytes at even addresses: read as 32-bit words and realigned with funnel shifts). For
-// the q blocks each warp first writes its slice of x as three int8 digits per value (XDigits), so
+// Groups: f32 4 values (16 bytes), f16 and bf16 8 values (16 bytes), q4_0 one block of 32
+// (18 bytes at even addresses: read as 32-bit words and realigned with funnel shifts). For
+// q4_0 each warp first writes its slice of x as three int8 digits per value (XDigits), so
 // that a block's products are exact integer sums (dp4a), scaled once per block. Each lane keeps one
 // f32 sum; at the end of a row group the sums are reduced
 // over the lanes of a row by shuffles and over the warps in shared memory, in a fixed order. Lane l decodes group (l / R) + i * 32 / R
 // of row l % R: the R lanes of a group read its x values at the same addresses (one broadcast), so
 // x is read from shared memory once per R rows.
 //
-// gemm_kernel, T > 1 (prefill) and every case mv_kernel does not take (unaligned rows or x): a
+// gemm_kernel, T > 1 (prefill) and every case the others do not take (unaligned rows or x, q8_0
+// rows of K not a multiple of 256): a
 // 64 x 64 output tile per block (64 tokens x 64 rows of w), K in steps of 32 through double-buffered
 // shared memory, 4 x 4 outputs per thread with f32 FMAs. Weights are dequantized to f32 as the
 // tile is stored, so each weight is read once per 64 tokens; consecutive blocks take consecutive
@@ -55,7 +63,7 @@ struct MatmulArgs {
 
 constexpr int MV_WARPS = 16, MV_THREADS = 32 * MV_WARPS; // one block of (at most) 16 warps per multiprocessor
 constexpr int MV_STAGES = 3;          // depth of each warp's cp.async ring
-constexpr int XDIGIT_BYTES = 112;     // q8_0/q4_0: one block of x as digits (XDigits)
+constexpr int XDIGIT_BYTES = 112;     // q4_0: one block of x as digits (XDigits)
 constexpr int MV_STAGE_BUDGET = 2560; // bytes of weights per warp and stage, at most (more or deeper gained nothing on the H200)
 
 __host__ __device__ constexpr int fmt_group(int w) // values per group
@@ -64,7 +72,7 @@ __host__ __device__ constexpr int fmt_group(int w) // values per group
 }
 __host__ __device__ constexpr int fmt_group_bytes(int w)
 {
-    return w == SIFT_Q8_0 ? 34 : w == SIFT_Q4_0 ? 18 : 16;
+    return w == SIFT_Q4_0 ? 18 : 16;
 }
 
 // The shared-memory layout of one warp's stage: R rows of rs bytes (the row's span of sg groups,
@@ -82,7 +90,7 @@ __host__ __device__ inline MvLayout mv_layout(int wtype, int R, int u)
     const int gb = fmt_group_bytes(wtype);
     L.sg = u * 32 / R;
     const int span = L.sg * gb;
-    const bool quant = wtype == SIFT_Q8_0 || wtype == SIFT_Q4_0;
+    const bool quant = wtype == SIFT_Q4_0;
     // f32/f16/bf16 spans start 16-byte aligned; q spans anywhere in their first chunk, and the
     // word reads of their last group pass its end by up to 2 bytes
     L.nch = quant ? (span + 15 + 15) / 16 : span / 16;
@@ -100,11 +108,11 @@ __host__ __device__ inline MvLayout mv_layout(int wtype, int R, int u)
 
 // A warp's slice of K, of nw warps: groups [ng * w / nw, ng * (w + 1) / nw); its x values are
 // resident in shared memory: the floats one slice takes at most. f32/f16/bf16: x itself, padded by
-// 4 floats every 32; q8_0/q4_0: x's digits, XDIGIT_BYTES per block.
+// 4 floats every 32; q4_0: x's digits, XDIGIT_BYTES per block.
 __host__ __device__ inline int mv_xslice_floats(int wtype, int64_t k, int nw)
 {
     const int64_t ng = k / fmt_group(wtype), gw = (ng + nw - 1) / nw, xe = gw * fmt_group(wtype);
-    if (wtype == SIFT_Q8_0 || wtype == SIFT_Q4_0) return (int)(gw * XDIGIT_BYTES / 4);
+    if (wtype == SIFT_Q4_0) return (int)(gw * XDIGIT_BYTES / 4);
     return (int)(xe + 4 * ((xe + 31) / 32));
 }
 
@@ -112,7 +120,7 @@ __host__ __device__ inline int mv_xslice_floats(int wtype, int64_t k, int nw)
 __device__ __forceinline__ int mv_xpos(int e) { return e + 4 * (e >> 5); }
 
 // acc += dot of one group with its x values (x 16-byte aligned in shared memory; w at its byte
-// address in shared memory: 16-byte aligned for f32/f16/bf16, even for q8_0/q4_0).
+// address in shared memory: 16-byte aligned for f32/f16/bf16, even for q4_0).
 template <int W> __device__ __forceinline__ float mv_dot(const unsigned char *w, const float *x, float acc);
 
 template <> __device__ __forceinline__ float mv_dot<SIFT_F32>(const unsigned char *w, const float *x, float acc)
@@ -163,7 +171,7 @@ template <int NW> __device__ __forceinline__ unsigned load_words(const unsigned 
     return (unsigned)(a & 3) * 8;
 }
 
-// q8_0 and q4_0 against x as digits: x = s (d0 + d1 / 2^7 + d2 / 2^14) per block of 32 values, to
+// q4_0 (mv_kernel) against x as digits: x = s (d0 + d1 / 2^7 + d2 / 2^14) per block of 32 values, to
 // 2^-21 of the block's largest |x| (f32 itself keeps 2^-24 of each value), with s a power of two and
 // the digits integers in [-64, 64]. The integer sums of q * digit (dp4a: 4 products an instruction,
 // exact) replace the byte-to-float conversions and FMAs: a third of the dot product's instructions.
@@ -174,15 +182,26 @@ struct XDigits {
 };
 static_assert(sizeof(XDigits) == XDIGIT_BYTES, "XDigits: 7 16-byte words");
 
-// Whole warp: lane `lane`'s value v of one block into its digits (SUMS: and their sums, for q4_0).
-template <bool SUMS> __device__ __forceinline__ void x_digits(float v, int lane, XDigits *xd)
+// Whole warp: lane `lane`'s value v of one block of 32, divided by the block's digit scale s, which
+// *s receives. m = max |x| = f 2^(e - 126) with f in [0.5, 1) (e: m's exponent field); s =
+// 2^(e - 132), so |x| / s < 64 and the digits' remainders lose no bits. m = 0: the result is 0.
+// The powers of two are built from their bits (e < 5 and e < 6: tiny m, in two factors; e = 255:
+// inf or NaN, s NaN, so that the block's sums are NaN too).
+__device__ __forceinline__ float x_over_scale(float v, float *s)
 {
-    // m = max |x| = f 2^(e - 126) with f in [0.5, 1) (e: m's exponent field); s = 2^(e - 132), so
-    // |x| / s < 64; the remainders lose no bits. m = 0: every digit is 0. The powers of two are
-    // built from their bits (e < 5 and e < 6: tiny m, in two factors; e = 255: inf or NaN, s NaN).
     const unsigned m = __reduce_max_sync(FULL, __float_as_uint(v) & 0x7fffffffu);
     const int e = (int)(m >> 23);
-    const float v0 = e < 5 ? v * 0x1p64f * __uint_as_float((unsigned)(195 - e) << 23) : v * __uint_as_float((unsigned)(259 - e) << 23);
+    *s = e == 255 ? __uint_as_float(0x7fc00000u)
+         : e < 6  ? 0x1p-126f * __uint_as_float((unsigned)(e + 121) << 23)
+                  : __uint_as_float((unsigned)(e - 5) << 23);
+    return e < 5 ? v * 0x1p64f * __uint_as_float((unsigned)(195 - e) << 23) : v * __uint_as_float((unsigned)(259 - e) << 23);
+}
+
+// Whole warp: lane `lane`'s value v of one block into its three digits (SUMS: and their sums).
+template <bool SUMS> __device__ __forceinline__ void x_digits(float v, int lane, XDigits *xd)
+{
+    float s;
+    const float v0 = x_over_scale(v, &s);
     const float d0 = rintf(v0), r1 = (v0 - d0) * 128.0f, d1 = rintf(r1), d2 = rintf((r1 - d1) * 128.0f);
     const int di[3] = {(int)d0, (int)d1, (int)d2};
 #pragma unroll
@@ -193,10 +212,7 @@ template <bool SUMS> __device__ __forceinline__ void x_digits(float v, int lane,
             if (lane == 0) xd->sum[j] = sum;
         }
     }
-    if (lane == 0)
-        xd->scale = e == 255 ? __uint_as_float(0x7fc00000u)
-                    : e < 6  ? 0x1p-126f * __uint_as_float((unsigned)(e + 121) << 23)
-                             : __uint_as_float((unsigned)(e - 5) << 23);
+    if (lane == 0) xd->scale = s;
 }
 
 // The digits of one block as 8 words (values 4m .. 4m+3 in word m) per digit.
@@ -221,22 +237,6 @@ __device__ __forceinline__ float digit_sum(float d, float s, int a0, int a1, int
 {
     const float f = fmaf((float)a2, 0x1p-14f, fmaf((float)a1, 0x1p-7f, (float)a0));
     return fmaf(d * s, f, acc);
-}
-
-__device__ __forceinline__ float mv_dot_digits_q8_0(const unsigned char *w, const XDigits *xd, float acc)
-{
-    unsigned v[9];
-    const unsigned sh = load_words<9>(w, v);
-    const float d = half_bits_to_float(__funnelshift_rc(v[0], v[1], sh) & 0xffffu);
-    const XWords x = x_words(xd);
-    int a[3] = {0, 0, 0};
-#pragma unroll
-    for (int m = 0; m < 8; m++) {
-        const int q = (int)__funnelshift_rc(v[m], v[m + 1], sh + 16); // bytes 4m .. 4m+3 of the block
-#pragma unroll
-        for (int j = 0; j < 3; j++) a[j] = __dp4a(q, (int)x.w[j][m], a[j]);
-    }
-    return digit_sum(d, xd->scale, a[0], a[1], a[2], acc);
 }
 
 // q4_0: the nibbles n as bytes (0 .. 15), sum (n - 8) x = sum n x - 8 sum x.
@@ -279,8 +279,8 @@ template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(cons
     const unsigned char *wb = static_cast<const unsigned char *>(a.w);
     const uintptr_t wend = reinterpret_cast<uintptr_t>(wb) + (size_t)a.n * a.row_bytes;
 
-    // x's slice, once (the first cp.async group; q8_0 digitizes it below instead)
-    constexpr bool XD = W == SIFT_Q8_0 || W == SIFT_Q4_0;
+    // x's slice, once (the first cp.async group; q4_0 digitizes it below instead)
+    constexpr bool XD = W == SIFT_Q4_0;
     const int nx = XD ? 0 : (int)(gw1 - gw0) * G / 4;
     for (int j = lane; j < nx; j += 32) cp_async16_l1(xs + 4 * j + 4 * (j >> 3), a.x + gw0 * G + 4 * j);
     cp_async_commit();
@@ -324,7 +324,7 @@ template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(cons
         if (s < items) issue();
         cp_async_commit();
     }
-    // q8_0/q4_0: x's slice as digits, while the first stages' weights are in flight
+    // q4_0: x's slice as digits, while the first stages' weights are in flight
     XDigits *xd = reinterpret_cast<XDigits *>(xs);
     if constexpr (XD) {
         // 16 blocks' loads at a time, so that their latencies overlap
@@ -364,8 +364,7 @@ template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(cons
                     const int gi = u * gstep + gl;
                     if (gi >= gn) continue;
                     const int xb = st * L.sg + gi; // the group's index in this warp's slice
-                    if constexpr (W == SIFT_Q8_0) acc = mv_dot_digits_q8_0(wrow + gi * GB, xd + xb, acc);
-                    else if constexpr (W == SIFT_Q4_0) acc = mv_dot_digits_q4_0(wrow + gi * GB, xd + xb, acc);
+                    if constexpr (W == SIFT_Q4_0) acc = mv_dot_digits_q4_0(wrow + gi * GB, xd + xb, acc);
                     else acc = mv_dot<W>(wrow + gi * GB, xs + mv_xpos(xb * G), acc);
                 }
             }
@@ -428,6 +427,98 @@ template <int W, int R> __global__ void __launch_bounds__(32 * MVD_WARPS) mvd_ke
             for (int r = 0; r < R; r++) {
                 if constexpr (W == SIFT_F32) acc[r] = mv_dot<SIFT_F32>(reinterpret_cast<const unsigned char *>(&q[u][r]), xs + e, acc[r]);
                 else acc[r] = dot8_words(q[u][r], xs + e, acc[r], W == SIFT_BF16);
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        float v = acc[r];
+        for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
+        if (lane == 0 && row0 + r < a.n) a.out[row0 + r] = a.bias ? v + a.bias[row0 + r] : v;
+    }
+}
+
+// mvq_kernel<R, U>, T = 1 with q8_0 rows of K a multiple of 256 (planar: a row is K int8 quants,
+// then K / 32 f16 scales, 34 K / 32 bytes, so every row and its quants start 16-byte aligned): the
+// direct design for q8_0. x goes into shared memory as two int8 digits per value, x = s (d0 +
+// d1 / 2^7) per block of 32 (XDigits2), digitized by every block (K / 32 warp steps: x is 4 K bytes
+// from L2 against 34 K / 32 bytes of weights per row and tens of rows per block). Each warp takes R
+// consecutive rows; lane l reads the 16 quants at 512 c + 16 l of each row (and their block's
+// scale) for chunks c, U chunks of every row in flight before any is used; 16 quants cost 8 dp4a
+// and one FMA. The sums reduce over the warp by shuffles. Two digits rather than mv_kernel's three
+// cut the integer work by a third; the prototype (cuda/bench/mv_direct.cu) measured NMSE 3.6e-9
+// against f64, far inside the conformance bound.
+struct XDigits2 {
+    uint4 d[2][2]; // digit j of values 16 h .. 16 h + 15 in d[j][h]
+    float scale;   // s, as in XDigits
+    float pad[7];  // 96 bytes: the lanes' 16-byte reads (lane pairs on consecutive blocks) spread over all banks
+};
+static_assert(sizeof(XDigits2) == 96, "XDigits2: 6 16-byte words");
+constexpr int MVQ_WARPS = 8;
+
+template <int R, int U> __global__ void __launch_bounds__(32 * MVQ_WARPS) mvq_kernel(const MatmulArgs a)
+{
+    SIFT_DYNAMIC_SMEM(smem);
+    XDigits2 *xd = reinterpret_cast<XDigits2 *>(smem);
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    const int64_t nb = a.k / 32, nch = (a.k + 511) / 512; // blocks of 32 and chunks of 512 quants per row
+    // x's digits: warp w takes blocks w, w + 8, ..., 8 at a time so that their loads overlap
+    for (int64_t b0 = warp; b0 < nb; b0 += MVQ_WARPS * 8) {
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[j] = b0 + j * MVQ_WARPS < nb ? __ldg(a.x + (b0 + j * MVQ_WARPS) * 32 + lane) : 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            if (b0 + j * MVQ_WARPS >= nb) break;
+            XDigits2 *b = xd + b0 + j * MVQ_WARPS;
+            float sc;
+            const float v0 = x_over_scale(v[j], &sc);
+            const float d0 = rintf(v0), d1 = rintf((v0 - d0) * 128.0f);
+            reinterpret_cast<signed char *>(b->d[0])[lane] = (signed char)(int)d0;
+            reinterpret_cast<signed char *>(b->d[1])[lane] = (signed char)(int)d1;
+            if (lane == 0) b->scale = sc;
+        }
+    }
+    __syncthreads();
+    const int64_t row0 = ((int64_t)blockIdx.x * MVQ_WARPS + warp) * R;
+    if (row0 >= a.n) return;
+    const unsigned char *rows[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) rows[r] = static_cast<const unsigned char *>(a.w) + (size_t)min(row0 + r, a.n - 1) * a.row_bytes;
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) acc[r] = 0.0f;
+    const int h = lane & 1;
+    for (int64_t c0 = 0; c0 < nch; c0 += U) {
+        uint4 q[U][R];
+        unsigned short sc[U][R];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int64_t e = (c0 + u) * 512 + 16 * lane; // this lane's first quant
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                q[u][r] = e < a.k ? __ldg(reinterpret_cast<const uint4 *>(rows[r] + e)) : make_uint4(0, 0, 0, 0);
+                sc[u][r] = e < a.k ? __ldg(reinterpret_cast<const unsigned short *>(rows[r] + a.k) + e / 32) : 0;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int64_t e = (c0 + u) * 512 + 16 * lane;
+            if (e >= a.k) continue;
+            const XDigits2 *b = xd + e / 32;
+            const uint4 x0 = b->d[0][h], x1 = b->d[1][h];
+            const float s = b->scale;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const unsigned qw[4] = {q[u][r].x, q[u][r].y, q[u][r].z, q[u][r].w};
+                const unsigned xw0[4] = {x0.x, x0.y, x0.z, x0.w}, xw1[4] = {x1.x, x1.y, x1.z, x1.w};
+                int a0 = 0, a1 = 0;
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    a0 = __dp4a((int)qw[i], (int)xw0[i], a0);
+                    a1 = __dp4a((int)qw[i], (int)xw1[i], a1);
+                }
+                acc[r] = fmaf(half_bits_to_float(sc[u][r]) * s, fmaf((float)a1, 0x1p-7f, (float)a0), acc[r]);
             }
         }
     }
@@ -520,7 +611,6 @@ static MvKernel mv_kernel_for(int wtype)
     case SIFT_F32: return &mv_kernel<SIFT_F32>;
     case SIFT_F16: return &mv_kernel<SIFT_F16>;
     case SIFT_BF16: return &mv_kernel<SIFT_BF16>;
-    case SIFT_Q8_0: return &mv_kernel<SIFT_Q8_0>;
     default: return &mv_kernel<SIFT_Q4_0>;
     }
 }
@@ -535,6 +625,13 @@ static MvKernel mvd_kernel_for(int wtype, int R)
     }
 }
 
+// The q8_0 direct kernel for R rows per warp: U = 4 chunks in flight, 2 with 4 rows (the same 8
+// loads of 16 bytes per lane).
+static MvKernel mvq_kernel_for(int R)
+{
+    return R == 1 ? &mvq_kernel<1, 4> : R == 2 ? &mvq_kernel<2, 4> : &mvq_kernel<4, 2>;
+}
+
 // Dynamic shared memory of a plan of nw warps: their x slices, then their rings.
 static size_t mv_smem(int wtype, int64_t k, int R, int u, int nw)
 {
@@ -543,8 +640,8 @@ static size_t mv_smem(int wtype, int64_t k, int R, int u, int nw)
 }
 
 // The fewest rows per row group: q4_0 keeps 8 (its x values outweigh its weights: they must be
-// shared by many rows), q8_0 at least 4, the others down to 1.
-static int mv_rmin(int wtype) { return wtype == SIFT_Q4_0 ? 8 : wtype == SIFT_Q8_0 ? 4 : 1; }
+// shared by many rows), the others down to 1.
+static int mv_rmin(int wtype) { return wtype == SIFT_Q4_0 ? 8 : 1; }
 
 // U for R rows per row group and nw warps: as many groups per lane and stage as MV_STAGE_BUDGET
 // bytes of weights allow, and the shared memory left beside the x slices (1 .. 8; 0: not even 1 fits).
@@ -583,11 +680,16 @@ static MatmulArgs matmul_args(const sift_node *n, const sift_cuda_plan *plan)
 cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
 {
     // the plans size the shared memory per shape (x slices + rings), up to the device's limit
-    for (const sift_dtype w : {SIFT_F32, SIFT_F16, SIFT_BF16, SIFT_Q8_0, SIFT_Q4_0}) {
+    for (const sift_dtype w : {SIFT_F32, SIFT_F16, SIFT_BF16, SIFT_Q4_0}) {
         const void *fn = reinterpret_cast<const void *>(mv_kernel_for(w));
         cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(dev->smem_optin - 1024));
         if (e == cudaSuccess)
             e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
+        if (e != cudaSuccess) return e;
+    }
+    for (int R = 1; R <= 4; R *= 2) {
+        const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(mvq_kernel_for(R)),
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(dev->smem_optin - 1024));
         if (e != cudaSuccess) return e;
     }
     for (const sift_dtype w : {SIFT_F32, SIFT_F16, SIFT_BF16})
@@ -606,12 +708,31 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
     const MatmulArgs a = matmul_args(n, nullptr);
     if (a.t <= 0 || a.n <= 0) return cudaSuccess;
     const int w = a.wtype;
-    const bool quant = w == SIFT_Q8_0 || w == SIFT_Q4_0;
+    const bool quant = w == SIFT_Q4_0;
     const uintptr_t wp = reinterpret_cast<uintptr_t>(a.w), xp = reinterpret_cast<uintptr_t>(a.x);
     // matrix-vector: one token, x 16-byte aligned, whole groups; f32/f16/bf16 rows 16-byte aligned
     // (q rows are even, which the funnel shifts need)
     const bool vec = a.t == 1 && a.k > 0 && xp % 16 == 0 && a.k % fmt_group(w) == 0 &&
                      (quant ? wp % 2 == 0 : wp % 16 == 0 && a.row_bytes % 16 == 0);
+    // q8_0 (planar rows): the direct kernel where rows are 16-byte aligned (K % 256 == 0) and x's
+    // digits fit in shared memory, else the tiled kernel. R: 4 rows a warp for the logits' 10^5
+    // rows, 2 for long rows (the down projection's K = 14336), else 1: the best of the prototype's
+    // variants on the H200 at those shapes.
+    if (w == SIFT_Q8_0) {
+        if (a.t == 1 && a.k > 0 && a.k % 256 == 0 && wp % 16 == 0 && (size_t)a.k / 32 * sizeof(XDigits2) + 1024 <= dev->smem_optin) {
+            plan->rows_per_block = a.n >= 65536 ? 4 : a.k >= 8192 ? 2 : 1;
+            if ((a.n + MVQ_WARPS * plan->rows_per_block - 1) / (MVQ_WARPS * plan->rows_per_block) > 2147483647)
+                return beyond_limit(plan, "a matrix-vector product of more than 2^33 rows");
+            plan->path = MM_DIRECT;
+            plan->warps = MVQ_WARPS;
+            plan->smem = (size_t)a.k / 32 * sizeof(XDigits2);
+            return cudaSuccess;
+        }
+        if ((a.t + GT - 1) / GT > 2147483647 || (a.n + GN - 1) / GN > 65535)
+            return beyond_limit(plan, "a tiled matmul of more than 2^37 tokens or 2^22 rows of w");
+        plan->path = MM_TILED;
+        return cudaSuccess;
+    }
     // f32/f16/bf16 with x in shared memory: the direct kernel, 2 rows a warp where that still gives
     // every multiprocessor two blocks, else 1 (the k/v products' 1024 rows)
     if (vec && !quant && (size_t)a.k * sizeof(float) + 1024 <= dev->smem_optin) {
@@ -660,9 +781,10 @@ extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, cons
         return launch(mv_kernel_for(a.wtype), dim3(blocks), dim3(32 * plan->warps), plan->smem, st, a);
     }
     case MM_DIRECT: {
-        const int64_t per_block = (int64_t)MVD_WARPS * a.rows_per_block;
-        return launch(mvd_kernel_for(a.wtype, a.rows_per_block), dim3((unsigned)((a.n + per_block - 1) / per_block)),
-                      dim3(32 * MVD_WARPS), plan->smem, st, a);
+        const bool q8 = a.wtype == SIFT_Q8_0;
+        const int64_t per_block = (int64_t)plan->warps * a.rows_per_block;
+        return launch(q8 ? mvq_kernel_for(a.rows_per_block) : mvd_kernel_for(a.wtype, a.rows_per_block),
+                      dim3((unsigned)((a.n + per_block - 1) / per_block)), dim3(32 * plan->warps), plan->smem, st, a);
     }
     case MM_TILED: {
         const bool wvec = reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.row_bytes % 16 == 0;

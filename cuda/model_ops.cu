@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(NT) get_rows_kernel(const GetRowsArgs a)
 #pragma unroll
     for (int i = 0; i < GR_PER_THREAD; i++) {
         const int64_t k = e0 + i * NT + (int64_t)threadIdx.x;
-        if (k < a.e) out[k] = ok ? weight_at(row, a.wtype, k) : 0.0f;
+        if (k < a.e) out[k] = ok ? weight_at(row, a.wtype, k, a.e) : 0.0f;
     }
 }
 

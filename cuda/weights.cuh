@@ -1,9 +1,11 @@
 // Weight formats on the device: the one place (besides engine/quant.c on the host) that knows the
-// layouts. Q8_0: 32 values in 34 bytes, an f16 scale d then 32 int8 q, value = q * d. Q4_0: 32
-// values in 18 bytes, d then 16 bytes; byte j holds element j in its low nibble and element j + 16
-// in its high nibble, value = (nibble - 8) * d. Q4_K, Q5_K, Q6_K: super-blocks of 256 values in
-// 144, 176 and 210 bytes (engine/quant.h). F16, BF16: 2 bytes per value. Blocks start at even
-// addresses (sift_tensor_view keeps views of block types 2-byte aligned), f32 rows at multiples of 4.
+// layouts. Q8_0 is stored planar (backend.h): a row of K values is its K int8 quants, then its K / 32
+// f16 scales; value k = q[k] * d[k / 32]. Q4_0 keeps ggml's blocks: 32 values in 18 bytes, d then 16
+// bytes; byte j holds element j in its low nibble and element j + 16 in its high nibble, value =
+// (nibble - 8) * d. Q4_K, Q5_K, Q6_K: super-blocks of 256 values in 144, 176 and 210 bytes
+// (engine/quant.h). F16, BF16: 2 bytes per value. Rows start at even addresses (a q8_0 row's 34 K /
+// 32 bytes are even; sift_tensor_view keeps views of block types 2-byte aligned), f32 rows at
+// multiples of 4.
 #pragma once
 
 #include "common.cuh"
@@ -59,8 +61,8 @@ __device__ __forceinline__ float kquant_at(const unsigned char *row, int wtype, 
     return scale * (float)q - mn;
 }
 
-// Element k of a row (any type), scalar loads.
-__device__ __forceinline__ float weight_at(const unsigned char *row, int wtype, int64_t k)
+// Element k of a row of kn values (any type), scalar loads.
+__device__ __forceinline__ float weight_at(const unsigned char *row, int wtype, int64_t k, int64_t kn)
 {
     switch (wtype) {
     case SIFT_Q4_K:
@@ -70,9 +72,8 @@ __device__ __forceinline__ float weight_at(const unsigned char *row, int wtype, 
     case SIFT_F16: return half_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(row) + k));
     case SIFT_BF16: return bf16_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(row) + k));
     case SIFT_Q8_0: {
-        const unsigned char *b = row + (k >> 5) * 34;
-        const float d = half_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(b)));
-        return (float)(signed char)__ldg(b + 2 + (k & 31)) * d;
+        const float d = half_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(row + kn) + (k >> 5)));
+        return (float)(signed char)__ldg(row + k) * d;
     }
     default: { // Q4_0
         const unsigned char *b = row + (k >> 5) * 18;
@@ -95,27 +96,27 @@ __device__ __forceinline__ void weight_load8(const unsigned char *row, int wtype
         for (int i = 0; i < 8; i++) v[i] = 0.0f;
         return;
     }
-    if (wtype == SIFT_Q8_0 || wtype == SIFT_Q4_0) {
-        const bool q8 = wtype == SIFT_Q8_0;
-        const unsigned char *b = row + (k0 >> 5) * (q8 ? 34 : 18);
+    if (wtype == SIFT_Q8_0) { // planar: 8 quants from k0 (an even address), the scale after the row's quants
+        const float d = half_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(row + k) + (k0 >> 5)));
+        const unsigned short *qs = reinterpret_cast<const unsigned short *>(row + k0);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const unsigned w = __ldg(qs + i);
+            v[2 * i] = (float)(signed char)(w & 0xffu) * d;
+            v[2 * i + 1] = (float)(signed char)(w >> 8) * d;
+        }
+        return;
+    }
+    if (wtype == SIFT_Q4_0) {
+        const unsigned char *b = row + (k0 >> 5) * 18;
         const float d = half_bits_to_float(__ldg(reinterpret_cast<const unsigned short *>(b)));
-        const int j = (int)(k0 & 31);
+        const int j = (int)(k0 & 31), sh = j < 16 ? 0 : 4;
         const unsigned short *qs = reinterpret_cast<const unsigned short *>(b + 2);
-        if (q8) {
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const unsigned w = __ldg(qs + j / 2 + i);
-                v[2 * i] = (float)(signed char)(w & 0xffu) * d;
-                v[2 * i + 1] = (float)(signed char)(w >> 8) * d;
-            }
-        } else {
-            const int sh = j < 16 ? 0 : 4;
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const unsigned w = __ldg(qs + (j & 15) / 2 + i);
-                v[2 * i] = (float)((int)((w >> sh) & 15u) - 8) * d;
-                v[2 * i + 1] = (float)((int)((w >> (8 + sh)) & 15u) - 8) * d;
-            }
+        for (int i = 0; i < 4; i++) {
+            const unsigned w = __ldg(qs + (j & 15) / 2 + i);
+            v[2 * i] = (float)((int)((w >> sh) & 15u) - 8) * d;
+            v[2 * i + 1] = (float)((int)((w >> (8 + sh)) & 15u) - 8) * d;
         }
         return;
     }
@@ -141,7 +142,7 @@ __device__ __forceinline__ void weight_load8(const unsigned char *row, int wtype
         return;
     }
 #pragma unroll
-    for (int i = 0; i < 8; i++) v[i] = k0 + i < k ? weight_at(row, wtype, k0 + i) : 0.0f;
+    for (int i = 0; i < 8; i++) v[i] = k0 + i < k ? weight_at(row, wtype, k0 + i, k) : 0.0f;
 }
 
 } // namespace sift_cuda

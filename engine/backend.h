@@ -301,6 +301,20 @@ uint16_t sift_float_to_half(float f);
  * definition of the weight formats (engine/quant.c). */
 void sift_row_to_f32(sift_dtype t, const void *src, float *dst, int64_t n);
 
+/* The GPU backends store q8_0 and q4_0 rows *planar*: a row's quants (32 or 16 bytes per block)
+ * first, then its f16 scales, so that the quants of a row with a multiple of 256 values start
+ * 16-byte aligned and load 16 bytes at a time. A row takes as many bytes as in ggml's layout, so
+ * whole-row offsets are the same in both; the API (sift_tensor_write / read) always speaks ggml's.
+ * sift_planar_xfer moves bytes [offset, offset + bytes) of such a tensor (rows of row_values
+ * values) between the caller's ggml-layout memory and the backend's planar storage: it writes from
+ * src, or (src NULL) reads into dst. It converts whole rows, at most chunk_bytes of them at a time,
+ * through io (which reads or writes raw stored bytes); a write that covers a row in part reads the
+ * row first. */
+typedef sift_status (*sift_stored_io)(void *ctx, size_t offset, void *buf, size_t bytes, bool write);
+bool sift_dtype_is_planar(sift_dtype t);
+sift_status sift_planar_xfer(sift_dtype t, int64_t row_values, size_t offset, const void *src, void *dst, size_t bytes,
+                             size_t chunk_bytes, sift_stored_io io, void *ctx);
+
 #ifdef __cplusplus
 }
 #endif

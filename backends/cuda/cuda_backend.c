@@ -201,34 +201,74 @@ static void cuda_tensor_free(void *p, sift_tensor *t)
     t->impl = NULL;
 }
 
-static sift_status cuda_tensor_write(void *p, sift_tensor *t, size_t offset, const void *src, size_t bytes)
+/* Bytes [offset, offset + bytes) of t's storage as stored, written from buf or read into it. */
+static sift_status stored_io(cuda_backend *b, const sift_tensor *t, size_t offset, void *buf, size_t bytes, bool write)
 {
-    cuda_backend *b = p;
     sift_status s = set_device(b);
     if (s != SIFT_OK) return s;
+    char *p = (char *)t->impl + offset;
     if (t->host_memory) { /* pinned host memory: copied by the CPU once the device's work is done */
         CU(cudaStreamSynchronize(b->stream));
-        memcpy((char *)t->impl + offset, src, bytes);
+        if (write) memcpy(p, buf, bytes);
+        else memcpy(buf, p, bytes);
         return SIFT_OK;
     }
-    CU(cudaMemcpyAsync((char *)t->impl + offset, src, bytes, cudaMemcpyHostToDevice, b->stream));
+    if (write) CU(cudaMemcpyAsync(p, buf, bytes, cudaMemcpyHostToDevice, b->stream));
+    else CU(cudaMemcpyAsync(buf, p, bytes, cudaMemcpyDeviceToHost, b->stream));
     CU(cudaStreamSynchronize(b->stream));
     return SIFT_OK;
 }
 
+/* q8_0 rows are stored planar (backend.h): a row's 32-byte quant blocks, then its scales, so that
+ * the matrix-vector kernel reads the quants of a row of 256 k values 16 bytes at a time. */
+static bool stored_planar(const sift_tensor *t) { return t->dtype == SIFT_Q8_0 && t->ndim > 0; }
+
+typedef struct {
+    cuda_backend *b;
+    const sift_tensor *t;
+} planar_io_ctx;
+
+static sift_status planar_io(void *ctx, size_t offset, void *buf, size_t bytes, bool write)
+{
+    const planar_io_ctx *c = ctx;
+    return stored_io(c->b, c->t, offset, buf, bytes, write);
+}
+
+#define CUDA_PLANAR_CHUNK ((size_t)64 << 20) /* bytes converted per transfer */
+
+static sift_status cuda_tensor_write(void *p, sift_tensor *t, size_t offset, const void *src, size_t bytes)
+{
+    if (stored_planar(t)) {
+        planar_io_ctx c = {p, t};
+        return sift_planar_xfer(t->dtype, t->shape[t->ndim - 1], offset, src, NULL, bytes, CUDA_PLANAR_CHUNK, planar_io, &c);
+    }
+    return stored_io(p, t, offset, (void *)src, bytes, true);
+}
+
 static sift_status cuda_tensor_read(void *p, const sift_tensor *t, size_t offset, void *dst, size_t bytes)
 {
-    cuda_backend *b = p;
-    sift_status s = set_device(b);
-    if (s != SIFT_OK) return s;
-    if (t->host_memory) {
-        CU(cudaStreamSynchronize(b->stream));
-        memcpy(dst, (const char *)t->impl + offset, bytes);
-        return SIFT_OK;
+    if (stored_planar(t)) {
+        planar_io_ctx c = {p, t};
+        return sift_planar_xfer(t->dtype, t->shape[t->ndim - 1], offset, NULL, dst, bytes, CUDA_PLANAR_CHUNK, planar_io, &c);
     }
-    CU(cudaMemcpyAsync(dst, (const char *)t->impl + offset, bytes, cudaMemcpyDeviceToHost, b->stream));
-    CU(cudaStreamSynchronize(b->stream));
-    return SIFT_OK;
+    return stored_io(p, t, offset, dst, bytes, false);
+}
+
+/* Whether the kernels can read t as it is stored: a view of a planar tensor must be whole rows of
+ * the same length and type (the kernels find a row's scales from its length). */
+static sift_status check_stored_layout(const sift_tensor *t, int i, const sift_node *n)
+{
+    const sift_tensor *root = t && t->parent ? t->parent : t;
+    if (!root || root == t || !stored_planar(root)) return SIFT_OK;
+    const int64_t k = root->shape[root->ndim - 1];
+    const size_t rb = sift_dtype_row_bytes(root->dtype, k);
+    if (t->dtype == root->dtype && t->ndim > 0 && t->shape[t->ndim - 1] == k && t->offset % rb == 0) return SIFT_OK;
+    return sift_set_error(SIFT_E_UNSUPPORTED,
+                          "cuda: node %d (%s): '%s' views the %s tensor '%s' as %s rows of %lld values at byte %zu, but its "
+                          "rows of %lld values are stored planar: only whole rows can be viewed",
+                          i, sift_op_name(n->op), t->name[0] ? t->name : "(unnamed)", sift_dtype_name(root->dtype),
+                          root->name[0] ? root->name : "(unnamed)", sift_dtype_name(t->dtype),
+                          (long long)(t->ndim > 0 ? t->shape[t->ndim - 1] : 0), t->offset, (long long)k);
 }
 
 /* ---- plans ----------------------------------------------------------------------------------- */
@@ -299,6 +339,12 @@ static sift_status node_failed(cudaError_t e, const char *doing, int i, const si
 static sift_status plan_node(cuda_backend *b, const sift_node *n, int i, cuda_plan *pl, size_t *scratch)
 {
     memset(pl, 0, sizeof *pl);
+    for (int j = 0; j < n->n_src; j++) {
+        const sift_status st = check_stored_layout(n->src[j], i, n);
+        if (st != SIFT_OK) return st;
+    }
+    const sift_status st = check_stored_layout(n->dst, i, n);
+    if (st != SIFT_OK) return st;
     const cuda_op *op = &cuda_ops[n->op];
     cudaError_t e = op->plan ? op->plan(&b->dev, n, &pl->k) : cudaSuccess;
     if (e == cudaErrorInvalidConfiguration || e == cudaErrorNotSupported) {

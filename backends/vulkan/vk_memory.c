@@ -220,7 +220,7 @@ sift_status vk_tensor_alloc(void *p, sift_tensor *t)
     if (!vt) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
     vt->dtype = t->dtype;
     vt->widened = t->dtype == SIFT_F16 && !be->f16_storage;
-    if ((t->dtype == SIFT_Q8_0 || t->dtype == SIFT_Q4_0) && t->ndim > 0) vt->planar_k = (uint32_t)t->shape[t->ndim - 1];
+    if (sift_dtype_is_planar(t->dtype) && t->ndim > 0) vt->planar_k = (uint32_t)t->shape[t->ndim - 1];
     vt->host = t->host_memory;
     const VkDeviceSize bytes = (VkDeviceSize)t->nbytes * (vt->widened ? 2u : 1u);
     vt->dev_bytes = vt->host ? 0 : bytes;
@@ -386,65 +386,23 @@ static sift_status widened_half(vkb *be, const vk_tensor *vt, VkDeviceSize e, ui
     return s;
 }
 
-/* The quant bytes of one block of a planar type (q8_0: 32 int8, q4_0: 16 bytes of nibbles). */
-static size_t planar_quant_bytes(sift_dtype t) { return t == SIFT_Q8_0 ? 32 : 16; }
+/* A planar tensor's stored bytes, for sift_planar_xfer (which converts them from and to ggml's
+ * layout). */
+typedef struct {
+    vkb *be;
+    const vk_tensor *vt;
+} planar_io_ctx;
 
-/* n rows of nblk ggml blocks (src) to planar rows (dst). */
-static void to_planar(const unsigned char *src, unsigned char *dst, size_t n, size_t nblk, size_t qb)
+static sift_status planar_io(void *ctx, size_t offset, void *buf, size_t bytes, bool write)
 {
-    const size_t rb = nblk * (qb + 2);
-    for (size_t r = 0; r < n; r++)
-        for (size_t b = 0; b < nblk; b++) {
-            const unsigned char *blk = src + r * rb + b * (qb + 2);
-            memcpy(dst + r * rb + b * qb, blk + 2, qb);
-            memcpy(dst + r * rb + nblk * qb + 2 * b, blk, 2);
-        }
+    const planar_io_ctx *c = ctx;
+    return write ? write_raw(c->be, c->vt, offset, buf, bytes) : read_raw(c->be, c->vt, offset, buf, bytes);
 }
 
-/* n planar rows (src) back to ggml blocks (dst). */
-static void from_planar(const unsigned char *src, unsigned char *dst, size_t n, size_t nblk, size_t qb)
+static sift_status planar_xfer(vkb *be, const vk_tensor *vt, size_t offset, const void *src, void *dst, size_t bytes)
 {
-    const size_t rb = nblk * (qb + 2);
-    for (size_t r = 0; r < n; r++)
-        for (size_t b = 0; b < nblk; b++) {
-            unsigned char *blk = dst + r * rb + b * (qb + 2);
-            memcpy(blk + 2, src + r * rb + b * qb, qb);
-            memcpy(blk, src + r * rb + nblk * qb + 2 * b, 2);
-        }
-}
-
-/* Bytes [offset, offset + bytes) of a planar tensor in ggml's layout: written from src, or (src
- * NULL) read into dst. Whole rows pass through the staging buffer and are converted there; a
- * write that covers a row in part reads the row first. */
-static sift_status planar_xfer(vkb *be, const vk_tensor *vt, size_t offset, const unsigned char *src, unsigned char *dst,
-                              size_t bytes)
-{
-    const size_t nblk = vt->planar_k / 32, qb = planar_quant_bytes(vt->dtype), rb = nblk * (qb + 2);
-    const size_t per = be->staging.size / rb;
-    if (per == 0)
-        return sift_set_error(SIFT_E_LIMIT, "vulkan: a %s row of %u values exceeds the staging buffer",
-                              sift_dtype_name(vt->dtype), vt->planar_k);
-    unsigned char *rows = malloc(per * rb);
-    if (!rows) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
-    sift_status s = SIFT_OK;
-    for (size_t r0 = offset / rb, r_end = (offset + bytes + rb - 1) / rb; r0 < r_end && s == SIFT_OK; r0 += per) {
-        const size_t n = r_end - r0 < per ? r_end - r0 : per, b0 = r0 * rb, b1 = b0 + n * rb;
-        const size_t lo = offset > b0 ? offset : b0, hi = offset + bytes < b1 ? offset + bytes : b1;
-        if (!src || lo > b0 || hi < b1) {
-            s = xfer(be, vt, b0, n * rb, false);
-            if (s != SIFT_OK) break;
-            from_planar(be->staging.map, rows, n, nblk, qb);
-        }
-        if (!src) {
-            memcpy(dst + (lo - offset), rows + (lo - b0), hi - lo);
-            continue;
-        }
-        memcpy(rows + (lo - b0), src + (lo - offset), hi - lo);
-        to_planar(rows, be->staging.map, n, nblk, qb);
-        s = xfer(be, vt, b0, n * rb, true);
-    }
-    free(rows);
-    return s;
+    planar_io_ctx c = {be, vt};
+    return sift_planar_xfer(vt->dtype, vt->planar_k, offset, src, dst, bytes, (size_t)be->staging.size, planar_io, &c);
 }
 
 sift_status vk_tensor_write(void *p, sift_tensor *t, size_t offset, const void *src, size_t bytes)
