@@ -283,6 +283,26 @@ __device__ __forceinline__ uint4 ld_stream16(const void *p)
 #endif
 }
 
+// A 16-byte load of read-only data this kernel reads once (the matrix-vector products' weights):
+// ld.global.nc.L1::no_allocate, which leaves L1 to the data that is reused (x's copy is in shared
+// memory anyway). On the H200 it streamed q8_0 8-12% faster than __ldg and 0-4% faster than
+// __ldcs (cuda/bench/mv_direct.cu, docs/benchmarks.md). The emulator checks it as ld_stream16.
+__device__ __forceinline__ uint4 ld_once16(const void *p)
+{
+#ifdef SIFT_CUDA_EMU
+    if (!sift_emu::readable(p, 16) || (uintptr_t)p % 16) __builtin_trap();
+    uint4 u;
+    memcpy(&u, p, 16);
+    return u;
+#else
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+#endif
+}
+
 // The same for one 4-byte word (score_max's int8 rows of other lengths); p 4-byte aligned.
 __device__ __forceinline__ unsigned ld_stream4(const void *p)
 {

@@ -417,7 +417,7 @@ template <int W, int R> __global__ void __launch_bounds__(32 * MVD_WARPS) mvd_ke
             const int64_t e = (c0 + u) * VPC + (int64_t)lane * VPL; // this lane's first value
 #pragma unroll
             for (int r = 0; r < R; r++)
-                q[u][r] = e < a.k ? __ldg(reinterpret_cast<const uint4 *>(rows[r] + (size_t)e * (W == SIFT_F32 ? 4 : 2))) : make_uint4(0, 0, 0, 0);
+                q[u][r] = e < a.k ? ld_once16(rows[r] + (size_t)e * (W == SIFT_F32 ? 4 : 2)) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int u = 0; u < MVD_U; u++) {
@@ -497,7 +497,7 @@ template <int R, int U> __global__ void __launch_bounds__(32 * MVQ_WARPS) mvq_ke
             const int64_t e = (c0 + u) * 512 + 16 * lane; // this lane's first quant
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                q[u][r] = e < a.k ? __ldg(reinterpret_cast<const uint4 *>(rows[r] + e)) : make_uint4(0, 0, 0, 0);
+                q[u][r] = e < a.k ? ld_once16(rows[r] + e) : make_uint4(0, 0, 0, 0);
                 sc[u][r] = e < a.k ? __ldg(reinterpret_cast<const unsigned short *>(rows[r] + a.k) + e / 32) : 0;
             }
         }
@@ -625,12 +625,8 @@ static MvKernel mvd_kernel_for(int wtype, int R)
     }
 }
 
-// The q8_0 direct kernel for R rows per warp: U = 4 chunks in flight, 2 with 4 rows (the same 8
-// loads of 16 bytes per lane).
-static MvKernel mvq_kernel_for(int R)
-{
-    return R == 1 ? &mvq_kernel<1, 4> : R == 2 ? &mvq_kernel<2, 4> : &mvq_kernel<4, 2>;
-}
+// The q8_0 direct kernel for R rows per warp (1 or 2), U = 4 chunks in flight.
+static MvKernel mvq_kernel_for(int R) { return R == 1 ? &mvq_kernel<1, 4> : &mvq_kernel<2, 4>; }
 
 // Dynamic shared memory of a plan of nw warps: their x slices, then their rings.
 static size_t mv_smem(int wtype, int64_t k, int R, int u, int nw)
@@ -687,7 +683,7 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
             e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
         if (e != cudaSuccess) return e;
     }
-    for (int R = 1; R <= 4; R *= 2) {
+    for (int R = 1; R <= 2; R++) {
         const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(mvq_kernel_for(R)),
                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(dev->smem_optin - 1024));
         if (e != cudaSuccess) return e;
@@ -715,12 +711,12 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
     const bool vec = a.t == 1 && a.k > 0 && xp % 16 == 0 && a.k % fmt_group(w) == 0 &&
                      (quant ? wp % 2 == 0 : wp % 16 == 0 && a.row_bytes % 16 == 0);
     // q8_0 (planar rows): the direct kernel where rows are 16-byte aligned (K % 256 == 0) and x's
-    // digits fit in shared memory, else the tiled kernel. R: 4 rows a warp for the logits' 10^5
-    // rows, 2 for long rows (the down projection's K = 14336), else 1: the best of the prototype's
-    // variants on the H200 at those shapes.
+    // digits fit in shared memory, else the tiled kernel. R: 2 rows a warp for long rows (the down
+    // projection's K = 14336) and for the logits' 10^5 rows, else 1: the best of the prototype's
+    // variants on the H200 at those shapes (2 and 4 rows, 4 and 8 chunks in flight).
     if (w == SIFT_Q8_0) {
         if (a.t == 1 && a.k > 0 && a.k % 256 == 0 && wp % 16 == 0 && (size_t)a.k / 32 * sizeof(XDigits2) + 1024 <= dev->smem_optin) {
-            plan->rows_per_block = a.n >= 65536 ? 4 : a.k >= 8192 ? 2 : 1;
+            plan->rows_per_block = a.n >= 65536 || a.k >= 8192 ? 2 : 1;
             if ((a.n + MVQ_WARPS * plan->rows_per_block - 1) / (MVQ_WARPS * plan->rows_per_block) > 2147483647)
                 return beyond_limit(plan, "a matrix-vector product of more than 2^33 rows");
             plan->path = MM_DIRECT;

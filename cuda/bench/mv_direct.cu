@@ -47,7 +47,15 @@ __device__ __forceinline__ uint4 ldg_stream(const void *p)
 }
 
 // planar q8_0: row r = K int8 quants, then K/32 f16 scales; row bytes K*34/32 (multiple of 16 when K % 256 == 0)
-template <int R, int U, int NW>
+// L: how the quants are loaded: 0 ld.global.nc.L1::no_allocate, 1 __ldg (ld.global.nc), 2 __ldcs (evict-first)
+template <int L> __device__ __forceinline__ uint4 ld_quants(const void *p)
+{
+    if constexpr (L == 0) return ldg_stream(p);
+    else if constexpr (L == 1) return __ldg(static_cast<const uint4 *>(p));
+    else return __ldcs(static_cast<const uint4 *>(p));
+}
+
+template <int R, int U, int NW, int L = 0>
 __global__ void __launch_bounds__(32 * NW) mv_q8p(const float *__restrict__ x, const unsigned char *__restrict__ w, float *__restrict__ out, int n, int k)
 {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -81,7 +89,7 @@ __global__ void __launch_bounds__(32 * NW) mv_q8p(const float *__restrict__ x, c
 #pragma unroll
             for (int r = 0; r < R; r++)
                 if (c0 + u < nch) {
-                    q[u][r] = ldg_stream(rows[r] + (size_t)(c0 + u) * 512 + 16 * lane);
+                    q[u][r] = ld_quants<L>(rows[r] + (size_t)(c0 + u) * 512 + 16 * lane);
                     sc[u][r] = __ldg(reinterpret_cast<const unsigned short *>(rows[r] + k) + (c0 + u) * 16 + (lane >> 1));
                 }
 #pragma unroll
@@ -172,13 +180,13 @@ int main()
 {
     const int shapes[][2] = {{14336, 4096}, {4096, 14336}, {4096, 4096}, {1024, 4096}, {128256, 4096}};
     Variant vs[] = {
-        {"q8p R1 U4 W8", mv_q8p<1, 4, 8>, 1, 8, true}, {"q8p R2 U4 W8", mv_q8p<2, 4, 8>, 2, 8, true},
-        {"q8p R2 U2 W8", mv_q8p<2, 2, 8>, 2, 8, true}, {"q8p R4 U2 W8", mv_q8p<4, 2, 8>, 4, 8, true},
-        {"q8p R2 U8 W4", mv_q8p<2, 8, 4>, 2, 4, true}, {"q8p R1 U8 W8", mv_q8p<1, 8, 8>, 1, 8, true},
-        {"q8p R4 U4 W4", mv_q8p<4, 4, 4>, 4, 4, true},
-        {"f16 R1 U4 W8", mv_f16<1, 4, 8>, 1, 8, false}, {"f16 R2 U4 W8", mv_f16<2, 4, 8>, 2, 8, false},
-        {"f16 R2 U2 W8", mv_f16<2, 2, 8>, 2, 8, false}, {"f16 R4 U2 W4", mv_f16<4, 2, 4>, 4, 4, false},
-        {"f16 R1 U8 W8", mv_f16<1, 8, 8>, 1, 8, false},
+        {"q8p R1 U4 nc-na", mv_q8p<1, 4, 8, 0>, 1, 8, true}, {"q8p R1 U4 ldg", mv_q8p<1, 4, 8, 1>, 1, 8, true},
+        {"q8p R1 U4 ldcs", mv_q8p<1, 4, 8, 2>, 1, 8, true},  {"q8p R2 U4 nc-na", mv_q8p<2, 4, 8, 0>, 2, 8, true},
+        {"q8p R2 U4 ldg", mv_q8p<2, 4, 8, 1>, 2, 8, true},   {"q8p R2 U4 ldcs", mv_q8p<2, 4, 8, 2>, 2, 8, true},
+        {"q8p R4 U2 nc-na", mv_q8p<4, 2, 8, 0>, 4, 8, true}, {"q8p R4 U2 ldg", mv_q8p<4, 2, 8, 1>, 4, 8, true},
+        {"q8p R4 U2 ldcs", mv_q8p<4, 2, 8, 2>, 4, 8, true},  {"q8p R1 U8 nc-na", mv_q8p<1, 8, 8, 0>, 1, 8, true},
+        {"q8p R2 U8 W4 nc-na", mv_q8p<2, 8, 4, 0>, 2, 4, true},
+        {"f16 R2 U4 W8", mv_f16<2, 4, 8>, 2, 8, false},
     };
     for (auto &v : vs) CK(cudaFuncSetAttribute(v.k, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024));
     cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
