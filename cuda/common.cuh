@@ -271,13 +271,21 @@ __device__ __forceinline__ unsigned pack_half2(float a, float b)
 // A 16-byte load of data read once (K rows streamed by score_max): ld.global.cs, evict-first in
 // L1 and L2, so that a stream much larger than L2 does not push out what other kernels reuse. In
 // the emulator the address must lie inside one allocation (the emulator checks only what it can).
-__device__ __forceinline__ uint4 ld_stream16(const void *p)
-{
 #ifdef SIFT_CUDA_EMU
+// The emulator's 16-byte global load: p must be 16-byte aligned inside one allocation.
+inline uint4 emu_load16(const void *p)
+{
     if (!sift_emu::readable(p, 16) || (uintptr_t)p % 16) __builtin_trap();
     uint4 u;
     memcpy(&u, p, 16);
     return u;
+}
+#endif
+
+__device__ __forceinline__ uint4 ld_stream16(const void *p)
+{
+#ifdef SIFT_CUDA_EMU
+    return emu_load16(p);
 #else
     return __ldcs(static_cast<const uint4 *>(p));
 #endif
@@ -290,10 +298,7 @@ __device__ __forceinline__ uint4 ld_stream16(const void *p)
 __device__ __forceinline__ uint4 ld_once16(const void *p)
 {
 #ifdef SIFT_CUDA_EMU
-    if (!sift_emu::readable(p, 16) || (uintptr_t)p % 16) __builtin_trap();
-    uint4 u;
-    memcpy(&u, p, 16);
-    return u;
+    return emu_load16(p);
 #else
     uint4 v;
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"

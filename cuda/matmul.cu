@@ -382,6 +382,29 @@ template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(cons
     cp_async_wait<0>();
 }
 
+// The direct kernels' (mvd_kernel, mvq_kernel) R rows from row0 (past the last row of w, the last
+// row again: its sums are not stored), and their sums, zeroed.
+template <int R>
+__device__ __forceinline__ void direct_rows(const MatmulArgs &a, int64_t row0, const unsigned char *(&rows)[R], float (&acc)[R])
+{
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        rows[r] = static_cast<const unsigned char *>(a.w) + (size_t)min(row0 + r, a.n - 1) * a.row_bytes;
+        acc[r] = 0.0f;
+    }
+}
+
+// Each row's lane sums reduced over the warp by shuffles, stored (+ bias) by lane 0.
+template <int R> __device__ __forceinline__ void direct_store(const MatmulArgs &a, int64_t row0, int lane, const float (&acc)[R])
+{
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        float v = acc[r];
+        for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
+        if (lane == 0 && row0 + r < a.n) a.out[row0 + r] = a.bias ? v + a.bias[row0 + r] : v;
+    }
+}
+
 // mvd_kernel<W, R>, T = 1 with f32, f16 or bf16 rows 16-byte aligned and x fitting in shared
 // memory: the weights go straight from global memory into registers, with no staging. Each warp
 // takes R consecutive rows (one block: 8 warps, 8 R rows); lane l reads 16 bytes at 512 c + 16 l
@@ -404,11 +427,8 @@ template <int W, int R> __global__ void __launch_bounds__(32 * MVD_WARPS) mvd_ke
     const int64_t row0 = ((int64_t)blockIdx.x * MVD_WARPS + warp) * R;
     if (row0 >= a.n) return;
     const unsigned char *rows[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) rows[r] = static_cast<const unsigned char *>(a.w) + (size_t)min(row0 + r, a.n - 1) * a.row_bytes;
     float acc[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) acc[r] = 0.0f;
+    direct_rows(a, row0, rows, acc);
     const int64_t nch = (a.k + VPC - 1) / VPC;
     for (int64_t c0 = 0; c0 < nch; c0 += MVD_U) {
         uint4 q[MVD_U][R];
@@ -430,12 +450,7 @@ template <int W, int R> __global__ void __launch_bounds__(32 * MVD_WARPS) mvd_ke
             }
         }
     }
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        float v = acc[r];
-        for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
-        if (lane == 0 && row0 + r < a.n) a.out[row0 + r] = a.bias ? v + a.bias[row0 + r] : v;
-    }
+    direct_store(a, row0, lane, acc);
 }
 
 // mvq_kernel<R, U>, T = 1 with q8_0 rows of K a multiple of 256 (planar: a row is K int8 quants,
@@ -483,11 +498,8 @@ template <int R, int U> __global__ void __launch_bounds__(32 * MVQ_WARPS) mvq_ke
     const int64_t row0 = ((int64_t)blockIdx.x * MVQ_WARPS + warp) * R;
     if (row0 >= a.n) return;
     const unsigned char *rows[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) rows[r] = static_cast<const unsigned char *>(a.w) + (size_t)min(row0 + r, a.n - 1) * a.row_bytes;
     float acc[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) acc[r] = 0.0f;
+    direct_rows(a, row0, rows, acc);
     const int h = lane & 1;
     for (int64_t c0 = 0; c0 < nch; c0 += U) {
         uint4 q[U][R];
@@ -522,12 +534,7 @@ template <int R, int U> __global__ void __launch_bounds__(32 * MVQ_WARPS) mvq_ke
             }
         }
     }
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        float v = acc[r];
-        for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
-        if (lane == 0 && row0 + r < a.n) a.out[row0 + r] = a.bias ? v + a.bias[row0 + r] : v;
-    }
+    direct_store(a, row0, lane, acc);
 }
 
 // ---- tiled --------------------------------------------------------------------------------------

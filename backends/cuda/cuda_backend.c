@@ -255,11 +255,18 @@ static sift_status cuda_tensor_read(void *p, const sift_tensor *t, size_t offset
 }
 
 /* Whether the kernels can read t as it is stored: a view of a planar tensor must be whole rows of
- * the same length and type (the kernels find a row's scales from its length). */
+ * the same length and type (the kernels find a row's scales from its length), and a q8_0 view of
+ * another type's storage, which holds ggml's blocks, is none the kernels read. */
 static sift_status check_stored_layout(const sift_tensor *t, int i, const sift_node *n)
 {
     const sift_tensor *root = t && t->parent ? t->parent : t;
-    if (!root || root == t || !stored_planar(root)) return SIFT_OK;
+    if (!root || root == t) return SIFT_OK;
+    if (t->dtype == SIFT_Q8_0 && root->dtype != SIFT_Q8_0 && !t->pages)
+        return sift_set_error(SIFT_E_UNSUPPORTED,
+                              "cuda: node %d (%s): '%s' views a %s tensor as q8_0, but the CUDA kernels read q8_0 only from "
+                              "q8_0 tensors (stored planar)",
+                              i, sift_op_name(n->op), t->name[0] ? t->name : "(unnamed)", sift_dtype_name(root->dtype));
+    if (!stored_planar(root)) return SIFT_OK;
     const int64_t k = root->shape[root->ndim - 1];
     const size_t rb = sift_dtype_row_bytes(root->dtype, k);
     if (t->dtype == root->dtype && t->ndim > 0 && t->shape[t->ndim - 1] == k && t->offset % rb == 0) return SIFT_OK;

@@ -230,6 +230,25 @@ static void matmul_case(sift_context *ctx[2], sift_dtype wt, int64_t t, int64_t 
     void *w = make_weight(wt, n, k, &wbytes);
     float *x = rand_data(SIFT_F32, (size_t)(t * k), 1.0f), *b = rand_data(SIFT_F32, (size_t)n, 1.0f);
     float *res[2];
+    char name[200];
+    snprintf(name, sizeof name, "matmul [%lld][%lld] x %s [%lld]%s x_off=%zu w_off=%zu", (long long)t, (long long)k,
+             sift_dtype_name(wt), (long long)n, bias ? " + bias" : "", x_off, w_off);
+    if (wt == SIFT_Q8_0 && w_off) { /* q8_0 inside an f32 tensor: ggml's blocks, which CUDA refuses (it reads q8_0 planar) */
+        placed px = place(ctx[1], SIFT_F32, 2, (int64_t[]){t, k}, x_off, x, (size_t)(t * k) * 4),
+               pw = place(ctx[1], wt, 2, (int64_t[]){n, k}, w_off, w, wbytes),
+               po = place(ctx[1], SIFT_F32, 2, (int64_t[]){t, n}, 4, NULL, 0);
+        sift_graph *g;
+        TRY(sift_graph_create(ctx[1], &g));
+        TRY(sift_op_matmul(g, px.view, pw.view, NULL, po.view));
+        const sift_status st = sift_graph_compute(g);
+        checks++;
+        if (st != SIFT_E_UNSUPPORTED) failures++;
+        printf("%-88s %s\n", name, st == SIFT_E_UNSUPPORTED ? "refused ok" : "not refused FAIL");
+        sift_graph_destroy(g);
+        unplace(&px), unplace(&pw), unplace(&po);
+        free(w), free(x), free(b);
+        return;
+    }
     for (int c = 0; c < 2; c++) {
         placed px = place(ctx[c], SIFT_F32, 2, (int64_t[]){t, k}, x_off, x, (size_t)(t * k) * 4),
                pw = place(ctx[c], wt, 2, (int64_t[]){n, k}, w_off, w, wbytes),
@@ -244,10 +263,8 @@ static void matmul_case(sift_context *ctx[2], sift_dtype wt, int64_t t, int64_t 
         sift_graph_destroy(g);
         unplace(&px), unplace(&pw), unplace(&pb), unplace(&po);
     }
-    char name[200];
-    snprintf(name, sizeof name, "matmul [%lld][%lld] x %s [%lld]%s x_off=%zu w_off=%zu", (long long)t, (long long)k,
-             sift_dtype_name(wt), (long long)n, bias ? " + bias" : "", x_off, w_off);
-    check(name, res[0], res[1], (size_t)(t * n), 1e-9);
+    /* q8_0: CUDA's decode kernel keeps x as two digits (2^-14 of each block's largest value) */
+    check(name, res[0], res[1], (size_t)(t * n), wt == SIFT_Q8_0 ? 1e-6 : 1e-9);
     free(res[0]), free(res[1]), free(w), free(x), free(b);
 }
 
@@ -403,7 +420,7 @@ static void repeat_case(sift_context *ctx[2], int runs)
             if (c) {
                 char name[100];
                 snprintf(name, sizeof name, "repeat run %d of rmsnorm -> matmul q8_0 -> swiglu", r);
-                check(name, ref, got, (size_t)n, 1e-9);
+                check(name, ref, got, (size_t)n, 1e-6); /* q8_0: x as two digits on CUDA's decode kernel */
             }
         }
         sift_graph_destroy(g);
