@@ -34,6 +34,19 @@ static sift_status rows3(pass *f, const sift_tensor *act, int64_t row0, int64_t 
                            out);
 }
 
+/* Whether a step runs layer l's q/k/v as one product: one row, and the weights fused (model.h). */
+static bool qkv_fused(const pass *f, uint32_t l) { return f->st->rows == 1 && f->s->m->layers[l].wqkv; }
+
+/* A one-row step's part `which` (0 q, 1 k, 2 v) of the fused q/k/v product, as [1][heads][D]. */
+static sift_status qkv_part(pass *f, int which, sift_tensor **out)
+{
+    const sift_gguf_hparams *hp = &f->s->m->hp;
+    const int64_t hq = hp->n_head, hkv = hp->n_head_kv, d = hp->head_dim;
+    const int64_t heads = which == 0 ? hq : hkv, first = which == 0 ? 0 : which == 1 ? hq : hq + hkv;
+    return sift_graph_view(f->g, f->s->qkv_row, SIFT_F32, 3, (int64_t[]){1, heads, d}, (size_t)(first * d) * sizeof(float),
+                           out);
+}
+
 /* The residual stream entering layer l, and leaving it. */
 static sift_tensor *layer_in(const sift_session *s, uint32_t l)
 {
@@ -145,7 +158,10 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
     }
     }
     if (c->extrapolate) a.extrapolate = &rope; /* the query before RoPE: the builder places it */
-    TRY(rows2(f, s->act[c->extrapolate ? A_Q : A_QR], sg->row0 * hq, hq, d, &q)); /* [Hq][D] */
+    if (c->extrapolate && qkv_fused(f, l))
+        TRY(sift_graph_view(f->g, s->qkv_row, SIFT_F32, 2, (int64_t[]){hq, d}, 0, &q)); /* [Hq][D] */
+    else
+        TRY(rows2(f, s->act[c->extrapolate ? A_Q : A_QR], sg->row0 * hq, hq, d, &q)); /* [Hq][D] */
     TRY(rows2(f, s->act[A_ATT], sg->row0 * hq, hq, d, &out));                     /* [Hq][D] */
     return sift_attn_append(f->g, &a, q, sl->kview, sl->vview, out, &sg->attn_idx);
 }
@@ -190,16 +206,28 @@ static sift_status layer(pass *f, uint32_t l)
     TRY(rows2(f, s->act[A_V], 0, t, hkv * d, &v));    /* v [T][Hkv * D] */
     const sift_predictor *pr = s->cfg.predictor;
     TRY(sift_op_rmsnorm(f->g, x, w->attn_norm, hp->rms_eps, xn));
-    TRY(sift_op_matmul(f->g, xn, w->wq, w->bq, q));
-    TRY(sift_op_matmul(f->g, xn, w->wk, w->bk, k));
-    TRY(sift_op_matmul(f->g, xn, w->wv, w->bv, v));
+    if (qkv_fused(f, l)) {
+        sift_tensor *qkv;
+        TRY(rows2(f, s->qkv_row, 0, 1, (hq + 2 * hkv) * d, &qkv)); /* qkv [1][(Hq + 2 Hkv) * D] */
+        TRY(sift_op_matmul(f->g, xn, w->wqkv, NULL, qkv));
+    } else {
+        TRY(sift_op_matmul(f->g, xn, w->wq, w->bq, q));
+        TRY(sift_op_matmul(f->g, xn, w->wk, w->bk, k));
+        TRY(sift_op_matmul(f->g, xn, w->wv, w->bv, v));
+    }
     for (int i = 0; i < st->n_seg; i++) { /* each sequence's rows at its positions */
         const segment *sg = &st->seg[i];
         const seq_layer *sl = &s->seqs[sg->seq].layers[l];
         sift_tensor *q3, *k3, *v3, *qr3, *kr3;
-        TRY(rows3(f, s->act[A_Q], sg->row0, sg->t, hq, d, &q3));   /* [t][Hq][D] */
-        TRY(rows3(f, s->act[A_K], sg->row0, sg->t, hkv, d, &k3));  /* [t][Hkv][D] */
-        TRY(rows3(f, s->act[A_V], sg->row0, sg->t, hkv, d, &v3));  /* [t][Hkv][D] */
+        if (qkv_fused(f, l)) { /* the one row's parts of qkv */
+            TRY(qkv_part(f, 0, &q3)); /* [1][Hq][D] */
+            TRY(qkv_part(f, 1, &k3)); /* [1][Hkv][D] */
+            TRY(qkv_part(f, 2, &v3)); /* [1][Hkv][D] */
+        } else {
+            TRY(rows3(f, s->act[A_Q], sg->row0, sg->t, hq, d, &q3));  /* [t][Hq][D] */
+            TRY(rows3(f, s->act[A_K], sg->row0, sg->t, hkv, d, &k3)); /* [t][Hkv][D] */
+            TRY(rows3(f, s->act[A_V], sg->row0, sg->t, hkv, d, &v3)); /* [t][Hkv][D] */
+        }
         TRY(rows3(f, s->act[A_QR], sg->row0, sg->t, hq, d, &qr3)); /* [t][Hq][D] */
         TRY(rows3(f, s->act[A_KR], sg->row0, sg->t, hkv, d, &kr3)); /* [t][Hkv][D] */
         if (s->cfg.extrapolate) { /* SPEC §6: keys cached before RoPE; the attention places the query */
@@ -228,16 +256,24 @@ static sift_status layer(pass *f, uint32_t l)
     TRY(rows2(f, s->act[A_ATT], 0, t, hq * d, &att)); /* att [T][Hq * D] */
     TRY(rows2(f, s->act[A_O], 0, t, e, &o));          /* o [T][E] */
     TRY(rows2(f, s->act[A_X1], 0, t, e, &mid));       /* mid [T][E] = x + o */
-    TRY(rows2(f, s->act[A_GATE], 0, t, ff, &gate));   /* gate [T][F] */
-    TRY(rows2(f, s->act[A_UP], 0, t, ff, &up));       /* up [T][F] */
+    const bool gate_up_fused = t == 1 && w->w_gate_up; /* one product of [1][2F]: gate, then up */
+    TRY(rows2(f, gate_up_fused ? s->gate_up_row : s->act[A_GATE], 0, t, ff, &gate)); /* gate [T][F] */
+    if (gate_up_fused) TRY(sift_graph_view(f->g, s->gate_up_row, SIFT_F32, 2, (int64_t[]){1, ff}, (size_t)ff * sizeof(float), &up));
+    else TRY(rows2(f, s->act[A_UP], 0, t, ff, &up)); /* up [T][F] */
     TRY(rows2(f, s->act[A_ACT], 0, t, ff, &act));     /* act [T][F] = swiglu(gate, up) */
     TRY(rows2(f, s->act[A_DOWN], 0, t, e, &down));    /* down [T][E] */
     TRY(rows2(f, layer_res(s, l), 0, t, e, &x_out));  /* x_out [T][E] = mid + down: the stream leaving */
     TRY(sift_op_matmul(f->g, att, w->wo, NULL, o));
     TRY(sift_op_add(f->g, x, o, mid));
     TRY(sift_op_rmsnorm(f->g, mid, w->ffn_norm, hp->rms_eps, xn));
-    TRY(sift_op_matmul(f->g, xn, w->w_gate, NULL, gate));
-    TRY(sift_op_matmul(f->g, xn, w->w_up, NULL, up));
+    if (gate_up_fused) {
+        sift_tensor *gate_up;
+        TRY(rows2(f, s->gate_up_row, 0, 1, 2 * ff, &gate_up)); /* gate_up [1][2F] */
+        TRY(sift_op_matmul(f->g, xn, w->w_gate_up, NULL, gate_up));
+    } else {
+        TRY(sift_op_matmul(f->g, xn, w->w_gate, NULL, gate));
+        TRY(sift_op_matmul(f->g, xn, w->w_up, NULL, up));
+    }
     TRY(sift_op_swiglu(f->g, gate, up, act));
     TRY(sift_op_matmul(f->g, act, w->w_down, NULL, down));
     TRY(sift_op_add(f->g, mid, down, x_out));

@@ -70,6 +70,44 @@ static sift_status upload_tensor(sift_model *m, const char *name, int64_t want_r
     return SIFT_OK;
 }
 
+/* Matrices name[0 .. n) of layer l ([rows[i]][cols] each) as one [sum rows][cols] tensor *fused,
+ * each part a view of its rows (parts[i]), where all are present, 2-D, of those shapes and of one
+ * type. Otherwise nothing is made (*fused NULL) and upload_tensor loads the parts, with its checks
+ * and messages. */
+static sift_status upload_fused(sift_model *m, uint32_t l, int n, const char *const *suffix, const int64_t *rows,
+                                int64_t cols, sift_tensor **fused, sift_tensor **const *parts)
+{
+    *fused = NULL;
+    const sift_gguf_tensor *gt[3];
+    char name[3][96];
+    int64_t total = 0;
+    sift_dtype dt = SIFT_F32;
+    for (int i = 0; i < n; i++) {
+        snprintf(name[i], sizeof name[i], "blk.%u.%s", l, suffix[i]);
+        gt[i] = sift_gguf_find_tensor(m->file, name[i]);
+        sift_dtype di = SIFT_F32;
+        if (!gt[i] || gt[i]->n_dims != 2 || gt[i]->dims[0] != (uint64_t)cols || gt[i]->dims[1] != (uint64_t)rows[i] ||
+            dtype_of(gt[i], &di) != SIFT_OK || (i > 0 && di != dt))
+            return SIFT_OK; /* (an unsupported type: upload_tensor says so) */
+        dt = di;
+        total += rows[i];
+    }
+    TRY(sift_tensor_create(m->ctx, dt, 2, (int64_t[]){total, cols}, fused));
+    char fused_name[96];
+    snprintf(fused_name, sizeof fused_name, "blk.%u.%s", l, n == 3 ? "attn_qkv" : "ffn_gate_up");
+    sift_tensor_set_name(*fused, fused_name);
+    sift_status s = SIFT_OK;
+    size_t off = 0;
+    for (int i = 0; i < n && s == SIFT_OK; i++) {
+        s = sift_tensor_view(*fused, dt, 2, (int64_t[]){rows[i], cols}, off, parts[i]);
+        if (s == SIFT_OK) s = sift_tensor_write(*parts[i], 0, gt[i]->data, (size_t)gt[i]->nbytes);
+        if (s == SIFT_OK) sift_tensor_set_name(*parts[i], name[i]);
+        if (s == SIFT_OK) off += sift_tensor_nbytes(*parts[i]);
+    }
+    if (s == SIFT_OK) m->weight_bytes += sift_tensor_nbytes(*fused);
+    return s;
+}
+
 /* Per-pair frequency divisors for Llama 3.1's rope scaling (or a linear factor), NULL for none. */
 static sift_status make_rope_factors(sift_model *m)
 {
@@ -192,16 +230,26 @@ sift_status sift_model_load(sift_context *ctx, const char *path, sift_model **ou
         s = upload_tensor(m, name, rows, cols, optional, &w->field);                                                   \
     }
         LOAD(attn_norm, "attn_norm.weight", e, 0, false)
-        LOAD(wq, "attn_q.weight", qd, e, false)
-        LOAD(wk, "attn_k.weight", kvd, e, false)
-        LOAD(wv, "attn_v.weight", kvd, e, false)
-        LOAD(wo, "attn_output.weight", e, qd, false)
         LOAD(bq, "attn_q.bias", qd, 0, true)
         LOAD(bk, "attn_k.bias", kvd, 0, true)
         LOAD(bv, "attn_v.bias", kvd, 0, true)
+        if (s == SIFT_OK && !w->bq && !w->bk && !w->bv)
+            s = upload_fused(m, l, 3, (const char *[]){"attn_q.weight", "attn_k.weight", "attn_v.weight"},
+                             (int64_t[]){qd, kvd, kvd}, e, &w->wqkv, (sift_tensor **[]){&w->wq, &w->wk, &w->wv});
+        if (!w->wqkv) {
+            LOAD(wq, "attn_q.weight", qd, e, false)
+            LOAD(wk, "attn_k.weight", kvd, e, false)
+            LOAD(wv, "attn_v.weight", kvd, e, false)
+        }
+        LOAD(wo, "attn_output.weight", e, qd, false)
         LOAD(ffn_norm, "ffn_norm.weight", e, 0, false)
-        LOAD(w_gate, "ffn_gate.weight", hp->n_ff, e, false)
-        LOAD(w_up, "ffn_up.weight", hp->n_ff, e, false)
+        if (s == SIFT_OK)
+            s = upload_fused(m, l, 2, (const char *[]){"ffn_gate.weight", "ffn_up.weight"}, (int64_t[]){hp->n_ff, hp->n_ff},
+                             e, &w->w_gate_up, (sift_tensor **[]){&w->w_gate, &w->w_up});
+        if (!w->w_gate_up) {
+            LOAD(w_gate, "ffn_gate.weight", hp->n_ff, e, false)
+            LOAD(w_up, "ffn_up.weight", hp->n_ff, e, false)
+        }
         LOAD(w_down, "ffn_down.weight", e, hp->n_ff, false)
 #undef LOAD
     }

@@ -11,6 +11,11 @@
 typedef struct layer_weights {
     sift_tensor *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv;
     sift_tensor *ffn_norm, *w_gate, *w_up, *w_down;
+    /* wq, wk, wv (and w_gate, w_up) stored as one matrix, the parts views of its rows, where they
+     * share a type and have no biases: a decode step of one row then runs one matrix-vector product
+     * in place of three (two), whose small products are bound by latency, not bandwidth. NULL: the
+     * parts are separate tensors. */
+    sift_tensor *wqkv, *w_gate_up;
 } layer_weights;
 
 struct sift_model {

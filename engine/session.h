@@ -96,6 +96,9 @@ struct sift_session {
     sift_tensor **khost, **vhost;
     sequence *seqs;
     sift_tensor *act[A_COUNT];
+    /* A one-row step's fused products (model.h: wqkv, w_gate_up): q, k, v before RoPE
+     * [1][(Hq + 2 Hkv) * D] and gate, up [1][2 F] */
+    sift_tensor *qkv_row, *gate_up_row;
     sift_tensor *ids, *xlast_norm, *logits;
     sift_tensor **layer_out; /* keep_layer_outputs: each layer's output [chunk][n_embd] */
     /* TokenButler (a predictor given): the projected-key pools of layers >= 1 [Hkv][R][d'], and
