@@ -198,12 +198,9 @@ static sift_status layer(pass *f, uint32_t l)
     const step *st = f->st;
     const int64_t e = hp->n_embd, ff = hp->n_ff, hq = hp->n_head, hkv = hp->n_head_kv, d = hp->head_dim, t = st->rows;
     const sift_rope_params rope = rope_params(m);
-    sift_tensor *x, *xn, *q, *k, *v;
+    sift_tensor *x, *xn;
     TRY(rows2(f, layer_in(s, l), 0, t, e, &x));      /* x [T][E]: the residual stream entering the layer */
     TRY(rows2(f, s->act[A_XN], 0, t, e, &xn));        /* xn [T][E] */
-    TRY(rows2(f, s->act[A_Q], 0, t, hq * d, &q));     /* q [T][Hq * D] */
-    TRY(rows2(f, s->act[A_K], 0, t, hkv * d, &k));    /* k [T][Hkv * D] */
-    TRY(rows2(f, s->act[A_V], 0, t, hkv * d, &v));    /* v [T][Hkv * D] */
     const sift_predictor *pr = s->cfg.predictor;
     TRY(sift_op_rmsnorm(f->g, x, w->attn_norm, hp->rms_eps, xn));
     if (qkv_fused(f, l)) {
@@ -211,6 +208,10 @@ static sift_status layer(pass *f, uint32_t l)
         TRY(rows2(f, s->qkv_row, 0, 1, (hq + 2 * hkv) * d, &qkv)); /* qkv [1][(Hq + 2 Hkv) * D] */
         TRY(sift_op_matmul(f->g, xn, w->wqkv, NULL, qkv));
     } else {
+        sift_tensor *q, *k, *v;
+        TRY(rows2(f, s->act[A_Q], 0, t, hq * d, &q));  /* q [T][Hq * D] */
+        TRY(rows2(f, s->act[A_K], 0, t, hkv * d, &k)); /* k [T][Hkv * D] */
+        TRY(rows2(f, s->act[A_V], 0, t, hkv * d, &v)); /* v [T][Hkv * D] */
         TRY(sift_op_matmul(f->g, xn, w->wq, w->bq, q));
         TRY(sift_op_matmul(f->g, xn, w->wk, w->bk, k));
         TRY(sift_op_matmul(f->g, xn, w->wv, w->bv, v));
@@ -256,19 +257,22 @@ static sift_status layer(pass *f, uint32_t l)
     TRY(rows2(f, s->act[A_ATT], 0, t, hq * d, &att)); /* att [T][Hq * D] */
     TRY(rows2(f, s->act[A_O], 0, t, e, &o));          /* o [T][E] */
     TRY(rows2(f, s->act[A_X1], 0, t, e, &mid));       /* mid [T][E] = x + o */
-    const bool gate_up_fused = t == 1 && w->w_gate_up; /* one product of [1][2F]: gate, then up */
-    TRY(rows2(f, gate_up_fused ? s->gate_up_row : s->act[A_GATE], 0, t, ff, &gate)); /* gate [T][F] */
-    if (gate_up_fused) TRY(sift_graph_view(f->g, s->gate_up_row, SIFT_F32, 2, (int64_t[]){1, ff}, (size_t)ff * sizeof(float), &up));
-    else TRY(rows2(f, s->act[A_UP], 0, t, ff, &up)); /* up [T][F] */
+    sift_tensor *gate_up = NULL; /* a one-row step with fused weights: gate and up as one product */
+    if (t == 1 && w->w_gate_up) {
+        TRY(rows2(f, s->gate_up_row, 0, 1, 2 * ff, &gate_up)); /* gate_up [1][2F] */
+        TRY(rows2(f, s->gate_up_row, 0, 1, ff, &gate));        /* gate [1][F]: its first half */
+        TRY(rows2(f, s->gate_up_row, 1, 1, ff, &up));          /* up [1][F]: its second half */
+    } else {
+        TRY(rows2(f, s->act[A_GATE], 0, t, ff, &gate)); /* gate [T][F] */
+        TRY(rows2(f, s->act[A_UP], 0, t, ff, &up));     /* up [T][F] */
+    }
     TRY(rows2(f, s->act[A_ACT], 0, t, ff, &act));     /* act [T][F] = swiglu(gate, up) */
     TRY(rows2(f, s->act[A_DOWN], 0, t, e, &down));    /* down [T][E] */
     TRY(rows2(f, layer_res(s, l), 0, t, e, &x_out));  /* x_out [T][E] = mid + down: the stream leaving */
     TRY(sift_op_matmul(f->g, att, w->wo, NULL, o));
     TRY(sift_op_add(f->g, x, o, mid));
     TRY(sift_op_rmsnorm(f->g, mid, w->ffn_norm, hp->rms_eps, xn));
-    if (gate_up_fused) {
-        sift_tensor *gate_up;
-        TRY(rows2(f, s->gate_up_row, 0, 1, 2 * ff, &gate_up)); /* gate_up [1][2F] */
+    if (gate_up) {
         TRY(sift_op_matmul(f->g, xn, w->w_gate_up, NULL, gate_up));
     } else {
         TRY(sift_op_matmul(f->g, xn, w->w_gate, NULL, gate));

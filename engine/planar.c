@@ -42,15 +42,17 @@ sift_status sift_planar_xfer(sift_dtype t, int64_t row_values, size_t offset, co
         return sift_set_error(SIFT_E_SHAPE, "a planar %s tensor needs rows of a positive multiple of 32 values, not %lld",
                               sift_dtype_name(t), (long long)row_values);
     const size_t nblk = (size_t)row_values / 32, qb = quant_bytes(t), rb = nblk * (qb + 2);
-    const size_t per = chunk_bytes / rb;
-    if (per == 0)
+    const size_t r_first = offset / rb, r_end = (offset + bytes + rb - 1) / rb, chunk_rows = chunk_bytes / rb;
+    if (chunk_rows == 0)
         return sift_set_error(SIFT_E_LIMIT, "a %s row of %lld values (%zu bytes) exceeds the %zu-byte transfer buffer",
                               sift_dtype_name(t), (long long)row_values, rb, chunk_bytes);
+    /* rows converted at a time: a chunk's worth, or fewer where the transfer covers fewer */
+    const size_t per = r_end - r_first < chunk_rows ? r_end - r_first : chunk_rows;
     unsigned char *rows = malloc(per * rb), *stored = malloc(per * rb);
     sift_status s = rows && stored ? SIFT_OK : sift_set_error(SIFT_E_NOMEM, "out of host memory converting planar rows");
     const unsigned char *in = src;
     unsigned char *out = dst;
-    for (size_t r0 = offset / rb, r_end = (offset + bytes + rb - 1) / rb; r0 < r_end && s == SIFT_OK; r0 += per) {
+    for (size_t r0 = r_first; r0 < r_end && s == SIFT_OK; r0 += per) {
         const size_t n = r_end - r0 < per ? r_end - r0 : per, b0 = r0 * rb, b1 = b0 + n * rb;
         const size_t lo = offset > b0 ? offset : b0, hi = offset + bytes < b1 ? offset + bytes : b1;
         if (!in || lo > b0 || hi < b1) { /* a read, or a write of part of a row: the rows as they are */
