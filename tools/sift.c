@@ -125,6 +125,20 @@ static sift_status open_backend(const char *name, sift_context **ctx)
     return s;
 }
 
+/* NVIDIA's driver gives a process that uses the GPU through Vulkan alone adaptive clocks: on an
+ * H200 the SM clock stayed at 345-1000 MHz under these benches, and at 1980 MHz while any process
+ * held a CUDA context open, which made Vulkan's figures 2-4x slower and vary from run to run
+ * (docs/benchmarks.md). The benches say so, where it changes what their figures mean. */
+static void note_vulkan_clocks(const char *who, sift_context *ctx)
+{
+    if (sift_context_backend(ctx) == SIFT_BACKEND_VULKAN && strstr(sift_context_device_name(ctx), "NVIDIA"))
+        fprintf(stderr,
+                "%s: note: NVIDIA's driver clocks a process that uses the GPU through Vulkan alone\n"
+                "  adaptively, often far below the maximum; a CUDA context kept open on the GPU meanwhile (any\n"
+                "  process) holds the clocks up (docs/benchmarks.md)\n",
+                who);
+}
+
 sift_status cli_open_backend(const char *name, int64_t threads, sift_context **ctx)
 {
     sift_status s = open_backend(name, ctx);
@@ -637,6 +651,7 @@ static int bench_attn(int argc, char **argv)
         fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
         return 1;
     }
+    if (!json) note_vulkan_clocks("sift bench-attn", ctx);
     bench_attn_opts o = {.budget = budget, .sink = sink, .window = window, .hq = hq, .hkv = hkv, .dim = dim,
                          .repeat = repeat, .key_dim = key_dim, .kv = kv, .vote = vote, .json = json};
     plot *pl = NULL;
@@ -1449,6 +1464,7 @@ static int bench_decode(int argc, char **argv)
     sift_status s = cli_open_backend(backend, threads, &ctx);
     if (s == SIFT_OK) {
         if (!json) fprintf(stderr, "sift bench-decode: loading %s on %s...\n", model_path, sift_context_device_name(ctx));
+        if (!json) note_vulkan_clocks("sift bench-decode", ctx);
         s = sift_model_load(ctx, model_path, &model);
     }
     if (s != SIFT_OK) {
