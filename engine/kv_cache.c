@@ -152,6 +152,23 @@ static int64_t pool_run_rows(const sift_session *s, const sequence *q, sift_tens
     return P - j % P < end - j ? P - j % P : end - j;
 }
 
+/* pool_run_rows's run, continued over the following pages while they lie next to it in the same
+ * tensor (a fresh sequence's pages do), up to max_rows rows: one transfer in place of one a page. */
+static int64_t pool_span_rows(const sift_session *s, const sequence *q, sift_tensor *pool, sift_tensor *host, int64_t h,
+                              int64_t j, int64_t end, size_t row_bytes, int64_t max_rows, sift_tensor **where,
+                              size_t *offset)
+{
+    int64_t run = pool_run_rows(s, q, pool, host, h, j, end, row_bytes, where, offset);
+    while (j + run < end) {
+        size_t next_off;
+        sift_tensor *next;
+        const int64_t more = pool_run_rows(s, q, pool, host, h, j + run, end, row_bytes, &next, &next_off);
+        if (next != *where || next_off != *offset + (size_t)run * row_bytes || run + more > max_rows) break;
+        run += more;
+    }
+    return run;
+}
+
 /* The same in layer l's K (which 0) or V (1) pools, rows of D values of the cache's type. */
 static int64_t pool_run(const sift_session *s, const sequence *q, uint32_t l, int which, int64_t h, int64_t j, int64_t end,
                         sift_tensor **where, size_t *offset)
@@ -314,6 +331,15 @@ sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uint64_t see
     return sift_session_fill_synthetic_seq(s, 0, n, seed);
 }
 
+/* The pages of rows of row_bytes bytes that fill_synthetic's buffer holds: as many as n rows from
+ * a page's middle can span (one more than they fill), at most 8 MiB of them, at least one. */
+static int64_t fill_span_pages(int64_t n, int64_t page_rows, size_t row_bytes)
+{
+    const int64_t need = (n + page_rows - 1) / page_rows + 1;
+    const int64_t cap = (int64_t)(((size_t)8 << 20) / ((size_t)page_rows * row_bytes));
+    return need < cap ? need : cap > 1 ? cap : 1;
+}
+
 sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n, uint64_t seed)
 {
     if (!s) return sift_set_error(SIFT_E_INVALID, "sift_session_fill_synthetic: session is NULL");
@@ -324,10 +350,12 @@ sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n,
         return sift_set_error(SIFT_E_LIMIT, "sift_session_fill_synthetic: %lld tokens do not fit after %lld of %lld",
                               (long long)n, (long long)q->pos, (long long)s->cfg.n_ctx);
     TRY(sift_kv_ensure_pages(s, q, q->pos + n));
-    /* one page of random rows, written over and over: the values do not matter, the upload does */
+    /* one page of random rows, repeated over up to 8 MiB and written over and over: the values do
+     * not matter, the upload does (in runs of adjacent pages: on a GPU each write is a round trip) */
     const int64_t hkv = s->m->hp.n_head_kv, d = s->m->hp.head_dim, p = s->cfg.page_size;
-    const size_t elt = sift_dtype_size(s->cfg.kv_type);
-    unsigned char *buf = malloc((size_t)(p * d) * elt);
+    const size_t elt = sift_dtype_size(s->cfg.kv_type), page_bytes = (size_t)(p * d) * elt;
+    const int64_t span_pages = fill_span_pages(n, p, (size_t)d * elt);
+    unsigned char *buf = malloc((size_t)span_pages * page_bytes);
     if (!buf) return sift_set_error(SIFT_E_NOMEM, "sift_session_fill_synthetic: out of memory");
     uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
     for (int64_t i = 0; i < p * d; i++) {
@@ -336,6 +364,8 @@ sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n,
         if (elt == 2) ((uint16_t *)buf)[i] = sift_float_to_half(v);
         else ((float *)buf)[i] = v;
     }
+    for (int64_t pg = 1; pg < span_pages; pg++) memcpy(buf + (size_t)pg * page_bytes, buf, page_bytes);
+    const size_t kv_row = (size_t)d * elt;
     sift_status st = SIFT_OK;
     for (uint32_t l = 0; st == SIFT_OK && l < s->m->hp.n_layer; l++)
         for (int kv = 0; kv < 2; kv++)
@@ -343,8 +373,9 @@ sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n,
                 for (int64_t j = q->pos; st == SIFT_OK && j < q->pos + n;) {
                     size_t off;
                     sift_tensor *pool;
-                    const int64_t run = pool_run(s, q, l, kv, h, j, q->pos + n, &pool, &off);
-                    st = sift_tensor_write(pool, off, buf, (size_t)(run * d) * elt);
+                    const int64_t run = pool_span_rows(s, q, kv ? s->vpool[l] : s->kpool[l], kv ? s->vhost[l] : s->khost[l],
+                                                       h, j, q->pos + n, kv_row, span_pages * p, &pool, &off);
+                    st = sift_tensor_write(pool, off, buf, (size_t)run * kv_row);
                     j += run;
                 }
     free(buf);
@@ -353,7 +384,8 @@ sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n,
     const sift_dtype kt = s->cfg.predictor_keys;
     const int64_t dk = s->cfg.predictor ? s->cfg.predictor->key_dim : 0, row_elems = dk + (kt == SIFT_I8 ? 4 : 0);
     const size_t row_bytes = (size_t)row_elems * sift_dtype_size(kt);
-    buf = st == SIFT_OK && dk ? malloc((size_t)p * row_bytes) : NULL;
+    const int64_t kp_pages = dk ? fill_span_pages(n, p, row_bytes) : 1;
+    buf = st == SIFT_OK && dk ? malloc((size_t)(kp_pages * p) * row_bytes) : NULL;
     if (st == SIFT_OK && dk && !buf) st = sift_set_error(SIFT_E_NOMEM, "sift_session_fill_synthetic: out of memory");
     for (int64_t r = 0; buf && r < p; r++)
         for (int64_t i = 0; i < dk; i++) {
@@ -369,12 +401,14 @@ sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n,
                 ((float *)row)[i] = v;
             }
         }
+    for (int64_t pg = 1; buf && pg < kp_pages; pg++) memcpy(buf + (size_t)(pg * p) * row_bytes, buf, (size_t)p * row_bytes);
     for (uint32_t l = 1; st == SIFT_OK && buf && l < s->m->hp.n_layer; l++)
         for (int64_t h = 0; st == SIFT_OK && h < hkv; h++)
             for (int64_t j = q->pos; st == SIFT_OK && j < q->pos + n;) {
                 size_t off;
                 sift_tensor *pool;
-                const int64_t run = pool_run_rows(s, q, s->kppool[l], NULL, h, j, q->pos + n, row_bytes, &pool, &off);
+                const int64_t run =
+                    pool_span_rows(s, q, s->kppool[l], NULL, h, j, q->pos + n, row_bytes, kp_pages * p, &pool, &off);
                 st = sift_tensor_write(pool, off, buf, (size_t)run * row_bytes);
                 j += run;
             }
