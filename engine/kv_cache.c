@@ -340,6 +340,23 @@ static int64_t fill_span_pages(int64_t n, int64_t page_rows, size_t row_bytes)
     return need < cap ? need : cap > 1 ? cap : 1;
 }
 
+/* Writes rows [q->pos, q->pos + n) of every KV head in a family of pools (pool, and host: NULL
+ * where the family is resident) from buf, max_rows rows of row_bytes bytes: a write per run of
+ * adjacent pages. */
+static sift_status fill_family(const sift_session *s, const sequence *q, sift_tensor *pool, sift_tensor *host, int64_t n,
+                               size_t row_bytes, const unsigned char *buf, int64_t max_rows)
+{
+    for (int64_t h = 0; h < s->m->hp.n_head_kv; h++)
+        for (int64_t j = q->pos; j < q->pos + n;) {
+            size_t off;
+            sift_tensor *t;
+            const int64_t run = pool_span_rows(s, q, pool, host, h, j, q->pos + n, row_bytes, max_rows, &t, &off);
+            TRY(sift_tensor_write(t, off, buf, (size_t)run * row_bytes));
+            j += run;
+        }
+    return SIFT_OK;
+}
+
 sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n, uint64_t seed)
 {
     if (!s) return sift_set_error(SIFT_E_INVALID, "sift_session_fill_synthetic: session is NULL");
@@ -352,9 +369,9 @@ sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n,
     TRY(sift_kv_ensure_pages(s, q, q->pos + n));
     /* one page of random rows, repeated over up to 8 MiB and written over and over: the values do
      * not matter, the upload does (in runs of adjacent pages: on a GPU each write is a round trip) */
-    const int64_t hkv = s->m->hp.n_head_kv, d = s->m->hp.head_dim, p = s->cfg.page_size;
-    const size_t elt = sift_dtype_size(s->cfg.kv_type), page_bytes = (size_t)(p * d) * elt;
-    const int64_t span_pages = fill_span_pages(n, p, (size_t)d * elt);
+    const int64_t d = s->m->hp.head_dim, p = s->cfg.page_size;
+    const size_t elt = sift_dtype_size(s->cfg.kv_type), kv_row = (size_t)d * elt, page_bytes = (size_t)p * kv_row;
+    const int64_t span_pages = fill_span_pages(n, p, kv_row);
     unsigned char *buf = malloc((size_t)span_pages * page_bytes);
     if (!buf) return sift_set_error(SIFT_E_NOMEM, "sift_session_fill_synthetic: out of memory");
     uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
@@ -365,19 +382,11 @@ sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n,
         else ((float *)buf)[i] = v;
     }
     for (int64_t pg = 1; pg < span_pages; pg++) memcpy(buf + (size_t)pg * page_bytes, buf, page_bytes);
-    const size_t kv_row = (size_t)d * elt;
     sift_status st = SIFT_OK;
-    for (uint32_t l = 0; st == SIFT_OK && l < s->m->hp.n_layer; l++)
-        for (int kv = 0; kv < 2; kv++)
-            for (int64_t h = 0; st == SIFT_OK && h < hkv; h++)
-                for (int64_t j = q->pos; st == SIFT_OK && j < q->pos + n;) {
-                    size_t off;
-                    sift_tensor *pool;
-                    const int64_t run = pool_span_rows(s, q, kv ? s->vpool[l] : s->kpool[l], kv ? s->vhost[l] : s->khost[l],
-                                                       h, j, q->pos + n, kv_row, span_pages * p, &pool, &off);
-                    st = sift_tensor_write(pool, off, buf, (size_t)run * kv_row);
-                    j += run;
-                }
+    for (uint32_t l = 0; st == SIFT_OK && l < s->m->hp.n_layer; l++) {
+        st = fill_family(s, q, s->kpool[l], s->khost[l], n, kv_row, buf, span_pages * p);
+        if (st == SIFT_OK) st = fill_family(s, q, s->vpool[l], s->vhost[l], n, kv_row, buf, span_pages * p);
+    }
     free(buf);
     /* the projected keys, one random page the same way: f16 or f32 rows of d' values, or i8 rows of
      * d' values and the scale 1.0 */
@@ -403,15 +412,7 @@ sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n,
         }
     for (int64_t pg = 1; buf && pg < kp_pages; pg++) memcpy(buf + (size_t)(pg * p) * row_bytes, buf, (size_t)p * row_bytes);
     for (uint32_t l = 1; st == SIFT_OK && buf && l < s->m->hp.n_layer; l++)
-        for (int64_t h = 0; st == SIFT_OK && h < hkv; h++)
-            for (int64_t j = q->pos; st == SIFT_OK && j < q->pos + n;) {
-                size_t off;
-                sift_tensor *pool;
-                const int64_t run =
-                    pool_span_rows(s, q, s->kppool[l], NULL, h, j, q->pos + n, row_bytes, kp_pages * p, &pool, &off);
-                st = sift_tensor_write(pool, off, buf, (size_t)run * row_bytes);
-                j += run;
-            }
+        st = fill_family(s, q, s->kppool[l], NULL, n, row_bytes, buf, kp_pages * p);
     free(buf);
     if (st == SIFT_OK) q->pos += n;
     return st;
