@@ -287,6 +287,7 @@ __device__ __forceinline__ void qk_tile(const T *Ks, const float (&qr)[GC][8], f
 template <typename T, int D, int GC>
 __global__ void __launch_bounds__(NT, 2) score_kernel(const ScoreArgs a, const int stages)
 {
+    grid_dep_enter();
     if (skipped(a.skip)) return;
     using C = Tile<T, D>;
     constexpr int SST = C::TR + 1; // S is [GC][TR + 1]: conflict-free column writes and row reads
@@ -344,6 +345,7 @@ template <typename T, int D, int GC, bool GENERAL>
 __global__ void __launch_bounds__(NT, GC > 4 ? 1 : 2) attend_kernel(const AttendArgs a, const int stages, float *part_o,
                                                        float2 *part_ml)
 {
+    grid_dep_enter();
     using C = Tile<T, D>;
     SIFT_DYNAMIC_SMEM(smem);
     float *S = reinterpret_cast<float *>(smem + (size_t)stages * 2 * TILE_BYTES); // [TR][GC]: s, then p

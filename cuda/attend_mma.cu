@@ -142,6 +142,7 @@ __device__ __forceinline__ void qk_fragment(const unsigned char *ks, int r0, con
 template <int D>
 __global__ void __launch_bounds__(32 * MMA_WARPS) attend_mma_kernel(const AttendArgs a, float *part_o, float2 *part_ml)
 {
+    grid_dep_enter();
     using C = MmaTile<D, true>;
     SIFT_DYNAMIC_SMEM(smem_block);
     const int warp = (int)threadIdx.x >> 5;
@@ -336,6 +337,7 @@ __global__ void __launch_bounds__(32 * MMA_WARPS) attend_mma_kernel(const Attend
 // score: the QK of attend_mma_kernel alone, K only, twice the keys per stage.
 template <int D> __global__ void __launch_bounds__(32) score_mma_kernel(const ScoreArgs a)
 {
+    grid_dep_enter();
     if (skipped(a.skip)) return;
     using C = MmaTile<D, false>;
     SIFT_DYNAMIC_SMEM(smem);

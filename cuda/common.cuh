@@ -103,6 +103,20 @@ __device__ __forceinline__ void store_tile_sums(const float (&acc)[4][4], float 
 // follows the flag; every kernel of a predicated op returns at once (before any barrier) when set.
 __device__ __forceinline__ bool skipped(const float *flag) { return flag != nullptr && *flag != 0.0f; }
 
+// The first statement of every kernel. A kernel launched programmatically (launch) may start while
+// the kernel before it in the stream is still running; griddepcontrol.wait holds it until that
+// kernel has completed and its memory is visible, so nothing is read or written early, and since
+// every kernel waits, the order is transitive (a kernel that returns at once, skipped, has waited
+// too). launch_dependents then lets the next kernel be set up while this one runs. Before sm_90,
+// and in the emulator, both are nothing (and launches are not programmatic there).
+__device__ __forceinline__ void grid_dep_enter()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(SIFT_CUDA_EMU)
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // ---- lane layouts of one row --------------------------------------------------------------------
 // QK: a row is split over LPR = D / 8 lanes; lane r holds 8 elements, read with 16-byte loads:
 //   f16: elements r*8 .. r*8+7 (one 16-byte load)
@@ -490,15 +504,33 @@ static inline cudaError_t beyond_limit(sift_cuda_plan *plan, const char *why)
 cudaError_t matmul_init(const sift_cuda_device *dev);
 cudaError_t score_max_init(const sift_cuda_device *dev);
 
+// Whether kernels launched on the current device may overlap their launch with the kernel before
+// them (programmatic dependent launch: compute capability 9.0 and later, unless SIFT_CUDA_PDL=0);
+// set by sift_cuda_init for its device.
+bool pdl_on_current_device();
+
 // Host: launches kernel k on stream st and returns the launch error (in the emulator: runs it).
+// Where the device allows it, the launch is programmatic (see grid_dep_enter): the GPU may set the
+// kernel up while the one before it still runs, which hides most of the launch latency of a step's
+// hundreds of short kernels. Inside a CUDA graph capture the same attribute becomes a programmatic
+// edge.
 template <typename... P, typename... A>
 static inline cudaError_t launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A... args)
 {
 #ifdef SIFT_CUDA_EMU
     return sift_emu::launch(k, grid, block, smem, st, static_cast<P>(args)...);
 #else
-    k<<<grid, block, smem, st>>>(static_cast<P>(args)...);
-    return cudaGetLastError();
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl_on_current_device() ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, k, static_cast<P>(args)...);
 #endif
 }
 

@@ -259,6 +259,7 @@ __device__ __forceinline__ float mv_dot_digits_q4_0(const unsigned char *w, cons
 
 template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(const MatmulArgs a)
 {
+    grid_dep_enter();
     constexpr int G = fmt_group(W), GB = fmt_group_bytes(W);
     SIFT_DYNAMIC_SMEM(smem);
     __shared__ float red[2][MV_WARPS][8]; // the warps' row sums, by row group parity
@@ -417,6 +418,7 @@ constexpr int MVD_WARPS = 8, MVD_U = 4;
 
 template <int W, int R> __global__ void __launch_bounds__(32 * MVD_WARPS) mvd_kernel(const MatmulArgs a)
 {
+    grid_dep_enter();
     constexpr int VPL = W == SIFT_F32 ? 4 : 8, VPC = 32 * VPL; // values per lane and per chunk
     SIFT_DYNAMIC_SMEM(smem);
     float *xs = reinterpret_cast<float *>(smem);
@@ -473,6 +475,7 @@ constexpr int MVQ_WARPS = 8;
 
 template <int R, int U> __global__ void __launch_bounds__(32 * MVQ_WARPS) mvq_kernel(const MatmulArgs a)
 {
+    grid_dep_enter();
     SIFT_DYNAMIC_SMEM(smem);
     XDigits2 *xd = reinterpret_cast<XDigits2 *>(smem);
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
@@ -543,6 +546,7 @@ constexpr int GT = 64, GN = 64, GK = 32, GPAD = 4;
 
 __global__ void __launch_bounds__(NT) gemm_kernel(const MatmulArgs a, const int wvec, const int xvec)
 {
+    grid_dep_enter();
     __shared__ __align__(16) float Xs[2][GK][GT + GPAD];
     __shared__ __align__(16) float Ws[2][GK][GN + GPAD];
     const int tid = (int)threadIdx.x, tx = tid % 16, ty = tid / 16;

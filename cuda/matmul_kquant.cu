@@ -113,6 +113,7 @@ __device__ __forceinline__ KqPart kq_part(const unsigned char *blk, const unsign
 
 template <int W, int R> __global__ void __launch_bounds__(32 * KQ_WARPS) kq_mv_kernel(const KqArgs a)
 {
+    grid_dep_enter();
     __shared__ uint4 slots[KQ_WARPS][R][KQ_SLOT / 16];
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     constexpr int BB = kquant_block_bytes(W);
@@ -204,6 +205,7 @@ constexpr int KG_T = 64, KG_N = 64, KG_K = 32;
 
 template <int W> __global__ void __launch_bounds__(NT) kq_gemm_kernel(const KqArgs a)
 {
+    grid_dep_enter();
     __shared__ float xs[KG_K][KG_T + 4]; // xs[k][t] = x[t0 + t][k0 + k]
     __shared__ float ws[KG_K][KG_N + 4]; // ws[k][n] = w[n0 + n][k0 + k]
     const int tid = (int)threadIdx.x;

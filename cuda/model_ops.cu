@@ -114,6 +114,7 @@ constexpr int GR_PER_THREAD = 8;
 
 __global__ void __launch_bounds__(NT) get_rows_kernel(const GetRowsArgs a)
 {
+    grid_dep_enter();
     const int64_t t = blockIdx.y;
     const int64_t e0 = (int64_t)blockIdx.x * NT * GR_PER_THREAD;
     const int32_t id = __ldg(a.ids + t);
@@ -165,6 +166,7 @@ __device__ __forceinline__ float row_sum(const float *x, int64_t e, float shift,
 
 __global__ void __launch_bounds__(NT) rmsnorm_kernel(const RmsnormArgs a)
 {
+    grid_dep_enter();
     const float *x = a.x + (int64_t)blockIdx.x * a.e;
     float *out = a.out + (int64_t)blockIdx.x * a.e;
     const float inv = 1.0f / sqrtf(row_sum(x, a.e, 0.0f, true) / (float)a.e + a.eps);
@@ -188,6 +190,7 @@ __global__ void __launch_bounds__(NT) rmsnorm_kernel(const RmsnormArgs a)
 // the output with the reference's operations in its order (no contraction into FMAs).
 __global__ void __launch_bounds__(NT) layernorm_kernel(const LayernormArgs a)
 {
+    grid_dep_enter();
     const float *x = a.x + (int64_t)blockIdx.x * a.e;
     float *out = a.out + (int64_t)blockIdx.x * a.e;
     const float mean = row_sum(x, a.e, 0.0f, false) / (float)a.e;
@@ -237,6 +240,7 @@ __device__ __forceinline__ void rope_sincos(float theta, float &s, float &c)
 
 __global__ void __launch_bounds__(NT) rope_kernel(const __grid_constant__ RopeKernelArgs a)
 {
+    grid_dep_enter();
     const int half = (a.d + 1) / 2, rh = a.n_rot / 2;
     const int64_t total = a.t * a.h * half;
     const int64_t p = (int64_t)blockIdx.x * NT + threadIdx.x;
@@ -265,6 +269,7 @@ __global__ void __launch_bounds__(NT) rope_kernel(const __grid_constant__ RopeKe
 
 __global__ void __launch_bounds__(NT) eltwise_kernel(const EltwiseArgs a)
 {
+    grid_dep_enter();
     const int64_t stride = (int64_t)gridDim.x * NT;
     for (int64_t i = (int64_t)blockIdx.x * NT + threadIdx.x; i < a.n; i += stride) {
         const float x = a.a[i];
@@ -300,6 +305,7 @@ __device__ __forceinline__ uint16_t float_to_half_bits(float f)
 // a paged cache's row without a page is not written.
 __global__ void __launch_bounds__(NT) kv_write_kernel(const KvWriteArgs a)
 {
+    grid_dep_enter();
     const int64_t total = a.t * a.h * a.d;
     const int64_t i = (int64_t)blockIdx.x * NT + threadIdx.x;
     if (i >= total) return;
@@ -321,6 +327,7 @@ __global__ void __launch_bounds__(NT) kv_write_kernel(const KvWriteArgs a)
 // row's last 4 bytes are m's bits, written by lane 0. Rows without a page are not written.
 __global__ void __launch_bounds__(NT) kv_write_i8_kernel(const KvWriteArgs a)
 {
+    grid_dep_enter();
     const int lane = (int)threadIdx.x & 31;
     const int64_t row = (int64_t)blockIdx.x * (NT / 32) + (threadIdx.x >> 5); // row of src: t * h + head
     if (row >= a.t * a.h) return; // the whole warp
@@ -366,6 +373,7 @@ __device__ __forceinline__ double warp_sum_d(double x)
 
 __global__ void __launch_bounds__(SC_NT) sel_cache_kernel(const SelCacheArgs a)
 {
+    grid_dep_enter();
     __shared__ double part[3][SC_NT / 32];
     __shared__ int s_copy;
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -437,6 +445,7 @@ __global__ void __launch_bounds__(SC_NT) sel_cache_kernel(const SelCacheArgs a)
 
 __global__ void __launch_bounds__(NT) fill_range_kernel(const FillRangeArgs a)
 {
+    grid_dep_enter();
     const int64_t i = (int64_t)blockIdx.x * NT + threadIdx.x;
     if (a.col0 + i >= a.len) return;
     a.idx[(int64_t)blockIdx.y * a.len + a.col0 + i] = (int32_t)(a.start + i);
@@ -446,6 +455,7 @@ __global__ void __launch_bounds__(NT) fill_range_kernel(const FillRangeArgs a)
 
 __global__ void __launch_bounds__(NT) mean_rows_kernel(const MeanRowsArgs a)
 {
+    grid_dep_enter();
     const int64_t i = (int64_t)blockIdx.x * NT + threadIdx.x;
     if (i >= a.e) return;
     float sum = 0.0f;
@@ -457,6 +467,7 @@ __global__ void __launch_bounds__(NT) mean_rows_kernel(const MeanRowsArgs a)
 
 __global__ void __launch_bounds__(NT) neighbor_fetch_kernel(const NeighborArgs a)
 {
+    grid_dep_enter();
     const int64_t in_len = a.sink + a.chosen + a.win_count, out_len = in_len + a.chosen;
     const int64_t total = a.lists * out_len, stride = (int64_t)gridDim.x * NT;
     for (int64_t e = (int64_t)blockIdx.x * NT + threadIdx.x; e < total; e += stride) {

@@ -3,6 +3,7 @@
 // general ones). See attend.cuh for the algorithms.
 #include "attend.cuh"
 
+#include <atomic>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,7 @@ __device__ __forceinline__ float block_reduce(float v, bool is_max, float *red)
 __global__ void __launch_bounds__(MERGE_THREADS) attend_merge(const float *part_o, const float2 *part_ml, int splits, int hq,
                                                               int d, float *out)
 {
+    grid_dep_enter();
     __shared__ float wt[MERGE_CHUNK], red[MERGE_THREADS / 32];
     const int h = (int)blockIdx.x, tid = (int)threadIdx.x;
     const float ninf = neg_inf();
@@ -143,6 +145,18 @@ static cudaError_t plan_splits(const sift_cuda_device *dev, const KernelInfo &k,
     return plan_splits(dev, k.fn, NT, smem_for(k, dev->stages), k.tile_rows, 2, units, len, splits, split_len);
 }
 
+#ifndef SIFT_CUDA_EMU
+// Programmatic launches per device ordinal, set by sift_cuda_init (devices past PDL_DEVICES: never).
+constexpr int PDL_DEVICES = 64;
+static std::atomic<bool> pdl_allowed[PDL_DEVICES];
+
+bool pdl_on_current_device()
+{
+    int d = -1;
+    return cudaGetDevice(&d) == cudaSuccess && d >= 0 && d < PDL_DEVICES && pdl_allowed[d].load(std::memory_order_relaxed);
+}
+#endif
+
 } // namespace sift_cuda
 
 using namespace sift_cuda;
@@ -195,6 +209,14 @@ extern "C" cudaError_t sift_cuda_init(int device, sift_cuda_device *dev)
     // of the tensor cores (to compare the two); read once, here
     const char *mma = getenv("SIFT_CUDA_MMA");
     dev->mma = !(mma && !strcmp(mma, "0"));
+#ifndef SIFT_CUDA_EMU
+    // SIFT_CUDA_PDL=0 launches every kernel plainly (to compare; common.cuh launch)
+    int major = 0;
+    e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (e != cudaSuccess) return e;
+    const char *pdl = getenv("SIFT_CUDA_PDL");
+    if (device >= 0 && device < PDL_DEVICES) pdl_allowed[device] = major >= 9 && !(pdl && !strcmp(pdl, "0"));
+#endif
     dev->sm_count = sms;
     dev->stages = stages;
     dev->smem_per_sm = (size_t)per_sm;

@@ -92,6 +92,7 @@ template <typename T, int TPR, int GC>
 #endif
 __global__ void __launch_bounds__(NT, GC < 4 ? 4 : GC == 4 ? SMAX_ROWS_BLOCKS_G4 : 1) score_max_rows(const ScoreMaxArgs a)
 {
+    grid_dep_enter();
     if (skipped(a.skip)) return;
     constexpr int E = 16 / (int)sizeof(T);     // elements per lane: one 16-byte chunk
     constexpr int RPW = 32 / TPR;              // rows per load instruction of a warp
@@ -204,6 +205,7 @@ __device__ __forceinline__ void i8_load_window(const ScoreMaxArgs &a, int g, int
 template <int GC>
 __global__ void __launch_bounds__(NT, 2) score_max_i8_d16(const ScoreMaxArgs a)
 {
+    grid_dep_enter();
     if (skipped(a.skip)) return;
     constexpr int D = 16;
     constexpr int HPL = GC < 4 ? GC : 4; // heads per lane
@@ -304,6 +306,7 @@ __device__ __forceinline__ void i8_load_q(const ScoreMaxArgs &a, int h0, int hn,
 template <int L, int GC>
 __global__ void __launch_bounds__(NT) score_max_i8_rows(const ScoreMaxArgs a)
 {
+    grid_dep_enter();
     if (skipped(a.skip)) return;
     constexpr int RPW = 32 / L;                // rows per warp step
     constexpr int U = 2;                       // warp steps per iteration, loaded before any is used
@@ -369,6 +372,7 @@ template <typename T, int D, int GC> constexpr size_t tiles_smem(int stages)
 template <typename T, int D, int GC>
 __global__ void __launch_bounds__(NT, 2) score_max_tiles(const ScoreMaxArgs a, const int stages)
 {
+    grid_dep_enter();
     if (skipped(a.skip)) return;
     using C = Tile<T, D>;
     constexpr int SST = C::TR + 1;

@@ -80,33 +80,25 @@ __device__ __forceinline__ void hist_clear(uint32_t *h)
     for (int i = (int)threadIdx.x; i < BINS; i += NT) h[i] = 0;
 }
 
-__device__ __forceinline__ uint32_t block_sum_u32(uint32_t x, uint32_t *red /* [NT/32] */)
+// Whole block: the sum (MAX false) or the max (MAX true) of x over the block's threads.
+template <bool MAX> __device__ __forceinline__ uint32_t block_reduce_u32(uint32_t x, uint32_t *red /* [NT/32] */)
 {
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(FULL, x, o);
+    for (int o = 16; o > 0; o >>= 1) {
+        const uint32_t y = __shfl_xor_sync(FULL, x, o);
+        x = MAX ? max(x, y) : x + y;
+    }
     if (lane == 0) red[warp] = x;
     __syncthreads();
     uint32_t t = 0;
 #pragma unroll
-    for (int w = 0; w < NT / 32; w++) t += red[w];
+    for (int w = 0; w < NT / 32; w++) t = MAX ? max(t, red[w]) : t + red[w];
     __syncthreads(); // red may be reused after this
     return t;
 }
-
-__device__ __forceinline__ uint32_t block_max_u32(uint32_t x, uint32_t *red /* [NT/32] */)
-{
-    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) x = max(x, __shfl_xor_sync(FULL, x, o));
-    if (lane == 0) red[warp] = x;
-    __syncthreads();
-    uint32_t t = 0;
-#pragma unroll
-    for (int w = 0; w < NT / 32; w++) t = max(t, red[w]);
-    __syncthreads();
-    return t;
-}
+__device__ __forceinline__ uint32_t block_sum_u32(uint32_t x, uint32_t *red) { return block_reduce_u32<false>(x, red); }
+__device__ __forceinline__ uint32_t block_max_u32(uint32_t x, uint32_t *red) { return block_reduce_u32<true>(x, red); }
 
 // Whole block, after its results are stored (with atomics or plain stores): true in the block
 // that took the last of the grid row's tickets, which then sees every block's results (and resets
@@ -211,6 +203,7 @@ __device__ void bins_of(const float *row, int64_t cand, uint32_t &lowest, uint32
 __global__ void __launch_bounds__(NT) select_top(const float *votes, int64_t cand, uint32_t k, SelScratch s,
                                                  const float *skip)
 {
+    grid_dep_enter();
     if (skipped(skip)) return;
     __shared__ uint32_t h[BINS];
     const int l = (int)blockIdx.y, b = (int)blockIdx.x;
@@ -321,6 +314,7 @@ __device__ void resolve(const float *row, int64_t cand, const SelScratch &s, int
 
 __global__ void __launch_bounds__(NT) select_filter(const float *votes, int64_t cand, SelScratch s, const float *skip)
 {
+    grid_dep_enter();
     if (skipped(skip)) return;
     __shared__ uint32_t h[BINS];
     __shared__ uint32_t red[NT / 32];
@@ -372,6 +366,7 @@ __global__ void __launch_bounds__(NT) select_compact(const float *votes, int64_t
                                                      int64_t count, int64_t sink_len, int64_t first_pos,
                                                      int64_t chosen, int64_t win_begin, const float *skip)
 {
+    grid_dep_enter();
     if (skipped(skip)) return;
     __shared__ uint32_t red[NT / 32];
     __shared__ uint32_t wg[NT / 32], we[NT / 32];
@@ -434,6 +429,7 @@ __global__ void __launch_bounds__(NT) select_fill(int32_t *out, int64_t total, i
                                                   int64_t chosen, int take_all, int64_t first_pos, int64_t win_begin,
                                                   const float *skip)
 {
+    grid_dep_enter();
     if (skipped(skip)) return;
     for (int64_t e = (int64_t)blockIdx.x * NT + threadIdx.x; e < total; e += (int64_t)gridDim.x * NT) {
         const int64_t i = e % count;

@@ -41,6 +41,7 @@ __device__ __forceinline__ float2 block_ml_merge(float2 x)
 __global__ void __launch_bounds__(NT) vote_partial(const float *scores, int64_t m, int blocks, float2 *part,
                                                    const float *skip)
 {
+    grid_dep_enter();
     if (skipped(skip)) return;
     const int h = (int)blockIdx.y, b = (int)blockIdx.x, tid = (int)threadIdx.x;
     const float *row = scores + (int64_t)h * m;
@@ -65,6 +66,7 @@ __global__ void __launch_bounds__(NT) vote_partial(const float *scores, int64_t 
 
 __global__ void __launch_bounds__(NT) vote_stats(const float2 *part, int blocks, float2 *stats, const float *skip)
 {
+    grid_dep_enter();
     if (skipped(skip)) return;
     const int h = (int)blockIdx.x;
     float2 x = make_float2(neg_inf(), 0.0f);
@@ -76,6 +78,7 @@ __global__ void __launch_bounds__(NT) vote_stats(const float2 *part, int blocks,
 __global__ void __launch_bounds__(NT) vote_sum(const float *scores, int64_t m, int hq, const float2 *stats, float *votes,
                                                const float *skip)
 {
+    grid_dep_enter();
     if (skipped(skip)) return;
     const int64_t j = (int64_t)blockIdx.x * NT + threadIdx.x;
     if (j >= m) return;
@@ -91,6 +94,7 @@ __global__ void __launch_bounds__(NT) vote_sum(const float *scores, int64_t m, i
 __global__ void __launch_bounds__(NT) vote_kvmax(const float *scores, int64_t m, int group, float *votes,
                                                  const float *skip)
 {
+    grid_dep_enter();
     if (skipped(skip)) return;
     const int64_t g = blockIdx.y, j = (int64_t)blockIdx.x * NT + threadIdx.x;
     if (j >= m) return;
