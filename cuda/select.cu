@@ -326,11 +326,14 @@ __global__ void __launch_bounds__(NT) select_filter(const float *votes, int64_t 
     const SelState st = s.state[l];
     const bool buffered = st.n0 <= s.cap;
     uint32_t *buf = s.buf + (int64_t)l * s.cap;
-    uint32_t above = 0, mine_n = 0, kmax = 0, kminc = 0;
-    const unsigned lt = (1u << lane) - 1u;
+    __shared__ uint32_t warp_base[NT / 32];
+    const int warp = (int)threadIdx.x >> 5;
+    uint32_t above = 0, mine_n = 0, kmax = 0, kminc = 0, warp_n = 0;
+    unsigned bal[SRD]; // per round, the warp's lanes whose key is in b0
 #pragma unroll
     for (int i = 0; i < SRD; i++) {
-        if (i >= rounds) break; // the same for the whole block
+        bal[i] = 0;
+        if (i >= rounds) continue; // the same for the whole block
         const uint32_t bin = bin_of(st.lowest, st.shift, key[i]);
         const bool mine = in[i] && bin == st.b0;
         above += in[i] && bin > st.b0;
@@ -339,12 +342,31 @@ __global__ void __launch_bounds__(NT) select_filter(const float *votes, int64_t 
             kmax = max(kmax, key[i]);
             kminc = max(kminc, ~key[i]);
         }
-        if (buffered) {
-            const unsigned bal = __ballot_sync(FULL, mine);
-            uint32_t base = 0;
-            if (bal && lane == 0) base = atomicAdd(s.nbuf + l, (uint32_t)__popc((int)bal));
-            base = __shfl_sync(FULL, base, 0);
-            if (mine) buf[base + (uint32_t)__popc((int)(bal & lt))] = (uint32_t)((int64_t)b * SCH + i * NT + threadIdx.x);
+        bal[i] = __ballot_sync(FULL, mine);
+        warp_n += (uint32_t)__popc((int)bal[i]);
+    }
+    // the block's b0 positions go to the buffer at one reserved range: one atomic a block, not
+    // one a warp and round (all of a list's on one address)
+    if (buffered) {
+        if (lane == 0) warp_base[warp] = warp_n;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            uint32_t total = 0;
+            for (int w = 0; w < NT / 32; w++) {
+                const uint32_t c = warp_base[w];
+                warp_base[w] = total;
+                total += c;
+            }
+            const uint32_t base = total ? atomicAdd(s.nbuf + l, total) : 0;
+            for (int w = 0; w < NT / 32; w++) warp_base[w] += base;
+        }
+        __syncthreads();
+        uint32_t at = warp_base[warp];
+        const unsigned lt = (1u << lane) - 1u;
+#pragma unroll
+        for (int i = 0; i < SRD; i++) {
+            if ((bal[i] >> lane) & 1u) buf[at + (uint32_t)__popc((int)(bal[i] & lt))] = (uint32_t)((int64_t)b * SCH + i * NT + threadIdx.x);
+            at += (uint32_t)__popc((int)bal[i]);
         }
     }
     above = block_sum_u32(above, red);
