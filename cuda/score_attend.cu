@@ -210,12 +210,13 @@ extern "C" cudaError_t sift_cuda_init(int device, sift_cuda_device *dev)
     const char *mma = getenv("SIFT_CUDA_MMA");
     dev->mma = !(mma && !strcmp(mma, "0"));
 #ifndef SIFT_CUDA_EMU
-    // SIFT_CUDA_PDL=0 launches every kernel plainly (to compare; common.cuh launch)
+    // SIFT_CUDA_PDL=1 launches kernels programmatically (common.cuh launch); off by default until
+    // it has been measured and checked on a GPU (the emulator cannot show its races)
     int major = 0;
     e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
     if (e != cudaSuccess) return e;
     const char *pdl = getenv("SIFT_CUDA_PDL");
-    if (device >= 0 && device < PDL_DEVICES) pdl_allowed[device] = major >= 9 && !(pdl && !strcmp(pdl, "0"));
+    if (device >= 0 && device < PDL_DEVICES) pdl_allowed[device] = major >= 9 && pdl && !strcmp(pdl, "1");
 #endif
     dev->sm_count = sms;
     dev->stages = stages;
