@@ -386,10 +386,10 @@ static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t queries, bo
     c->rows = min_u32(c->rows, max_u32(1, 16 / per)); /* K (and V) vectors held per lane */
     c->vp = 1;
     while (c->vp < c->gh * c->rows) c->vp *= 2;
-    /* 256 invocations: the shape measured on the H200 (docs/benchmarks.md). attend.comp holds about
-     * twice score.comp's registers, so smaller attention groups (SIFT_VULKAN_TUNE=attn_wgs=128) may
-     * keep more resident per multiprocessor: a candidate for the next tuning run, unmeasured yet */
-    c->wgs = attend ? (t->attn_wgs ? t->attn_wgs : 256) : (t->score_wgs ? t->score_wgs : 256);
+    /* The shapes measured on the H200 at full clocks (docs/benchmarks.md): 256 invocations for score;
+     * 128 for attention, whose attend.comp holds about twice score.comp's registers, so that more
+     * groups stay resident per multiprocessor (dense attention 17% faster at 32K than with 256) */
+    c->wgs = attend ? (t->attn_wgs ? t->attn_wgs : 128) : (t->score_wgs ? t->score_wgs : 256);
     if (c->wgs < be->subgroup) c->wgs = be->subgroup;
     if (c->wgs < lanes) c->wgs = lanes;
     /* attend.comp's shared memory: NCL * D floats + 2 * NCL floats */
@@ -414,11 +414,12 @@ static void row_spec(const rowcfg *c, uint32_t d, bool f16, bool aligned, bool d
     spec[VK_SC_DENSE] = dense;
 }
 
-/* Target number of workgroups for the streaming kernels (score's tiles, attention's splits): about
- * one wave of 256-invocation workgroups on a large GPU. On the H200 at 32K tokens, 1024 took
- * dense attention from 163.6 us (4096) and 121.3 (2048) to 99.0, and score from 55.0 to 44.5:
- * fewer splits write and merge fewer partials (sift bench-attn, SIFT_VULKAN_TUNE=groups=N). */
-static uint32_t target_groups(const vkb *be) { return be->tune.groups ? be->tune.groups : 1024u; }
+/* Target number of workgroups for the streaming kernels (score_max's tiles, attention's splits):
+ * fewer splits write and merge fewer partials. On the H200 at full clocks, with 128-invocation
+ * attention groups, 512 took dense attention at 32K tokens from 83.1 us (1024) to 77.7 and the
+ * TokenButler step at 128K from 113.8 to 104.8; 2048 was slower than both (sift bench-attn,
+ * SIFT_VULKAN_TUNE=groups=N). */
+static uint32_t target_groups(const vkb *be) { return be->tune.groups ? be->tune.groups : 512u; }
 
 /* The device address of a predicated node's flag (sift_graph_skip_if), 0 for none: every dispatch of
  * score, vote and select reads it first and returns when it is non-zero (common.glsl skipped). */
