@@ -312,7 +312,8 @@ __device__ void resolve(const float *row, int64_t cand, const SelScratch &s, int
     }
 }
 
-__global__ void __launch_bounds__(NT) select_filter(const float *votes, int64_t cand, SelScratch s, const float *skip)
+// (min 1 block an SM: without it, ptxas held the kernel to 48 registers and spilled at sm_90 with -lineinfo)
+__global__ void __launch_bounds__(NT, 1) select_filter(const float *votes, int64_t cand, SelScratch s, const float *skip)
 {
     grid_dep_enter();
     if (skipped(skip)) return;

@@ -6,7 +6,9 @@
 //      their max, sums the exps: one exp per score), merged across the block;
 //   2. vote_stats, one block per head: merges the blocks' (m, l) into the head's (m_h, l_h);
 //   3. vote_sum, one thread per position: v[j] = sum over h, in head order, of
-//      exp(s[h][j] - m_h) / l_h (as the CPU reference computes it).
+//      exp(s[h][j] - m_h) / l_h (as the CPU reference computes it). A thread loads VSH heads'
+//      scores and stats before it uses any: the division's slow path is a branch, and loads
+//      behind it would wait for the one before (each its own trip to memory).
 // KVHEAD_MAX, one kernel, grid (blocks of positions, g): u[g][j] = max over g's query heads of
 // s[h][j] (fmaxf in head order, as the CPU reference).
 // Predicated (sift_graph_skip_if): every kernel returns at once when the node's flag is set.
@@ -16,6 +18,7 @@ namespace sift_cuda {
 
 constexpr int VPT = 16;        // scores per thread in vote_partial
 constexpr int VCH = NT * VPT;  // positions per block in vote_partial
+constexpr int VSH = 16;        // heads whose scores a vote_sum thread loads at once
 
 // Merges one (m, l) per thread over the block; the result is valid in thread 0.
 __device__ __forceinline__ float2 block_ml_merge(float2 x)
@@ -83,10 +86,18 @@ __global__ void __launch_bounds__(NT) vote_sum(const float *scores, int64_t m, i
     const int64_t j = (int64_t)blockIdx.x * NT + threadIdx.x;
     if (j >= m) return;
     float v = 0.0f;
-#pragma unroll 8
-    for (int h = 0; h < hq; h++) {
-        const float2 st = stats[h];
-        v += expf(scores[(int64_t)h * m + j] - st.x) / st.y;
+    for (int h0 = 0; h0 < hq; h0 += VSH) {
+        float x[VSH];
+        float2 st[VSH];
+#pragma unroll
+        for (int i = 0; i < VSH; i++) {
+            const bool in = h0 + i < hq;
+            x[i] = in ? scores[(int64_t)(h0 + i) * m + j] : 0.0f;
+            st[i] = in ? stats[h0 + i] : make_float2(0.0f, 1.0f);
+        }
+#pragma unroll
+        for (int i = 0; i < VSH; i++)
+            if (h0 + i < hq) v += expf(x[i] - st[i].x) / st[i].y;
     }
     votes[j] = v;
 }
