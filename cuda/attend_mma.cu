@@ -35,17 +35,19 @@ namespace sift_cuda {
 constexpr int MMA_STAGES = 3;
 constexpr int MMA_WARPS = 4; // attention: warps per block, each on its own part of the block's split
 
-// A warp's stages of 8 KiB: TK keys of K and V rows (attention, WITH_V), or twice the keys of K
-// alone (score).
+// A warp's stages: TK keys of K and V rows (attention, WITH_V: 8 KiB), or of K alone (score:
+// 4 KiB). Score's warps are blocks of their own, as many an SM as shared memory holds: at 4 KiB a
+// stage 19, at 8 KiB 9. On the H200 the smaller stages took scoring 1M positions from 918 to
+// 562 µs and 128K from 86 to 80 (sift bench-attn, docs/benchmarks.md).
 template <int D, bool WITH_V> struct MmaTile {
-    static constexpr int TK = (WITH_V ? 2048 : 4096) / D; // keys per stage: attention 16 (D = 128) or 32 (D = 64)
+    static constexpr int TK = 2048 / D;         // keys per stage: 16 (D = 128) or 32 (D = 64)
     static constexpr int RB = D * 2;            // bytes per row
     static constexpr int CPR = RB / 16;         // 16-byte chunks per row
     static constexpr int RPI = 32 / CPR;        // rows per warp copy instruction
     static constexpr int CPL = TK / RPI;        // copies per lane per stage, of K (and of V) each
     static constexpr int MT = TK / 16;          // QK m-tiles (= PV k-steps) per stage
     static constexpr int KS = D / 16;           // QK k-steps (= PV m-tiles)
-    static constexpr int STAGE = (WITH_V ? 2 : 1) * TK * RB; // K (then V): 8 KiB
+    static constexpr int STAGE = (WITH_V ? 2 : 1) * TK * RB; // K (then V)
     static constexpr int PST = TK + 4;          // attention: P row stride in floats (banks of 2 heads apart)
     // a warp's shared memory (attention: the stages, P and MASK), rounded up so that the next
     // warp's stages stay 128-byte aligned
