@@ -336,7 +336,7 @@ __global__ void __launch_bounds__(32 * MMA_WARPS) attend_mma_kernel(const Attend
 
 // ---- score ------------------------------------------------------------------------------------
 
-// score: the QK of attend_mma_kernel alone, K only, twice the keys per stage.
+// score: the QK of attend_mma_kernel alone, K only: the same keys per stage, half the bytes.
 template <int D> __global__ void __launch_bounds__(32) score_mma_kernel(const ScoreArgs a)
 {
     grid_dep_enter();
