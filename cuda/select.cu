@@ -3,7 +3,7 @@
 //
 // Three kernels, two of them with a tail run by their last block (the block that takes the last
 // ticket of its list, after every other block's results are in memory):
-//   select_top     grid (blocks of 4096 candidates, list). Every block derives the same 2048 bins
+//   select_top     grid (blocks of 1024-4096 candidates, list). Every block derives the same 2048 bins
 //                  from the range of the order keys (sift_order_key: larger float, larger key;
 //                  -0 = +0) of 1024 evenly spread candidates, bin(key) = (key - lowest) >> shift,
 //                  keys outside the range in the first or the last bin, and counts its keys into
@@ -31,8 +31,11 @@
 
 namespace sift_cuda {
 
-constexpr int SCH = 4096;           // candidates per block
-constexpr int SRD = SCH / NT;       // rounds of NT candidates per block
+// Candidates per block: SCH = SRD * NT, SRD rounds of NT, a kernel template parameter. The plan
+// takes the largest of 4096, 2048 and 1024 that still gives the node's lists SELECT_BLOCKS blocks
+// in all, or 1024: on the H200, one list of 128K candidates took 30 us in 32 blocks of 4096 and 24
+// in 128 of 1024, while 8 lists of 1M took 146 us in blocks of 4096 and 188 in blocks of 1024.
+constexpr int SELECT_BLOCKS = 128;
 constexpr int BINS = 2048;          // bins of select_top; 11-bit digits in select_filter's tail
 constexpr int BPT = BINS / NT;      // bins per thread in a digit scan
 constexpr int RANGE_SAMPLES = 1024; // candidates whose keys give the range of the bins
@@ -167,8 +170,10 @@ template <bool GLOBAL> __device__ void pick_bin(uint32_t *h, uint32_t rem, uint3
 
 // The order keys of this thread's candidates of block b (j = b*SCH + i*NT + tid), all loaded
 // before any is used so that the loads overlap; returns how many rounds hold candidates.
+template <int SRD>
 __device__ __forceinline__ int load_keys(const float *row, int64_t cand, int b, uint32_t (&key)[SRD], bool (&in)[SRD])
 {
+    constexpr int SCH = SRD * NT;
     const int64_t j0 = (int64_t)b * SCH + threadIdx.x;
     float v[SRD];
 #pragma unroll
@@ -200,6 +205,7 @@ __device__ void bins_of(const float *row, int64_t cand, uint32_t &lowest, uint32
     while (((mx - lowest) >> shift) >= (uint32_t)BINS) shift++;
 }
 
+template <int SRD>
 __global__ void __launch_bounds__(NT) select_top(const float *votes, int64_t cand, uint32_t k, SelScratch s,
                                                  const float *skip)
 {
@@ -257,7 +263,7 @@ __device__ __forceinline__ bool bin0_at(const Bin0 &z, int64_t i, uint32_t &j, u
 
 // Whole (last) block of select_filter for list l: T and rem from bin b0's keys, then every block's
 // counts corrected from (keys above b0, keys in b0) to (keys > T, keys == T).
-__device__ void resolve(const float *row, int64_t cand, const SelScratch &s, int l, uint32_t *h)
+template <int SCH> __device__ void resolve(const float *row, int64_t cand, const SelScratch &s, int l, uint32_t *h)
 {
     __shared__ uint32_t keys[SMEM_KEYS];
     const SelState st = s.state[l];
@@ -312,9 +318,14 @@ __device__ void resolve(const float *row, int64_t cand, const SelScratch &s, int
     }
 }
 
-// (min 1 block an SM: without it, ptxas held the kernel to 48 registers and spilled at sm_90 with -lineinfo)
+// min 1 block an SM (select_filter; select_compact of 1024 or 2048 a block): else ptxas held them to
+// few registers and spilled at sm_90 with -lineinfo. select_compact of 4096 a block keeps ptxas's
+// own choice (64 registers, no spill): with the bound it took more, and 8 lists of 1M went from
+// 146 to 154 us on the H200.
+template <int SRD>
 __global__ void __launch_bounds__(NT, 1) select_filter(const float *votes, int64_t cand, SelScratch s, const float *skip)
 {
+    constexpr int SCH = SRD * NT;
     grid_dep_enter();
     if (skipped(skip)) return;
     __shared__ uint32_t h[BINS];
@@ -382,13 +393,15 @@ __global__ void __launch_bounds__(NT, 1) select_filter(const float *votes, int64
         }
     }
     if (!is_last(s.done + gridDim.y + l)) return;
-    resolve(row, cand, s, l, h);
+    resolve<SCH>(row, cand, s, l, h);
 }
 
-__global__ void __launch_bounds__(NT) select_compact(const float *votes, int64_t cand, SelScratch s, int32_t *out,
+template <int SRD>
+__global__ void __launch_bounds__(NT, SRD >= 16 ? 0 : 1) select_compact(const float *votes, int64_t cand, SelScratch s, int32_t *out,
                                                      int64_t count, int64_t sink_len, int64_t first_pos,
                                                      int64_t chosen, int64_t win_begin, const float *skip)
 {
+    constexpr int SCH = SRD * NT;
     grid_dep_enter();
     if (skipped(skip)) return;
     __shared__ uint32_t red[NT / 32];
@@ -486,12 +499,25 @@ static SelScratch select_scratch(int64_t lists, int64_t cand, int blocks, void *
     return s;
 }
 
+// The radix select's three launches, SRD * NT candidates a block.
+template <int SRD>
+static cudaError_t launch_radix(dim3 grid, cudaStream_t st, const float *votes, int64_t cand, const sift_select_layout *l,
+                                const SelScratch &s, int32_t *out, const float *skip)
+{
+    cudaError_t e = launch(select_top<SRD>, grid, dim3(NT), 0, st, votes, cand, (uint32_t)l->chosen, s, skip);
+    if (e == cudaSuccess) e = launch(select_filter<SRD>, grid, dim3(NT), 0, st, votes, cand, s, skip);
+    if (e != cudaSuccess) return e;
+    return launch(select_compact<SRD>, grid, dim3(NT), 0, st, votes, cand, s, out, l->count, l->sink, l->first,
+                  l->chosen, l->win_begin, skip);
+}
+
 } // namespace sift_cuda
 
 using namespace sift_cuda;
 
 // path (1: radix select, when 0 < chosen < |C|; otherwise all or none of C), and for the radix
-// select blocks (per list) and scratch_bytes. The layout is the node's (n->p.layout).
+// select split_len (candidates per block: 4096, 2048 or 1024), blocks (per list) and scratch_bytes.
+// The layout is the node's (n->p.layout).
 extern "C" cudaError_t sift_cuda_select_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
     (void)dev;
@@ -500,7 +526,10 @@ extern "C" cudaError_t sift_cuda_select_plan(const sift_cuda_device *dev, const 
     plan->path = l->chosen > 0 && l->chosen < cand;
     if (plan->path && lists > 65535) return beyond_limit(plan, "radix select over more than 65535 lists");
     if (plan->path) {
-        plan->blocks = (int)((cand + SCH - 1) / SCH);
+        int64_t sch = 4096;
+        while (sch > 1024 && lists * ((cand + sch - 1) / sch) < SELECT_BLOCKS) sch /= 2;
+        plan->split_len = sch;
+        plan->blocks = (int)((cand + sch - 1) / sch);
         plan->scratch_bytes = ((zeroed_bytes(lists) + 15) & ~(size_t)15) + (size_t)lists * sizeof(SelState) +
                               (size_t)lists * plan->blocks * sizeof(uint2) + (size_t)lists * buffer_cap(cand) * 4;
     }
@@ -534,9 +563,9 @@ extern "C" cudaError_t sift_cuda_select_launch(const sift_cuda_device *dev, cons
     }
     const SelScratch s = select_scratch(lists, cand, plan->blocks, scratch);
     const dim3 grid((unsigned)plan->blocks, (unsigned)lists);
-    cudaError_t e = launch(select_top, grid, dim3(NT), 0, st, votes, cand, (uint32_t)l->chosen, s, skip);
-    if (e == cudaSuccess) e = launch(select_filter, grid, dim3(NT), 0, st, votes, cand, s, skip);
-    if (e != cudaSuccess) return e;
-    return launch(select_compact, grid, dim3(NT), 0, st, votes, cand, s, out, l->count, l->sink, l->first, l->chosen,
-                  l->win_begin, skip);
+    switch (plan->split_len) {
+    case 4096: return launch_radix<4096 / NT>(grid, st, votes, cand, l, s, out, skip);
+    case 2048: return launch_radix<2048 / NT>(grid, st, votes, cand, l, s, out, skip);
+    default: return launch_radix<1024 / NT>(grid, st, votes, cand, l, s, out, skip);
+    }
 }

@@ -6,10 +6,12 @@
 //      their max, sums the exps: one exp per score), merged across the block;
 //   2. vote_stats, one block per head: merges the blocks' (m, l) into the head's (m_h, l_h);
 //   3. vote_sum, one thread per position: v[j] = sum over h, in head order, of
-//      exp(s[h][j] - m_h) / l_h (as the CPU reference computes it). A thread loads VSH heads'
-//      scores and stats before it uses any, so that no load waits behind the division's slow-path
-//      branch (on the H200 the vote at 32K positions went from 19.4 to 15.5 µs; at 128K and 1M it
-//      did not change, and there vote_sum still reads at about 1 TB/s: the next thing to find).
+//      exp(s[h][j] - m_h) / l_h. A thread loads VSH heads' scores before it uses any.
+// The exps of the two passes over the scores are the SFU's ex2 of (s - m) log2(e), one FMA and
+// one MUFU each, and vote_sum multiplies by 1 / l_h, staged once a block: with expf and a
+// division per score, vote_sum was bound by its arithmetic, not its loads (cuda/bench/vote.cu on
+// the H200: 15.5 -> 4.5 us for 32 heads of 128K scores, 152 -> 36 us for 1M; the votes' largest
+// relative error against a double-precision reference 4.7e-7 before, 4.9e-7 after).
 // KVHEAD_MAX, one kernel, grid (blocks of positions, g): u[g][j] = max over g's query heads of
 // s[h][j] (fmaxf in head order, as the CPU reference).
 // Predicated (sift_graph_skip_if): every kernel returns at once when the node's flag is set.
@@ -20,6 +22,20 @@ namespace sift_cuda {
 constexpr int VPT = 16;        // scores per thread in vote_partial
 constexpr int VCH = NT * VPT;  // positions per block in vote_partial
 constexpr int VSH = 16;        // heads whose scores a vote_sum thread loads at once
+constexpr int VHQ = 128;       // heads whose (m log2 e, 1 / l) vote_sum stages in shared memory per pass
+constexpr float LOG2E = 1.4426950408889634f;
+
+// 2^x by the SFU (ex2.approx: 2 ulp, denormals flushed); 2^-inf = 0. The emulator: exp2f.
+__device__ __forceinline__ float ex2(float x)
+{
+#ifdef SIFT_CUDA_EMU
+    return exp2f(x);
+#else
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#endif
+}
 
 // Merges one (m, l) per thread over the block; the result is valid in thread 0.
 __device__ __forceinline__ float2 block_ml_merge(float2 x)
@@ -61,8 +77,9 @@ __global__ void __launch_bounds__(NT) vote_partial(const float *scores, int64_t 
     }
     float l = 0.0f;
     if (mx != ninf) {
+        const float mx2 = mx * LOG2E;
 #pragma unroll
-        for (int i = 0; i < VPT; i++) l += expf(x[i] - mx); // exp(-inf) = 0 past the end
+        for (int i = 0; i < VPT; i++) l += ex2(fmaf(x[i], LOG2E, -mx2)); // exp(-inf) = 0 past the end
     }
     const float2 r = block_ml_merge(make_float2(mx, l));
     if (tid == 0) part[(int64_t)h * blocks + b] = r;
@@ -84,23 +101,28 @@ __global__ void __launch_bounds__(NT) vote_sum(const float *scores, int64_t m, i
 {
     grid_dep_enter();
     if (skipped(skip)) return;
+    __shared__ float2 k[VHQ]; // per head (m_h log2 e, 1 / l_h)
     const int64_t j = (int64_t)blockIdx.x * NT + threadIdx.x;
-    if (j >= m) return;
     float v = 0.0f;
-    for (int h0 = 0; h0 < hq; h0 += VSH) {
-        float x[VSH];
-        float2 st[VSH];
-#pragma unroll
-        for (int i = 0; i < VSH; i++) {
-            const bool in = h0 + i < hq;
-            x[i] = in ? scores[(int64_t)(h0 + i) * m + j] : 0.0f;
-            st[i] = in ? stats[h0 + i] : make_float2(0.0f, 1.0f);
+    for (int p0 = 0; p0 < hq; p0 += VHQ) {
+        const int ph = min(VHQ, hq - p0);
+        if (p0) __syncthreads(); // every thread is done with the previous pass's stats
+        for (int i = (int)threadIdx.x; i < ph; i += NT) {
+            const float2 st = stats[p0 + i];
+            k[i] = make_float2(st.x * LOG2E, 1.0f / st.y);
         }
+        __syncthreads();
+        if (j >= m) continue; // (not return: the block's threads all reach the barriers)
+        for (int h0 = 0; h0 < ph; h0 += VSH) {
+            float x[VSH];
 #pragma unroll
-        for (int i = 0; i < VSH; i++)
-            if (h0 + i < hq) v += expf(x[i] - st[i].x) / st[i].y;
+            for (int i = 0; i < VSH; i++) x[i] = h0 + i < ph ? scores[(int64_t)(p0 + h0 + i) * m + j] : 0.0f;
+#pragma unroll
+            for (int i = 0; i < VSH; i++)
+                if (h0 + i < ph) v = fmaf(ex2(fmaf(x[i], LOG2E, -k[h0 + i].x)), k[h0 + i].y, v);
+        }
     }
-    votes[j] = v;
+    if (j < m) votes[j] = v;
 }
 
 __global__ void __launch_bounds__(NT) vote_kvmax(const float *scores, int64_t m, int group, float *votes,
