@@ -375,8 +375,10 @@ void cases_model(const suite_options *o)
         snprintf(name, sizeof name, "get_rows %s table [300][256], 7 ids", sift_dtype_name(wtypes[ti]));
         add_case(&c, name);
     }
-    const int64_t norm_shapes[][2] = {{1, 64}, {7, 4096}, {3, 5}};
-    for (int si = 0; si < 3; si++) {
+    /* 6000 and 9000: rows longer than one register-held pass (CUDA keeps up to 4096 values a row in
+     * registers at once, then 8192, then walks the row) */
+    const int64_t norm_shapes[][2] = {{1, 64}, {7, 4096}, {3, 5}, {2, 6000}, {1, 9000}};
+    for (int si = 0; si < (int)(sizeof norm_shapes / sizeof norm_shapes[0]); si++) {
         const mcase c = {.op = M_RMSNORM, .t = norm_shapes[si][0], .k = norm_shapes[si][1], .n_in = 2, .has = {1, 1},
                          .bound = 1e-7, .eps = 1e-5f};
         snprintf(name, sizeof name, "rmsnorm [%lld][%lld]", (long long)c.t, (long long)c.k);
