@@ -325,8 +325,8 @@ template <int SCH> __device__ void resolve(const float *row, int64_t cand, const
 template <int SRD>
 __global__ void __launch_bounds__(NT, 1) select_filter(const float *votes, int64_t cand, SelScratch s, const float *skip)
 {
-    constexpr int SCH = SRD * NT;
     grid_dep_enter();
+    constexpr int SCH = SRD * NT;
     if (skipped(skip)) return;
     __shared__ uint32_t h[BINS];
     __shared__ uint32_t red[NT / 32];
@@ -401,8 +401,8 @@ __global__ void __launch_bounds__(NT, SRD >= 16 ? 0 : 1) select_compact(const fl
                                                      int64_t count, int64_t sink_len, int64_t first_pos,
                                                      int64_t chosen, int64_t win_begin, const float *skip)
 {
-    constexpr int SCH = SRD * NT;
     grid_dep_enter();
+    constexpr int SCH = SRD * NT;
     if (skipped(skip)) return;
     __shared__ uint32_t red[NT / 32];
     __shared__ uint32_t wg[NT / 32], we[NT / 32];
