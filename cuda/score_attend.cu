@@ -13,7 +13,7 @@ namespace sift_cuda {
 // One block per query row h (a head; for causal attention, a (token, head) pair), hq rows. The
 // splits' weights exp(m_s - M) are computed once per block into shared memory (MERGE_CHUNK at a
 // time), l summed on the way, so that the sum over the splits is independent loads and FMAs.
-constexpr int MERGE_THREADS = 128, MERGE_CHUNK = 1024, MERGE_ILP = 16;
+constexpr int MERGE_THREADS = 128, MERGE_CHUNK = 1024;
 
 __device__ __forceinline__ float block_reduce(float v, bool is_max, float *red)
 {
@@ -57,20 +57,16 @@ __global__ void __launch_bounds__(MERGE_THREADS) attend_merge(const float *part_
             const int e = tid + i * MERGE_THREADS;
             if (e >= d) continue;
             const float *po = part_o + ((int64_t)s0 * hq + h) * d + e;
-            // MERGE_ILP splits' loads in flight at once: the merge is a few microseconds of load latency
-            float a[MERGE_ILP] = {};
-            for (int s = 0; s < n; s += MERGE_ILP) {
-                float x[MERGE_ILP];
-#pragma unroll
-                for (int u = 0; u < MERGE_ILP; u++) x[u] = s + u < n ? po[(int64_t)(s + u) * hq * d] : 0.0f;
-#pragma unroll
-                for (int u = 0; u < MERGE_ILP; u++)
-                    if (s + u < n) a[u] = fmaf(x[u], wt[s + u], a[u]);
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+            int s = 0;
+            for (; s + 4 <= n; s += 4) {
+                a0 += po[(int64_t)(s + 0) * hq * d] * wt[s + 0];
+                a1 += po[(int64_t)(s + 1) * hq * d] * wt[s + 1];
+                a2 += po[(int64_t)(s + 2) * hq * d] * wt[s + 2];
+                a3 += po[(int64_t)(s + 3) * hq * d] * wt[s + 3];
             }
-            float sum = 0.0f;
-#pragma unroll
-            for (int u = 0; u < MERGE_ILP; u++) sum += a[u];
-            acc[i] += sum;
+            for (; s < n; s++) a0 += po[(int64_t)s * hq * d] * wt[s];
+            acc[i] += (a0 + a1) + (a2 + a3);
         }
     }
     l = block_reduce(l, false, red);
