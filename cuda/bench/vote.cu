@@ -135,15 +135,20 @@ __global__ void __launch_bounds__(NT) sum_v0(const float *s, int64_t m, const fl
     }
     v[j] = acc;
 }
-// v1: the same loads; each head's (m log2 e, 1 / l) staged in shared memory once a block; ex2
-__global__ void __launch_bounds__(NT) sum_v1(const float *s, int64_t m, const float2 *st, float *v)
+// Each head's (m log2 e, 1 / l) into shared memory, once a block.
+__device__ __forceinline__ void stage_stats(const float2 *st, float2 *k)
 {
-    __shared__ float2 k[HQ];
     if (threadIdx.x < HQ) {
         const float2 t = st[threadIdx.x];
         k[threadIdx.x] = make_float2(t.x * LOG2E, 1.0f / t.y);
     }
     __syncthreads();
+}
+// v1: the same loads; each head's (m log2 e, 1 / l) staged in shared memory once a block; ex2
+__global__ void __launch_bounds__(NT) sum_v1(const float *s, int64_t m, const float2 *st, float *v)
+{
+    __shared__ float2 k[HQ];
+    stage_stats(st, k);
     const int64_t j = (int64_t)blockIdx.x * NT + threadIdx.x;
     if (j >= m) return;
     float acc = 0.0f;
@@ -160,11 +165,7 @@ __global__ void __launch_bounds__(NT) sum_v1(const float *s, int64_t m, const fl
 __global__ void __launch_bounds__(NT) sum_v2(const float *s, int64_t m, const float2 *st, float *v)
 {
     __shared__ float2 k[HQ];
-    if (threadIdx.x < HQ) {
-        const float2 t = st[threadIdx.x];
-        k[threadIdx.x] = make_float2(t.x * LOG2E, 1.0f / t.y);
-    }
-    __syncthreads();
+    stage_stats(st, k);
     const int64_t q = (int64_t)blockIdx.x * NT + threadIdx.x, mq = m / 4;
     if (q >= mq) return;
     const float4 *s4 = reinterpret_cast<const float4 *>(s);
