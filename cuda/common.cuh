@@ -117,6 +117,23 @@ __device__ __forceinline__ void grid_dep_enter()
 #endif
 }
 
+// Whole block, after its results are stored (with atomics or plain stores): true in the block
+// that took the last of the grid row's gridDim.x tickets, which then sees every block's results
+// (and resets the ticket for the next run: a ticket is zeroed state, sift_cuda.h).
+__device__ __forceinline__ bool is_last(uint32_t *ticket)
+{
+    __shared__ int s_last;
+    __threadfence(); // this block's results before its ticket
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        s_last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+        if (s_last) *ticket = 0; // every block has taken its ticket
+    }
+    __syncthreads();
+    if (s_last) __threadfence(); // the others' results, after their tickets
+    return s_last != 0;
+}
+
 // ---- lane layouts of one row --------------------------------------------------------------------
 // QK: a row is split over LPR = D / 8 lanes; lane r holds 8 elements, read with 16-byte loads:
 //   f16: elements r*8 .. r*8+7 (one 16-byte load)

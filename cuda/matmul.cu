@@ -775,7 +775,7 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
 }
 
 extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, const sift_node *n,
-                                               const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+                                               const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
     (void)scratch;
     if (is_kquant((int)n->src[1]->dtype)) return kquant_matmul_launch(dev, n, plan, st); // matmul_kquant.cu

@@ -532,7 +532,7 @@ extern "C" cudaError_t sift_cuda_get_rows_plan(const sift_cuda_device *dev, cons
 }
 
 extern "C" cudaError_t sift_cuda_get_rows_launch(const sift_cuda_device *dev, const sift_node *n,
-                                                 const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+                                                 const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
     (void)dev, (void)plan, (void)scratch;
     const sift_tensor *table = n->src[0];
@@ -558,7 +558,7 @@ extern "C" cudaError_t sift_cuda_rmsnorm_plan(const sift_cuda_device *dev, const
 }
 
 extern "C" cudaError_t sift_cuda_rmsnorm_launch(const sift_cuda_device *dev, const sift_node *n,
-                                                const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+                                                const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
     (void)dev, (void)plan, (void)scratch;
     RmsnormArgs a = {};
@@ -575,7 +575,7 @@ extern "C" cudaError_t sift_cuda_rmsnorm_launch(const sift_cuda_device *dev, con
 }
 
 extern "C" cudaError_t sift_cuda_layernorm_launch(const sift_cuda_device *dev, const sift_node *n,
-                                                  const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+                                                  const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
     (void)dev, (void)plan, (void)scratch;
     LayernormArgs a = {};
@@ -591,7 +591,7 @@ extern "C" cudaError_t sift_cuda_layernorm_launch(const sift_cuda_device *dev, c
 }
 
 extern "C" cudaError_t sift_cuda_rope_launch(const sift_cuda_device *dev, const sift_node *n,
-                                             const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+                                             const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
     (void)dev, (void)plan, (void)scratch;
     const sift_tensor *x = n->src[0];
@@ -612,7 +612,7 @@ extern "C" cudaError_t sift_cuda_rope_launch(const sift_cuda_device *dev, const 
 }
 
 extern "C" cudaError_t sift_cuda_eltwise_launch(const sift_cuda_device *dev, const sift_node *n,
-                                                const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+                                                const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
     (void)dev, (void)plan, (void)scratch;
     EltwiseArgs a = {};
@@ -636,7 +636,7 @@ extern "C" cudaError_t sift_cuda_kv_write_plan(const sift_cuda_device *dev, cons
 }
 
 extern "C" cudaError_t sift_cuda_kv_write_launch(const sift_cuda_device *dev, const sift_node *n,
-                                                 const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+                                                 const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
     (void)dev, (void)plan, (void)scratch;
     const sift_tensor *src = n->src[0], *cache = n->dst;
@@ -668,7 +668,7 @@ extern "C" cudaError_t sift_cuda_sel_cache_check_plan(const sift_cuda_device *de
 }
 
 extern "C" cudaError_t sift_cuda_sel_cache_check_launch(const sift_cuda_device *dev, const sift_node *n,
-                                                        const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+                                                        const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
     (void)dev, (void)scratch;
     SelCacheArgs a = {};
@@ -690,7 +690,7 @@ extern "C" cudaError_t sift_cuda_fill_range_plan(const sift_cuda_device *dev, co
 }
 
 extern "C" cudaError_t sift_cuda_fill_range_launch(const sift_cuda_device *dev, const sift_node *n,
-                                                   const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+                                                   const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
     (void)dev, (void)plan, (void)scratch;
     FillRangeArgs a = {};
@@ -705,7 +705,7 @@ extern "C" cudaError_t sift_cuda_fill_range_launch(const sift_cuda_device *dev, 
 }
 
 extern "C" cudaError_t sift_cuda_mean_rows_launch(const sift_cuda_device *dev, const sift_node *n,
-                                                  const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+                                                  const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
     (void)dev, (void)plan, (void)scratch;
     MeanRowsArgs a = {};
@@ -718,7 +718,7 @@ extern "C" cudaError_t sift_cuda_mean_rows_launch(const sift_cuda_device *dev, c
 }
 
 extern "C" cudaError_t sift_cuda_neighbor_fetch_launch(const sift_cuda_device *dev, const sift_node *n,
-                                                       const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+                                                       const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
     (void)dev, (void)plan, (void)scratch;
     const sift_select_layout *l = &n->p.layout;

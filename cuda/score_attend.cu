@@ -274,7 +274,7 @@ extern "C" cudaError_t sift_cuda_score_plan(const sift_cuda_device *dev, const s
 }
 
 extern "C" cudaError_t sift_cuda_score_launch(const sift_cuda_device *dev, const sift_node *n,
-                                              const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+                                              const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
     (void)scratch;
     const ScoreArgs a = score_args(n, plan);
@@ -362,7 +362,7 @@ extern "C" cudaError_t sift_cuda_attend_plan(const sift_cuda_device *dev, const 
 }
 
 extern "C" cudaError_t sift_cuda_attend_launch(const sift_cuda_device *dev, const sift_node *n,
-                                               const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+                                               const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
     const AttendArgs a = attend_args(n, plan);
     const int d = a.kv.d;

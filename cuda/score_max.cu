@@ -657,7 +657,7 @@ extern "C" cudaError_t sift_cuda_score_max_plan(const sift_cuda_device *dev, con
 }
 
 extern "C" cudaError_t sift_cuda_score_max_launch(const sift_cuda_device *dev, const sift_node *n,
-                                                  const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+                                                  const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
     (void)scratch;
     const ScoreMaxArgs a = score_max_args(n, plan);

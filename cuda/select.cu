@@ -20,9 +20,8 @@
 //                  == T, at sink + #(kept before it), so the result is ascending without a sort
 //                  (each block sums the counts of the blocks before it); block 0 writes the sink
 //                  [0, S) and the window [max(S, N-W), N) too.
-// Between runs the histogram, the tickets, the buffer counts and the b0 key range are zero
-// (sift_cuda_select_reset zeroes them once, and after a failed run; each run's last user clears
-// them again). The selection layout (sink, first candidate, chosen, window) is the node's
+// The histogram, the tickets, the buffer counts and the b0 key range are the node's zeroed state
+// (sift_cuda.h: zero between runs; each run's last user clears them again). The selection layout (sink, first candidate, chosen, window) is the node's
 // (n->p.layout). When k >= |C| or k == 0, select_fill writes the whole list instead.
 //
 // Predicated (sift_graph_skip_if): every kernel returns at once when the node's flag is set, so a
@@ -102,23 +101,6 @@ template <bool MAX> __device__ __forceinline__ uint32_t block_reduce_u32(uint32_
 }
 __device__ __forceinline__ uint32_t block_sum_u32(uint32_t x, uint32_t *red) { return block_reduce_u32<false>(x, red); }
 __device__ __forceinline__ uint32_t block_max_u32(uint32_t x, uint32_t *red) { return block_reduce_u32<true>(x, red); }
-
-// Whole block, after its results are stored (with atomics or plain stores): true in the block
-// that took the last of the grid row's tickets, which then sees every block's results (and resets
-// the ticket for the next run).
-__device__ bool is_last(uint32_t *ticket)
-{
-    __shared__ int s_last;
-    __threadfence(); // this block's results before its ticket
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        s_last = atomicAdd(ticket, 1u) == gridDim.x - 1;
-        if (s_last) *ticket = 0; // every block has taken its ticket
-    }
-    __syncthreads();
-    if (s_last) __threadfence(); // the others' results, after their tickets
-    return s_last != 0;
-}
 
 // Whole block: in histogram h (global: read through L2 and cleared for the next run; or shared)
 // the bin holding the rem-th largest key, the keys of that bin still to take, and its count. Bins
@@ -476,19 +458,19 @@ __global__ void __launch_bounds__(NT) select_fill(int32_t *out, int64_t total, i
     }
 }
 
-// The zeroed part (histograms, tickets, buffer counts, b0 key ranges) first, then the state, the
-// counts and the buffer.
+// The zeroed state (histograms, tickets, buffer counts, b0 key ranges); the scratch holds the
+// state, the counts and the buffer.
 static size_t zeroed_bytes(int64_t lists) { return (size_t)lists * (BINS + 2 + 1 + 2) * 4; }
 static int64_t buffer_cap(int64_t cand) { return cand < BUF ? cand : BUF; }
 
-static SelScratch select_scratch(int64_t lists, int64_t cand, int blocks, void *scratch)
+static SelScratch select_scratch(int64_t lists, int64_t cand, int blocks, void *scratch, void *zeroed)
 {
     SelScratch s;
-    s.hist = static_cast<uint32_t *>(scratch);
+    s.hist = static_cast<uint32_t *>(zeroed);
     s.done = s.hist + (size_t)lists * BINS;
     s.nbuf = s.done + (size_t)2 * lists;
     s.b0max = s.nbuf + (size_t)lists;
-    char *p = reinterpret_cast<char *>(scratch) + ((zeroed_bytes(lists) + 15) & ~(size_t)15);
+    char *p = reinterpret_cast<char *>(scratch);
     s.state = reinterpret_cast<SelState *>(p);
     p += (size_t)lists * sizeof(SelState);
     s.counts = reinterpret_cast<uint2 *>(p);
@@ -516,7 +498,8 @@ static cudaError_t launch_radix(dim3 grid, cudaStream_t st, const float *votes, 
 using namespace sift_cuda;
 
 // path (1: radix select, when 0 < chosen < |C|; otherwise all or none of C), and for the radix
-// select split_len (candidates per block: 4096, 2048 or 1024), blocks (per list) and scratch_bytes.
+// select split_len (candidates per block: 4096, 2048 or 1024), blocks (per list), scratch_bytes and
+// zeroed_bytes.
 // The layout is the node's (n->p.layout).
 extern "C" cudaError_t sift_cuda_select_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
@@ -530,22 +513,15 @@ extern "C" cudaError_t sift_cuda_select_plan(const sift_cuda_device *dev, const 
         while (sch > 1024 && lists * ((cand + sch - 1) / sch) < SELECT_BLOCKS) sch /= 2;
         plan->split_len = sch;
         plan->blocks = (int)((cand + sch - 1) / sch);
-        plan->scratch_bytes = ((zeroed_bytes(lists) + 15) & ~(size_t)15) + (size_t)lists * sizeof(SelState) +
-                              (size_t)lists * plan->blocks * sizeof(uint2) + (size_t)lists * buffer_cap(cand) * 4;
+        plan->zeroed_bytes = zeroed_bytes(lists);
+        plan->scratch_bytes = (size_t)lists * sizeof(SelState) + (size_t)lists * plan->blocks * sizeof(uint2) +
+                              (size_t)lists * buffer_cap(cand) * 4;
     }
     return cudaSuccess;
 }
 
-extern "C" cudaError_t sift_cuda_select_reset(const sift_cuda_device *dev, const sift_node *n,
-                                              const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
-{
-    (void)dev;
-    if (!plan->path) return cudaSuccess;
-    return cudaMemsetAsync(scratch, 0, zeroed_bytes(n->src[0]->shape[0]), st);
-}
-
 extern "C" cudaError_t sift_cuda_select_launch(const sift_cuda_device *dev, const sift_node *n,
-                                               const sift_cuda_plan *plan, void *scratch, cudaStream_t st)
+                                               const sift_cuda_plan *plan, void *scratch, void *zeroed, cudaStream_t st)
 {
     (void)dev;
     const sift_select_layout *l = &n->p.layout;
@@ -561,7 +537,7 @@ extern "C" cudaError_t sift_cuda_select_launch(const sift_cuda_device *dev, cons
         return launch(select_fill, dim3((unsigned)blocks), dim3(NT), 0, st, out, total, l->count, l->sink, l->chosen,
                       l->chosen > 0, l->first, l->win_begin, skip);
     }
-    const SelScratch s = select_scratch(lists, cand, plan->blocks, scratch);
+    const SelScratch s = select_scratch(lists, cand, plan->blocks, scratch, zeroed);
     const dim3 grid((unsigned)plan->blocks, (unsigned)lists);
     switch (plan->split_len) {
     case 4096: return launch_radix<4096 / NT>(grid, st, votes, cand, l, s, out, skip);

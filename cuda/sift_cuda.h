@@ -50,7 +50,10 @@ typedef struct sift_cuda_plan {
     int rows_per_block;   /* matmul, matrix-vector: rows of w per row group */
     int groups_per_lane;  /* matmul, matrix-vector: weight groups per lane and pipeline stage */
     size_t smem;          /* matmul, matrix-vector: dynamic shared memory per block */
-    size_t scratch_bytes; /* device scratch the launches need (vote partials, radix histograms, attention partials) */
+    size_t scratch_bytes; /* device scratch the launches need (vote partials, radix buffers, attention partials) */
+    size_t zeroed_bytes;  /* device state that is zero before and after every run of the node (tickets, radix
+                           * histograms): the kernels' last user of it clears it; the backend zeroes it once
+                           * and again after a failed run */
     /* gather_attend with rotary keys: the plan asks for a (cos, sin) table of rope_rows rows (row r,
      * pair p: the angle r * n->p.rope_freq[p]); the backend puts it in rope_tab (float2 [rows][n_rot / 2]) */
     int64_t rope_rows;
@@ -61,10 +64,10 @@ typedef struct sift_cuda_plan {
 
 /* The functions of every op have these types. A plan fills what its op needs (the comment above its
  * definition says which fields) into a zeroed plan; an op with nothing to decide has none. A launch
- * gets the plan and scratch_bytes of device scratch. */
+ * gets the plan, scratch_bytes of device scratch and zeroed_bytes of zeroed state. */
 typedef cudaError_t sift_cuda_plan_fn(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan);
 typedef cudaError_t sift_cuda_launch_fn(const sift_cuda_device *dev, const sift_node *n, const sift_cuda_plan *plan,
-                                        void *scratch, cudaStream_t st);
+                                        void *scratch, void *zeroed, cudaStream_t st);
 
 /* score_attend.cu: score; gather_attend, dense_attend, causal_attend and causal_attend_sparse */
 sift_cuda_plan_fn sift_cuda_score_plan, sift_cuda_attend_plan;
@@ -72,10 +75,9 @@ sift_cuda_launch_fn sift_cuda_score_launch, sift_cuda_attend_launch;
 /* score_max.cu: score_max (score and the KVHEAD_MAX vote in one pass) */
 sift_cuda_plan_fn sift_cuda_score_max_plan;
 sift_cuda_launch_fn sift_cuda_score_max_launch;
-/* vote.cu, select.cu. sift_cuda_select_reset zeroes the radix histograms that carry over between
- * runs: needed once after the scratch is allocated and after any failed run. */
+/* vote.cu, select.cu */
 sift_cuda_plan_fn sift_cuda_vote_plan, sift_cuda_select_plan;
-sift_cuda_launch_fn sift_cuda_vote_launch, sift_cuda_select_launch, sift_cuda_select_reset;
+sift_cuda_launch_fn sift_cuda_vote_launch, sift_cuda_select_launch;
 /* matmul.cu */
 sift_cuda_plan_fn sift_cuda_matmul_plan;
 sift_cuda_launch_fn sift_cuda_matmul_launch;

@@ -34,8 +34,18 @@ static sift_status rows3(pass *f, const sift_tensor *act, int64_t row0, int64_t 
                            out);
 }
 
-/* Whether a step runs layer l's q/k/v as one product: one row, and the weights fused (model.h). */
-static bool qkv_fused(const pass *f, uint32_t l) { return f->st->rows == 1 && f->s->m->layers[l].wqkv; }
+static bool qkv_fused(const pass *f, uint32_t l) { return sift_qkv_fused(f->s, f->st, l); }
+
+/* Layer l's queries (keys: false) after RoPE for `rows` rows from row0, as [rows][heads][D]
+ * (session.h: sift_roped). */
+static sift_status roped3(pass *f, uint32_t l, bool queries, int64_t row0, int64_t rows, sift_tensor **out)
+{
+    const sift_gguf_hparams *hp = &f->s->m->hp;
+    size_t off;
+    sift_tensor *t = sift_roped(f->s, f->st, l, queries, row0, &off);
+    return sift_graph_view(f->g, t, SIFT_F32, 3, (int64_t[]){rows, queries ? hp->n_head : hp->n_head_kv, hp->head_dim},
+                           off, out);
+}
 
 /* A one-row step's part `which` (0 q, 1 k, 2 v) of the fused q/k/v product, as [1][heads][D]. */
 static sift_status qkv_part(pass *f, int which, sift_tensor **out)
@@ -115,7 +125,7 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
     sift_tensor *q, *out;
     if (prefill) {
         if (c->sparse_prefill) a.mode = SIFT_ATTN_SELECT;
-        TRY(rows3(f, s->act[A_QR], sg->row0, sg->t, hq, d, &q));   /* [t][Hq][D] */
+        TRY(roped3(f, l, true, sg->row0, sg->t, &q));              /* [t][Hq][D] */
         TRY(rows3(f, s->act[A_ATT], sg->row0, sg->t, hq, d, &out)); /* [t][Hq][D] */
         return sift_attn_append(f->g, &a, q, sl->kview, sl->vview, out, &sg->attn_idx);
     }
@@ -160,8 +170,13 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
     if (c->extrapolate) a.extrapolate = &rope; /* the query before RoPE: the builder places it */
     if (c->extrapolate && qkv_fused(f, l))
         TRY(sift_graph_view(f->g, s->qkv_row, SIFT_F32, 2, (int64_t[]){hq, d}, 0, &q)); /* [Hq][D] */
-    else
-        TRY(rows2(f, s->act[c->extrapolate ? A_Q : A_QR], sg->row0 * hq, hq, d, &q)); /* [Hq][D] */
+    else if (c->extrapolate)
+        TRY(rows2(f, s->act[A_Q], sg->row0 * hq, hq, d, &q)); /* [Hq][D] */
+    else {
+        size_t off;
+        sift_tensor *qr = sift_roped(s, f->st, l, true, sg->row0, &off);
+        TRY(sift_graph_view(f->g, qr, SIFT_F32, 2, (int64_t[]){hq, d}, off, &q)); /* [Hq][D] */
+    }
     TRY(rows2(f, s->act[A_ATT], sg->row0 * hq, hq, d, &out));                     /* [Hq][D] */
     return sift_attn_append(f->g, &a, q, sl->kview, sl->vview, out, &sg->attn_idx);
 }
@@ -229,19 +244,28 @@ static sift_status layer(pass *f, uint32_t l)
             TRY(rows3(f, s->act[A_K], sg->row0, sg->t, hkv, d, &k3)); /* [t][Hkv][D] */
             TRY(rows3(f, s->act[A_V], sg->row0, sg->t, hkv, d, &v3)); /* [t][Hkv][D] */
         }
-        TRY(rows3(f, s->act[A_QR], sg->row0, sg->t, hq, d, &qr3)); /* [t][Hq][D] */
-        TRY(rows3(f, s->act[A_KR], sg->row0, sg->t, hkv, d, &kr3)); /* [t][Hkv][D] */
+        TRY(roped3(f, l, false, sg->row0, sg->t, &kr3)); /* [t][Hkv][D] */
         if (s->cfg.extrapolate) { /* SPEC §6: keys cached before RoPE; the attention places the query */
             TRY(sift_op_kv_write(f->g, k3, sg->pos0, sl->kview));
         } else {
-            TRY(sift_op_rope(f->g, q3, sg->pos0, m->rope_factors, &rope, qr3));
-            TRY(sift_op_rope(f->g, k3, sg->pos0, m->rope_factors, &rope, kr3));
+            if (qkv_fused(f, l)) { /* q and k are adjacent in qkv_row and in qk_row: one rotation */
+                sift_tensor *qk, *qkr;
+                TRY(sift_graph_view(f->g, s->qkv_row, SIFT_F32, 3, (int64_t[]){1, hq + hkv, d}, 0, &qk)); /* [1][Hq + Hkv][D] */
+                TRY(sift_graph_view(f->g, s->qk_row, SIFT_F32, 3, (int64_t[]){1, hq + hkv, d}, 0, &qkr)); /* [1][Hq + Hkv][D] */
+                TRY(sift_op_rope(f->g, qk, sg->pos0, m->rope_factors, &rope, qkr));
+            } else {
+                TRY(roped3(f, l, true, sg->row0, sg->t, &qr3)); /* [t][Hq][D] */
+                TRY(sift_op_rope(f->g, q3, sg->pos0, m->rope_factors, &rope, qr3));
+                TRY(sift_op_rope(f->g, k3, sg->pos0, m->rope_factors, &rope, kr3));
+            }
             TRY(sift_op_kv_write(f->g, kr3, sg->pos0, sl->kview));
         }
         if (sl->kpview) { /* TokenButler: the same keys projected to d', cached beside them */
             const int64_t dk = pr->key_dim;
             sift_tensor *kr2, *kp2, *kp3;
-            TRY(rows2(f, s->act[A_KR], sg->row0, sg->t, hkv * d, &kr2));   /* [t][Hkv * D] */
+            size_t kr_off;
+            sift_tensor *kr = sift_roped(s, st, l, false, sg->row0, &kr_off);
+            TRY(sift_graph_view(f->g, kr, SIFT_F32, 2, (int64_t[]){sg->t, hkv * d}, kr_off, &kr2)); /* [t][Hkv * D] */
             TRY(rows2(f, s->b_kp, sg->row0, sg->t, hkv * dk, &kp2));       /* [t][Hkv * d'] */
             TRY(rows3(f, s->b_kp, sg->row0, sg->t, hkv, dk, &kp3));        /* [t][Hkv][d'] */
             TRY(sift_op_matmul(f->g, kr2, pr->kproj[l], NULL, kp2));
@@ -269,8 +293,17 @@ static sift_status layer(pass *f, uint32_t l)
     TRY(rows2(f, s->act[A_ACT], 0, t, ff, &act));     /* act [T][F] = swiglu(gate, up) */
     TRY(rows2(f, s->act[A_DOWN], 0, t, e, &down));    /* down [T][E] */
     TRY(rows2(f, layer_res(s, l), 0, t, e, &x_out));  /* x_out [T][E] = mid + down: the stream leaving */
-    TRY(sift_op_matmul(f->g, att, w->wo, NULL, o));
-    TRY(sift_op_add(f->g, x, o, mid));
+    /* One row: the residual is the product's bias (o + x, the sum the add would make), and o and
+     * down are not written. */
+    sift_tensor *x_bias = NULL, *mid_bias = NULL;
+    if (t == 1) {
+        TRY(sift_graph_view(f->g, x, SIFT_F32, 1, (int64_t[]){e}, 0, &x_bias));     /* [E] */
+        TRY(sift_graph_view(f->g, mid, SIFT_F32, 1, (int64_t[]){e}, 0, &mid_bias)); /* [E] */
+        TRY(sift_op_matmul(f->g, att, w->wo, x_bias, mid));
+    } else {
+        TRY(sift_op_matmul(f->g, att, w->wo, NULL, o));
+        TRY(sift_op_add(f->g, x, o, mid));
+    }
     TRY(sift_op_rmsnorm(f->g, mid, w->ffn_norm, hp->rms_eps, xn));
     if (gate_up) {
         TRY(sift_op_matmul(f->g, xn, w->w_gate_up, NULL, gate_up));
@@ -279,8 +312,12 @@ static sift_status layer(pass *f, uint32_t l)
         TRY(sift_op_matmul(f->g, xn, w->w_up, NULL, up));
     }
     TRY(sift_op_swiglu(f->g, gate, up, act));
-    TRY(sift_op_matmul(f->g, act, w->w_down, NULL, down));
-    TRY(sift_op_add(f->g, mid, down, x_out));
+    if (t == 1) {
+        TRY(sift_op_matmul(f->g, act, w->w_down, mid_bias, x_out));
+    } else {
+        TRY(sift_op_matmul(f->g, act, w->w_down, NULL, down));
+        TRY(sift_op_add(f->g, mid, down, x_out));
+    }
     if (pr && !st->prefill && s->cfg.policy == SIFT_POLICY_BUTLER && l % (uint32_t)pr->stride == 0 && l + 1 < hp->n_layer)
         TRY(predict(f, l)); /* the queries of layers l + 1 .. l + P; the last of them has run before the next producer */
     return SIFT_OK;

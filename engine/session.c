@@ -51,6 +51,7 @@ void sift_session_destroy(sift_session *s)
     for (int i = 0; i < A_COUNT; i++) sift_tensor_destroy(s->act[i]);
     sift_tensor_destroy(s->qkv_row);
     sift_tensor_destroy(s->gate_up_row);
+    sift_tensor_destroy(s->qk_row);
     sift_tensor *butler_act[5] = {s->b_kp, s->b_norm, s->b_fc1, s->b_act, s->b_q};
     for (int i = 0; i < 5; i++) sift_tensor_destroy(butler_act[i]);
     sift_tensor_destroy(s->ids);
@@ -222,6 +223,7 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_I32, 1, (int64_t[]){t}, &s->ids);
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){1, (hq + 2 * hkv) * d}, &s->qkv_row);
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){1, 2 * f}, &s->gate_up_row);
+    if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){1, (hq + hkv) * d}, &s->qk_row);
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){c.n_seq, e}, &s->xlast_norm);
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){c.n_seq, hp->n_vocab}, &s->logits);
     if (st == SIFT_OK) st = create_sequences(s);

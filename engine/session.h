@@ -97,8 +97,9 @@ struct sift_session {
     sequence *seqs;
     sift_tensor *act[A_COUNT];
     /* A one-row step's fused products (model.h: wqkv, w_gate_up): q, k, v before RoPE
-     * [1][(Hq + 2 Hkv) * D] and gate, up [1][2 F] */
-    sift_tensor *qkv_row, *gate_up_row;
+     * [1][(Hq + 2 Hkv) * D], gate, up [1][2 F], and q, k after RoPE [1][(Hq + Hkv) * D] (one rope
+     * node rotates both: they are adjacent in qkv_row) */
+    sift_tensor *qkv_row, *gate_up_row, *qk_row;
     sift_tensor *ids, *xlast_norm, *logits;
     sift_tensor **layer_out; /* keep_layer_outputs: each layer's output [chunk][n_embd] */
     /* TokenButler (a predictor given): the projected-key pools of layers >= 1 [Hkv][R][d'], and
@@ -127,6 +128,27 @@ static inline bool sift_host_policy(sift_policy p)
 }
 
 static inline bool sift_keeps_mirror(const sift_session *s) { return s->cfg.eval_mode || sift_host_policy(s->cfg.policy); }
+
+/* Whether a step runs layer l's q/k/v as one product: one row, and the weights fused (model.h). */
+static inline bool sift_qkv_fused(const sift_session *s, const step *st, uint32_t l)
+{
+    return st->rows == 1 && s->m->layers[l].wqkv;
+}
+
+/* Where layer l's queries (keys: false) after RoPE start, for the step's rows from row0 on:
+ * [t][Hq * D] (keys [t][Hkv * D]) at *byte_off in the tensor returned. A one-row step with fused
+ * q/k/v keeps them in qk_row, q then k; other steps in act[A_QR] and act[A_KR]. */
+static inline sift_tensor *sift_roped(const sift_session *s, const step *st, uint32_t l, bool queries, int64_t row0,
+                                      size_t *byte_off)
+{
+    const int64_t hq = s->m->hp.n_head, hkv = s->m->hp.n_head_kv, d = s->m->hp.head_dim;
+    if (sift_qkv_fused(s, st, l)) {
+        *byte_off = queries ? 0 : (size_t)(hq * d) * sizeof(float);
+        return s->qk_row;
+    }
+    *byte_off = (size_t)(row0 * (queries ? hq : hkv) * d) * sizeof(float);
+    return s->act[queries ? A_QR : A_KR];
+}
 
 /* S + k + W: the longest list. */
 static inline int64_t sift_max_count(const sift_session_config *c) { return c->sink + c->window + c->budget; }

@@ -36,7 +36,9 @@ sift_status sift_host_after_kv_write(sift_session *s, step *st, uint32_t l)
         if (!want_q) continue;
         float *qh = malloc((size_t)(sg->t * qn) * sizeof *qh);
         if (!qh) return sift_set_error(SIFT_E_NOMEM, "session: out of memory");
-        sift_status e = sift_tensor_read(s->act[A_QR], (size_t)(sg->row0 * qn) * sizeof(float), qh, (size_t)(sg->t * qn) * sizeof(float));
+        size_t q_off;
+        const sift_tensor *qr = sift_roped(s, st, l, true, sg->row0, &q_off);
+        sift_status e = sift_tensor_read(qr, q_off, qh, (size_t)(sg->t * qn) * sizeof(float));
         if (e == SIFT_OK && st->prefill) {
             keep_observations(sl, qh, sg->pos0, sg->t, qn);
             if (q->pstate) e = sift_policy_observe(q->pstate, (int)l, qh, sg->pos0, sg->t);

@@ -4,9 +4,10 @@
  *
  * Tensors are plain cudaMalloc allocations, zeroed like the CPU backend's; a tensor in host memory
  * (sift_tensor_create_host: KV offload's host pools) is mapped pinned memory that the kernels
- * read in place. A graph's launch
- * geometry and scratch (vote partials, radix histograms, attention partials) are planned once per
- * graph version and cached in g->backend_cache; untimed runs replay the node sequence as a CUDA
+ * read in place. A graph's launch geometry and its nodes' places in the backend's two arenas (scratch:
+ * vote and attention partials, radix buffers; zeroed state: tickets, radix histograms) are planned
+ * once per graph version and cached in g->backend_cache. The arenas grow to the largest graph's
+ * need, so a decode step (a new graph each token) allocates nothing. Untimed runs replay the node sequence as a CUDA
  * graph recorded on the second run (SIFT_CUDA_GRAPH=0 launches the kernels one by one instead), timed
  * runs launch directly with an event pair around each node. Every run ends with a stream
  * synchronization; every CUDA error becomes SIFT_E_BACKEND naming the call. */
@@ -40,54 +41,60 @@ typedef struct cuda_backend {
     int use_graphs;
     cuda_rope_table *ropes;
     int n_ropes;
+    /* The arenas every graph uses, since graphs run one at a time on the one stream: scratch, and
+     * zeroed state (sift_cuda.h: zero between runs, so graphs share it freely). A failed run
+     * leaves the zeroed arena dirty, to be zeroed before the next; a recording made before an
+     * arena moved is made again (arena_gen). */
+    void *scratch, *zeroed;
+    size_t scratch_bytes, zeroed_bytes;
+    unsigned arena_gen;
+    bool zeroed_dirty;
 } cuda_backend;
 
-/* The ops the backend runs (sift_cuda.h): plan (NULL: nothing to plan), launch, and reset (NULL:
- * none) for scratch that carries over between runs and must be zeroed before the first run and
- * after a failed one. An op without a launch is not supported. */
+/* The ops the backend runs (sift_cuda.h): plan (NULL: nothing to plan) and launch. An op without
+ * a launch is not supported. */
 typedef struct cuda_op {
     sift_cuda_plan_fn *plan;
-    sift_cuda_launch_fn *launch, *reset;
+    sift_cuda_launch_fn *launch;
 } cuda_op;
 
 static const cuda_op cuda_ops[SIFT_OP_COUNT] = {
-    [SIFT_OP_SCORE] = {sift_cuda_score_plan, sift_cuda_score_launch, NULL},
-    [SIFT_OP_VOTE] = {sift_cuda_vote_plan, sift_cuda_vote_launch, NULL},
-    [SIFT_OP_SELECT] = {sift_cuda_select_plan, sift_cuda_select_launch, sift_cuda_select_reset},
-    [SIFT_OP_GATHER_ATTEND] = {sift_cuda_attend_plan, sift_cuda_attend_launch, NULL},
-    [SIFT_OP_DENSE_ATTEND] = {sift_cuda_attend_plan, sift_cuda_attend_launch, NULL},
-    [SIFT_OP_GET_ROWS] = {sift_cuda_get_rows_plan, sift_cuda_get_rows_launch, NULL},
-    [SIFT_OP_RMSNORM] = {sift_cuda_rmsnorm_plan, sift_cuda_rmsnorm_launch, NULL},
-    [SIFT_OP_MATMUL] = {sift_cuda_matmul_plan, sift_cuda_matmul_launch, NULL},
-    [SIFT_OP_ROPE] = {NULL, sift_cuda_rope_launch, NULL},
-    [SIFT_OP_SWIGLU] = {NULL, sift_cuda_eltwise_launch, NULL},
-    [SIFT_OP_ADD] = {NULL, sift_cuda_eltwise_launch, NULL},
-    [SIFT_OP_KV_WRITE] = {sift_cuda_kv_write_plan, sift_cuda_kv_write_launch, NULL},
-    [SIFT_OP_CAUSAL_ATTEND] = {sift_cuda_attend_plan, sift_cuda_attend_launch, NULL},
-    [SIFT_OP_SEL_CACHE_CHECK] = {sift_cuda_sel_cache_check_plan, sift_cuda_sel_cache_check_launch, NULL},
-    [SIFT_OP_FILL_RANGE] = {sift_cuda_fill_range_plan, sift_cuda_fill_range_launch, NULL},
-    [SIFT_OP_MEAN_ROWS] = {NULL, sift_cuda_mean_rows_launch, NULL},
-    [SIFT_OP_CAUSAL_ATTEND_SPARSE] = {sift_cuda_attend_plan, sift_cuda_attend_launch, NULL},
-    [SIFT_OP_LAYERNORM] = {sift_cuda_rmsnorm_plan, sift_cuda_layernorm_launch, NULL},
-    [SIFT_OP_SILU] = {NULL, sift_cuda_eltwise_launch, NULL},
-    [SIFT_OP_NEIGHBOR_FETCH] = {NULL, sift_cuda_neighbor_fetch_launch, NULL},
-    [SIFT_OP_SCORE_MAX] = {sift_cuda_score_max_plan, sift_cuda_score_max_launch, NULL},
+    [SIFT_OP_SCORE] = {sift_cuda_score_plan, sift_cuda_score_launch},
+    [SIFT_OP_VOTE] = {sift_cuda_vote_plan, sift_cuda_vote_launch},
+    [SIFT_OP_SELECT] = {sift_cuda_select_plan, sift_cuda_select_launch},
+    [SIFT_OP_GATHER_ATTEND] = {sift_cuda_attend_plan, sift_cuda_attend_launch},
+    [SIFT_OP_DENSE_ATTEND] = {sift_cuda_attend_plan, sift_cuda_attend_launch},
+    [SIFT_OP_GET_ROWS] = {sift_cuda_get_rows_plan, sift_cuda_get_rows_launch},
+    [SIFT_OP_RMSNORM] = {sift_cuda_rmsnorm_plan, sift_cuda_rmsnorm_launch},
+    [SIFT_OP_MATMUL] = {sift_cuda_matmul_plan, sift_cuda_matmul_launch},
+    [SIFT_OP_ROPE] = {NULL, sift_cuda_rope_launch},
+    [SIFT_OP_SWIGLU] = {NULL, sift_cuda_eltwise_launch},
+    [SIFT_OP_ADD] = {NULL, sift_cuda_eltwise_launch},
+    [SIFT_OP_KV_WRITE] = {sift_cuda_kv_write_plan, sift_cuda_kv_write_launch},
+    [SIFT_OP_CAUSAL_ATTEND] = {sift_cuda_attend_plan, sift_cuda_attend_launch},
+    [SIFT_OP_SEL_CACHE_CHECK] = {sift_cuda_sel_cache_check_plan, sift_cuda_sel_cache_check_launch},
+    [SIFT_OP_FILL_RANGE] = {sift_cuda_fill_range_plan, sift_cuda_fill_range_launch},
+    [SIFT_OP_MEAN_ROWS] = {NULL, sift_cuda_mean_rows_launch},
+    [SIFT_OP_CAUSAL_ATTEND_SPARSE] = {sift_cuda_attend_plan, sift_cuda_attend_launch},
+    [SIFT_OP_LAYERNORM] = {sift_cuda_rmsnorm_plan, sift_cuda_layernorm_launch},
+    [SIFT_OP_SILU] = {NULL, sift_cuda_eltwise_launch},
+    [SIFT_OP_NEIGHBOR_FETCH] = {NULL, sift_cuda_neighbor_fetch_launch},
+    [SIFT_OP_SCORE_MAX] = {sift_cuda_score_max_plan, sift_cuda_score_max_launch},
 };
 
 typedef struct cuda_plan {
     sift_cuda_plan k;
-    size_t scratch_off;
+    size_t scratch_off, zeroed_off; /* in the backend's arenas */
 } cuda_plan;
 
 typedef struct cuda_cache {
     unsigned version;
     int n;
     cuda_plan *plans;
-    void *scratch;
-    size_t scratch_bytes;
-    int reset;             /* scratch of the ops with a reset must be zeroed before the next run */
+    size_t scratch_bytes, zeroed_bytes; /* of the backend's arenas */
     int runs;              /* completed runs: the first launches directly, later ones replay a recording */
     cudaGraphExec_t exec;  /* the recorded node sequence, or NULL */
+    unsigned exec_gen;     /* the arenas' generation when exec was recorded */
 } cuda_cache;
 
 /* ---- errors ---------------------------------------------------------------------------------- */
@@ -129,6 +136,8 @@ static void cuda_destroy(void *p)
     if (cudaSetDevice(b->device) == cudaSuccess) {
         for (int i = 0; i < b->n_events; i++) cudaEventDestroy(b->events[i]);
         for (int i = 0; i < b->n_ropes; i++) cudaFree(b->ropes[i].dev);
+        if (b->scratch) cudaFree(b->scratch);
+        if (b->zeroed) cudaFree(b->zeroed);
         if (b->stream) cudaStreamDestroy(b->stream);
     }
     (void)cudaGetLastError();
@@ -343,7 +352,7 @@ static sift_status node_failed(cudaError_t e, const char *doing, int i, const si
                           cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
-static sift_status plan_node(cuda_backend *b, const sift_node *n, int i, cuda_plan *pl, size_t *scratch)
+static sift_status plan_node(cuda_backend *b, const sift_node *n, int i, cuda_plan *pl, size_t *scratch, size_t *zeroed)
 {
     memset(pl, 0, sizeof *pl);
     for (int j = 0; j < n->n_src; j++) {
@@ -367,6 +376,8 @@ static sift_status plan_node(cuda_backend *b, const sift_node *n, int i, cuda_pl
     }
     pl->scratch_off = *scratch;
     *scratch += (pl->k.scratch_bytes + 255) & ~(size_t)255;
+    pl->zeroed_off = *zeroed;
+    *zeroed += (pl->k.zeroed_bytes + 255) & ~(size_t)255;
     return SIFT_OK;
 }
 
@@ -374,7 +385,6 @@ static void cache_free(cuda_cache *c)
 {
     if (!c) return;
     if (c->exec) cudaGraphExecDestroy(c->exec);
-    if (c->scratch) cudaFree(c->scratch); /* synchronizes with any work still using it */
     (void)cudaGetLastError();
     free(c->plans);
     free(c);
@@ -392,40 +402,69 @@ static sift_status cache_build(cuda_backend *b, sift_graph *g, cuda_cache **out)
         free(c);
         return sift_set_error(SIFT_E_NOMEM, "cuda: out of memory planning a graph of %d nodes", g->n_nodes);
     }
-    size_t scratch = 0;
+    size_t scratch = 0, zeroed = 0;
     for (int i = 0; i < g->n_nodes; i++) {
-        sift_status s = plan_node(b, &g->nodes[i], i, &c->plans[i], &scratch);
+        sift_status s = plan_node(b, &g->nodes[i], i, &c->plans[i], &scratch, &zeroed);
         if (s != SIFT_OK) {
             cache_free(c);
             return s;
         }
     }
-    if (scratch) {
-        cudaError_t e = cudaMalloc(&c->scratch, scratch);
-        if (e != cudaSuccess) {
-            c->scratch = NULL;
-            cache_free(c);
-            if (e == cudaErrorMemoryAllocation) return no_device_memory(scratch, "graph scratch (partials, histograms)");
-            return fail(e, "cudaMalloc (graph scratch)");
-        }
-    }
     c->scratch_bytes = scratch;
-    c->reset = 1;
+    c->zeroed_bytes = zeroed;
     *out = c;
     return SIFT_OK;
 }
 
 /* ---- running --------------------------------------------------------------------------------- */
 
-static void *scratch_of(const cuda_cache *c, int i)
+/* Arena *dev of at least `need` bytes (zeroed: cleared when allocated); a move ends the
+ * recordings made with the old address (arena_gen). */
+static sift_status grow_arena(cuda_backend *b, void **dev, size_t *have, size_t need, bool zeroed, const char *what)
 {
-    return c->scratch ? (char *)c->scratch + c->plans[i].scratch_off : NULL;
+    if (need <= *have) return SIFT_OK;
+    const size_t bytes = need + need / 4; /* room for the next, slightly larger step */
+    if (*dev) {
+        CU(cudaStreamSynchronize(b->stream));
+        cudaFree(*dev);
+        *dev = NULL;
+        *have = 0;
+    }
+    cudaError_t e = cudaMalloc(dev, bytes);
+    if (e == cudaSuccess && zeroed) e = cudaMemsetAsync(*dev, 0, bytes, b->stream);
+    if (e != cudaSuccess) {
+        if (*dev) cudaFree(*dev);
+        *dev = NULL;
+        if (e == cudaErrorMemoryAllocation) return no_device_memory(bytes, what);
+        return fail(e, "cudaMalloc (graph arena)");
+    }
+    *have = bytes;
+    b->arena_gen++;
+    return SIFT_OK;
+}
+
+/* The arenas, large enough for c and the zeroed one zero; c's recording if it is still valid. */
+static sift_status take_arenas(cuda_backend *b, cuda_cache *c)
+{
+    sift_status s = grow_arena(b, &b->scratch, &b->scratch_bytes, c->scratch_bytes, false, "graph scratch (partials, buffers)");
+    if (s == SIFT_OK) s = grow_arena(b, &b->zeroed, &b->zeroed_bytes, c->zeroed_bytes, true, "graph state (tickets, histograms)");
+    if (s != SIFT_OK) return s;
+    if (b->zeroed_dirty && b->zeroed_bytes) CU(cudaMemsetAsync(b->zeroed, 0, b->zeroed_bytes, b->stream));
+    b->zeroed_dirty = false;
+    if (c->exec && c->exec_gen != b->arena_gen) {
+        cudaGraphExecDestroy(c->exec);
+        c->exec = NULL;
+    }
+    return SIFT_OK;
 }
 
 static sift_status launch_node(cuda_backend *b, cuda_cache *c, const sift_graph *g, int i)
 {
     const sift_node *n = &g->nodes[i];
-    cudaError_t e = cuda_ops[n->op].launch(&b->dev, n, &c->plans[i].k, scratch_of(c, i), b->stream);
+    const cuda_plan *pl = &c->plans[i];
+    void *scratch = pl->k.scratch_bytes ? (char *)b->scratch + pl->scratch_off : NULL;
+    void *zeroed = pl->k.zeroed_bytes ? (char *)b->zeroed + pl->zeroed_off : NULL;
+    cudaError_t e = cuda_ops[n->op].launch(&b->dev, n, &pl->k, scratch, zeroed, b->stream);
     return e == cudaSuccess ? SIFT_OK : node_failed(e, "launching", i, n);
 }
 
@@ -470,22 +509,14 @@ static sift_status record(cuda_backend *b, cuda_cache *c, const sift_graph *g)
         c->exec = NULL;
         return fail(e, "cudaGraphInstantiate");
     }
+    c->exec_gen = b->arena_gen;
     return SIFT_OK;
 }
 
 static sift_status run(cuda_backend *b, cuda_cache *c, const sift_graph *g, double *node_us)
 {
-    if (c->reset) {
-        for (int i = 0; i < c->n; i++) {
-            const sift_node *n = &g->nodes[i];
-            cudaError_t e = cuda_ops[n->op].reset ? cuda_ops[n->op].reset(&b->dev, n, &c->plans[i].k, scratch_of(c, i),
-                                                                          b->stream)
-                                                  : cudaSuccess;
-            if (e != cudaSuccess) return node_failed(e, "resetting the scratch of", i, n);
-        }
-        c->reset = 0;
-    }
-    sift_status s;
+    sift_status s = take_arenas(b, c);
+    if (s != SIFT_OK) return s;
     if (node_us) {
         s = ensure_events(b, 2 * g->n_nodes);
         if (s != SIFT_OK) return s;
@@ -545,9 +576,9 @@ static sift_status cuda_graph_compute(void *p, sift_graph *g, double *node_us)
     }
     s = run(b, c, g, node_us);
     if (s != SIFT_OK) {
-        /* Work may have stopped half-way: finish what was queued, zero the histograms next time. */
+        /* Work may have stopped half-way: finish what was queued, zero the zeroed state next time. */
         if (cudaStreamSynchronize(b->stream) != cudaSuccess) (void)cudaGetLastError();
-        c->reset = 1;
+        b->zeroed_dirty = true;
     }
     return s;
 }
