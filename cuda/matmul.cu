@@ -62,6 +62,7 @@ struct MatmulArgs {
 // ---- matrix-vector ------------------------------------------------------------------------------
 
 constexpr int MV_WARPS = 16, MV_THREADS = 32 * MV_WARPS; // one block of (at most) 16 warps per multiprocessor
+constexpr int64_t MV_TOKENS = 16;     // products of up to this many tokens run the matrix-vector kernels per token
 constexpr int MV_STAGES = 3;          // depth of each warp's cp.async ring
 constexpr int XDIGIT_BYTES = 112;     // q4_0: one block of x as digits (XDigits)
 constexpr int MV_STAGE_BUDGET = 2560; // bytes of weights per warp and stage, at most (more or deeper gained nothing on the H200)
@@ -712,8 +713,13 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
 extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
     if (is_kquant((int)n->src[1]->dtype)) return kquant_matmul_plan(dev, n, plan); // matmul_kquant.cu
-    const MatmulArgs a = matmul_args(n, nullptr);
+    MatmulArgs a = matmul_args(n, nullptr);
     if (a.t <= 0 || a.n <= 0) return cudaSuccess;
+    // A few tokens (a batched decode step: a row per sequence) run the matrix-vector kernels once
+    // per token (sift_cuda_matmul_launch), reading the weights T times: the tiled kernel, made
+    // for prefill's tiles of 64 tokens, streams them far slower at these T. Each token's x row
+    // keeps x's alignment where K % 4 == 0.
+    if (a.t > 1 && a.t <= MV_TOKENS && a.k % 4 == 0) a.t = 1;
     const int w = a.wtype;
     const bool quant = w == SIFT_Q4_0;
     const uintptr_t wp = reinterpret_cast<uintptr_t>(a.w), xp = reinterpret_cast<uintptr_t>(a.x);
@@ -774,6 +780,21 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
     return cudaSuccess;
 }
 
+// One token's matrix-vector product on the plan's path (MM_VEC or MM_DIRECT).
+static cudaError_t matvec_launch(const sift_cuda_device *dev, const sift_cuda_plan *plan, const MatmulArgs &a, cudaStream_t st)
+{
+    if (plan->path == MM_VEC) {
+        // one block per multiprocessor (fewer for fewer row groups); the warps stream row groups
+        const int64_t groups = (a.n + a.rows_per_block - 1) / a.rows_per_block;
+        const unsigned blocks = (unsigned)(groups < dev->sm_count ? groups : dev->sm_count);
+        return launch(mv_kernel_for(a.wtype), dim3(blocks), dim3(32 * plan->warps), plan->smem, st, a);
+    }
+    const bool q8 = a.wtype == SIFT_Q8_0;
+    const int64_t per_block = (int64_t)plan->warps * a.rows_per_block;
+    return launch(q8 ? mvq_kernel_for(a.rows_per_block) : mvd_kernel_for(a.wtype, a.rows_per_block),
+                  dim3((unsigned)((a.n + per_block - 1) / per_block)), dim3(32 * plan->warps), plan->smem, st, a);
+}
+
 extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, const sift_node *n,
                                                const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
@@ -781,18 +802,17 @@ extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, cons
     if (is_kquant((int)n->src[1]->dtype)) return kquant_matmul_launch(dev, n, plan, st); // matmul_kquant.cu
     const MatmulArgs a = matmul_args(n, plan);
     switch (plan->path) {
-    case MM_VEC: {
-        // one block per multiprocessor (fewer for fewer row groups); the warps stream row groups
-        const int64_t groups = (a.n + a.rows_per_block - 1) / a.rows_per_block;
-        const unsigned blocks = (unsigned)(groups < dev->sm_count ? groups : dev->sm_count);
-        return launch(mv_kernel_for(a.wtype), dim3(blocks), dim3(32 * plan->warps), plan->smem, st, a);
-    }
-    case MM_DIRECT: {
-        const bool q8 = a.wtype == SIFT_Q8_0;
-        const int64_t per_block = (int64_t)plan->warps * a.rows_per_block;
-        return launch(q8 ? mvq_kernel_for(a.rows_per_block) : mvd_kernel_for(a.wtype, a.rows_per_block),
-                      dim3((unsigned)((a.n + per_block - 1) / per_block)), dim3(32 * plan->warps), plan->smem, st, a);
-    }
+    case MM_VEC:
+    case MM_DIRECT: // one token, or up to MV_TOKENS of them, one after the other (the plan)
+        for (int64_t t = 0; t < a.t; t++) {
+            MatmulArgs one = a;
+            one.t = 1;
+            one.x = a.x + t * a.k;
+            one.out = a.out + t * a.n;
+            const cudaError_t e = matvec_launch(dev, plan, one, st);
+            if (e != cudaSuccess) return e;
+        }
+        return cudaSuccess;
     case MM_TILED: {
         const bool wvec = reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && a.row_bytes % 16 == 0;
         const bool xvec = reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && a.k % 4 == 0;
