@@ -385,52 +385,60 @@ template <int W> __global__ void __launch_bounds__(MV_THREADS, 1) mv_kernel(cons
 }
 
 // The direct kernels' (mvd_kernel, mvq_kernel) R rows from row0 (past the last row of w, the last
-// row again: its sums are not stored), and their sums, zeroed.
-template <int R>
-__device__ __forceinline__ void direct_rows(const MatmulArgs &a, int64_t row0, const unsigned char *(&rows)[R], float (&acc)[R])
+// row again: its sums are not stored), and their sums for TOK tokens, zeroed.
+template <int R, int TOK>
+__device__ __forceinline__ void direct_rows(const MatmulArgs &a, int64_t row0, const unsigned char *(&rows)[R], float (&acc)[TOK][R])
 {
 #pragma unroll
     for (int r = 0; r < R; r++) {
         rows[r] = static_cast<const unsigned char *>(a.w) + (size_t)min(row0 + r, a.n - 1) * a.row_bytes;
-        acc[r] = 0.0f;
+#pragma unroll
+        for (int t = 0; t < TOK; t++) acc[t][r] = 0.0f;
     }
 }
 
-// Each row's lane sums reduced over the warp by shuffles, stored (+ bias) by lane 0.
-template <int R> __device__ __forceinline__ void direct_store(const MatmulArgs &a, int64_t row0, int lane, const float (&acc)[R])
+// Each row's lane sums, for each of the TOK tokens, reduced over the warp by shuffles, stored (+ bias)
+// by lane 0 (token t's outputs at out + t N).
+template <int R, int TOK>
+__device__ __forceinline__ void direct_store(const MatmulArgs &a, int64_t row0, int lane, const float (&acc)[TOK][R])
 {
 #pragma unroll
-    for (int r = 0; r < R; r++) {
-        float v = acc[r];
-        for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
-        if (lane == 0 && row0 + r < a.n) a.out[row0 + r] = a.bias ? v + a.bias[row0 + r] : v;
-    }
+    for (int t = 0; t < TOK; t++)
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            float v = acc[t][r];
+            for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(FULL, v, o);
+            if (lane == 0 && row0 + r < a.n) a.out[t * a.n + row0 + r] = a.bias ? v + a.bias[row0 + r] : v;
+        }
 }
 
-// mvd_kernel<W, R>, T = 1 with f32, f16 or bf16 rows 16-byte aligned and x fitting in shared
-// memory: the weights go straight from global memory into registers, with no staging. Each warp
-// takes R consecutive rows (one block: 8 warps, 8 R rows); lane l reads 16 bytes at 512 c + 16 l
-// of each row for chunks c, MVD_U chunks of every row in flight before any is used, and the R rows
-// share each x value read from shared memory (x copied there once per block). A lane keeps one
-// sum per row; the end reduces them over the warp by shuffles. A standalone prototype of the same
-// design (cuda/bench/mv_direct.cu) streamed f16 at 3.7-4.5 TB/s on the H200, where mv_kernel's
-// staging through shared memory reached 2.6-3.2 (docs/benchmarks.md).
+// mvd_kernel<W, R, TOK>, TOK = 1, 2 or 4 tokens (a decode step of one sequence, or of a batch, TOK
+// rows at a time) with f32, f16 or bf16 rows 16-byte aligned and the TOK rows of x fitting in shared
+// memory: the weights go straight from global memory into registers, with no staging, and each
+// weight read serves all TOK tokens. Each warp takes R consecutive rows (one block: 8 warps, 8 R
+// rows); lane l reads 16 bytes at 512 c + 16 l of each row for chunks c, MVD_U chunks of every row
+// in flight before any is used, and the R rows share each x value read from shared memory (x copied
+// there once per block). A lane keeps one sum per row and token; the end reduces them over the warp
+// by shuffles. A standalone prototype of the same design (cuda/bench/mv_direct.cu) streamed f16 at
+// 3.7-4.5 TB/s on the H200, where mv_kernel's staging through shared memory reached 2.6-3.2
+// (docs/benchmarks.md).
 constexpr int MVD_WARPS = 8, MVD_U = 4;
+constexpr int MV_NT_MAX = 4; // tokens a direct kernel takes at once (more: several launches)
 
-template <int W, int R> __global__ void __launch_bounds__(32 * MVD_WARPS) mvd_kernel(const MatmulArgs a)
+template <int W, int R, int TOK> __global__ void __launch_bounds__(32 * MVD_WARPS) mvd_kernel(const MatmulArgs a)
 {
     grid_dep_enter();
     constexpr int VPL = W == SIFT_F32 ? 4 : 8, VPC = 32 * VPL; // values per lane and per chunk
     SIFT_DYNAMIC_SMEM(smem);
-    float *xs = reinterpret_cast<float *>(smem);
-    for (int64_t i = threadIdx.x; i < a.k / 4; i += blockDim.x)
+    float *xs = reinterpret_cast<float *>(smem); // [TOK][K]
+    for (int64_t i = threadIdx.x; i < TOK * a.k / 4; i += blockDim.x)
         reinterpret_cast<float4 *>(xs)[i] = __ldg(reinterpret_cast<const float4 *>(a.x) + i);
     __syncthreads();
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int64_t row0 = ((int64_t)blockIdx.x * MVD_WARPS + warp) * R;
     if (row0 >= a.n) return;
     const unsigned char *rows[R];
-    float acc[R];
+    float acc[TOK][R];
     direct_rows(a, row0, rows, acc);
     const int64_t nch = (a.k + VPC - 1) / VPC;
     for (int64_t c0 = 0; c0 < nch; c0 += MVD_U) {
@@ -447,25 +455,29 @@ template <int W, int R> __global__ void __launch_bounds__(32 * MVD_WARPS) mvd_ke
             const int64_t e = (c0 + u) * VPC + (int64_t)lane * VPL;
             if (e >= a.k) continue;
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                if constexpr (W == SIFT_F32) acc[r] = mv_dot<SIFT_F32>(reinterpret_cast<const unsigned char *>(&q[u][r]), xs + e, acc[r]);
-                else acc[r] = dot8_words(q[u][r], xs + e, acc[r], W == SIFT_BF16);
-            }
+            for (int t = 0; t < TOK; t++)
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    const float *x = xs + t * a.k + e;
+                    if constexpr (W == SIFT_F32) acc[t][r] = mv_dot<SIFT_F32>(reinterpret_cast<const unsigned char *>(&q[u][r]), x, acc[t][r]);
+                    else acc[t][r] = dot8_words(q[u][r], x, acc[t][r], W == SIFT_BF16);
+                }
         }
     }
     direct_store(a, row0, lane, acc);
 }
 
-// mvq_kernel<R, U>, T = 1 with q8_0 rows of K a multiple of 256 (planar: a row is K int8 quants,
-// then K / 32 f16 scales, 34 K / 32 bytes, so every row and its quants start 16-byte aligned): the
-// direct design for q8_0. x goes into shared memory as two int8 digits per value, x = s (d0 +
-// d1 / 2^7) per block of 32 (XDigits2), digitized by every block (K / 32 warp steps: x is 4 K bytes
-// from L2 against 34 K / 32 bytes of weights per row and tens of rows per block). Each warp takes R
-// consecutive rows; lane l reads the 16 quants at 512 c + 16 l of each row (and their block's
-// scale) for chunks c, U chunks of every row in flight before any is used; 16 quants cost 8 dp4a
-// and one FMA. The sums reduce over the warp by shuffles. Two digits rather than mv_kernel's three
-// cut the integer work by a third; the prototype (cuda/bench/mv_direct.cu) measured NMSE 3.6e-9
-// against f64, far inside the conformance bound.
+// mvq_kernel<R, U, TOK>, TOK = 1, 2 or 4 tokens with q8_0 rows of K a multiple of 256 (planar: a row
+// is K int8 quants, then K / 32 f16 scales, 34 K / 32 bytes, so every row and its quants start
+// 16-byte aligned): the direct design for q8_0. x goes into shared memory as two int8 digits per
+// value, x = s (d0 + d1 / 2^7) per block of 32 (XDigits2), digitized by every block (TOK K / 32 warp
+// steps: x is 4 TOK K bytes from L2 against 34 K / 32 bytes of weights per row and tens of rows per
+// block). Each warp takes R consecutive rows; lane l reads the 16 quants at 512 c + 16 l of each row
+// (and their block's scale) for chunks c, U chunks of every row in flight before any is used; 16
+// quants cost 8 dp4a and one FMA per token, and each weight read serves all TOK tokens. The sums
+// reduce over the warp by shuffles. Two digits rather than mv_kernel's three cut the integer work by
+// a third; the prototype (cuda/bench/mv_direct.cu) measured NMSE 3.6e-9 against f64, far inside the
+// conformance bound.
 struct XDigits2 {
     uint4 d[2][2]; // digit j of values 16 h .. 16 h + 15 in d[j][h]
     float scale;   // s, as in XDigits
@@ -474,21 +486,23 @@ struct XDigits2 {
 static_assert(sizeof(XDigits2) == 96, "XDigits2: 6 16-byte words");
 constexpr int MVQ_WARPS = 8;
 
-template <int R, int U> __global__ void __launch_bounds__(32 * MVQ_WARPS) mvq_kernel(const MatmulArgs a)
+template <int R, int U, int TOK> __global__ void __launch_bounds__(32 * MVQ_WARPS) mvq_kernel(const MatmulArgs a)
 {
     grid_dep_enter();
     SIFT_DYNAMIC_SMEM(smem);
-    XDigits2 *xd = reinterpret_cast<XDigits2 *>(smem);
+    XDigits2 *xd = reinterpret_cast<XDigits2 *>(smem); // [TOK][K / 32]
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int64_t nb = a.k / 32, nch = (a.k + 511) / 512; // blocks of 32 and chunks of 512 quants per row
-    // x's digits: warp w takes blocks w, w + 8, ..., 8 at a time so that their loads overlap
-    for (int64_t b0 = warp; b0 < nb; b0 += MVQ_WARPS * 8) {
+    // x's digits: warp w takes blocks w, w + 8, ... of the TOK rows (one after the other, as x and
+    // xd hold them), 8 at a time so that their loads overlap
+    const int64_t nbt = TOK * nb;
+    for (int64_t b0 = warp; b0 < nbt; b0 += MVQ_WARPS * 8) {
         float v[8];
 #pragma unroll
-        for (int j = 0; j < 8; j++) v[j] = b0 + j * MVQ_WARPS < nb ? __ldg(a.x + (b0 + j * MVQ_WARPS) * 32 + lane) : 0.0f;
+        for (int j = 0; j < 8; j++) v[j] = b0 + j * MVQ_WARPS < nbt ? __ldg(a.x + (b0 + j * MVQ_WARPS) * 32 + lane) : 0.0f;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            if (b0 + j * MVQ_WARPS >= nb) break;
+            if (b0 + j * MVQ_WARPS >= nbt) break;
             XDigits2 *b = xd + b0 + j * MVQ_WARPS;
             float sc;
             const float v0 = x_over_scale(v[j], &sc);
@@ -502,7 +516,7 @@ template <int R, int U> __global__ void __launch_bounds__(32 * MVQ_WARPS) mvq_ke
     const int64_t row0 = ((int64_t)blockIdx.x * MVQ_WARPS + warp) * R;
     if (row0 >= a.n) return;
     const unsigned char *rows[R];
-    float acc[R];
+    float acc[TOK][R];
     direct_rows(a, row0, rows, acc);
     const int h = lane & 1;
     for (int64_t c0 = 0; c0 < nch; c0 += U) {
@@ -521,20 +535,23 @@ template <int R, int U> __global__ void __launch_bounds__(32 * MVQ_WARPS) mvq_ke
         for (int u = 0; u < U; u++) {
             const int64_t e = (c0 + u) * 512 + 16 * lane;
             if (e >= a.k) continue;
-            const XDigits2 *b = xd + e / 32;
-            const uint4 x0 = b->d[0][h], x1 = b->d[1][h];
-            const float s = b->scale;
 #pragma unroll
-            for (int r = 0; r < R; r++) {
-                const unsigned qw[4] = {q[u][r].x, q[u][r].y, q[u][r].z, q[u][r].w};
+            for (int t = 0; t < TOK; t++) {
+                const XDigits2 *b = xd + t * nb + e / 32;
+                const uint4 x0 = b->d[0][h], x1 = b->d[1][h];
+                const float s = b->scale;
                 const unsigned xw0[4] = {x0.x, x0.y, x0.z, x0.w}, xw1[4] = {x1.x, x1.y, x1.z, x1.w};
-                int a0 = 0, a1 = 0;
 #pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    a0 = __dp4a((int)qw[i], (int)xw0[i], a0);
-                    a1 = __dp4a((int)qw[i], (int)xw1[i], a1);
+                for (int r = 0; r < R; r++) {
+                    const unsigned qw[4] = {q[u][r].x, q[u][r].y, q[u][r].z, q[u][r].w};
+                    int a0 = 0, a1 = 0;
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        a0 = __dp4a((int)qw[i], (int)xw0[i], a0);
+                        a1 = __dp4a((int)qw[i], (int)xw1[i], a1);
+                    }
+                    acc[t][r] = fmaf(half_bits_to_float(sc[u][r]) * s, fmaf((float)a1, 0x1p-7f, (float)a0), acc[t][r]);
                 }
-                acc[r] = fmaf(half_bits_to_float(sc[u][r]) * s, fmaf((float)a1, 0x1p-7f, (float)a0), acc[r]);
             }
         }
     }
@@ -627,18 +644,40 @@ static MvKernel mv_kernel_for(int wtype)
     }
 }
 
-// The direct matrix-vector kernel: R rows per warp (1 or 2).
-static MvKernel mvd_kernel_for(int wtype, int R)
+// The direct matrix-vector kernels for R rows per warp (1 or 2) and NT tokens (1, 2 or 4); q8_0 with
+// U = 4 chunks in flight.
+template <int W, int R> static MvKernel mvd_for_tokens(int nt)
+{
+    return nt == 1 ? &mvd_kernel<W, R, 1> : nt == 2 ? &mvd_kernel<W, R, 2> : &mvd_kernel<W, R, 4>;
+}
+template <int R> static MvKernel mvq_for_tokens(int nt)
+{
+    return nt == 1 ? &mvq_kernel<R, 4, 1> : nt == 2 ? &mvq_kernel<R, 4, 2> : &mvq_kernel<R, 4, 4>;
+}
+static MvKernel direct_kernel_for(int wtype, int R, int nt)
 {
     switch (wtype) {
-    case SIFT_F32: return R == 1 ? &mvd_kernel<SIFT_F32, 1> : &mvd_kernel<SIFT_F32, 2>;
-    case SIFT_F16: return R == 1 ? &mvd_kernel<SIFT_F16, 1> : &mvd_kernel<SIFT_F16, 2>;
-    default: return R == 1 ? &mvd_kernel<SIFT_BF16, 1> : &mvd_kernel<SIFT_BF16, 2>;
+    case SIFT_Q8_0: return R == 1 ? mvq_for_tokens<1>(nt) : mvq_for_tokens<2>(nt);
+    case SIFT_F32: return R == 1 ? mvd_for_tokens<SIFT_F32, 1>(nt) : mvd_for_tokens<SIFT_F32, 2>(nt);
+    case SIFT_F16: return R == 1 ? mvd_for_tokens<SIFT_F16, 1>(nt) : mvd_for_tokens<SIFT_F16, 2>(nt);
+    default: return R == 1 ? mvd_for_tokens<SIFT_BF16, 1>(nt) : mvd_for_tokens<SIFT_BF16, 2>(nt);
     }
 }
 
-// The q8_0 direct kernel for R rows per warp (1 or 2), U = 4 chunks in flight.
-static MvKernel mvq_kernel_for(int R) { return R == 1 ? &mvq_kernel<1, 4> : &mvq_kernel<2, 4>; }
+// The shared memory a direct kernel needs for one token's x: q8_0 its digits, the others x itself.
+static size_t direct_x_bytes(int wtype, int64_t k)
+{
+    return wtype == SIFT_Q8_0 ? (size_t)k / 32 * sizeof(XDigits2) : (size_t)k * sizeof(float);
+}
+
+// Tokens a direct kernel takes at once for a product of t tokens: the most of 4, 2, 1 up to t whose
+// x fits in shared memory (with 1 KiB to spare); 0 where not even one does.
+static int direct_tokens(const sift_cuda_device *dev, int wtype, int64_t k, int64_t t)
+{
+    for (int nt = MV_NT_MAX; nt >= 1; nt /= 2)
+        if (nt <= t && (size_t)nt * direct_x_bytes(wtype, k) + 1024 <= dev->smem_optin) return nt;
+    return 0;
+}
 
 // Dynamic shared memory of a plan of nw warps: their x slices, then their rings.
 static size_t mv_smem(int wtype, int64_t k, int R, int u, int nw)
@@ -695,17 +734,13 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
             e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
         if (e != cudaSuccess) return e;
     }
-    for (int R = 1; R <= 2; R++) {
-        const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(mvq_kernel_for(R)),
-                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(dev->smem_optin - 1024));
-        if (e != cudaSuccess) return e;
-    }
-    for (const sift_dtype w : {SIFT_F32, SIFT_F16, SIFT_BF16})
-        for (int R = 1; R <= 2; R++) {
-            const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(mvd_kernel_for(w, R)),
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(dev->smem_optin - 1024));
-            if (e != cudaSuccess) return e;
-        }
+    for (const sift_dtype w : {SIFT_Q8_0, SIFT_F32, SIFT_F16, SIFT_BF16})
+        for (int R = 1; R <= 2; R++)
+            for (int nt = 1; nt <= MV_NT_MAX; nt *= 2) {
+                const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(direct_kernel_for(w, R, nt)),
+                                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(dev->smem_optin - 1024));
+                if (e != cudaSuccess) return e;
+            }
     return cudaSuccess;
 }
 
@@ -715,10 +750,11 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
     if (is_kquant((int)n->src[1]->dtype)) return kquant_matmul_plan(dev, n, plan); // matmul_kquant.cu
     MatmulArgs a = matmul_args(n, nullptr);
     if (a.t <= 0 || a.n <= 0) return cudaSuccess;
-    // A few tokens (a batched decode step: a row per sequence) run the matrix-vector kernels once
-    // per token (sift_cuda_matmul_launch), reading the weights T times: the tiled kernel, made
-    // for prefill's tiles of 64 tokens, streams them far slower at these T. Each token's x row
-    // keeps x's alignment where K % 4 == 0.
+    // A few tokens (a batched decode step: a row per sequence) run the matrix-vector kernels: the
+    // direct ones take up to MV_NT_MAX tokens a launch (each weight read serves them all), mv_kernel
+    // one (sift_cuda_matmul_launch). The tiled kernel, made for prefill's tiles of 64 tokens,
+    // streams the weights far slower at these T. Each token's x row keeps x's alignment where K % 4 == 0.
+    const int64_t tokens = a.t <= MV_TOKENS ? a.t : 1;
     if (a.t > 1 && a.t <= MV_TOKENS && a.k % 4 == 0) a.t = 1;
     const int w = a.wtype;
     const bool quant = w == SIFT_Q4_0;
@@ -727,18 +763,20 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
     // (q rows are even, which the funnel shifts need)
     const bool vec = a.t == 1 && a.k > 0 && xp % 16 == 0 && a.k % fmt_group(w) == 0 &&
                      (quant ? wp % 2 == 0 : wp % 16 == 0 && a.row_bytes % 16 == 0);
+    const int nt = a.t == 1 ? direct_tokens(dev, w, a.k, tokens) : 0; // tokens a direct launch takes
     // q8_0 (planar rows): the direct kernel where rows are 16-byte aligned (K % 256 == 0) and x's
     // digits fit in shared memory, else the tiled kernel. R: 2 rows a warp for long rows (the down
     // projection's K = 14336) and for the logits' 10^5 rows, else 1: the best of the prototype's
     // variants on the H200 at those shapes (2 and 4 rows, 4 and 8 chunks in flight).
     if (w == SIFT_Q8_0) {
-        if (a.t == 1 && a.k > 0 && a.k % 256 == 0 && wp % 16 == 0 && (size_t)a.k / 32 * sizeof(XDigits2) + 1024 <= dev->smem_optin) {
+        if (a.k > 0 && a.k % 256 == 0 && wp % 16 == 0 && nt > 0) {
             plan->rows_per_block = a.n >= 65536 || a.k >= 8192 ? 2 : 1;
             if ((a.n + MVQ_WARPS * plan->rows_per_block - 1) / (MVQ_WARPS * plan->rows_per_block) > 2147483647)
                 return beyond_limit(plan, "a matrix-vector product of more than 2^33 rows");
             plan->path = MM_DIRECT;
             plan->warps = MVQ_WARPS;
-            plan->smem = (size_t)a.k / 32 * sizeof(XDigits2);
+            plan->tokens = nt;
+            plan->smem = nt * direct_x_bytes(w, a.k);
             return cudaSuccess;
         }
         if ((a.t + GT - 1) / GT > 2147483647 || (a.n + GN - 1) / GN > 65535)
@@ -748,12 +786,13 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
     }
     // f32/f16/bf16 with x in shared memory: the direct kernel, 2 rows a warp where that still gives
     // every multiprocessor two blocks, else 1 (the k/v products' 1024 rows)
-    if (vec && !quant && (size_t)a.k * sizeof(float) + 1024 <= dev->smem_optin) {
+    if (vec && !quant && nt > 0) {
         if ((a.n + MVD_WARPS - 1) / MVD_WARPS > 2147483647) return beyond_limit(plan, "a matrix-vector product of more than 2^34 rows");
         plan->path = MM_DIRECT;
         plan->warps = MVD_WARPS;
         plan->rows_per_block = a.n >= (int64_t)2 * 2 * MVD_WARPS * dev->sm_count ? 2 : 1;
-        plan->smem = (size_t)a.k * sizeof(float);
+        plan->tokens = nt;
+        plan->smem = nt * direct_x_bytes(w, a.k);
         return cudaSuccess;
     }
     // R: 8 rows per row group unless that leaves a multiprocessor without one, where x's share of
@@ -780,8 +819,10 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
     return cudaSuccess;
 }
 
-// One token's matrix-vector product on the plan's path (MM_VEC or MM_DIRECT).
-static cudaError_t matvec_launch(const sift_cuda_device *dev, const sift_cuda_plan *plan, const MatmulArgs &a, cudaStream_t st)
+// The matrix-vector product of nt tokens from a.x on the plan's path: MM_VEC one token, MM_DIRECT
+// nt = 1, 2 or 4 (up to the plan's tokens), with the shared memory of nt rows of x.
+static cudaError_t matvec_launch(const sift_cuda_device *dev, const sift_cuda_plan *plan, const MatmulArgs &a, int nt,
+                                 cudaStream_t st)
 {
     if (plan->path == MM_VEC) {
         // one block per multiprocessor (fewer for fewer row groups); the warps stream row groups
@@ -789,10 +830,9 @@ static cudaError_t matvec_launch(const sift_cuda_device *dev, const sift_cuda_pl
         const unsigned blocks = (unsigned)(groups < dev->sm_count ? groups : dev->sm_count);
         return launch(mv_kernel_for(a.wtype), dim3(blocks), dim3(32 * plan->warps), plan->smem, st, a);
     }
-    const bool q8 = a.wtype == SIFT_Q8_0;
     const int64_t per_block = (int64_t)plan->warps * a.rows_per_block;
-    return launch(q8 ? mvq_kernel_for(a.rows_per_block) : mvd_kernel_for(a.wtype, a.rows_per_block),
-                  dim3((unsigned)((a.n + per_block - 1) / per_block)), dim3(32 * plan->warps), plan->smem, st, a);
+    return launch(direct_kernel_for(a.wtype, a.rows_per_block, nt), dim3((unsigned)((a.n + per_block - 1) / per_block)),
+                  dim3(32 * plan->warps), plan->smem / plan->tokens * nt, st, a);
 }
 
 extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, const sift_node *n,
@@ -803,14 +843,17 @@ extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, cons
     const MatmulArgs a = matmul_args(n, plan);
     switch (plan->path) {
     case MM_VEC:
-    case MM_DIRECT: // one token, or up to MV_TOKENS of them, one after the other (the plan)
-        for (int64_t t = 0; t < a.t; t++) {
-            MatmulArgs one = a;
-            one.t = 1;
-            one.x = a.x + t * a.k;
-            one.out = a.out + t * a.n;
-            const cudaError_t e = matvec_launch(dev, plan, one, st);
+    case MM_DIRECT: // up to MV_TOKENS tokens, the plan's tokens (MM_VEC: one) at a time
+        for (int64_t t = 0; t < a.t;) {
+            int nt = plan->path == MM_DIRECT ? plan->tokens : 1;
+            while (nt > a.t - t) nt /= 2;
+            MatmulArgs part = a;
+            part.t = nt;
+            part.x = a.x + t * a.k;
+            part.out = a.out + t * a.n;
+            const cudaError_t e = matvec_launch(dev, plan, part, nt, st);
             if (e != cudaSuccess) return e;
+            t += nt;
         }
         return cudaSuccess;
     case MM_TILED: {

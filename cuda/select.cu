@@ -21,8 +21,8 @@
 //                  (each block sums the counts of the blocks before it); block 0 writes the sink
 //                  [0, S) and the window [max(S, N-W), N) too.
 // The histogram, the tickets, the buffer counts and the b0 key range are the node's zeroed state
-// (sift_cuda.h: zero between runs; each run's last user clears them again). The selection layout (sink, first candidate, chosen, window) is the node's
-// (n->p.layout). When k >= |C| or k == 0, select_fill writes the whole list instead.
+// (sift_cuda.h: zero between runs; each run's last user clears them again). The selection layout
+// (sink, first candidate, chosen, window) is the node's (n->p.layout). When k >= |C| or k == 0, select_fill writes the whole list instead.
 //
 // Predicated (sift_graph_skip_if): every kernel returns at once when the node's flag is set, so a
 // skipped run leaves the output, and the zeroed state, as they were.

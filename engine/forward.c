@@ -36,15 +36,19 @@ static sift_status rows3(pass *f, const sift_tensor *act, int64_t row0, int64_t 
 
 static bool qkv_fused(const pass *f, uint32_t l) { return sift_qkv_fused(f->s, f->st, l); }
 
-/* Layer l's queries (keys: false) after RoPE for `rows` rows from row0, as [rows][heads][D]
- * (session.h: sift_roped). */
+/* Layer l's queries (keys: false) after RoPE from row0 on, viewed as `shape` (session.h: sift_roped). */
+static sift_status roped(pass *f, uint32_t l, bool queries, int64_t row0, int ndim, const int64_t *shape, sift_tensor **out)
+{
+    size_t off;
+    sift_tensor *t = sift_roped(f->s, f->st, l, queries, row0, &off);
+    return sift_graph_view(f->g, t, SIFT_F32, ndim, shape, off, out);
+}
+
+/* The same for `rows` rows, as [rows][heads][D]. */
 static sift_status roped3(pass *f, uint32_t l, bool queries, int64_t row0, int64_t rows, sift_tensor **out)
 {
     const sift_gguf_hparams *hp = &f->s->m->hp;
-    size_t off;
-    sift_tensor *t = sift_roped(f->s, f->st, l, queries, row0, &off);
-    return sift_graph_view(f->g, t, SIFT_F32, 3, (int64_t[]){rows, queries ? hp->n_head : hp->n_head_kv, hp->head_dim},
-                           off, out);
+    return roped(f, l, queries, row0, 3, (int64_t[]){rows, queries ? hp->n_head : hp->n_head_kv, hp->head_dim}, out);
 }
 
 /* A one-row step's part `which` (0 q, 1 k, 2 v) of the fused q/k/v product, as [1][heads][D]. */
@@ -172,11 +176,8 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
         TRY(sift_graph_view(f->g, s->qkv_row, SIFT_F32, 2, (int64_t[]){hq, d}, 0, &q)); /* [Hq][D] */
     else if (c->extrapolate)
         TRY(rows2(f, s->act[A_Q], sg->row0 * hq, hq, d, &q)); /* [Hq][D] */
-    else {
-        size_t off;
-        sift_tensor *qr = sift_roped(s, f->st, l, true, sg->row0, &off);
-        TRY(sift_graph_view(f->g, qr, SIFT_F32, 2, (int64_t[]){hq, d}, off, &q)); /* [Hq][D] */
-    }
+    else
+        TRY(roped(f, l, true, sg->row0, 2, (int64_t[]){hq, d}, &q)); /* [Hq][D] */
     TRY(rows2(f, s->act[A_ATT], sg->row0 * hq, hq, d, &out));                     /* [Hq][D] */
     return sift_attn_append(f->g, &a, q, sl->kview, sl->vview, out, &sg->attn_idx);
 }
@@ -263,9 +264,7 @@ static sift_status layer(pass *f, uint32_t l)
         if (sl->kpview) { /* TokenButler: the same keys projected to d', cached beside them */
             const int64_t dk = pr->key_dim;
             sift_tensor *kr2, *kp2, *kp3;
-            size_t kr_off;
-            sift_tensor *kr = sift_roped(s, st, l, false, sg->row0, &kr_off);
-            TRY(sift_graph_view(f->g, kr, SIFT_F32, 2, (int64_t[]){sg->t, hkv * d}, kr_off, &kr2)); /* [t][Hkv * D] */
+            TRY(roped(f, l, false, sg->row0, 2, (int64_t[]){sg->t, hkv * d}, &kr2)); /* [t][Hkv * D] */
             TRY(rows2(f, s->b_kp, sg->row0, sg->t, hkv * dk, &kp2));       /* [t][Hkv * d'] */
             TRY(rows3(f, s->b_kp, sg->row0, sg->t, hkv, dk, &kp3));        /* [t][Hkv][d'] */
             TRY(sift_op_matmul(f->g, kr2, pr->kproj[l], NULL, kp2));

@@ -388,11 +388,12 @@ void cases_model(const suite_options *o)
      * and 20 (float types only) rows that are not whole vectors or blocks; 10 .. 12 decode matmuls of
      * several rows per workgroup (N not a multiple of them) and of long rows; 13 a decode matmul of
      * an 8B model's down projection's width (CUDA: x slices that crowd out shared memory); 15 and 16
-     * the few tokens of a batched decode step (CUDA: the matrix-vector kernels once per token) */
+     * the few tokens of a batched decode step, 17 and 18 in launches of 4, 2 and 1 tokens (CUDA:
+     * the matrix-vector kernels, up to 4 tokens a launch) */
     const int64_t mm_shapes[][3] = {{1, 64, 172},    {7, 256, 1000},  {1, 4096, 1024}, {33, 512, 300}, {2, 32, 1},
                                     {130, 96, 20000}, {100, 256, 4096}, {70, 160, 300},  {70, 172, 300}, {3, 20, 9},
                                     {1, 256, 4099},   {5, 128, 8192},   {2, 8192, 64}, {1, 14336, 96},
-                                    {4, 4096, 1000},  {16, 512, 300}};
+                                    {4, 4096, 1000},  {16, 512, 300},   {3, 1024, 500}, {7, 2048, 260}};
     for (int si = 0; si < (int)(sizeof mm_shapes / sizeof mm_shapes[0]); si++)
         for (int ti = 0; ti < n_wtypes; ti++) {
             const int64_t t = mm_shapes[si][0], k = mm_shapes[si][1], n = mm_shapes[si][2];
