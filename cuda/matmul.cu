@@ -57,6 +57,7 @@ struct MatmulArgs {
     size_t row_bytes;    // bytes of one row of w
     int rows_per_block;  // matrix-vector: rows of w per block (8, 4, 2 or 1)
     int mv_u;            // matrix-vector: weight groups per lane and pipeline stage
+    const void *xd;      // q8_0, direct kernel of 2 or 4 tokens: x's digits [T][K / 32] (XDigits2, mvq_digits)
 };
 
 // ---- matrix-vector ------------------------------------------------------------------------------
@@ -413,15 +414,17 @@ __device__ __forceinline__ void direct_store(const MatmulArgs &a, int64_t row0, 
 }
 
 // mvd_kernel<W, R, TOK>, TOK = 1, 2 or 4 tokens (a decode step of one sequence, or of a batch, TOK
-// rows at a time) with f32, f16 or bf16 rows 16-byte aligned and the TOK rows of x fitting in shared
-// memory: the weights go straight from global memory into registers, with no staging, and each
-// weight read serves all TOK tokens. Each warp takes R consecutive rows (one block: 8 warps, 8 R
-// rows); lane l reads 16 bytes at 512 c + 16 l of each row for chunks c, MVD_U chunks of every row
-// in flight before any is used, and the R rows share each x value read from shared memory (x copied
-// there once per block). A lane keeps one sum per row and token; the end reduces them over the warp
-// by shuffles. A standalone prototype of the same design (cuda/bench/mv_direct.cu) streamed f16 at
-// 3.7-4.5 TB/s on the H200, where mv_kernel's staging through shared memory reached 2.6-3.2
-// (docs/benchmarks.md).
+// rows at a time) with f32, f16 or bf16 rows 16-byte aligned: the weights go straight from global
+// memory into registers, with no staging, and each weight read serves all TOK tokens. Each warp
+// takes R consecutive rows (one block: 8 warps, 8 R rows); lane l reads 16 bytes at 512 c + 16 l of
+// each row for chunks c, MVD_U chunks of every row in flight before any is used, and the R rows
+// share each x value read. One token's x is copied into shared memory once per block; the TOK rows
+// of several are read where they are, through L1, which every block on a multiprocessor shares
+// (copies of TOK x rows per block made x, not the weights, the larger traffic: at 4 tokens the
+// products ran at a third of the weights' bandwidth). A lane keeps one sum per row and token; the
+// end reduces them over the warp by shuffles. A standalone prototype of the same design
+// (cuda/bench/mv_direct.cu) streamed f16 at 3.7-4.5 TB/s on the H200, where mv_kernel's staging
+// through shared memory reached 2.6-3.2 (docs/benchmarks.md).
 constexpr int MVD_WARPS = 8, MVD_U = 4;
 constexpr int MV_NT_MAX = 4; // tokens a direct kernel takes at once (more: several launches)
 
@@ -429,11 +432,15 @@ template <int W, int R, int TOK> __global__ void __launch_bounds__(32 * MVD_WARP
 {
     grid_dep_enter();
     constexpr int VPL = W == SIFT_F32 ? 4 : 8, VPC = 32 * VPL; // values per lane and per chunk
-    SIFT_DYNAMIC_SMEM(smem);
-    float *xs = reinterpret_cast<float *>(smem); // [TOK][K]
-    for (int64_t i = threadIdx.x; i < TOK * a.k / 4; i += blockDim.x)
-        reinterpret_cast<float4 *>(xs)[i] = __ldg(reinterpret_cast<const float4 *>(a.x) + i);
-    __syncthreads();
+    const float *xs = a.x; // [TOK][K]
+    if constexpr (TOK == 1) {
+        SIFT_DYNAMIC_SMEM(smem);
+        float *xc = reinterpret_cast<float *>(smem);
+        for (int64_t i = threadIdx.x; i < a.k / 4; i += blockDim.x)
+            reinterpret_cast<float4 *>(xc)[i] = __ldg(reinterpret_cast<const float4 *>(a.x) + i);
+        __syncthreads();
+        xs = xc;
+    }
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int64_t row0 = ((int64_t)blockIdx.x * MVD_WARPS + warp) * R;
     if (row0 >= a.n) return;
@@ -467,17 +474,19 @@ template <int W, int R, int TOK> __global__ void __launch_bounds__(32 * MVD_WARP
     direct_store(a, row0, lane, acc);
 }
 
-// mvq_kernel<R, U, TOK>, TOK = 1, 2 or 4 tokens with q8_0 rows of K a multiple of 256 (planar: a row
-// is K int8 quants, then K / 32 f16 scales, 34 K / 32 bytes, so every row and its quants start
-// 16-byte aligned): the direct design for q8_0. x goes into shared memory as two int8 digits per
-// value, x = s (d0 + d1 / 2^7) per block of 32 (XDigits2), digitized by every block (TOK K / 32 warp
-// steps: x is 4 TOK K bytes from L2 against 34 K / 32 bytes of weights per row and tens of rows per
-// block). Each warp takes R consecutive rows; lane l reads the 16 quants at 512 c + 16 l of each row
-// (and their block's scale) for chunks c, U chunks of every row in flight before any is used; 16
-// quants cost 8 dp4a and one FMA per token, and each weight read serves all TOK tokens. The sums
-// reduce over the warp by shuffles. Two digits rather than mv_kernel's three cut the integer work by
-// a third; the prototype (cuda/bench/mv_direct.cu) measured NMSE 3.6e-9 against f64, far inside the
-// conformance bound.
+// mvq_kernel<R, U, TOK>, TOK = 1, 2 or 4 tokens with q8_0 rows of K a multiple of 256 (planar: a
+// row is K int8 quants, then K / 32 f16 scales, 34 K / 32 bytes, so every row and its quants start
+// 16-byte aligned): the direct design for q8_0. x is taken as two int8 digits per value, x = s (d0 +
+// d1 / 2^7) per block of 32 (XDigits2). For one token every block digitizes x into its shared memory
+// (K / 32 warp steps: x is 4 K bytes from L2 against 34 K / 32 bytes of weights per row and tens of
+// rows per block); for several, mvq_digits does it once for all blocks, into scratch, and the blocks
+// read the digits through L1 (digitizing TOK rows in every block made x's preparation, not the
+// weights, the bound). Each warp takes R consecutive rows; lane l reads the 16 quants at 512 c + 16 l
+// of each row (and their block's scale) for chunks c, U chunks of every row in flight before any is
+// used; 16 quants cost 8 dp4a and one FMA per token, and each weight read serves all TOK tokens. The
+// sums reduce over the warp by shuffles. Two digits rather than mv_kernel's three cut the integer
+// work by a third; the prototype (cuda/bench/mv_direct.cu) measured NMSE 3.6e-9 against f64, far
+// inside the conformance bound.
 struct XDigits2 {
     uint4 d[2][2]; // digit j of values 16 h .. 16 h + 15 in d[j][h]
     float scale;   // s, as in XDigits
@@ -486,33 +495,55 @@ struct XDigits2 {
 static_assert(sizeof(XDigits2) == 96, "XDigits2: 6 16-byte words");
 constexpr int MVQ_WARPS = 8;
 
+// Whole warp: one block of 32 values of x (v: this lane's) into its digits.
+__device__ __forceinline__ void digitize_block(float v, int lane, XDigits2 *b)
+{
+    float sc;
+    const float v0 = x_over_scale(v, &sc);
+    const float d0 = rintf(v0), d1 = rintf((v0 - d0) * 128.0f);
+    reinterpret_cast<signed char *>(b->d[0])[lane] = (signed char)(int)d0;
+    reinterpret_cast<signed char *>(b->d[1])[lane] = (signed char)(int)d1;
+    if (lane == 0) b->scale = sc;
+}
+
+// Warp w of the whole grid (1 .. 8 a block) takes blocks w, w + warps, ... of x ([nb] blocks of 32
+// values, one after the other: several tokens' rows), 8 at a time so that their loads overlap.
+__device__ __forceinline__ void digitize_x(const float *x, int64_t nb, int64_t warp, int64_t warps, XDigits2 *xd)
+{
+    const int lane = (int)threadIdx.x & 31;
+    for (int64_t b0 = warp; b0 < nb; b0 += warps * 8) {
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[j] = b0 + j * warps < nb ? __ldg(x + (b0 + j * warps) * 32 + lane) : 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            if (b0 + j * warps >= nb) break;
+            digitize_block(v[j], lane, xd + b0 + j * warps);
+        }
+    }
+}
+
+// x's digits for mvq_kernel of several tokens: T K / 32 blocks, one warp each.
+__global__ void __launch_bounds__(NT) mvq_digits(const float *x, int64_t nb, XDigits2 *xd)
+{
+    grid_dep_enter();
+    const int64_t warp = ((int64_t)blockIdx.x * NT + threadIdx.x) >> 5;
+    if (warp < nb) digitize_block(__ldg(x + warp * 32 + ((int)threadIdx.x & 31)), (int)threadIdx.x & 31, xd + warp);
+}
+
 template <int R, int U, int TOK> __global__ void __launch_bounds__(32 * MVQ_WARPS) mvq_kernel(const MatmulArgs a)
 {
     grid_dep_enter();
-    SIFT_DYNAMIC_SMEM(smem);
-    XDigits2 *xd = reinterpret_cast<XDigits2 *>(smem); // [TOK][K / 32]
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int64_t nb = a.k / 32, nch = (a.k + 511) / 512; // blocks of 32 and chunks of 512 quants per row
-    // x's digits: warp w takes blocks w, w + 8, ... of the TOK rows (one after the other, as x and
-    // xd hold them), 8 at a time so that their loads overlap
-    const int64_t nbt = TOK * nb;
-    for (int64_t b0 = warp; b0 < nbt; b0 += MVQ_WARPS * 8) {
-        float v[8];
-#pragma unroll
-        for (int j = 0; j < 8; j++) v[j] = b0 + j * MVQ_WARPS < nbt ? __ldg(a.x + (b0 + j * MVQ_WARPS) * 32 + lane) : 0.0f;
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            if (b0 + j * MVQ_WARPS >= nbt) break;
-            XDigits2 *b = xd + b0 + j * MVQ_WARPS;
-            float sc;
-            const float v0 = x_over_scale(v[j], &sc);
-            const float d0 = rintf(v0), d1 = rintf((v0 - d0) * 128.0f);
-            reinterpret_cast<signed char *>(b->d[0])[lane] = (signed char)(int)d0;
-            reinterpret_cast<signed char *>(b->d[1])[lane] = (signed char)(int)d1;
-            if (lane == 0) b->scale = sc;
-        }
+    const XDigits2 *xd = static_cast<const XDigits2 *>(a.xd); // [TOK][K / 32]
+    if constexpr (TOK == 1) { // this block's own digits, in shared memory
+        SIFT_DYNAMIC_SMEM(smem);
+        XDigits2 *xs = reinterpret_cast<XDigits2 *>(smem);
+        digitize_x(a.x, nb, warp, MVQ_WARPS, xs);
+        __syncthreads();
+        xd = xs;
     }
-    __syncthreads();
     const int64_t row0 = ((int64_t)blockIdx.x * MVQ_WARPS + warp) * R;
     if (row0 >= a.n) return;
     const unsigned char *rows[R];
@@ -538,8 +569,8 @@ template <int R, int U, int TOK> __global__ void __launch_bounds__(32 * MVQ_WARP
 #pragma unroll
             for (int t = 0; t < TOK; t++) {
                 const XDigits2 *b = xd + t * nb + e / 32;
-                const uint4 x0 = b->d[0][h], x1 = b->d[1][h];
-                const float s = b->scale;
+                const uint4 x0 = TOK == 1 ? b->d[0][h] : __ldg(&b->d[0][h]), x1 = TOK == 1 ? b->d[1][h] : __ldg(&b->d[1][h]);
+                const float s = TOK == 1 ? b->scale : __ldg(&b->scale);
                 const unsigned xw0[4] = {x0.x, x0.y, x0.z, x0.w}, xw1[4] = {x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
                 for (int r = 0; r < R; r++) {
@@ -644,11 +675,12 @@ static MvKernel mv_kernel_for(int wtype)
     }
 }
 
-// The direct matrix-vector kernels for R rows per warp (1 or 2) and NT tokens (1, 2 or 4); q8_0 with
+// The direct matrix-vector kernels for R rows per warp (1 or 2) and nt tokens (1, 2 or 4); q8_0 with
 // U = 4 chunks in flight.
 template <int W, int R> static MvKernel mvd_for_tokens(int nt)
 {
-    return nt == 1 ? &mvd_kernel<W, R, 1> : nt == 2 ? &mvd_kernel<W, R, 2> : &mvd_kernel<W, R, 4>;
+    if constexpr (R == 1) return nt == 1 ? &mvd_kernel<W, 1, 1> : nt == 2 ? &mvd_kernel<W, 1, 2> : &mvd_kernel<W, 1, 4>;
+    else return &mvd_kernel<W, R, 1>; // several tokens: one row a warp (matvec_launch)
 }
 template <int R> static MvKernel mvq_for_tokens(int nt)
 {
@@ -664,19 +696,18 @@ static MvKernel direct_kernel_for(int wtype, int R, int nt)
     }
 }
 
-// The shared memory a direct kernel needs for one token's x: q8_0 its digits, the others x itself.
+// The shared memory a direct kernel of one token needs for x: q8_0 its digits, the others x itself.
 static size_t direct_x_bytes(int wtype, int64_t k)
 {
     return wtype == SIFT_Q8_0 ? (size_t)k / 32 * sizeof(XDigits2) : (size_t)k * sizeof(float);
 }
 
-// Tokens a direct kernel takes at once for a product of t tokens: the most of 4, 2, 1 up to t whose
-// x fits in shared memory (with 1 KiB to spare); 0 where not even one does.
-static int direct_tokens(const sift_cuda_device *dev, int wtype, int64_t k, int64_t t)
+// Tokens a direct kernel takes at once for a product of t tokens: the most of 4, 2, 1 up to t.
+static int direct_tokens(int64_t t)
 {
-    for (int nt = MV_NT_MAX; nt >= 1; nt /= 2)
-        if (nt <= t && (size_t)nt * direct_x_bytes(wtype, k) + 1024 <= dev->smem_optin) return nt;
-    return 0;
+    int nt = MV_NT_MAX;
+    while (nt > t) nt /= 2;
+    return nt;
 }
 
 // Dynamic shared memory of a plan of nw warps: their x slices, then their rings.
@@ -744,7 +775,8 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
     return cudaSuccess;
 }
 
-// path (MM_*); matrix-vector: warps, rows_per_block, groups_per_lane, smem.
+// path (MM_*); matrix-vector: warps, rows_per_block, groups_per_lane, smem; direct: tokens, and for q8_0 of
+// several tokens scratch_bytes (x's digits).
 extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
     if (is_kquant((int)n->src[1]->dtype)) return kquant_matmul_plan(dev, n, plan); // matmul_kquant.cu
@@ -763,20 +795,23 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
     // (q rows are even, which the funnel shifts need)
     const bool vec = a.t == 1 && a.k > 0 && xp % 16 == 0 && a.k % fmt_group(w) == 0 &&
                      (quant ? wp % 2 == 0 : wp % 16 == 0 && a.row_bytes % 16 == 0);
-    const int nt = a.t == 1 ? direct_tokens(dev, w, a.k, tokens) : 0; // tokens a direct launch takes
+    // the direct kernels: one token's x (or its digits) must fit in shared memory
+    const bool direct_fits = a.t == 1 && direct_x_bytes(w, a.k) + 1024 <= dev->smem_optin;
+    const int nt = direct_tokens(tokens); // tokens a direct launch takes
     // q8_0 (planar rows): the direct kernel where rows are 16-byte aligned (K % 256 == 0) and x's
     // digits fit in shared memory, else the tiled kernel. R: 2 rows a warp for long rows (the down
     // projection's K = 14336) and for the logits' 10^5 rows, else 1: the best of the prototype's
     // variants on the H200 at those shapes (2 and 4 rows, 4 and 8 chunks in flight).
     if (w == SIFT_Q8_0) {
-        if (a.k > 0 && a.k % 256 == 0 && wp % 16 == 0 && nt > 0) {
+        if (a.k > 0 && a.k % 256 == 0 && wp % 16 == 0 && direct_fits) {
             plan->rows_per_block = a.n >= 65536 || a.k >= 8192 ? 2 : 1;
             if ((a.n + MVQ_WARPS * plan->rows_per_block - 1) / (MVQ_WARPS * plan->rows_per_block) > 2147483647)
                 return beyond_limit(plan, "a matrix-vector product of more than 2^33 rows");
             plan->path = MM_DIRECT;
             plan->warps = MVQ_WARPS;
             plan->tokens = nt;
-            plan->smem = nt * direct_x_bytes(w, a.k);
+            plan->smem = direct_x_bytes(w, a.k);
+            if (nt > 1) plan->scratch_bytes = (size_t)tokens * (size_t)(a.k / 32) * sizeof(XDigits2); // x's digits
             return cudaSuccess;
         }
         if ((a.t + GT - 1) / GT > 2147483647 || (a.n + GN - 1) / GN > 65535)
@@ -786,13 +821,13 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
     }
     // f32/f16/bf16 with x in shared memory: the direct kernel, 2 rows a warp where that still gives
     // every multiprocessor two blocks, else 1 (the k/v products' 1024 rows)
-    if (vec && !quant && nt > 0) {
+    if (vec && !quant && direct_fits) {
         if ((a.n + MVD_WARPS - 1) / MVD_WARPS > 2147483647) return beyond_limit(plan, "a matrix-vector product of more than 2^34 rows");
         plan->path = MM_DIRECT;
         plan->warps = MVD_WARPS;
         plan->rows_per_block = a.n >= (int64_t)2 * 2 * MVD_WARPS * dev->sm_count ? 2 : 1;
         plan->tokens = nt;
-        plan->smem = nt * direct_x_bytes(w, a.k);
+        plan->smem = direct_x_bytes(w, a.k);
         return cudaSuccess;
     }
     // R: 8 rows per row group unless that leaves a multiprocessor without one, where x's share of
@@ -820,7 +855,7 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
 }
 
 // The matrix-vector product of nt tokens from a.x on the plan's path: MM_VEC one token, MM_DIRECT
-// nt = 1, 2 or 4 (up to the plan's tokens), with the shared memory of nt rows of x.
+// nt = 1, 2 or 4 (up to the plan's tokens; one token's x in shared memory, several through L1).
 static cudaError_t matvec_launch(const sift_cuda_device *dev, const sift_cuda_plan *plan, const MatmulArgs &a, int nt,
                                  cudaStream_t st)
 {
@@ -830,20 +865,28 @@ static cudaError_t matvec_launch(const sift_cuda_device *dev, const sift_cuda_pl
         const unsigned blocks = (unsigned)(groups < dev->sm_count ? groups : dev->sm_count);
         return launch(mv_kernel_for(a.wtype), dim3(blocks), dim3(32 * plan->warps), plan->smem, st, a);
     }
-    const int64_t per_block = (int64_t)plan->warps * a.rows_per_block;
-    return launch(direct_kernel_for(a.wtype, a.rows_per_block, nt), dim3((unsigned)((a.n + per_block - 1) / per_block)),
-                  dim3(32 * plan->warps), plan->smem / plan->tokens * nt, st, a);
+    // f32/f16/bf16 of several tokens: one row a warp (with two, ptxas spilled the x values it hoisted)
+    const int R = nt > 1 && a.wtype != SIFT_Q8_0 ? 1 : a.rows_per_block;
+    const int64_t per_block = (int64_t)plan->warps * R;
+    return launch(direct_kernel_for(a.wtype, R, nt), dim3((unsigned)((a.n + per_block - 1) / per_block)),
+                  dim3(32 * plan->warps), nt == 1 ? plan->smem : 0, st, a);
 }
 
 extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, const sift_node *n,
                                                const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
-    (void)scratch;
     if (is_kquant((int)n->src[1]->dtype)) return kquant_matmul_launch(dev, n, plan, st); // matmul_kquant.cu
-    const MatmulArgs a = matmul_args(n, plan);
+    MatmulArgs a = matmul_args(n, plan);
     switch (plan->path) {
     case MM_VEC:
     case MM_DIRECT: // up to MV_TOKENS tokens, the plan's tokens (MM_VEC: one) at a time
+        if (plan->path == MM_DIRECT && a.wtype == SIFT_Q8_0 && plan->tokens > 1) { // x's digits, once for all blocks
+            const int64_t nb = a.t * (a.k / 32);
+            const cudaError_t e = launch(mvq_digits, dim3((unsigned)((nb + NT / 32 - 1) / (NT / 32))), dim3(NT), 0, st, a.x, nb,
+                                         static_cast<XDigits2 *>(scratch));
+            if (e != cudaSuccess) return e;
+            a.xd = scratch;
+        }
         for (int64_t t = 0; t < a.t;) {
             int nt = plan->path == MM_DIRECT ? plan->tokens : 1;
             while (nt > a.t - t) nt /= 2;
@@ -851,6 +894,7 @@ extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, cons
             part.t = nt;
             part.x = a.x + t * a.k;
             part.out = a.out + t * a.n;
+            if (a.xd) part.xd = static_cast<const XDigits2 *>(a.xd) + t * (a.k / 32);
             const cudaError_t e = matvec_launch(dev, plan, part, nt, st);
             if (e != cudaSuccess) return e;
             t += nt;
