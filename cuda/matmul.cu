@@ -865,8 +865,11 @@ static cudaError_t matvec_launch(const sift_cuda_device *dev, const sift_cuda_pl
         const unsigned blocks = (unsigned)(groups < dev->sm_count ? groups : dev->sm_count);
         return launch(mv_kernel_for(a.wtype), dim3(blocks), dim3(32 * plan->warps), plan->smem, st, a);
     }
-    // f32/f16/bf16 of several tokens: one row a warp (with two, ptxas spilled the x values it hoisted)
-    const int R = nt > 1 && a.wtype != SIFT_Q8_0 ? 1 : a.rows_per_block;
+    // Several tokens: q8_0 two rows a warp, which halves the x digits read per weight (on the H200,
+    // 4 and 16 tokens: 1 row 22.0 / 60.4 us for q/o, 2 rows 16.8 / 47.0, 4 rows 21.5 / 51.9; 2 rows
+    // gave the fastest decode step, docs/benchmarks.md); f32/f16/bf16 one (with two, ptxas spilled
+    // the x values it hoisted).
+    const int R = nt == 1 ? a.rows_per_block : a.wtype == SIFT_Q8_0 ? 2 : 1;
     const int64_t per_block = (int64_t)plan->warps * R;
     return launch(direct_kernel_for(a.wtype, R, nt), dim3((unsigned)((a.n + per_block - 1) / per_block)),
                   dim3(32 * plan->warps), nt == 1 ? plan->smem : 0, st, a);
