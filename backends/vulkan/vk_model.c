@@ -17,8 +17,11 @@
 static uint32_t ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
 static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
-/* Tokens per dispatch of matvec.comp; more go to matmul.comp's tiles. */
+/* Tokens per dispatch of matvec.comp, and the most a product may have to run on it (a batched decode
+ * step's few rows, in dispatches of up to VK_MATVEC_MAX_T); more go to matmul.comp's tiles. On the
+ * H200 (8B Q8_0 shapes) two dispatches of 8 tokens took 0.4-0.8x the time of the tiles of 16. */
 #define VK_MATVEC_MAX_T 8u
+#define VK_MATVEC_TOKENS 16u
 /* matmul.comp's tiles shrink (64, 32, 16 rows) while its grid would have fewer workgroups than this
  * (two per SM of a large GPU). */
 #define VK_MATMUL_GROUPS 256u
@@ -185,9 +188,10 @@ sift_status vk_plan_norm(plan *pl, const sift_node *n)
     return SIFT_OK;
 }
 
-/* out [T][N] = x [T][K] w [N][K]^T (+ bias). T <= VK_MATVEC_MAX_T: matvec.comp, R rows per workgroup,
- * the workgroup's invocations over K (decode: the weights streamed once, at bandwidth); otherwise
- * matmul.comp's 64 x 64 tiles (each weight read once per 64 tokens). */
+/* out [T][N] = x [T][K] w [N][K]^T (+ bias). T <= VK_MATVEC_TOKENS: matvec.comp, up to
+ * VK_MATVEC_MAX_T tokens a dispatch, R rows per workgroup, the workgroup's invocations over K (decode:
+ * the weights streamed once per dispatch, at bandwidth); otherwise matmul.comp's 64 x 64 tiles (each
+ * weight read once per 64 tokens). */
 sift_status vk_plan_matmul(plan *pl, const sift_node *n)
 {
     const sift_tensor *x = n->src[0], *w = n->src[1], *bias = n->n_src > 2 ? n->src[2] : NULL;
@@ -204,7 +208,7 @@ sift_status vk_plan_matmul(plan *pl, const sift_node *n)
     spec[VK_SC_M_XALIGN] = k % 4 == 0 && vk_rows_aligned(x);
     const bool quant = spec[VK_SC_M_WT] >= 3;
 
-    if (t > VK_MATVEC_MAX_T) {
+    if (t > VK_MATVEC_TOKENS) {
         push_matmul p = {.x = xr, .w = wr, .bias = br, .out = outr, .k = k, .n = nout, .t = t, .has_bias = bias != NULL};
         /* tiles of 64 rows, or 32 or 16 while the grid would have fewer than VK_MATMUL_GROUPS workgroups */
         uint32_t bn = 64;
@@ -212,24 +216,31 @@ sift_status vk_plan_matmul(plan *pl, const sift_node *n)
         spec[VK_SC_M_R] = bn;
         return vk_dispatch(pl, VK_K_MATMUL, spec, &p, sizeof p, ceil_div(nout, bn), ceil_div(t, 64), 1);
     }
-    /* rows per workgroup: more rows share each x load (most useful for the block types, whose units
-     * are small), but keep >= 1024 workgroups; R * NT <= 16 sums per invocation */
-    uint32_t r = quant ? 4 : 2;
-    while (r > 1 && r * t > 16) r /= 2;
-    while (r > 1 && ceil_div(nout, r) < 1024) r /= 2;
     /* invocations per workgroup: about two units (16 values) each or more */
     const uint32_t units = k / 8;
     uint32_t wgs = units >= 1024 ? 256 : units >= 256 ? 128 : 64;
     if (wgs < be->subgroup) wgs = be->subgroup;
     spec[VK_SC_M_WGS] = wgs;
-    spec[VK_SC_M_NT] = t;
-    spec[VK_SC_M_R] = r;
     spec[VK_SC_M_U] = 2;
-    push_matvec p = {.x = xr, .w = wr, .bias = br, .out = outr, .k = k, .n = nout, .t = t, .has_bias = bias != NULL};
-    const uint32_t groups = ceil_div(nout, r);
-    for (uint32_t g0 = 0; g0 < groups; g0 += be->max_groups[0]) {
-        p.group0 = g0;
-        TRY(vk_dispatch(pl, VK_K_MATVEC, spec, &p, sizeof p, min_u32(groups - g0, be->max_groups[0]), 1, 1));
+    for (uint32_t t0 = 0; t0 < t; t0 += VK_MATVEC_MAX_T) {
+        const uint32_t nt = min_u32(t - t0, VK_MATVEC_MAX_T);
+        /* rows per workgroup: more rows share each x load (most useful for the block types, whose
+         * units are small), but keep >= 1024 workgroups; R * NT <= 16 sums per invocation */
+        uint32_t r = quant ? 4 : 2;
+        while (r > 1 && r * nt > 16) r /= 2;
+        while (r > 1 && ceil_div(nout, r) < 1024) r /= 2;
+        spec[VK_SC_M_NT] = nt;
+        spec[VK_SC_M_R] = r;
+        /* tokens t0 .. t0 + nt - 1: x's and out's rows from t0 on (byte offsets in the references) */
+        vk_tref xc = xr, outc = outr;
+        xc.meta += (uint64_t)t0 * k * sizeof(float);
+        outc.meta += (uint64_t)t0 * nout * sizeof(float);
+        push_matvec p = {.x = xc, .w = wr, .bias = br, .out = outc, .k = k, .n = nout, .t = nt, .has_bias = bias != NULL};
+        const uint32_t groups = ceil_div(nout, r);
+        for (uint32_t g0 = 0; g0 < groups; g0 += be->max_groups[0]) {
+            p.group0 = g0;
+            TRY(vk_dispatch(pl, VK_K_MATVEC, spec, &p, sizeof p, min_u32(groups - g0, be->max_groups[0]), 1, 1));
+        }
     }
     return SIFT_OK;
 }
