@@ -102,7 +102,19 @@ static uint32_t *run_one(const backend *b, const mcase *c, size_t *n_out)
     sift_graph *g = NULL;
     uint32_t *res = NULL;
     for (int i = 0; i < c->n_in; i++)
-        if (c->has[i]) CHECK_OK(upload(b->ctx, &c->in[i], &in[i]), c->name, bname);
+        if (c->has[i] && !(c->op == M_MATMUL && c->variant == 2 && i == 1)) CHECK_OK(upload(b->ctx, &c->in[i], &in[i]), c->name, bname);
+    if (c->op == M_MATMUL && c->variant == 2) { /* f32 w: the first N rows of [N + 1][K], whose last row is +inf */
+        const int64_t k = c->in[1].shape[1], n = c->in[1].shape[0], whole[2] = {n + 1, k};
+        float *infs = malloc((size_t)k * sizeof *infs);
+        if (!infs) exit(2);
+        for (int64_t j = 0; j < k; j++) infs[j] = INFINITY;
+        sift_status st = sift_tensor_create(b->ctx, SIFT_F32, 2, whole, &in[3]);
+        if (st == SIFT_OK) st = sift_tensor_write(in[3], 0, c->in[1].f, (size_t)(n * k) * sizeof(float));
+        if (st == SIFT_OK) st = sift_tensor_write(in[3], (size_t)(n * k) * sizeof(float), infs, (size_t)k * sizeof(float));
+        free(infs);
+        CHECK_OK(st, c->name, bname);
+        CHECK_OK(sift_tensor_view(in[3], SIFT_F32, 2, c->in[1].shape, 0, &in[1]), c->name, bname);
+    }
     CHECK_OK(guarded_new(b->ctx, c->out_dtype, c->out_ndim, c->out_shape, &out), c->name, bname);
     if (c->op == M_KV_WRITE) {
         const host_tensor *h = &c->out_init;
@@ -408,6 +420,14 @@ void cases_model(const suite_options *o)
     /* x's blocks across 48 binades; bound 1e-9: f32 accumulation everywhere, x kept to 2^-21 of each
      * block's largest value or better; q8_0 1e-7: CUDA's decode kernel keeps x as two digits (2^-14
      * of each block's largest value; NMSE about 4e-9 on random x) */
+    /* f32 rows of K % 8 != 0 followed by a row of +inf: a kernel that reads whole units of 8 values
+     * past a row's end (zeros times inf) turns the last row's sums into NaN */
+    for (int64_t t = 1; t <= 70; t += 69) {
+        const mcase c = {.op = M_MATMUL, .t = t, .k = 172, .n = 300, .wt = SIFT_F32, .n_in = 3, .has = {1, 1, 0},
+                         .bound = 1e-7, .variant = 2};
+        snprintf(name, sizeof name, "matmul   [%lld][172] x f32 [300][172], a row of inf past w", (long long)t);
+        add_case(&c, name);
+    }
     for (int ti = 0; ti < 5; ti++) {
         const mcase c = {.op = M_MATMUL, .t = 1, .k = 4096, .n = 300, .wt = wtypes[ti], .n_in = 3, .has = {1, 1, 0},
                          .bound = wtypes[ti] == SIFT_Q8_0 ? 1e-7 : 1e-9, .variant = 1};

@@ -19,7 +19,7 @@ static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
 /* Tokens per dispatch of matvec.comp, and the most a product may have to run on it (a batched decode
  * step's few rows, in dispatches of up to VK_MATVEC_MAX_T); more go to matmul.comp's tiles. On the
- * H200 (8B Q8_0 shapes) two dispatches of 8 tokens took 0.4-0.8x the time of the tiles of 16. */
+ * H200 (8B Q8_0 shapes) two dispatches of 8 tokens took 0.3-0.8x the time of the tiles of 16. */
 #define VK_MATVEC_MAX_T 8u
 #define VK_MATVEC_TOKENS 16u
 /* matmul.comp's tiles shrink (64, 32, 16 rows) while its grid would have fewer workgroups than this
