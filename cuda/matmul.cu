@@ -420,9 +420,9 @@ __device__ __forceinline__ void direct_store(const MatmulArgs &a, int64_t row0, 
 // each row for chunks c, MVD_U chunks of every row in flight before any is used, and the R rows
 // share each x value read. One token's x is copied into shared memory once per block; the TOK rows
 // of several are read where they are, through L1, which every block on a multiprocessor shares
-// (copies of TOK x rows per block made x, not the weights, the larger traffic: at 4 tokens the
-// products ran at a third of the weights' bandwidth). A lane keeps one sum per row and token; the
-// end reduces them over the warp by shuffles. A standalone prototype of the same design
+// (a copy of TOK x rows in every block made x, not the weights, the larger traffic: on the H200, 4
+// tokens of f16 took 2.5x one token's time for q/o, against 1.8x read through L1). A lane keeps one
+// sum per row and token; the end reduces them over the warp by shuffles. A standalone prototype of the same design
 // (cuda/bench/mv_direct.cu) streamed f16 at 3.7-4.5 TB/s on the H200, where mv_kernel's staging
 // through shared memory reached 2.6-3.2 (docs/benchmarks.md).
 constexpr int MVD_WARPS = 8, MVD_U = 4;
