@@ -136,7 +136,11 @@ static void paging(const model_run *t, float *outs)
     RUN_OK(sift_session_eval_seq(s, 1, t->toks, 48, a), "48 tokens after the rewind");
     RUN_OK(sift_session_eval_seq(s, 0, t->toks + 16, 16, b), "sequence 0 again");
     RUN_OK(run(t, &paged, 0, 32, 0, rows, NULL), "32 tokens alone");
-    check(nmse(rows, b, NV) <= 1e-10, t->name, t->bname, "rewind to 16, the same 16 tokens again = never rewound", nmse(rows, b, NV));
+    /* close to exact on the CPU; a GPU may take another kernel for 16 rows (a batched step's
+     * matrix-vector products) than for 32 (prefill's tiles), which rounds differently */
+    const double rewind_bound = strcmp(t->bname, "cpu") == 0 ? 1e-10 : 1e-6;
+    check(nmse(rows, b, NV) <= rewind_bound, t->name, t->bname, "rewind to 16, the same 16 tokens again = never rewound",
+          nmse(rows, b, NV));
     RUN_OK(run(t, &paged, 0, 48, 0, rows, NULL), "48 tokens alone");
     check(nmse(rows, a, NV) <= 1e-10, t->name, t->bname, "the other sequence, in pages freed by the rewind = alone", nmse(rows, a, NV));
 out:
