@@ -63,7 +63,7 @@ struct MatmulArgs {
 // ---- matrix-vector ------------------------------------------------------------------------------
 
 constexpr int MV_WARPS = 16, MV_THREADS = 32 * MV_WARPS; // one block of (at most) 16 warps per multiprocessor
-constexpr int64_t MV_TOKENS = 16;     // products of up to this many tokens run the matrix-vector kernels per token
+constexpr int64_t MV_TOKENS = 16;     // products of up to this many tokens run the matrix-vector kernels
 constexpr int MV_STAGES = 3;          // depth of each warp's cp.async ring
 constexpr int XDIGIT_BYTES = 112;     // q4_0: one block of x as digits (XDigits)
 constexpr int MV_STAGE_BUDGET = 2560; // bytes of weights per warp and stage, at most (more or deeper gained nothing on the H200)
@@ -775,8 +775,8 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
     return cudaSuccess;
 }
 
-// path (MM_*); matrix-vector: warps, rows_per_block, groups_per_lane, smem; direct: tokens, and for q8_0 of
-// several tokens scratch_bytes (x's digits).
+// path (MM_*); matrix-vector: warps, rows_per_block, groups_per_lane, smem; q8_0 direct of several tokens:
+// scratch_bytes (x's digits).
 extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
     if (is_kquant((int)n->src[1]->dtype)) return kquant_matmul_plan(dev, n, plan); // matmul_kquant.cu
@@ -797,7 +797,6 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
                      (quant ? wp % 2 == 0 : wp % 16 == 0 && a.row_bytes % 16 == 0);
     // the direct kernels: one token's x (or its digits) must fit in shared memory
     const bool direct_fits = a.t == 1 && direct_x_bytes(w, a.k) + 1024 <= dev->smem_optin;
-    const int nt = direct_tokens(tokens); // tokens a direct launch takes
     // q8_0 (planar rows): the direct kernel where rows are 16-byte aligned (K % 256 == 0) and x's
     // digits fit in shared memory, else the tiled kernel. R: 2 rows a warp for long rows (the down
     // projection's K = 14336) and for the logits' 10^5 rows, else 1: the best of the prototype's
@@ -809,9 +808,8 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
                 return beyond_limit(plan, "a matrix-vector product of more than 2^33 rows");
             plan->path = MM_DIRECT;
             plan->warps = MVQ_WARPS;
-            plan->tokens = nt;
             plan->smem = direct_x_bytes(w, a.k);
-            if (nt > 1) plan->scratch_bytes = (size_t)tokens * (size_t)(a.k / 32) * sizeof(XDigits2); // x's digits
+            if (tokens > 1) plan->scratch_bytes = (size_t)tokens * (size_t)(a.k / 32) * sizeof(XDigits2); // x's digits
             return cudaSuccess;
         }
         if ((a.t + GT - 1) / GT > 2147483647 || (a.n + GN - 1) / GN > 65535)
@@ -826,7 +824,6 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
         plan->path = MM_DIRECT;
         plan->warps = MVD_WARPS;
         plan->rows_per_block = a.n >= (int64_t)2 * 2 * MVD_WARPS * dev->sm_count ? 2 : 1;
-        plan->tokens = nt;
         plan->smem = direct_x_bytes(w, a.k);
         return cudaSuccess;
     }
@@ -855,7 +852,7 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
 }
 
 // The matrix-vector product of nt tokens from a.x on the plan's path: MM_VEC one token, MM_DIRECT
-// nt = 1, 2 or 4 (up to the plan's tokens; one token's x in shared memory, several through L1).
+// nt = 1, 2 or 4 (one token's x in shared memory, several through L1).
 static cudaError_t matvec_launch(const sift_cuda_device *dev, const sift_cuda_plan *plan, const MatmulArgs &a, int nt,
                                  cudaStream_t st)
 {
@@ -882,8 +879,8 @@ extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, cons
     MatmulArgs a = matmul_args(n, plan);
     switch (plan->path) {
     case MM_VEC:
-    case MM_DIRECT: // up to MV_TOKENS tokens, the plan's tokens (MM_VEC: one) at a time
-        if (plan->path == MM_DIRECT && a.wtype == SIFT_Q8_0 && plan->tokens > 1) { // x's digits, once for all blocks
+    case MM_DIRECT: // up to MV_TOKENS tokens: MM_VEC one a launch, MM_DIRECT 4, 2, 1 (direct_tokens)
+        if (plan->path == MM_DIRECT && a.wtype == SIFT_Q8_0 && a.t > 1) { // x's digits, once for all blocks
             const int64_t nb = a.t * (a.k / 32);
             const cudaError_t e = launch(mvq_digits, dim3((unsigned)((nb + NT / 32 - 1) / (NT / 32))), dim3(NT), 0, st, a.x, nb,
                                          static_cast<XDigits2 *>(scratch));
@@ -891,8 +888,7 @@ extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, cons
             a.xd = scratch;
         }
         for (int64_t t = 0; t < a.t;) {
-            int nt = plan->path == MM_DIRECT ? plan->tokens : 1;
-            while (nt > a.t - t) nt /= 2;
+            const int nt = plan->path == MM_DIRECT ? direct_tokens(a.t - t) : 1;
             MatmulArgs part = a;
             part.t = nt;
             part.x = a.x + t * a.k;

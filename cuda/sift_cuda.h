@@ -49,8 +49,6 @@ typedef struct sift_cuda_plan {
     int warps;            /* matmul, matrix-vector: warps per block */
     int rows_per_block;   /* matmul, matrix-vector: rows of w per row group */
     int groups_per_lane;  /* matmul, matrix-vector: weight groups per lane and pipeline stage */
-    int tokens;           /* matmul, direct matrix-vector kernels: tokens per launch (one read of the weights
-                           * serves them all) */
     size_t smem;          /* matmul, matrix-vector: dynamic shared memory per block */
     size_t scratch_bytes; /* device scratch the launches need (vote partials, radix buffers, attention partials) */
     size_t zeroed_bytes;  /* device state that is zero before and after every run of the node (tickets, radix

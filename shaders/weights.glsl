@@ -82,11 +82,6 @@ struct WUnit {
     uvec4 a, b;
 };
 
-// Loads unit u (values 8u .. 8u + 7) of the row starting at storage byte rb. For float types, values
-// at or past K read as zero (the tail of a row whose length is not a multiple of 8: its last unit is
-// read value by value even where rows are aligned, since whole-unit loads would take the next row's
-// values, or bytes past the tensor, which matmul.comp then multiplies by x's zeros: NaN where they
-// held an inf or a NaN).
 // The scale and min of sub-block j of a q4_k / q5_k super-block, from its first 16 bytes: h0 =
 // (d | dmin << 16, scales 0-3), h1 = (scales 4-7, scales 8-11) (engine/quant.h has the packing).
 void k_scale_min(uvec2 h0, uvec2 h1, uint j, out uint sc, out uint m)
@@ -101,6 +96,11 @@ void k_scale_min(uvec2 h0, uvec2 h1, uint j, out uint sc, out uint m)
     }
 }
 
+// Loads unit u (values 8u .. 8u + 7) of the row starting at storage byte rb. For float types, values
+// at or past K read as zero (the tail of a row whose length is not a multiple of 8: its last unit is
+// read value by value even where rows are aligned, since whole-unit loads would take the next row's
+// values, or bytes past the tensor, which matmul.comp then multiplies by x's zeros: NaN where they
+// held an inf or a NaN).
 WUnit w_load(TRef t, uint64_t rb, uint u, uint K)
 {
     WUnit r;
