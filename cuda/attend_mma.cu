@@ -129,16 +129,22 @@ template <int D>
 __device__ __forceinline__ void qk_fragment(const unsigned char *ks, int r0, const unsigned (&qb)[D / 16][2], float (&acc)[4])
 {
     const int lane = (int)threadIdx.x & 31;
+    // two accumulators (even and odd k-steps): two chains of dependent mma, each half as long
+    float odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
     const int r = r0 + (lane & 7) + ((lane >> 3) & 1) * 8;
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
         unsigned af[4];
         ldmatrix_x4(af, ks + tile_off<D>(r, 2 * kk + (lane >> 4)));
-        mma_16816(acc, af, qb[kk]);
+        if (kk & 1) mma_16816(odd, af, qb[kk]);
+        else mma_16816(acc, af, qb[kk]);
     }
 #pragma unroll
-    for (int i = 0; i < 4; i++) acc[i] += __shfl_xor_sync(FULL, acc[i], 2); // hi + lo
+    for (int i = 0; i < 4; i++) {
+        acc[i] += odd[i];
+        acc[i] += __shfl_xor_sync(FULL, acc[i], 2); // hi + lo
+    }
 }
 
 template <int D>
@@ -175,6 +181,23 @@ __global__ void __launch_bounds__(32 * MMA_WARPS) attend_mma_kernel(const Attend
         unsigned char *ks = smem + (size_t)(tile % MMA_STAGES) * C::STAGE, *vs = ks + C::TK * C::RB;
         const int64_t tb = beg + (int64_t)tile * C::TK;
         const int ch = lane % C::CPR;
+        // entries past the list are consecutive positions: one lookup a tile where they share a page
+        const int count = (int)min((int64_t)C::TK, end - tb);
+        const int32_t run = idx && tb < a.list_len ? -2 : locate_run(a.kv.k, a.kv.ncap, a.range0 + tb, count);
+        if (run != -2) {
+            const bool ok = run >= 0;
+            const __half *kp = kv_at<const __half>(a.kv.k, kvh, ok ? run : 0) + ch * 8;
+            const __half *vp = kv_at<const __half>(a.kv.v, kvh, ok ? run : 0) + ch * 8;
+#pragma unroll
+            for (int i = 0; i < C::CPL; i++) {
+                const int r = lane / C::CPR + C::RPI * i;
+                const int64_t at = (int64_t)(r < count ? r : 0) * a.kv.k.stride1; // a row of the run even where r is past it
+                cp_async16(ks + tile_off<D>(r, ch), kp + at, ok && r < count);
+                cp_async16(vs + tile_off<D>(r, ch), vp + at, ok && r < count);
+            }
+            if (lane == 0) MASK[tile % MMA_STAGES] = ok ? (count >= 32 ? ~0u : (1u << count) - 1u) : 0u;
+            return;
+        }
         unsigned mask = 0;
 #pragma unroll
         for (int i = 0; i < C::CPL; i++) {
@@ -248,10 +271,13 @@ __global__ void __launch_bounds__(32 * MMA_WARPS) attend_mma_kernel(const Attend
         }
         lA = lA * cA + pA;
         lB = lB * cB + pB;
+        // the running max rarely moves once a few tiles are in: rescale only when it did, for some head
+        if (__ballot_sync(FULL, cA != 1.0f || cB != 1.0f) != 0u) {
 #pragma unroll
-        for (int mt = 0; mt < C::KS; mt++) {
-            o[mt][0] *= cA, o[mt][2] *= cA;
-            o[mt][1] *= cB, o[mt][3] *= cB;
+            for (int mt = 0; mt < C::KS; mt++) {
+                o[mt][0] *= cA, o[mt][2] *= cA;
+                o[mt][1] *= cB, o[mt][3] *= cB;
+            }
         }
         // p to the B layout: P[head][key], written by the lanes of part 0 (parts 1 hold the same)
         if (c < 2) {
@@ -360,6 +386,17 @@ template <int D> __global__ void __launch_bounds__(32) score_mma_kernel(const Sc
         unsigned char *ks = smem + (size_t)(tile % MMA_STAGES) * C::STAGE;
         const int64_t tb = beg + (int64_t)tile * C::TK;
         const int ch = lane % C::CPR;
+        const int count = (int)min((int64_t)C::TK, end - tb);
+        const int32_t run = locate_run(a.kv.k, a.kv.ncap, a.begin + tb, count); // one lookup a tile where it can
+        if (run != -2) {
+            const __half *kp = kv_at<const __half>(a.kv.k, kvh, run >= 0 ? run : 0) + ch * 8;
+#pragma unroll
+            for (int i = 0; i < C::CPL; i++) {
+                const int r = lane / C::CPR + C::RPI * i;
+                cp_async16(ks + tile_off<D>(r, ch), kp + (int64_t)(r < count ? r : 0) * a.kv.k.stride1, run >= 0 && r < count);
+            }
+            return;
+        }
 #pragma unroll
         for (int i = 0; i < C::CPL; i++) {
             const int r = lane / C::CPR + C::RPI * i;

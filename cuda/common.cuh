@@ -71,6 +71,16 @@ __device__ __forceinline__ int32_t kv_locate(const RowMap &r, int64_t ncap, int6
     if (page < 0 || page >= r.pool_pages) return -1;
     return (page << r.page_shift) | (p & ((1 << r.page_shift) - 1));
 }
+// locate_run: the first physical row of positions p0 .. p0 + count - 1 when they are consecutive rows
+// of one page (or of a plain tensor) inside [0, ncap), -1 when that page is absent; -2 when the run
+// is not of one page (the caller then locates row by row). A tile of consecutive positions costs one
+// lookup instead of one a row.
+__device__ __forceinline__ int32_t locate_run(const RowMap &r, int64_t ncap, int64_t p0, int count)
+{
+    if (p0 < 0 || p0 + count > ncap) return -2;
+    if (r.pages != nullptr && ((p0 ^ (p0 + count - 1)) >> r.page_shift) != 0) return -2;
+    return kv_locate(r, ncap, p0);
+}
 // kv_at: physical row -> address of its first element in KV head g.
 // (Rows of the host pool, past dev_rows, are in host_base; one uniform branch without a host pool.)
 template <typename T> __device__ __forceinline__ T *kv_at(const RowMap &r, int g, int32_t row)
