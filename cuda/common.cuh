@@ -532,8 +532,8 @@ cudaError_t matmul_init(const sift_cuda_device *dev);
 cudaError_t score_max_init(const sift_cuda_device *dev);
 
 // Whether kernels launched on the current device may overlap their launch with the kernel before
-// them (programmatic dependent launch: compute capability 9.0 and later, with SIFT_CUDA_PDL=1; off
-// by default); set by sift_cuda_init for its device.
+// them (programmatic dependent launch: compute capability 9.0 and later, unless SIFT_CUDA_PDL=0);
+// set by sift_cuda_init for its device.
 bool pdl_on_current_device();
 
 // Host: launches kernel k on stream st and returns the launch error (in the emulator: runs it).
