@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every CUDA kernel must begin with grid_dep_enter() (cuda/common.cuh): with SIFT_CUDA_PDL=1, launches
+# Every CUDA kernel must begin with grid_dep_enter() (cuda/common.cuh): by default (SIFT_CUDA_PDL=0 turns it off) launches
 # are programmatic on sm_90 and later, so a kernel that reads or writes memory before that wait races the kernel before
 # it, on the GPU only, and nowhere the emulator or the CPU tests can see. This reads the sources:
 # the line after each __global__ function's opening brace.
