@@ -574,6 +574,8 @@ void cases_cache(const suite_options *o)
         {8, 8, 64, SIFT_F16, 1000, 16, 7, POOLS_ONE},     {32, 8, 128, SIFT_F16, 4096, 64, 33, POOLS_ONE},
         {28, 4, 128, SIFT_F32, 777, 1, 5, POOLS_ONE},     {8, 1, 64, SIFT_F32, 255, 256, 1, POOLS_ONE},
         {8, 4, 8, SIFT_F32, 300, 16, 20, POOLS_ONE},      {32, 8, 128, SIFT_F16, big, 256, 3, POOLS_ONE},
+        /* pages of 8 rows, under the 16 rows of a tensor-core stage: every stage spans two pages */
+        {32, 8, 128, SIFT_F16, 1500, 8, 6, POOLS_ONE},
         /* KV offload: pages in a device pool and a host pool */
         {8, 8, 64, SIFT_F16, 1000, 16, 7, POOLS_KV},      {32, 8, 128, SIFT_F16, 2000, 64, 9, POOLS_KV},
         {28, 4, 128, SIFT_F32, 777, 1, 5, POOLS_KV},      {8, 4, 8, SIFT_F32, 300, 16, 20, POOLS_V},
