@@ -170,8 +170,11 @@ typedef struct sift_backend_vtable {
     void (*tensor_free)(void *be, sift_tensor *t);
     sift_status (*tensor_write)(void *be, sift_tensor *t, size_t offset, const void *src, size_t bytes);
     sift_status (*tensor_read)(void *be, const sift_tensor *t, size_t offset, void *dst, size_t bytes);
-    /* Runs all nodes in order. node_us is NULL or has g->n_nodes entries to fill with device time. */
-    sift_status (*graph_compute)(void *be, sift_graph *g, double *node_us);
+    /* Runs all nodes in order. At most one of node_us and span_us is not NULL: node_us has
+     * g->n_nodes entries to fill with each node's device time (a timestamp between nodes, which
+     * keeps them apart); *span_us gets the device time of the whole run, timed at its two ends
+     * only, the nodes running as they do untimed. */
+    sift_status (*graph_compute)(void *be, sift_graph *g, double *node_us, double *span_us);
     /* Frees g->backend_cache (may be NULL). */
     void (*graph_release)(void *be, sift_graph *g);
     /* Validation-layer messages seen so far (NULL where the backend has none). */

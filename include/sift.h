@@ -735,6 +735,12 @@ SIFT_API sift_status sift_graph_compute(sift_graph *g);
 /* As sift_graph_compute, and writes each node's device time in microseconds (GPU timestamps on
  * Vulkan, events on CUDA, wall clock on CPU) into node_us[sift_graph_node_count(g)]. */
 SIFT_API sift_status sift_graph_compute_timed(sift_graph *g, double *node_us);
+/* As sift_graph_compute, and writes the device time of the whole run in microseconds into *us,
+ * timed at its two ends only (GPU timestamps on Vulkan, events on CUDA, wall clock on CPU): the
+ * nodes overlap and skip as they do in an untimed run, where sift_graph_compute_timed's timestamps
+ * between nodes keep each node apart. So a run's span is at most, and often less than, the sum
+ * of its nodes' times. */
+SIFT_API sift_status sift_graph_compute_span(sift_graph *g, double *us);
 SIFT_API int sift_graph_node_count(const sift_graph *g);
 /* The op of a node, as the sift_op_ function that made it is named without its prefix
  * ("score", "gather_attend", "kv_write", ...; gather_attend_rope's node is "gather_attend"). */

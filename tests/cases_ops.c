@@ -590,7 +590,8 @@ static void ops_case(sift_context *cpu, sift_context *dut, int hq, int hkv, int 
     free(L.q), free(L.k), free(L.v);
 }
 
-/* The decode graph computed `runs` times (untimed and timed alternately): same output each time. */
+/* The decode graph computed `runs` times (untimed, timed node by node and timed as one in turn): same
+ * output each time, and a span that is a time. */
 static void repeat_case(sift_context *cpu, sift_context *dut, int hq, int hkv, int64_t n, sift_vote_mode vote, int runs)
 {
     const int d = 128;
@@ -614,9 +615,15 @@ static void repeat_case(sift_context *cpu, sift_context *dut, int hq, int hkv, i
         sift_tensor *idx;
         TRY(sift_attn_graph(ctxs[c], &cfg, q.view, k.view, v.view, o.view, &g, &idx));
         for (int r = 0; r < (c ? runs : 1); r++) {
-            double us[8];
-            if (r % 2) TRY(sift_graph_compute_timed(g, us));
+            double us[8], span = -1.0;
+            if (r % 3 == 1) TRY(sift_graph_compute_timed(g, us));
+            else if (r % 3 == 2) TRY(sift_graph_compute_span(g, &span));
             else TRY(compute_checked(g));
+            if (r % 3 == 2) {
+                char name[160];
+                snprintf(name, sizeof name, "repeat run %d H=%d/%d N=%lld span (us)", r, hq, hkv, (long long)n);
+                report(name, running_backend, "span-us", span, 0.0, span > 0.0 && span < 1e9);
+            }
             float *dst = c ? got : ref;
             int32_t *idst = c ? igot : iref;
             TRY(sift_tensor_read(o.view, 0, dst, (size_t)hq * d * 4));
@@ -715,7 +722,7 @@ static void edge_check(const conf_case *cc, const backend *ref, const backend *d
     const edge_case *e = cc->params;
     switch (e->kind) {
     case E_OPS: ops_case(ref->ctx, dut->ctx, e->hq, e->hkv, e->d, e->dt, e->n, e->kv_off, e->lists); break;
-    case E_REPEAT: repeat_case(ref->ctx, dut->ctx, e->hq, e->hkv, e->n, e->vote, 4); break;
+    case E_REPEAT: repeat_case(ref->ctx, dut->ctx, e->hq, e->hkv, e->n, e->vote, 6); break;
     case E_SELECT: select_case(ref->ctx, dut->ctx, e->lists, e->n, e->s, e->w, e->k, e->levels); break;
     case E_VOTE: vote_case(ref->ctx, dut->ctx, e->hq, e->hkv, e->n, e->vote); break;
     }
@@ -778,7 +785,7 @@ static void add_edge_cases(void)
                      e->d, sift_dtype_name(e->dt), (long long)e->n, e->kv_off, e->lists);
             break;
         case E_REPEAT:
-            snprintf(name, sizeof name, "edge    graph run 4 times H=%d/%d N=%lld %s", e->hq, e->hkv, (long long)e->n,
+            snprintf(name, sizeof name, "edge    graph run 6 times H=%d/%d N=%lld %s", e->hq, e->hkv, (long long)e->n,
                      e->vote == SIFT_VOTE_KVHEAD_MAX ? "kvhead-max" : "softmax-sum");
             break;
         case E_SELECT:

@@ -513,10 +513,15 @@ static sift_status record(cuda_backend *b, cuda_cache *c, const sift_graph *g)
     return SIFT_OK;
 }
 
-static sift_status run(cuda_backend *b, cuda_cache *c, const sift_graph *g, double *node_us)
+static sift_status run(cuda_backend *b, cuda_cache *c, const sift_graph *g, double *node_us, double *span_us)
 {
     sift_status s = take_arenas(b, c);
     if (s != SIFT_OK) return s;
+    if (span_us) {
+        s = ensure_events(b, 2);
+        if (s != SIFT_OK) return s;
+        CU(cudaEventRecord(b->events[0], b->stream));
+    }
     if (node_us) {
         s = ensure_events(b, 2 * g->n_nodes);
         if (s != SIFT_OK) return s;
@@ -538,8 +543,14 @@ static sift_status run(cuda_backend *b, cuda_cache *c, const sift_graph *g, doub
         s = launch_all(b, c, g);
         if (s != SIFT_OK) return s;
     }
+    if (span_us) CU(cudaEventRecord(b->events[1], b->stream));
     CU(cudaStreamSynchronize(b->stream));
     c->runs++;
+    if (span_us) {
+        float ms = 0.0f;
+        CU(cudaEventElapsedTime(&ms, b->events[0], b->events[1]));
+        *span_us = (double)ms * 1000.0;
+    }
     if (node_us) {
         for (int i = 0; i < g->n_nodes; i++) {
             float ms = 0.0f;
@@ -559,7 +570,7 @@ static void cuda_graph_release(void *p, sift_graph *g)
     g->backend_cache = NULL;
 }
 
-static sift_status cuda_graph_compute(void *p, sift_graph *g, double *node_us)
+static sift_status cuda_graph_compute(void *p, sift_graph *g, double *node_us, double *span_us)
 {
     cuda_backend *b = p;
     sift_status s = set_device(b);
@@ -574,7 +585,7 @@ static sift_status cuda_graph_compute(void *p, sift_graph *g, double *node_us)
         if (s != SIFT_OK) return s;
         g->backend_cache = c;
     }
-    s = run(b, c, g, node_us);
+    s = run(b, c, g, node_us, span_us);
     if (s != SIFT_OK) {
         /* Work may have stopped half-way: finish what was queued, zero the zeroed state next time. */
         if (cudaStreamSynchronize(b->stream) != cudaSuccess) (void)cudaGetLastError();

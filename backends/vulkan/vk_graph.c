@@ -246,6 +246,10 @@ typedef struct vk_step {
     size_t blob_off;
 } vk_step;
 
+/* The recordings of a graph: untimed; a timestamp between nodes (sift_graph_compute_timed); a
+ * timestamp at the two ends only (sift_graph_compute_span, barriers as untimed). */
+typedef enum { REC_PLAIN, REC_NODES, REC_SPAN, REC_KINDS } rec_kind;
+
 typedef struct vk_cache {
     unsigned version;
     int n_nodes;
@@ -257,8 +261,8 @@ typedef struct vk_cache {
     bool scratch_dirty;        /* not zeroed yet: the first run zeroes it first (vk_graph_compute) */
     unsigned char *blob;       /* the data of STEP_UPDATE steps */
     size_t blob_used, blob_cap;
-    VkCommandBuffer cb[2];     /* plain, timed */
-    bool recorded[2];
+    VkCommandBuffer cb[REC_KINDS]; /* one recording per kind of timing */
+    bool recorded[REC_KINDS];
     VkQueryPool queries;
 } vk_cache;
 
@@ -870,7 +874,7 @@ void vk_graph_release(void *p, sift_graph *g)
     vkb *be = p;
     vk_cache *gc = g->backend_cache;
     if (!gc) return;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < REC_KINDS; i++)
         if (gc->cb[i]) be->vk.vkFreeCommandBuffers(be->dev, be->pool, 1, &gc->cb[i]);
     if (gc->queries) be->vk.vkDestroyQueryPool(be->dev, gc->queries, NULL);
     scratch_put(be, &gc->scratch);
@@ -977,7 +981,7 @@ static sift_status build(vkb *be, sift_graph *g, vk_cache *gc)
                                        .commandPool = be->pool,
                                        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                        .commandBufferCount = 1};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < REC_KINDS; i++) {
         VkResult r = be->vk.vkAllocateCommandBuffers(be->dev, &cai, &gc->cb[i]);
         if (r != VK_SUCCESS) {
             gc->cb[i] = VK_NULL_HANDLE;
@@ -987,10 +991,11 @@ static sift_status build(vkb *be, sift_graph *g, vk_cache *gc)
     return SIFT_OK;
 }
 
-static sift_status record(vkb *be, vk_cache *gc, bool timed)
+static sift_status record(vkb *be, vk_cache *gc, rec_kind kind)
 {
-    VkCommandBuffer cb = gc->cb[timed];
-    if (timed && !gc->queries) {
+    VkCommandBuffer cb = gc->cb[kind];
+    const bool timed = kind == REC_NODES;
+    if (kind != REC_PLAIN && !gc->queries) {
         VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                      .queryType = VK_QUERY_TYPE_TIMESTAMP,
                                      .queryCount = (uint32_t)gc->n_nodes + 1};
@@ -1008,7 +1013,7 @@ static sift_status record(vkb *be, vk_cache *gc, bool timed)
         if (gc->steps[s].kind == STEP_UPDATE)
             be->vk.vkCmdUpdateBuffer(cb, gc->scratch.buf, gc->steps[s].upd_off, gc->steps[s].upd_size,
                                      gc->blob + gc->steps[s].blob_off);
-    if (timed) {
+    if (kind != REC_PLAIN) {
         be->vk.vkCmdResetQueryPool(cb, gc->queries, 0, (uint32_t)gc->n_nodes + 1);
         be->vk.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, gc->queries, 0);
     }
@@ -1033,16 +1038,17 @@ static sift_status record(vkb *be, vk_cache *gc, bool timed)
         }
         if (timed) be->vk.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, gc->queries, (uint32_t)i + 1);
     }
+    if (kind == REC_SPAN) be->vk.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, gc->queries, 1);
     vk_barrier(be, cb);
     r = be->vk.vkEndCommandBuffer(cb);
     if (r != VK_SUCCESS) return vk_fail(r, "vkEndCommandBuffer");
     return SIFT_OK;
 }
 
-sift_status vk_graph_compute(void *p, sift_graph *g, double *node_us)
+sift_status vk_graph_compute(void *p, sift_graph *g, double *node_us, double *span_us)
 {
     vkb *be = p;
-    if (node_us && be->ts_bits == 0)
+    if ((node_us || span_us) && be->ts_bits == 0)
         return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s has no timestamps on its compute queue",
                               be->props.deviceName);
     vk_cache *gc = g->backend_cache;
@@ -1060,32 +1066,35 @@ sift_status vk_graph_compute(void *p, sift_graph *g, double *node_us)
             return s;
         }
     }
-    const bool timed = node_us != NULL;
-    if (!gc->recorded[timed]) {
-        sift_status s = record(be, gc, timed);
+    const rec_kind kind = node_us ? REC_NODES : span_us ? REC_SPAN : REC_PLAIN;
+    if (!gc->recorded[kind]) {
+        sift_status s = record(be, gc, kind);
         if (s != SIFT_OK) return s;
-        gc->recorded[timed] = true;
+        gc->recorded[kind] = true;
     }
     VkCommandBuffer first = VK_NULL_HANDLE;
     if (gc->scratch_dirty) {
         TRY(record_zero_scratch(be, &gc->scratch));
         first = be->xfer_cb;
     }
-    TRY(vk_submit_recorded(be, first, gc->cb[timed]));
+    TRY(vk_submit_recorded(be, first, gc->cb[kind]));
     gc->scratch_dirty = false;
-    if (timed) {
-        uint64_t *ts = calloc((size_t)gc->n_nodes + 1, sizeof *ts);
+    if (kind != REC_PLAIN) {
+        const uint32_t n_ts = kind == REC_NODES ? (uint32_t)gc->n_nodes + 1 : 2;
+        uint64_t *ts = calloc(n_ts, sizeof *ts);
         if (!ts) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
-        VkResult r = be->vk.vkGetQueryPoolResults(be->dev, gc->queries, 0, (uint32_t)gc->n_nodes + 1,
-                                                  ((size_t)gc->n_nodes + 1) * sizeof *ts, ts, sizeof *ts,
+        VkResult r = be->vk.vkGetQueryPoolResults(be->dev, gc->queries, 0, n_ts, n_ts * sizeof *ts, ts, sizeof *ts,
                                                   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
         if (r != VK_SUCCESS) {
             free(ts);
             return vk_fail(r, "vkGetQueryPoolResults");
         }
         const uint64_t mask = be->ts_bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << be->ts_bits) - 1);
-        for (int i = 0; i < gc->n_nodes; i++)
-            node_us[i] = (double)((ts[i + 1] - ts[i]) & mask) * (double)be->ts_period * 1e-3;
+        if (kind == REC_NODES)
+            for (int i = 0; i < gc->n_nodes; i++)
+                node_us[i] = (double)((ts[i + 1] - ts[i]) & mask) * (double)be->ts_period * 1e-3;
+        else
+            *span_us = (double)((ts[1] - ts[0]) & mask) * (double)be->ts_period * 1e-3;
         free(ts);
     }
     return SIFT_OK;

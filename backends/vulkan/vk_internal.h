@@ -230,7 +230,7 @@ sift_status vk_plan_kv_write(plan *pl, const sift_node *n);
 /* Whether the planner table has an entry for n's op (the vtable's supports_op). */
 bool vk_supports_op(void *be, const sift_node *n);
 
-sift_status vk_graph_compute(void *be, sift_graph *g, double *node_us);
+sift_status vk_graph_compute(void *be, sift_graph *g, double *node_us, double *span_us);
 void vk_graph_release(void *be, sift_graph *g);
 sift_status vk_pipelines_init(vkb *be);
 void vk_pipelines_destroy(vkb *be);
