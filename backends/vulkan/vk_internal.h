@@ -34,6 +34,7 @@ typedef enum vk_kernel {
     VK_K_MEAN_ROWS,
     VK_K_NEIGHBOR_FETCH,
     VK_K_SCORE_MAX,
+    VK_K_SKIP_ARGS,
     VK_K_COUNT
 } vk_kernel;
 
