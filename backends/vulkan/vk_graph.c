@@ -1079,7 +1079,7 @@ static sift_status record(vkb *be, vk_cache *gc, rec_kind kind)
             const vk_step *st = &gc->steps[s];
             if (st->kind == STEP_UPDATE) continue; /* recorded above */
             /* timed recordings keep every barrier, so that each node's time is its own */
-            if (timed || !first || due) vk_barrier(be, cb);
+            if (timed || !first || due) vk_barrier_for(be, cb, st->indirect);
             first = false;
             due = false;
             if (st->pipeline != bound) {

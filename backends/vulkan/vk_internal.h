@@ -186,6 +186,7 @@ sift_status vk_submit_recorded(vkb *be, VkCommandBuffer first, VkCommandBuffer c
 /* The one barrier used between every two steps: compute/transfer writes before compute/transfer
  * reads and writes. */
 void vk_barrier(vkb *be, VkCommandBuffer cb);
+void vk_barrier_for(vkb *be, VkCommandBuffer cb, bool indirect);
 
 sift_status vk_tensor_alloc(void *be, sift_tensor *t);
 void vk_tensor_free(void *be, sift_tensor *t);

@@ -177,18 +177,24 @@ sift_status vk_submit_recorded(vkb *be, VkCommandBuffer first, VkCommandBuffer c
     return first ? submit(be, 2, cbs) : submit(be, 1, &cb);
 }
 
-void vk_barrier(vkb *be, VkCommandBuffer cb)
+/* Compute and transfer writes made visible to compute and transfer; with `indirect`, to the
+ * indirect-command read too (a predicated node's dispatches read the counts skip_args.comp wrote).
+ * Only the barriers before indirect dispatches name the indirect stage: on NVIDIA a barrier that
+ * waits for it costs more, and the others are most of a step's barriers. */
+void vk_barrier_for(vkb *be, VkCommandBuffer cb, bool indirect)
 {
     VkMemoryBarrier mb = {
         .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
         .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
         .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-                         VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_INDIRECT_COMMAND_READ_BIT,
+                         VK_ACCESS_TRANSFER_WRITE_BIT | (indirect ? VK_ACCESS_INDIRECT_COMMAND_READ_BIT : 0),
     };
-    /* the indirect stage too: a predicated node's dispatches read the counts skip_args.comp wrote */
     const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    be->vk.vkCmdPipelineBarrier(cb, st, st | VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    be->vk.vkCmdPipelineBarrier(cb, st, st | (indirect ? VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT : 0), 0, 1, &mb, 0, NULL,
+                                0, NULL);
 }
+
+void vk_barrier(vkb *be, VkCommandBuffer cb) { vk_barrier_for(be, cb, false); }
 
 static void host_read_barrier(vkb *be, VkCommandBuffer cb)
 {
