@@ -106,8 +106,8 @@ bool kv_row(KVRef kv, uint g, uint pos, uint row_bytes, out uint64_t off)
     return true;
 }
 
-// Predicated nodes (sift_graph_skip_if): flag is the device address of the f32 predicate (0: none),
-// set when the node is skipped (skip_args.comp reads it).
+// Predicated nodes (sift_graph_skip_if): flag is the device address of the f32 predicate (0: none);
+// every dispatch of a predicated node returns at once, uniformly, when it is non-zero.
 bool skipped(uint64_t flag) { return flag != 0ul && F32Ref(flag).v != 0.0; }
 
 // backend.h sift_order_key: larger float, larger key; -0 equals +0.

@@ -6,7 +6,7 @@
 // has no grid passes: its workgroups run every pass over the rows they hold (the query values
 // reloaded per pass when there are several), so a row's max over all G heads stays in registers
 // and is written once. K may be paged (common.glsl kv_row); an absent row scores 0, as the CPU
-// reference's zero row does. A predicated node's dispatches are indirect (vk_graph.c): skipped, none run.
+// reference's zero row does. A predicated node (skip non-zero at run time) does nothing.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "trig.glsl"
@@ -18,6 +18,7 @@ layout(push_constant) uniform PC {
     TRef q;      // f32 [Hq][D]
     TRef s;      // f32 [Hq][m] (score_max: [Hkv][m])
     KVRef k;     // [Hkv][Ncap][D]
+    uint64_t skip; // the predicate's address (0: none)
     uint begin;  // first position
     uint m;      // positions
     uint group;  // G = Hq / Hkv
@@ -49,6 +50,7 @@ void fold_max(uint nh, uint lane)
 
 void main()
 {
+    if (skipped(pc.skip)) return;
     const uint lane = cl_lane(), cl = cl_index();
     const uint g = gl_WorkGroupID.y;
     // score: this workgroup's one pass, grid z; score_max: every pass, in turn

@@ -13,7 +13,7 @@
 // consecutive rows (one contiguous range, whole sectors after the VEC loads) and its stores are
 // contiguous. K may be paged (common.glsl kv_row; a page's rows are consecutive, so the loads stay
 // contiguous within a page); an absent row is a zero row, so its value is max over h of scale * 0,
-// as in the CPU reference. A predicated node's dispatches are indirect (vk_graph.c): skipped, none run.
+// as in the CPU reference. A predicated node (skip non-zero at run time) does nothing.
 //
 // I8: K is an int8 cache of quantized rows (sift_op_kv_write): a row is D int8 q[i], then the f32
 // m = max |x[i]| in its last 4 bytes, D + 4 bytes in all (20 at D = 16). Rows are only 4-byte
@@ -43,6 +43,7 @@ layout(push_constant) uniform PC {
     TRef q;      // f32 [Hq][D]
     TRef s;      // f32 [Hkv][m]
     KVRef k;     // [Hkv][Ncap][D]
+    uint64_t skip; // the predicate's address (0: none)
     uint begin;  // first position
     uint m;      // positions
     uint group;  // G (also the specialization constant)
@@ -84,6 +85,7 @@ vec4 row_vec4(uint c)
 
 void main()
 {
+    if (skipped(pc.skip)) return;
     const uint g = gl_WorkGroupID.y, t = gl_LocalInvocationID.x;
     uint tile = gl_WorkGroupID.x;
     // the first row's loads go out before the queries are staged, so that both latencies overlap

@@ -26,6 +26,7 @@ layout(push_constant) uniform PC {
     uint64_t hist;    // uint [lists][4][256] (above)
     uint64_t state;   // uvec2 [lists][4] (above)
     uint64_t counts;  // uvec2 [lists][nblocks]: per block, keys > T and keys == T
+    uint64_t skip;    // the predicate's address (0: none): every select kernel returns at once when set
     uint cand;        // |C|
     uint chosen;      // min(k, |C|)
     uint items;       // elements per invocation per block (a block is 256 * items candidates)

@@ -29,6 +29,7 @@ uvec4 wg_exscan4(uvec4 x, out uvec4 total)
 
 void main()
 {
+    if (skipped(pc.skip)) return;
     const uint rk = rank_(), l = gl_WorkGroupID.y, blk = gl_WorkGroupID.x;
     const uint64_t out0 = uint64_t(l) * pc.count;
     if (blk == 0u) {

@@ -8,6 +8,7 @@
 
 void main()
 {
+    if (skipped(pc.skip)) return;
     const uint rk = rank_(), l = gl_WorkGroupID.y, blk = gl_WorkGroupID.x;
     load_batch(l, blk, 0u);
     uint t, rem;

@@ -10,6 +10,7 @@ shared uint sh_hist[256];
 
 void main()
 {
+    if (skipped(pc.skip)) return;
     const uint rk = rank_(), l = gl_WorkGroupID.y, blk = gl_WorkGroupID.x;
     sh_hist[rk] = 0u;
     if (pc.pass == 0u && blk == 0u)

@@ -9,6 +9,7 @@ layout(local_size_x = 256) in;
 layout(push_constant) uniform PC {
     TRef s;          // f32 [Hq][m]
     TRef u;          // f32 [Hkv][m]
+    uint64_t skip;   // the predicate's address (0: none)
     uint m;
     uint group;      // G
     uint tiles;
@@ -16,6 +17,7 @@ layout(push_constant) uniform PC {
 
 void main()
 {
+    if (skipped(pc.skip)) return;
     const uint g = gl_WorkGroupID.y;
     for (uint tile = gl_WorkGroupID.x; tile < pc.tiles; tile += gl_NumWorkGroups.x) {
         const uint j = tile * 256u + gl_LocalInvocationIndex;

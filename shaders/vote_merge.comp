@@ -9,6 +9,7 @@ layout(local_size_x = 256) in;
 layout(push_constant) uniform PC {
     uint64_t part;   // vec2 (m, l) per (head, block)
     uint64_t stats;  // vec2 (m, l) per head
+    uint64_t skip;   // the predicate's address (0: none)
     uint nblocks;
 } pc;
 
@@ -16,6 +17,7 @@ shared float sh_red[256];
 
 void main()
 {
+    if (skipped(pc.skip)) return;
     const uint tid = gl_LocalInvocationIndex, h = gl_WorkGroupID.x;
     const uint64_t base = uint64_t(h) * pc.nblocks;
     float mx = -3.0e38;

@@ -9,6 +9,7 @@ layout(local_size_x = 256) in;
 layout(push_constant) uniform PC {
     TRef s;          // f32 [Hq][m]
     uint64_t part;   // vec2 (m, l) per (head, block)
+    uint64_t skip;   // the predicate's address (0: none)
     uint m;
     uint items;
     uint nblocks;
@@ -40,6 +41,7 @@ float wg_sum(float x)
 
 void main()
 {
+    if (skipped(pc.skip)) return;
     const uint tid = gl_LocalInvocationIndex, h = gl_WorkGroupID.y, blk = gl_WorkGroupID.x;
     const uint64_t row = uint64_t(h) * pc.m;
     const uint j0 = blk * 256u * pc.items;

@@ -10,6 +10,7 @@ layout(push_constant) uniform PC {
     TRef s;          // f32 [Hq][m]
     TRef v;          // f32 [1][m]
     uint64_t stats;  // vec2 (m, l) per head
+    uint64_t skip;   // the predicate's address (0: none)
     uint m;
     uint hq;
     uint tiles;
@@ -17,6 +18,7 @@ layout(push_constant) uniform PC {
 
 void main()
 {
+    if (skipped(pc.skip)) return;
     for (uint tile = gl_WorkGroupID.x; tile < pc.tiles; tile += gl_NumWorkGroups.x) {
         const uint j = tile * 256u + gl_LocalInvocationIndex;
         if (j >= pc.m) continue;

@@ -34,7 +34,6 @@
 #include "backends/vulkan/mean_rows_spv.h"
 #include "backends/vulkan/neighbor_fetch_spv.h"
 #include "backends/vulkan/sel_cache_spv.h"
-#include "backends/vulkan/skip_args_spv.h"
 
 static const struct {
     const uint32_t *code;
@@ -63,7 +62,6 @@ static const struct {
     [VK_K_MEAN_ROWS] = {sift_spv_mean_rows, sizeof sift_spv_mean_rows, "mean_rows"},
     [VK_K_NEIGHBOR_FETCH] = {sift_spv_neighbor_fetch, sizeof sift_spv_neighbor_fetch, "neighbor_fetch"},
     [VK_K_SCORE_MAX] = {sift_spv_score_max, sizeof sift_spv_score_max, "score_max"},
-    [VK_K_SKIP_ARGS] = {sift_spv_skip_args, sizeof sift_spv_skip_args, "skip_args"},
 };
 
 /* ---- push constants: the C images of the shaders' push_constant blocks ---- */
@@ -71,6 +69,7 @@ static const struct {
 typedef struct {
     vk_tref q, s;
     vk_kvref k;
+    uint64_t skip;
     uint32_t begin, m, group, tiles;
     float scale;
 } push_score;
@@ -98,36 +97,32 @@ typedef struct {
 
 typedef struct {
     vk_tref s;
-    uint64_t part;
+    uint64_t part, skip;
     uint32_t m, items, nblocks;
 } push_vote_stats;
 
 typedef struct {
-    uint64_t part, stats;
+    uint64_t part, stats, skip;
     uint32_t nblocks;
 } push_vote_merge;
 
 typedef struct {
     vk_tref s, v;
-    uint64_t stats;
+    uint64_t stats, skip;
     uint32_t m, hq, tiles;
 } push_vote_sum;
 
 typedef struct {
     vk_tref s, u;
+    uint64_t skip;
     uint32_t m, group, tiles;
 } push_vote_max;
 
 typedef struct {
     vk_tref votes, out;
-    uint64_t hist, state, counts;
+    uint64_t hist, state, counts, skip;
     uint32_t cand, chosen, items, nblocks, sink, first, win_begin, win_count, count, pass, mode;
 } push_select;
-
-typedef struct {
-    uint64_t flag, entries;
-    uint32_t n;
-} push_skip_args;
 
 typedef struct {
     vk_tref q, st;
@@ -245,8 +240,6 @@ typedef struct vk_step {
     step_kind kind;
     VkPipeline pipeline;
     uint32_t groups[3];
-    bool indirect;          /* a predicated node's dispatch: its counts at args_off of the scratch */
-    VkDeviceSize args_off;
     uint32_t push_size;
     unsigned char push[VK_PUSH_MAX];
     VkDeviceSize upd_off, upd_size; /* STEP_UPDATE: writes this range of the scratch from gc->blob at blob_off */
@@ -274,22 +267,12 @@ typedef struct vk_cache {
 } vk_cache;
 
 /* Planning runs twice: once to size the scratch (emit false), once to emit the steps. */
-/* A predicated node (sift_graph_skip_if) runs skip_args.comp first, then each of its dispatches as
- * vkCmdDispatchIndirect on the counts that wrote: as planned, or none when the node is skipped.
- * The entries (32 bytes each: the planned counts, then the counts read) are one block of the
- * scratch per node, sized by the first planning pass, which counts the node's dispatches. */
 struct plan {
     vkb *be;
     vk_cache *gc;
     bool emit;
     VkDeviceSize used;
-    const sift_node *node; /* the node being planned */
-    uint32_t pred_n;       /* its dispatches so far (the sizing pass counts them) */
-    VkDeviceSize pred_at;  /* emit pass, a predicated node: its next entry in the scratch */
-    uint32_t pred_left;    /* ... and the entries of its block not yet taken */
 };
-
-enum { SKIP_ENTRY = 32 };
 
 static VkDeviceSize scratch_take(plan *pl, VkDeviceSize bytes)
 {
@@ -317,9 +300,7 @@ static sift_status add_step(plan *pl, const vk_step *st)
 static sift_status dispatch(plan *pl, vk_kernel kernel, const uint32_t spec[VK_NSPEC], const void *push, size_t push_size,
                             uint32_t gx, uint32_t gy, uint32_t gz)
 {
-    if (gx == 0 || gy == 0 || gz == 0) return SIFT_OK;
-    pl->pred_n++;
-    if (!pl->emit) return SIFT_OK;
+    if (!pl->emit || gx == 0 || gy == 0 || gz == 0) return SIFT_OK;
     const vkb *be = pl->be;
     if (gx > be->max_groups[0] || gy > be->max_groups[1] || gz > be->max_groups[2])
         return sift_set_error(SIFT_E_LIMIT, "vulkan: %s needs %u x %u x %u workgroups; the device allows %u x %u x %u",
@@ -328,18 +309,6 @@ static sift_status dispatch(plan *pl, vk_kernel kernel, const uint32_t spec[VK_N
     memcpy(st.push, push, push_size);
     sift_status s = get_pipeline(pl->be, kernel, spec, &st.pipeline);
     if (s != SIFT_OK) return s;
-    if (pl->node && pl->node->skip && kernel != VK_K_SKIP_ARGS) {
-        if (pl->pred_left == 0) /* the two planning passes disagree: a planner's bug */
-            return sift_set_error(SIFT_E_INVALID, "vulkan: node %s planned more dispatches than it counted",
-                                  sift_op_name(pl->node->op));
-        const uint32_t planned[3] = {gx, gy, gz};
-        s = vk_scratch_update(pl, pl->pred_at, planned, sizeof planned);
-        if (s != SIFT_OK) return s;
-        st.indirect = true;
-        st.args_off = pl->pred_at + 16;
-        pl->pred_at += SKIP_ENTRY;
-        pl->pred_left--;
-    }
     return add_step(pl, &st);
 }
 
@@ -456,6 +425,14 @@ static void row_spec(const rowcfg *c, uint32_t d, bool f16, bool aligned, bool d
  * SIFT_VULKAN_TUNE=groups=N). */
 static uint32_t target_groups(const vkb *be) { return be->tune.groups ? be->tune.groups : 512u; }
 
+/* The device address of a predicated node's flag (sift_graph_skip_if), 0 for none: every dispatch of
+ * score, vote and select reads it first and returns when it is non-zero (common.glsl skipped). */
+static sift_status skip_flag(const sift_node *n, uint64_t *out)
+{
+    *out = 0;
+    return n->skip ? vk_tensor_addr(n->skip, (uint64_t)n->skip_elem * 4u, out) : SIFT_OK;
+}
+
 /* score_max on short rows (D <= 32 by default: TokenButler's d' = 16 keys), score_max.comp: one
  * invocation per K row, the group's G queries staged once per workgroup in shared memory (G * D
  * floats), workgroups of 256 consecutive positions of one KV head, grid (position tiles, KV heads).
@@ -498,7 +475,7 @@ static bool plan_score_max_stream(plan *pl, const sift_node *n, sift_status *st)
     uint32_t gx = min_u32(ps.tiles, be->max_groups[0]);
     if (be->tune.groups) gx = min_u32(gx, max_u32(1, be->tune.groups / hkv));
     if ((*st = vk_tensor_ref(q, &ps.q)) != SIFT_OK || (*st = vk_kv_ref(pl->be, k, &ps.k)) != SIFT_OK ||
-        (*st = vk_tensor_ref(n->dst, &ps.s)) != SIFT_OK)
+        (*st = vk_tensor_ref(n->dst, &ps.s)) != SIFT_OK || (*st = skip_flag(n, &ps.skip)) != SIFT_OK)
         return true;
     if (i8 && (ps.k.t.meta & 3u) != 0) { /* rows are read as 32-bit words */
         *st = sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: score_max: the i8 cache '%s' does not start on a 4-byte boundary",
@@ -534,6 +511,7 @@ static sift_status plan_score(plan *pl, const sift_node *n)
     TRY(vk_tensor_ref(q, &ps.q));
     TRY(vk_kv_ref(pl->be, k, &ps.k));
     TRY(vk_tensor_ref(n->dst, &ps.s));
+    TRY(skip_flag(n, &ps.skip));
     uint32_t spec[VK_NSPEC];
     row_spec(&c, d, f16, vk_rows_aligned(k), false, 0, spec);
     spec[VK_SC_GMAX] = gmax;
@@ -633,9 +611,11 @@ static sift_status plan_vote(plan *pl, const sift_node *n)
     if (m == 0) return SIFT_OK;
     const uint32_t tiles = ceil_div(m, 256), gx = min_u32(tiles, pl->be->max_groups[0]);
     const uint32_t none[VK_NSPEC] = {0};
+    uint64_t skip;
+    TRY(skip_flag(n, &skip));
     if (n->p.vote == SIFT_VOTE_KVHEAD_MAX) {
         const uint32_t hkv = (uint32_t)n->dst->shape[0];
-        push_vote_max pv = {.m = m, .group = hq / hkv, .tiles = tiles};
+        push_vote_max pv = {.skip = skip, .m = m, .group = hq / hkv, .tiles = tiles};
         TRY(vk_tensor_ref(sc, &pv.s));
         TRY(vk_tensor_ref(n->dst, &pv.u));
         return dispatch(pl, VK_K_VOTE_MAX, none, &pv, sizeof pv, gx, hkv, 1);
@@ -646,12 +626,12 @@ static sift_status plan_vote(plan *pl, const sift_node *n)
     const VkDeviceSize part = scratch_take(pl, (VkDeviceSize)hq * nblocks * 8);
     const VkDeviceSize stats = scratch_take(pl, (VkDeviceSize)hq * 8);
 
-    push_vote_stats p1 = {.part = scratch_addr(pl, part), .m = m, .items = items, .nblocks = nblocks};
+    push_vote_stats p1 = {.part = scratch_addr(pl, part), .skip = skip, .m = m, .items = items, .nblocks = nblocks};
     TRY(vk_tensor_ref(sc, &p1.s));
     TRY(dispatch(pl, VK_K_VOTE_STATS, none, &p1, sizeof p1, nblocks, hq, 1));
-    push_vote_merge p2 = {.part = p1.part, .stats = scratch_addr(pl, stats), .nblocks = nblocks};
+    push_vote_merge p2 = {.part = p1.part, .stats = scratch_addr(pl, stats), .skip = skip, .nblocks = nblocks};
     TRY(dispatch(pl, VK_K_VOTE_MERGE, none, &p2, sizeof p2, hq, 1, 1));
-    push_vote_sum p3 = {.stats = p2.stats, .m = m, .hq = hq, .tiles = tiles};
+    push_vote_sum p3 = {.stats = p2.stats, .skip = skip, .m = m, .hq = hq, .tiles = tiles};
     TRY(vk_tensor_ref(sc, &p3.s));
     TRY(vk_tensor_ref(n->dst, &p3.v));
     return dispatch(pl, VK_K_VOTE_SUM, none, &p3, sizeof p3, gx, 1, 1);
@@ -699,6 +679,7 @@ static sift_status plan_select(plan *pl, const sift_node *n)
                       .count = (uint32_t)l->count,
                       .mode = mode};
     if (cand > 0) TRY(vk_tensor_ref(n->src[0], &ps.votes));
+    TRY(skip_flag(n, &ps.skip));
     TRY(vk_tensor_ref(n->dst, &ps.out));
     const uint32_t none[VK_NSPEC] = {0};
     if (mode == 0) {
@@ -977,46 +958,6 @@ static sift_status record_zero_scratch(vkb *be, const vk_buf *b)
     return r == VK_SUCCESS ? SIFT_OK : vk_fail(r, "vkEndCommandBuffer");
 }
 
-/* Plans every node twice (plan): to size the scratch and count each node's dispatches into
- * pred_n, then to emit the steps, a predicated node's behind its skip_args step. */
-static sift_status plan_nodes(vkb *be, const sift_graph *g, vk_cache *gc, uint32_t *pred_n)
-{
-    plan pl = {.be = be, .gc = gc, .emit = false};
-    for (int i = 0; i < g->n_nodes; i++) {
-        const sift_node *n = &g->nodes[i];
-        pl.node = n;
-        pl.pred_n = 0;
-        TRY(planners[n->op](&pl, n));
-        pred_n[i] = pl.pred_n;
-        if (n->skip) (void)scratch_take(&pl, (VkDeviceSize)pred_n[i] * SKIP_ENTRY);
-    }
-    TRY(scratch_get(be, pl.used, &gc->scratch));
-    gc->scratch_dirty = true;
-    pl.emit = true;
-    pl.used = 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const sift_node *n = &g->nodes[i];
-        gc->node_first[i] = gc->n_steps;
-        pl.node = n;
-        pl.pred_left = 0;
-        if (n->skip && pred_n[i] > 0) {
-            const VkDeviceSize block = scratch_take(&pl, (VkDeviceSize)pred_n[i] * SKIP_ENTRY);
-            push_skip_args pa = {.entries = scratch_addr(&pl, block), .n = pred_n[i]};
-            TRY(vk_tensor_addr(n->skip, (uint64_t)n->skip_elem * 4u, &pa.flag));
-            const uint32_t none[VK_NSPEC] = {0};
-            TRY(dispatch(&pl, VK_K_SKIP_ARGS, none, &pa, sizeof pa, 1, 1, 1));
-            pl.pred_at = block;
-            pl.pred_left = pred_n[i];
-        }
-        TRY(planners[n->op](&pl, n));
-        if (pl.pred_left != 0)
-            return sift_set_error(SIFT_E_INVALID, "vulkan: node %s planned fewer dispatches than it counted",
-                                  sift_op_name(n->op));
-    }
-    gc->node_first[g->n_nodes] = gc->n_steps;
-    return SIFT_OK;
-}
-
 static sift_status build(vkb *be, sift_graph *g, vk_cache *gc)
 {
     gc->version = g->version;
@@ -1025,11 +966,17 @@ static sift_status build(vkb *be, sift_graph *g, vk_cache *gc)
     gc->node_barrier = calloc((size_t)g->n_nodes + 1, sizeof *gc->node_barrier);
     if (!gc->node_first || !gc->node_barrier) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
     TRY(node_barriers(g, gc->node_barrier));
-    uint32_t *pred_n = calloc((size_t)g->n_nodes + 1, sizeof *pred_n); /* per node: its dispatches */
-    if (!pred_n) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
-    sift_status s = plan_nodes(be, g, gc, pred_n);
-    free(pred_n);
-    TRY(s);
+    plan pl = {.be = be, .gc = gc, .emit = false};
+    for (int i = 0; i < g->n_nodes; i++) TRY(planners[g->nodes[i].op](&pl, &g->nodes[i]));
+    TRY(scratch_get(be, pl.used, &gc->scratch));
+    gc->scratch_dirty = true;
+    pl.emit = true;
+    pl.used = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        gc->node_first[i] = gc->n_steps;
+        TRY(planners[g->nodes[i].op](&pl, &g->nodes[i]));
+    }
+    gc->node_first[g->n_nodes] = gc->n_steps;
     VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                        .commandPool = be->pool,
                                        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
@@ -1079,7 +1026,7 @@ static sift_status record(vkb *be, vk_cache *gc, rec_kind kind)
             const vk_step *st = &gc->steps[s];
             if (st->kind == STEP_UPDATE) continue; /* recorded above */
             /* timed recordings keep every barrier, so that each node's time is its own */
-            if (timed || !first || due) vk_barrier_for(be, cb, st->indirect);
+            if (timed || !first || due) vk_barrier(be, cb);
             first = false;
             due = false;
             if (st->pipeline != bound) {
@@ -1087,8 +1034,7 @@ static sift_status record(vkb *be, vk_cache *gc, rec_kind kind)
                 bound = st->pipeline;
             }
             be->vk.vkCmdPushConstants(cb, be->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, st->push_size, st->push);
-            if (st->indirect) be->vk.vkCmdDispatchIndirect(cb, gc->scratch.buf, st->args_off);
-            else be->vk.vkCmdDispatch(cb, st->groups[0], st->groups[1], st->groups[2]);
+            be->vk.vkCmdDispatch(cb, st->groups[0], st->groups[1], st->groups[2]);
         }
         if (timed) be->vk.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, gc->queries, (uint32_t)i + 1);
     }

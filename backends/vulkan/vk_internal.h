@@ -34,7 +34,6 @@ typedef enum vk_kernel {
     VK_K_MEAN_ROWS,
     VK_K_NEIGHBOR_FETCH,
     VK_K_SCORE_MAX,
-    VK_K_SKIP_ARGS,
     VK_K_COUNT
 } vk_kernel;
 
@@ -186,7 +185,6 @@ sift_status vk_submit_recorded(vkb *be, VkCommandBuffer first, VkCommandBuffer c
 /* The one barrier used between every two steps: compute/transfer writes before compute/transfer
  * reads and writes. */
 void vk_barrier(vkb *be, VkCommandBuffer cb);
-void vk_barrier_for(vkb *be, VkCommandBuffer cb, bool indirect);
 
 sift_status vk_tensor_alloc(void *be, sift_tensor *t);
 void vk_tensor_free(void *be, sift_tensor *t);

@@ -51,8 +51,7 @@ sift_status vk_buf_create(vkb *be, VkDeviceSize size, vk_mem_kind kind, vk_buf *
         .size = size,
         .usage = host ? (VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT)
                       : (VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                         VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT |
-                         VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT),
+                         VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT),
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
     };
     VkResult r = be->vk.vkCreateBuffer(be->dev, &bi, NULL, &b->buf);
@@ -177,24 +176,17 @@ sift_status vk_submit_recorded(vkb *be, VkCommandBuffer first, VkCommandBuffer c
     return first ? submit(be, 2, cbs) : submit(be, 1, &cb);
 }
 
-/* Compute and transfer writes made visible to compute and transfer; with `indirect`, to the
- * indirect-command read too (a predicated node's dispatches read the counts skip_args.comp wrote).
- * Only the barriers before indirect dispatches name the indirect stage: on NVIDIA a barrier that
- * waits for it costs more, and the others are most of a step's barriers. */
-void vk_barrier_for(vkb *be, VkCommandBuffer cb, bool indirect)
+void vk_barrier(vkb *be, VkCommandBuffer cb)
 {
     VkMemoryBarrier mb = {
         .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
         .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
         .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-                         VK_ACCESS_TRANSFER_WRITE_BIT | (indirect ? VK_ACCESS_INDIRECT_COMMAND_READ_BIT : 0),
+                         VK_ACCESS_TRANSFER_WRITE_BIT,
     };
     const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    be->vk.vkCmdPipelineBarrier(cb, st, st | (indirect ? VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT : 0), 0, 1, &mb, 0, NULL,
-                                0, NULL);
+    be->vk.vkCmdPipelineBarrier(cb, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
 }
-
-void vk_barrier(vkb *be, VkCommandBuffer cb) { vk_barrier_for(be, cb, false); }
 
 static void host_read_barrier(vkb *be, VkCommandBuffer cb)
 {
