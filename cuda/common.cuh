@@ -530,6 +530,8 @@ static inline cudaError_t beyond_limit(sift_cuda_plan *plan, const char *why)
 // shared memory limits; part of sift_cuda_init, after the pipeline depth is known.
 cudaError_t matmul_init(const sift_cuda_device *dev);
 cudaError_t score_max_init(const sift_cuda_device *dev);
+// select_warm's shared memory (select.cu).
+cudaError_t select_init(const sift_cuda_device *dev);
 
 // Whether kernels launched on the current device may overlap their launch with the kernel before
 // them (programmatic dependent launch: compute capability 9.0 and later, unless SIFT_CUDA_PDL=0);

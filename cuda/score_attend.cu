@@ -232,6 +232,7 @@ extern "C" cudaError_t sift_cuda_init(int device, sift_cuda_device *dev)
     dev->smem_per_sm = (size_t)per_sm;
     dev->smem_optin = (size_t)optin;
     e = matmul_init(dev);
+    if (e == cudaSuccess) e = select_init(dev);
     return e == cudaSuccess ? score_max_init(dev) : e;
 }
 

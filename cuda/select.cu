@@ -26,6 +26,21 @@
 //
 // Predicated (sift_graph_skip_if): every kernel returns at once when the node's flag is set, so a
 // skipped run leaves the output, and the zeroed state, as they were.
+//
+// Warm start (sift_op_select_warm: the node's second input, warm i32 [lists][4], kept by the caller
+// across decode steps): two kernels run first, and the three above only for the lists they miss.
+//   select_collect grid (blocks, list), one pass over the votes: the keys >= the list's threshold
+//                  (warm THRESHOLD; nothing while warm VALID is 0), each block's as one chunk in
+//                  position order at a range of the list's entry buffer reserved with one atomic.
+//   select_warm    one block a list: a hit when VALID and chosen <= collected <= WARM_CAP. It loads
+//                  the entries in position order into shared memory (each finds its block's chunk by
+//                  binary search over the chunks' prefix, so one full block costs what spread ones
+//                  do), finds T and rem there exactly, writes the list as select_compact does, and
+//                  sets THRESHOLD to the key of rank r2 = min(collected, chosen + chosen / 4): the
+//                  next step, whose votes differ a little, collects about r2 keys again. A miss sets
+//                  the list's flag, and the radix select runs for it; its select_top tail then sets
+//                  THRESHOLD to the lowest key of the bin holding rank r2 (every key at or above it
+//                  is collected: at least r2) and VALID. HITS and MISSES count the runs.
 #include "common.cuh"
 
 namespace sift_cuda {
@@ -41,6 +56,33 @@ constexpr int RANGE_SAMPLES = 1024; // candidates whose keys give the range of t
 constexpr int BUF = 65536;          // buffer entries per list (at most |C|)
 constexpr int SMEM_KEYS = 6144;     // buffered keys the tail holds in shared memory
 constexpr uint32_t NO_BIN = BINS;   // a key that counts in no bin
+
+constexpr int WARM_CAP = 8192;        // entries the warm start selects among (shared memory: 8 bytes each)
+constexpr int WARM_MAX_BLOCKS = 2048; // blocks a list's collect may have (their chunks' prefix is in shared memory)
+constexpr size_t WARM_SMEM = (size_t)WARM_CAP * 8 + (WARM_MAX_BLOCKS + 1) * 4;
+
+// sift_op_select_warm's words (include/sift.h)
+enum { W_THRESHOLD = SIFT_SELECT_WARM_THRESHOLD, W_VALID = SIFT_SELECT_WARM_VALID, W_HITS = SIFT_SELECT_WARM_HITS,
+       W_MISSES = SIFT_SELECT_WARM_MISSES, W_WORDS = SIFT_SELECT_WARM_WORDS };
+
+// The warm start's buffers; warm == NULL: none (the radix select runs for every list).
+struct WarmScratch {
+    int32_t *warm;     // [lists][W_WORDS]: the node's second input
+    uint32_t *nent;    // [lists]: keys collected (zeroed state; select_warm clears it)
+    uint2 *ent;        // [lists][WARM_CAP]: (key, candidate index)
+    uint2 *chunk;      // [lists][blocks]: each block's (first entry, count)
+    uint32_t *miss;    // [lists]: 1 when the radix select runs for the list this run
+};
+
+// The rank the warm start keeps its next threshold at: a quarter of k more than k.
+__host__ __device__ inline uint32_t warm_rank(uint32_t chosen, uint64_t avail)
+{
+    const uint64_t r = (uint64_t)chosen + chosen / 4;
+    return (uint32_t)(r < avail ? r : avail);
+}
+
+// Whether the radix kernels do nothing for list l this run: a warm start answered it.
+__device__ __forceinline__ bool warm_hit(const WarmScratch &w, int l) { return w.warm && __ldcg(&w.miss[l]) == 0; }
 
 // Per list, written by the tails (lowest and shift by block 0 of select_top).
 struct SelState {
@@ -189,10 +231,10 @@ __device__ void bins_of(const float *row, int64_t cand, uint32_t &lowest, uint32
 
 template <int SRD>
 __global__ void __launch_bounds__(NT) select_top(const float *votes, int64_t cand, uint32_t k, SelScratch s,
-                                                 const float *skip)
+                                                 WarmScratch w, const float *skip)
 {
     grid_dep_enter();
-    if (skipped(skip)) return;
+    if (skipped(skip) || warm_hit(w, (int)blockIdx.y)) return;
     __shared__ uint32_t h[BINS];
     const int l = (int)blockIdx.y, b = (int)blockIdx.x;
     const float *row = votes + (int64_t)l * cand;
@@ -217,6 +259,15 @@ __global__ void __launch_bounds__(NT) select_top(const float *votes, int64_t can
     }
     if (!is_last(s.done + l)) return;
     uint32_t bin, rem, count;
+    if (w.warm) { // the next step's threshold: the lowest key of the bin of rank r2 (bin 0: every key)
+        for (int i = (int)threadIdx.x; i < BINS; i += NT) h[i] = __ldcg(&g[i]);
+        __syncthreads();
+        pick_bin<false>(h, warm_rank(k, (uint64_t)cand), bin, rem, count);
+        if (threadIdx.x == 0) {
+            w.warm[l * W_WORDS + W_THRESHOLD] = (int32_t)(bin == 0 ? 0u : lowest + (bin << shift));
+            w.warm[l * W_WORDS + W_VALID] = 1;
+        }
+    }
     pick_bin<true>(g, k, bin, rem, count);
     if (threadIdx.x == 0) {
         s.state[l].b0 = bin;
@@ -305,11 +356,12 @@ template <int SCH> __device__ void resolve(const float *row, int64_t cand, const
 // own choice (64 registers, no spill): with the bound it took more, and 8 lists of 1M went from
 // 146 to 154 us on the H200.
 template <int SRD>
-__global__ void __launch_bounds__(NT, 1) select_filter(const float *votes, int64_t cand, SelScratch s, const float *skip)
+__global__ void __launch_bounds__(NT, 1) select_filter(const float *votes, int64_t cand, SelScratch s, WarmScratch w,
+                                                       const float *skip)
 {
     grid_dep_enter();
     constexpr int SCH = SRD * NT;
-    if (skipped(skip)) return;
+    if (skipped(skip) || warm_hit(w, (int)blockIdx.y)) return;
     __shared__ uint32_t h[BINS];
     __shared__ uint32_t red[NT / 32];
     const int l = (int)blockIdx.y, b = (int)blockIdx.x, lane = (int)threadIdx.x & 31;
@@ -381,11 +433,12 @@ __global__ void __launch_bounds__(NT, 1) select_filter(const float *votes, int64
 template <int SRD>
 __global__ void __launch_bounds__(NT, SRD >= 16 ? 0 : 1) select_compact(const float *votes, int64_t cand, SelScratch s, int32_t *out,
                                                      int64_t count, int64_t sink_len, int64_t first_pos,
-                                                     int64_t chosen, int64_t win_begin, const float *skip)
+                                                     int64_t chosen, int64_t win_begin, WarmScratch w,
+                                                     const float *skip)
 {
     grid_dep_enter();
     constexpr int SCH = SRD * NT;
-    if (skipped(skip)) return;
+    if (skipped(skip) || warm_hit(w, (int)blockIdx.y)) return;
     __shared__ uint32_t red[NT / 32];
     __shared__ uint32_t wg[NT / 32], we[NT / 32];
     const int l = (int)blockIdx.y, b = (int)blockIdx.x, tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -442,6 +495,170 @@ __global__ void __launch_bounds__(NT, SRD >= 16 ? 0 : 1) select_compact(const fl
     }
 }
 
+// ---- the warm start ----------------------------------------------------------------------------
+
+// Whole block: the exclusive prefix of x over the threads in thread order; *total the sum.
+__device__ __forceinline__ uint32_t block_exscan_u32(uint32_t x, uint32_t *red /* [NT/32] */, uint32_t *total)
+{
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    uint32_t incl = x;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const uint32_t y = __shfl_up_sync(FULL, incl, o);
+        if (lane >= o) incl += y;
+    }
+    if (lane == 31) red[warp] = incl;
+    __syncthreads();
+    uint32_t before = 0, all = 0;
+#pragma unroll
+    for (int i = 0; i < NT / 32; i++) {
+        if (i < warp) before += red[i];
+        all += red[i];
+    }
+    __syncthreads(); // red may be reused after this
+    *total = all;
+    return before + incl - x;
+}
+
+// Whole block: the rank-th largest of keys[0, n) (1 <= rank <= n), and how many of those equal to
+// it are among the rank largest; three digits of 11, 11 and 10 bits (as resolve).
+__device__ void smem_select(const uint32_t *keys, uint32_t n, uint32_t rank, uint32_t *h, uint32_t &t, uint32_t &rem)
+{
+    uint32_t prefix = 0;
+    rem = rank;
+    for (int d = 0; d < 3; d++) { // bits 31..21, 20..10, 9..0
+        const int known = 11 * d, low = d < 2 ? 21 - 11 * d : 0;
+        const uint32_t mask = d < 2 ? 2047u : 1023u;
+        hist_clear(h);
+        __syncthreads();
+        for (uint32_t i = threadIdx.x; i < n; i += NT) {
+            const uint32_t key = keys[i];
+            if (known == 0 || (key >> (32 - known)) == (prefix >> (32 - known))) atomicAdd(&h[(key >> low) & mask], 1u);
+        }
+        __syncthreads();
+        uint32_t dig, cnt;
+        pick_bin<false>(h, rem, dig, rem, cnt);
+        prefix |= dig << low;
+    }
+    t = prefix;
+}
+
+template <int SRD>
+__global__ void __launch_bounds__(NT) select_collect(const float *votes, int64_t cand, WarmScratch w, const float *skip)
+{
+    grid_dep_enter();
+    constexpr int SCH = SRD * NT;
+    if (skipped(skip)) return;
+    // where each (round, warp)'s keys go in the chunk: position order is round, then warp, then lane
+    __shared__ uint32_t base[SRD][NT / 32];
+    const int l = (int)blockIdx.y, b = (int)blockIdx.x, lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    if (w.warm[l * W_WORDS + W_VALID] == 0) return; // cold: select_warm misses without reading the chunks
+    const uint32_t thr = (uint32_t)w.warm[l * W_WORDS + W_THRESHOLD];
+    uint32_t key[SRD];
+    bool in[SRD];
+    const int rounds = load_keys(votes + (int64_t)l * cand, cand, b, key, in);
+    unsigned bal[SRD];
+#pragma unroll
+    for (int i = 0; i < SRD; i++) {
+        bal[i] = i < rounds ? __ballot_sync(FULL, in[i] && key[i] >= thr) : 0u;
+        if (lane == 0) base[i][warp] = (uint32_t)__popc((int)bal[i]);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) { // the block's chunk: one atomic a block
+        uint32_t total = 0;
+        for (int i = 0; i < SRD * (NT / 32); i++) {
+            const uint32_t c = base[i / (NT / 32)][i % (NT / 32)];
+            base[i / (NT / 32)][i % (NT / 32)] = total;
+            total += c;
+        }
+        const uint32_t at = total ? atomicAdd(&w.nent[l], total) : 0u;
+        w.chunk[(int64_t)l * gridDim.x + b] = make_uint2(at, total);
+        for (int i = 0; i < SRD * (NT / 32); i++) base[i / (NT / 32)][i % (NT / 32)] += at;
+    }
+    __syncthreads();
+    uint2 *ent = w.ent + (int64_t)l * WARM_CAP;
+    const unsigned lt = (1u << lane) - 1u;
+#pragma unroll
+    for (int i = 0; i < SRD; i++) {
+        const uint32_t e = base[i][warp] + (uint32_t)__popc((int)(bal[i] & lt));
+        if (((bal[i] >> lane) & 1u) && e < (uint32_t)WARM_CAP) // past it: select_warm misses
+            ent[e] = make_uint2(key[i], (uint32_t)((int64_t)b * SCH + i * NT + threadIdx.x));
+    }
+}
+
+// One block a list (the layout as select_compact's). Dynamic shared memory: WARM_SMEM.
+__global__ void __launch_bounds__(NT) select_warm(WarmScratch w, int blocks, int32_t *out, int64_t count, int64_t sink_len,
+                                                  int64_t first_pos, int64_t chosen, int64_t win_begin, const float *skip)
+{
+    grid_dep_enter();
+    if (skipped(skip)) return;
+    SIFT_DYNAMIC_SMEM(smem);
+    uint32_t *keys = reinterpret_cast<uint32_t *>(smem), *pos = keys + WARM_CAP, *pre = pos + WARM_CAP;
+    __shared__ uint32_t h[BINS];
+    __shared__ uint32_t red[NT / 32];
+    const int l = (int)blockIdx.x, tid = (int)threadIdx.x;
+    int32_t *wl = w.warm + l * W_WORDS;
+    const uint32_t n = __ldcg(&w.nent[l]);
+    const bool hit = wl[W_VALID] != 0 && n >= (uint32_t)chosen && n <= (uint32_t)WARM_CAP;
+    __syncthreads(); // every thread has read nent
+    if (tid == 0) {
+        w.nent[l] = 0; // for the next run
+        w.miss[l] = hit ? 0u : 1u;
+        if (!hit) wl[W_MISSES]++;
+    }
+    if (!hit) return;
+    // the chunks' prefix in block (position) order: thread t sums blocks [t * per, (t + 1) * per)
+    const uint2 *chunk = w.chunk + (int64_t)l * blocks;
+    const int per = (blocks + NT - 1) / NT, c0 = min(blocks, tid * per), c1 = min(blocks, c0 + per);
+    uint32_t mine = 0, total;
+    for (int c = c0; c < c1; c++) mine += __ldcg(&chunk[c].y);
+    uint32_t at = block_exscan_u32(mine, red, &total);
+    for (int c = c0; c < c1; c++) {
+        pre[c] = at;
+        at += __ldcg(&chunk[c].y);
+    }
+    if (tid == 0) pre[blocks] = total;
+    __syncthreads();
+    const uint2 *ent = w.ent + (int64_t)l * WARM_CAP;
+    for (uint32_t i = tid; i < n; i += NT) {
+        int lo = 0, hi = blocks - 1; // the block c with pre[c] <= i < pre[c + 1]
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) >> 1;
+            if (pre[mid] <= i) lo = mid;
+            else hi = mid - 1;
+        }
+        const uint2 e = __ldcg(&ent[__ldcg(&chunk[lo].x) + (i - pre[lo])]);
+        keys[i] = e.x;
+        pos[i] = e.y;
+    }
+    __syncthreads();
+    uint32_t t, rem, t2, rem2;
+    smem_select(keys, n, (uint32_t)chosen, h, t, rem);
+    smem_select(keys, n, warm_rank((uint32_t)chosen, n), h, t2, rem2);
+    int32_t *o = out + (int64_t)l * count;
+    for (int64_t i = tid; i < sink_len; i += NT) o[i] = (int32_t)i;
+    for (int64_t i = sink_len + chosen + tid; i < count; i += NT) o[i] = (int32_t)(win_begin + (i - sink_len - chosen));
+    // the chosen in position order: thread t takes entries [t * per_e, (t + 1) * per_e)
+    const uint32_t per_e = (n + NT - 1) / NT, e0 = min(n, tid * per_e), e1 = min(n, e0 + per_e);
+    uint32_t gt = 0, eq = 0, tg, te;
+    for (uint32_t i = e0; i < e1; i++) {
+        gt += keys[i] > t;
+        eq += keys[i] == t;
+    }
+    uint32_t g_before = block_exscan_u32(gt, red, &tg), e_before = block_exscan_u32(eq, red, &te);
+    o += sink_len;
+    for (uint32_t i = e0; i < e1; i++) {
+        const bool is_gt = keys[i] > t, is_eq = keys[i] == t;
+        if (is_gt || (is_eq && e_before < rem)) o[g_before + min(e_before, rem)] = (int32_t)(first_pos + pos[i]);
+        g_before += is_gt;
+        e_before += is_eq;
+    }
+    if (tid == 0) {
+        wl[W_THRESHOLD] = (int32_t)t2;
+        wl[W_HITS]++;
+    }
+}
+
 // k >= |C| (take_all) or k == 0: the sink, every candidate or none, the window.
 __global__ void __launch_bounds__(NT) select_fill(int32_t *out, int64_t total, int64_t count, int64_t sink_len,
                                                   int64_t chosen, int take_all, int64_t first_pos, int64_t win_begin,
@@ -458,12 +675,20 @@ __global__ void __launch_bounds__(NT) select_fill(int32_t *out, int64_t total, i
     }
 }
 
-// The zeroed state (histograms, tickets, buffer counts, b0 key ranges); the scratch holds the
-// state, the counts and the buffer.
-static size_t zeroed_bytes(int64_t lists) { return (size_t)lists * (BINS + 2 + 1 + 2) * 4; }
+// The zeroed state (histograms, tickets, buffer counts, b0 key ranges; with the warm start, the
+// collected counts); the scratch holds the state, the counts, the warm start's entries and chunks,
+// the buffer and the warm start's miss flags.
+static size_t zeroed_bytes(int64_t lists, bool warm) { return (size_t)lists * (BINS + 2 + 1 + 2 + (warm ? 1 : 0)) * 4; }
 static int64_t buffer_cap(int64_t cand) { return cand < BUF ? cand : BUF; }
+static size_t scratch_bytes(int64_t lists, int64_t cand, int blocks, bool warm)
+{
+    size_t b = (size_t)lists * sizeof(SelState) + (size_t)lists * blocks * sizeof(uint2) + (size_t)lists * buffer_cap(cand) * 4;
+    if (warm) b += (size_t)lists * WARM_CAP * sizeof(uint2) + (size_t)lists * blocks * sizeof(uint2) + (size_t)lists * 4;
+    return b;
+}
 
-static SelScratch select_scratch(int64_t lists, int64_t cand, int blocks, void *scratch, void *zeroed)
+static SelScratch select_scratch(int64_t lists, int64_t cand, int blocks, bool warm_on, void *scratch, void *zeroed,
+                                 int32_t *warm, WarmScratch *w)
 {
     SelScratch s;
     s.hist = static_cast<uint32_t *>(zeroed);
@@ -475,35 +700,62 @@ static SelScratch select_scratch(int64_t lists, int64_t cand, int blocks, void *
     p += (size_t)lists * sizeof(SelState);
     s.counts = reinterpret_cast<uint2 *>(p);
     p += (size_t)lists * blocks * sizeof(uint2);
+    *w = WarmScratch{};
+    if (warm_on) { // 8-byte entries first, so that they stay aligned
+        w->warm = warm;
+        w->nent = s.b0max + (size_t)2 * lists;
+        w->ent = reinterpret_cast<uint2 *>(p);
+        p += (size_t)lists * WARM_CAP * sizeof(uint2);
+        w->chunk = reinterpret_cast<uint2 *>(p);
+        p += (size_t)lists * blocks * sizeof(uint2);
+    }
     s.buf = reinterpret_cast<uint32_t *>(p);
     s.cap = buffer_cap(cand);
+    p += (size_t)lists * s.cap * 4;
+    if (warm_on) w->miss = reinterpret_cast<uint32_t *>(p);
     s.blocks = blocks;
     return s;
 }
 
-// The radix select's three launches, SRD * NT candidates a block.
+// The radix select's three launches, SRD * NT candidates a block; with the warm start, its two
+// launches before them.
 template <int SRD>
 static cudaError_t launch_radix(dim3 grid, cudaStream_t st, const float *votes, int64_t cand, const sift_select_layout *l,
-                                const SelScratch &s, int32_t *out, const float *skip)
+                                const SelScratch &s, const WarmScratch &w, int32_t *out, const float *skip)
 {
-    cudaError_t e = launch(select_top<SRD>, grid, dim3(NT), 0, st, votes, cand, (uint32_t)l->chosen, s, skip);
-    if (e == cudaSuccess) e = launch(select_filter<SRD>, grid, dim3(NT), 0, st, votes, cand, s, skip);
+    cudaError_t e = cudaSuccess;
+    if (w.warm) {
+        e = launch(select_collect<SRD>, grid, dim3(NT), 0, st, votes, cand, w, skip);
+        if (e == cudaSuccess)
+            e = launch(select_warm, dim3(grid.y), dim3(NT), WARM_SMEM, st, w, (int)grid.x, out, l->count, l->sink, l->first,
+                       l->chosen, l->win_begin, skip);
+    }
+    if (e == cudaSuccess) e = launch(select_top<SRD>, grid, dim3(NT), 0, st, votes, cand, (uint32_t)l->chosen, s, w, skip);
+    if (e == cudaSuccess) e = launch(select_filter<SRD>, grid, dim3(NT), 0, st, votes, cand, s, w, skip);
     if (e != cudaSuccess) return e;
     return launch(select_compact<SRD>, grid, dim3(NT), 0, st, votes, cand, s, out, l->count, l->sink, l->first,
-                  l->chosen, l->win_begin, skip);
+                  l->chosen, l->win_begin, w, skip);
 }
 
 } // namespace sift_cuda
 
 using namespace sift_cuda;
 
-// path (1: radix select, when 0 < chosen < |C|; otherwise all or none of C), and for the radix
-// select split_len (candidates per block: 4096, 2048 or 1024), blocks (per list), scratch_bytes and
-// zeroed_bytes.
+// select_warm's shared memory; part of sift_cuda_init. A device that cannot give it selects cold.
+cudaError_t sift_cuda::select_init(const sift_cuda_device *dev)
+{
+    if (dev->smem_optin < WARM_SMEM) return cudaSuccess;
+    return cudaFuncSetAttribute(reinterpret_cast<const void *>(select_warm), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)WARM_SMEM);
+}
+
+// path (1: radix select, when 0 < chosen < |C|; 2: the same started warm, when the node has warm,
+// the warm start's r2 fits half its buffer and its blocks fit its prefix; otherwise all or none
+// of C), and for the radix select split_len (candidates per block: 4096, 2048 or 1024), blocks
+// (per list), scratch_bytes and zeroed_bytes.
 // The layout is the node's (n->p.layout).
 extern "C" cudaError_t sift_cuda_select_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
-    (void)dev;
     const sift_select_layout *l = &n->p.layout;
     const int64_t lists = n->src[0]->shape[0], cand = n->src[0]->shape[1];
     plan->path = l->chosen > 0 && l->chosen < cand;
@@ -513,9 +765,11 @@ extern "C" cudaError_t sift_cuda_select_plan(const sift_cuda_device *dev, const 
         while (sch > 1024 && lists * ((cand + sch - 1) / sch) < SELECT_BLOCKS) sch /= 2;
         plan->split_len = sch;
         plan->blocks = (int)((cand + sch - 1) / sch);
-        plan->zeroed_bytes = zeroed_bytes(lists);
-        plan->scratch_bytes = (size_t)lists * sizeof(SelState) + (size_t)lists * plan->blocks * sizeof(uint2) +
-                              (size_t)lists * buffer_cap(cand) * 4;
+        const bool warm = n->n_src == 2 && dev->smem_optin >= WARM_SMEM && plan->blocks <= WARM_MAX_BLOCKS &&
+                          warm_rank((uint32_t)l->chosen, (uint64_t)cand) <= WARM_CAP / 2;
+        if (warm) plan->path = 2;
+        plan->zeroed_bytes = zeroed_bytes(lists, warm);
+        plan->scratch_bytes = scratch_bytes(lists, cand, plan->blocks, warm);
     }
     return cudaSuccess;
 }
@@ -537,11 +791,13 @@ extern "C" cudaError_t sift_cuda_select_launch(const sift_cuda_device *dev, cons
         return launch(select_fill, dim3((unsigned)blocks), dim3(NT), 0, st, out, total, l->count, l->sink, l->chosen,
                       l->chosen > 0, l->first, l->win_begin, skip);
     }
-    const SelScratch s = select_scratch(lists, cand, plan->blocks, scratch, zeroed);
+    WarmScratch w;
+    const SelScratch s = select_scratch(lists, cand, plan->blocks, plan->path == 2, scratch, zeroed,
+                                        plan->path == 2 ? dev_ptr<int32_t>(n->src[1]) : nullptr, &w);
     const dim3 grid((unsigned)plan->blocks, (unsigned)lists);
     switch (plan->split_len) {
-    case 4096: return launch_radix<4096 / NT>(grid, st, votes, cand, l, s, out, skip);
-    case 2048: return launch_radix<2048 / NT>(grid, st, votes, cand, l, s, out, skip);
-    default: return launch_radix<1024 / NT>(grid, st, votes, cand, l, s, out, skip);
+    case 4096: return launch_radix<4096 / NT>(grid, st, votes, cand, l, s, w, out, skip);
+    case 2048: return launch_radix<2048 / NT>(grid, st, votes, cand, l, s, w, out, skip);
+    default: return launch_radix<1024 / NT>(grid, st, votes, cand, l, s, w, out, skip);
     }
 }

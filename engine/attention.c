@@ -70,7 +70,7 @@ static sift_status butler_lists(const attn *a, const sift_select_params *sel, si
     if (c->neighbor_fetch) TRY(sift_graph_new_tensor(g, SIFT_I32, 2, (int64_t[]){lists, l.count}, "chosen", &chosen));
     TRY(sift_graph_new_tensor(g, SIFT_F32, 2, (int64_t[]){lists, l.cand}, "votes", &votes));
     if (l.cand > 0) TRY(vote_candidates(a, NULL, sel, SIFT_VOTE_KVHEAD_MAX, votes));
-    TRY(sift_op_select(g, votes, sel, chosen));
+    TRY(sift_op_select_warm(g, votes, c->sel_warm, sel, chosen));
     return c->neighbor_fetch ? sift_op_neighbor_fetch(g, chosen, sel, idx) : SIFT_OK;
 }
 
@@ -109,7 +109,7 @@ static sift_status decode_lists(const attn *a, const sift_tensor *q_score, const
         }
         TRY(vote_candidates(a, q_score, sel, c->vote, votes));
     }
-    TRY(sift_op_select(g, votes, sel, idx));
+    TRY(sift_op_select_warm(g, votes, c->sel_warm, sel, idx));
     TRY(sift_graph_skip_if(g, NULL, 0));
     /* a reused set keeps its top k; the window moves with the sequence */
     return cache ? sift_op_fill_range(g, sel->sink + sel->budget, n - sel->window, idx) : SIFT_OK;

@@ -105,6 +105,13 @@ int64_t sift_select_count(const sift_select_params *p) { return sift_select_layo
 
 sift_status sift_op_select(sift_graph *g, const sift_tensor *votes, const sift_select_params *p, sift_tensor *indices)
 {
+    return sift_op_select_warm(g, votes, NULL, p, indices);
+}
+
+/* warm may be NULL (sift_op_select): the node then has one input. */
+sift_status sift_op_select_warm(sift_graph *g, const sift_tensor *votes, sift_tensor *warm, const sift_select_params *p,
+                                sift_tensor *indices)
+{
     const char *op = "select";
     TRY(sift_need_tensor(g, votes, op, "votes"));
     TRY(check_select_params(p));
@@ -116,7 +123,8 @@ sift_status sift_op_select(sift_graph *g, const sift_tensor *votes, const sift_s
         return sift_set_error(SIFT_E_SHAPE, "select: votes have %lld entries but N - S - W gives %lld candidates",
                               (long long)votes->shape[1], (long long)cand);
     TRY(sift_check_out(g, indices, SIFT_I32, lists, sift_select_count(p), op, "indices"));
-    sift_node n = {.op = SIFT_OP_SELECT, .n_src = 1, .src = {votes}, .dst = indices};
+    if (warm) TRY(sift_check_out(g, warm, SIFT_I32, lists, SIFT_SELECT_WARM_WORDS, op, "warm"));
+    sift_node n = {.op = SIFT_OP_SELECT, .n_src = warm ? 2 : 1, .src = {votes, warm}, .dst = indices};
     n.p.sel = *p;
     n.p.layout = sift_select_layout_of(p);
     return sift_graph_push_node(g, &n);

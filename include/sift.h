@@ -622,6 +622,21 @@ SIFT_API int64_t sift_select_count(const sift_select_params *p);
  * largest (ties to the lower position), joined with [0, S) and [N - W, N), ascending. */
 SIFT_API sift_status sift_op_select(sift_graph *g, const sift_tensor *votes,
                                     const sift_select_params *p, sift_tensor *indices);
+/* The same, started warm: warm i32 [L][SIFT_SELECT_WARM_WORDS] (write zeros to start) is kept by the
+ * caller across the decode steps of one list set (a layer of one sequence). Consecutive steps select
+ * mostly the same tokens, so a GPU backend first collects, in one pass, the candidates at or above
+ * the threshold an earlier run left in warm, selects exactly among them, and runs the full select
+ * only when that misses (fewer than k collected, or more than it can hold). The indices are those of
+ * sift_op_select whatever warm holds; the CPU reference leaves warm as it is. */
+enum {
+    SIFT_SELECT_WARM_THRESHOLD = 0, /* the order key to collect from (backend-defined) */
+    SIFT_SELECT_WARM_VALID,         /* non-zero once a run has left a threshold */
+    SIFT_SELECT_WARM_HITS,          /* runs the warm start answered */
+    SIFT_SELECT_WARM_MISSES,        /* runs that fell back to the full select (the first included) */
+    SIFT_SELECT_WARM_WORDS
+};
+SIFT_API sift_status sift_op_select_warm(sift_graph *g, const sift_tensor *votes, sift_tensor *warm,
+                                         const sift_select_params *p, sift_tensor *indices);
 /* out f32 [Hq][D]: exact attention of each head over its KV head's index list. indices i32 [L][n]
  * with L = 1 (shared by all heads) or L = Hkv. An index outside [0, Ncap), -1 for instance, is
  * skipped: it is never read and adds nothing (neighbor_fetch marks the neighbours it leaves out
@@ -799,6 +814,9 @@ typedef struct sift_attn_config {
      * query before RoPE and K holds keys before RoPE: the scoring query is rotated to position W,
      * the attention query to the last rank of the list, and the key at list rank i to position i. */
     const sift_rope_params *extrapolate;
+    /* SELECT, decode: the warm start of each step's top-k (sift_op_select_warm) when not NULL: i32
+     * [lists][SIFT_SELECT_WARM_WORDS], zeros to start, kept by the caller across steps. */
+    sift_tensor *sel_warm;
 } sift_attn_config;
 
 /* Defaults: every count 0, SOFTMAX_SUM, DENSE, the EXACT scorer, the Selection Cache off

@@ -432,6 +432,128 @@ out:
     sift_tensor_destroy(vm);
 }
 
+/* select's warm start (sift_op_select_warm): whatever warm holds, the lists equal the CPU's plain
+ * select. One graph runs several times over votes that change a little between runs, as a decode
+ * step's do: cold (zeros), warm from the run before, and with the threshold forced above every
+ * vote (too few collected) and to the lowest key (everything collected: more than a GPU backend
+ * holds once |C| is large). The CPU leaves warm as it is; a GPU backend counts every run as a hit or
+ * a miss, and a run over the same votes as the run before must hit. */
+typedef struct {
+    int lists;
+    int64_t cand, k, sink, window;
+    bool ties; /* votes from a few values: the tie rule at the threshold */
+} warm_select_case;
+
+enum { WARM_RUNS = 6 };
+
+/* Run r's votes: one base draw, scaled and nudged a little more each run (ties stay ties). */
+static void warm_votes(const warm_select_case *wc, const float *base, int run, float *v)
+{
+    const size_t n = (size_t)wc->lists * (size_t)wc->cand;
+    for (size_t i = 0; i < n; i++) {
+        const float drift = wc->ties ? 0.0f : 1e-3f * (float)run * (float)((i * 2654435761u >> 7) % 17) / 17.0f;
+        v[i] = base[i] * (1.0f - 0.002f * (float)run) + drift;
+    }
+}
+
+static void warm_select_check(const conf_case *cc, const backend *ref, const backend *b)
+{
+    const warm_select_case *wc = cc->params;
+    const char *bname = sift_backend_kind_name(b->kind), *cname = cc->name;
+    const bool gpu = b->kind == SIFT_BACKEND_CUDA; /* the backends with a warm start */
+    const sift_select_params p = {.n_ctx = wc->sink + wc->cand + wc->window, .sink = wc->sink, .window = wc->window,
+                                  .budget = wc->k};
+    const int64_t len = sift_select_count(&p), lists = wc->lists;
+    const size_t nv = (size_t)lists * (size_t)wc->cand, ni = (size_t)lists * (size_t)len;
+    float *base = malloc(nv * sizeof *base), *v = malloc(nv * sizeof *v);
+    int32_t *want = malloc(ni * sizeof *want), *got = malloc(ni * sizeof *got);
+    sift_tensor *rv = NULL, *ri = NULL, *dv = NULL, *di = NULL, *dw = NULL;
+    sift_graph *rg = NULL, *dg = NULL;
+    int32_t warm[8 * SIFT_SELECT_WARM_WORDS] = {0};
+    if (wc->lists > 8 || !base || !v || !want || !got) {
+        fail(cname, bname, "more than 8 lists, or out of host memory");
+        goto out;
+    }
+    rng_seed_from(cname);
+    for (size_t i = 0; i < nv; i++) base[i] = wc->ties ? (float)(rng_next() % 7) * 0.25f : rng_normal();
+    CHECK_OK(sift_tensor_create(ref->ctx, SIFT_F32, 2, (int64_t[]){lists, wc->cand}, &rv), cname, bname);
+    CHECK_OK(sift_tensor_create(ref->ctx, SIFT_I32, 2, (int64_t[]){lists, len}, &ri), cname, bname);
+    CHECK_OK(sift_graph_create(ref->ctx, &rg), cname, bname);
+    CHECK_OK(sift_op_select(rg, rv, &p, ri), cname, bname);
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){lists, wc->cand}, &dv), cname, bname);
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_I32, 2, (int64_t[]){lists, len}, &di), cname, bname);
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_I32, 2, (int64_t[]){lists, SIFT_SELECT_WARM_WORDS}, &dw), cname, bname);
+    CHECK_OK(sift_tensor_write(dw, 0, warm, (size_t)lists * sizeof(int32_t) * SIFT_SELECT_WARM_WORDS), cname, bname);
+    CHECK_OK(sift_graph_create(b->ctx, &dg), cname, bname);
+    CHECK_OK(sift_op_select_warm(dg, dv, dw, &p, di), cname, bname);
+    int wrong = 0, bad_counts = 0;
+    int64_t hits_before = 0;
+    for (int run = 0; run < WARM_RUNS; run++) {
+        /* runs 0-2 drift; run 3 repeats run 2's votes; run 4 forces a threshold above every vote;
+         * run 5 the lowest key (every candidate collected) */
+        warm_votes(wc, base, run < 3 ? run : 2, v);
+        CHECK_OK(sift_tensor_write(rv, 0, v, nv * sizeof *v), cname, bname);
+        CHECK_OK(sift_tensor_write(dv, 0, v, nv * sizeof *v), cname, bname);
+        if (run >= 4) {
+            CHECK_OK(sift_tensor_read(dw, 0, warm, (size_t)lists * sizeof(int32_t) * SIFT_SELECT_WARM_WORDS), cname, bname);
+            for (int l = 0; l < lists; l++) {
+                warm[l * SIFT_SELECT_WARM_WORDS + SIFT_SELECT_WARM_THRESHOLD] = run == 4 ? -1 /* key 0xffffffff */ : 0;
+                warm[l * SIFT_SELECT_WARM_WORDS + SIFT_SELECT_WARM_VALID] = 1;
+            }
+            CHECK_OK(sift_tensor_write(dw, 0, warm, (size_t)lists * sizeof(int32_t) * SIFT_SELECT_WARM_WORDS), cname, bname);
+        }
+        CHECK_OK(compute_checked(rg), cname, bname);
+        CHECK_OK(compute_checked(dg), cname, bname);
+        CHECK_OK(sift_tensor_read(ri, 0, want, ni * sizeof *want), cname, bname);
+        CHECK_OK(sift_tensor_read(di, 0, got, ni * sizeof *got), cname, bname);
+        for (size_t i = 0; i < ni; i++) wrong += got[i] != want[i];
+        CHECK_OK(sift_tensor_read(dw, 0, warm, (size_t)lists * sizeof(int32_t) * SIFT_SELECT_WARM_WORDS), cname, bname);
+        int64_t hits = 0, misses = 0;
+        for (int l = 0; l < lists; l++) {
+            hits += warm[l * SIFT_SELECT_WARM_WORDS + SIFT_SELECT_WARM_HITS];
+            misses += warm[l * SIFT_SELECT_WARM_WORDS + SIFT_SELECT_WARM_MISSES];
+        }
+        if (!gpu) { /* the CPU leaves warm alone (runs 4 and 5 wrote THRESHOLD and VALID only) */
+            bad_counts += hits != 0 || misses != 0;
+        } else {
+            bad_counts += hits + misses != (int64_t)lists * (run + 1); /* every list's run counted once */
+            if (run == 0) bad_counts += misses != lists;               /* cold */
+            if (run == 3) bad_counts += hits != hits_before + lists;   /* the same votes again */
+            if (run == 4) bad_counts += hits != hits_before;           /* nothing at or above the threshold */
+        }
+        hits_before = hits;
+    }
+    report(cname, bname, "wrong", wrong, 0, wrong == 0);
+    report(cname, bname, "bad-counts", bad_counts, 0, bad_counts == 0);
+out:
+    sift_graph_destroy(rg);
+    sift_graph_destroy(dg);
+    sift_tensor_destroy(rv);
+    sift_tensor_destroy(ri);
+    sift_tensor_destroy(dv);
+    sift_tensor_destroy(di);
+    sift_tensor_destroy(dw);
+    free(base);
+    free(v);
+    free(want);
+    free(got);
+}
+
+static void add_warm_select_cases(int64_t max_n)
+{
+    static const warm_select_case ws[] = {
+        {1, 5000, 64, 4, 16, true},     {8, 3000, 100, 0, 0, true},     {8, 20000, 256, 128, 64, false},
+        {1, 30000, 1024, 4, 64, false}, {8, 30000, 512, 16, 64, true},  {1, 300000, 2048, 128, 512, false},
+    };
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+        if (ws[i].cand > max_n) continue;
+        char name[128];
+        snprintf(name, sizeof name, "select warm L=%d |C|=%lld k=%lld%s", ws[i].lists, (long long)ws[i].cand,
+                 (long long)ws[i].k, ws[i].ties ? " ties" : "");
+        registry_add("ops", name, warm_select_check, NULL, &ws[i], sizeof ws[i]);
+    }
+}
+
 static void add_handmade(void)
 {
     const handmade_select_case hs[] = {
@@ -1317,6 +1439,7 @@ void cases_ops(const suite_options *o)
     const int64_t sinks[] = {0, 4, 128};
     const int64_t windows[] = {0, 64, 512};
     add_handmade();
+    add_warm_select_cases(max_n);
     add_butler_cases();
     add_smax_cases();
 
