@@ -141,6 +141,9 @@ typedef struct sift_node {
      * non-zero at run time, the node does nothing. Backends count skip as an input. */
     const sift_tensor *skip;
     int64_t skip_elem;
+    /* The stage of the step that appended the node (sift_graph_set_stage: a static string such as
+     * "qkv"), for the session's profile; NULL: none given. Backends ignore it. */
+    const char *stage;
 } sift_node;
 
 struct sift_graph {
@@ -155,6 +158,7 @@ struct sift_graph {
     void *backend_cache;        /* a backend's recording of this graph (freed through the vtable) */
     const sift_tensor *skip;    /* the predicate given to nodes appended now (sift_graph_skip_if) */
     int64_t skip_elem;
+    const char *stage;          /* the stage given to nodes appended now (sift_graph_set_stage) */
 };
 
 typedef struct sift_backend_vtable {

@@ -24,8 +24,14 @@ struct sift_graph_pool *sift_context_graph_pool(sift_context *ctx);
 sift_status sift_graph_view(sift_graph *g, const sift_tensor *parent, sift_dtype dtype, int ndim, const int64_t *shape,
                             size_t byte_offset, sift_tensor **out);
 
-/* Appends a validated node (refusing an output that is also an input) and invalidates recordings. */
+/* Appends a validated node (refusing an output that is also an input) and invalidates recordings.
+ * The node carries the graph's current stage (sift_graph_set_stage), whatever n->stage says. */
 sift_status sift_graph_push_node(sift_graph *g, const sift_node *n);
+
+/* Labels every node appended from now on with `stage` (a static string the graph does not copy,
+ * e.g. "qkv"; NULL: none), until the next call. The session's profile adds up device time per
+ * stage and op (sift_session_profile_stages); running the graph ignores it. */
+void sift_graph_set_stage(sift_graph *g, const char *stage);
 
 /* Reads a caller's config under sift.h's struct_size scheme: dst holds the defaults (its
  * struct_size = size, this library's); the first struct_size bytes of given replace them. Fails

@@ -6,7 +6,10 @@
  *
  * The step is one graph. Where the host takes part between layers (host policies write a layer's
  * lists after its cache write; prefill observations; eval_mode's quality measure), the graph is cut
- * after each layer's cache write (host_turn): the host runs, and a new graph goes on. */
+ * after each layer's cache write (host_turn): the host runs, and a new graph goes on.
+ *
+ * Each group of nodes is labelled with its stage (sift_graph_set_stage: "qkv", "attention", ...),
+ * so that a profiled step's device time adds up per stage (sift_session_profile_stages). */
 #include "session.h"
 
 #include <math.h>
@@ -74,7 +77,7 @@ static sift_rope_params rope_params(const sift_model *m)
 }
 
 /* Runs the pass's graph; while the session profiles, timed, each node's device time and bytes
- * added to its op's entry. */
+ * added to the entry of its stage and op. */
 static sift_status compute(pass *f)
 {
     sift_session *s = f->s;
@@ -83,12 +86,8 @@ static sift_status compute(pass *f)
     double *node_us = malloc((size_t)(n > 0 ? n : 1) * sizeof *node_us);
     if (!node_us) return sift_set_error(SIFT_E_NOMEM, "session: out of memory for the profile");
     const sift_status e = sift_graph_compute_timed(f->g, node_us);
-    for (int i = 0; e == SIFT_OK && i < n; i++) {
-        const sift_op op = f->g->nodes[i].op;
-        s->prof[op].nodes++;
-        s->prof[op].us += node_us[i];
-        s->prof[op].bytes += sift_graph_node_bytes(f->g, i);
-    }
+    for (int i = 0; e == SIFT_OK && i < n; i++)
+        sift_profile_add(s, f->g->nodes[i].stage, f->g->nodes[i].op, node_us[i], sift_graph_node_bytes(f->g, i));
     free(node_us);
     return e;
 }
@@ -154,6 +153,7 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
         a.score_k = sl->kpview;
         a.neighbor_fetch = c->neighbor_fetch;
         a.sel_indices = kept;
+        a.sel_warm = sl->sel_warm;
         a.reuse = sg->butler == BUTLER_REUSE;
         break;
     }
@@ -162,6 +162,7 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
         a.sel_cache = c->sel_cache;
         a.sel_state = sl->sel_state;
         a.sel_indices = sl->sel_idx;
+        a.sel_warm = sl->sel_warm;
         break;
     case SIFT_POLICY_STREAMING: a.mode = SIFT_ATTN_STREAMING; break;
     default: { /* the host policies: the lists the host wrote after this layer's cache write */
@@ -198,41 +199,24 @@ static sift_status predict(pass *f, uint32_t l)
     TRY(rows2(f, s->b_fc1, 0, t, hid, &h));          /* h [T][hidden] */
     TRY(rows2(f, s->b_act, 0, t, hid, &ha));         /* ha [T][hidden] = silu(h) */
     TRY(rows2(f, s->b_q, 0, t, out_w, &qp));         /* qp [T][P * Hq * d'] */
+    sift_graph_set_stage(f->g, "predictor");
     TRY(sift_op_layernorm(f->g, x, bp->norm_w, bp->norm_b, pr->ln_eps, xn));
     TRY(sift_op_matmul(f->g, xn, bp->fc1, NULL, h));
     TRY(sift_op_silu(f->g, h, ha));
     return sift_op_matmul(f->g, ha, bp->fc2, NULL, qp);
 }
 
-/* Layer l over the step's T rows (E = n_embd, F = n_ff). */
-static sift_status layer(pass *f, uint32_t l)
+/* Layer l's keys and queries rotated (RoPE) and its keys and values written to the cache, for each
+ * sequence's rows at its positions; under TokenButler also the projected keys. */
+static sift_status rope_and_cache(pass *f, uint32_t l)
 {
     sift_session *s = f->s;
     const sift_model *m = s->m;
-    const sift_gguf_hparams *hp = &m->hp;
-    const layer_weights *w = &m->layers[l];
     const step *st = f->st;
-    const int64_t e = hp->n_embd, ff = hp->n_ff, hq = hp->n_head, hkv = hp->n_head_kv, d = hp->head_dim, t = st->rows;
+    const int64_t hq = m->hp.n_head, hkv = m->hp.n_head_kv, d = m->hp.head_dim;
     const sift_rope_params rope = rope_params(m);
-    sift_tensor *x, *xn;
-    TRY(rows2(f, layer_in(s, l), 0, t, e, &x));      /* x [T][E]: the residual stream entering the layer */
-    TRY(rows2(f, s->act[A_XN], 0, t, e, &xn));        /* xn [T][E] */
     const sift_predictor *pr = s->cfg.predictor;
-    TRY(sift_op_rmsnorm(f->g, x, w->attn_norm, hp->rms_eps, xn));
-    if (qkv_fused(f, l)) {
-        sift_tensor *qkv;
-        TRY(rows2(f, s->qkv_row, 0, 1, (hq + 2 * hkv) * d, &qkv)); /* qkv [1][(Hq + 2 Hkv) * D] */
-        TRY(sift_op_matmul(f->g, xn, w->wqkv, NULL, qkv));
-    } else {
-        sift_tensor *q, *k, *v;
-        TRY(rows2(f, s->act[A_Q], 0, t, hq * d, &q));  /* q [T][Hq * D] */
-        TRY(rows2(f, s->act[A_K], 0, t, hkv * d, &k)); /* k [T][Hkv * D] */
-        TRY(rows2(f, s->act[A_V], 0, t, hkv * d, &v)); /* v [T][Hkv * D] */
-        TRY(sift_op_matmul(f->g, xn, w->wq, w->bq, q));
-        TRY(sift_op_matmul(f->g, xn, w->wk, w->bk, k));
-        TRY(sift_op_matmul(f->g, xn, w->wv, w->bv, v));
-    }
-    for (int i = 0; i < st->n_seg; i++) { /* each sequence's rows at its positions */
+    for (int i = 0; i < st->n_seg; i++) {
         const segment *sg = &st->seg[i];
         const seq_layer *sl = &s->seqs[sg->seq].layers[l];
         sift_tensor *q3, *k3, *v3, *qr3, *kr3;
@@ -247,8 +231,10 @@ static sift_status layer(pass *f, uint32_t l)
         }
         TRY(roped3(f, l, false, sg->row0, sg->t, &kr3)); /* [t][Hkv][D] */
         if (s->cfg.extrapolate) { /* SPEC §6: keys cached before RoPE; the attention places the query */
+            sift_graph_set_stage(f->g, "kv_write");
             TRY(sift_op_kv_write(f->g, k3, sg->pos0, sl->kview));
         } else {
+            sift_graph_set_stage(f->g, "rope");
             if (qkv_fused(f, l)) { /* q and k are adjacent in qkv_row and in qk_row: one rotation */
                 sift_tensor *qk, *qkr;
                 TRY(sift_graph_view(f->g, s->qkv_row, SIFT_F32, 3, (int64_t[]){1, hq + hkv, d}, 0, &qk)); /* [1][Hq + Hkv][D] */
@@ -259,6 +245,7 @@ static sift_status layer(pass *f, uint32_t l)
                 TRY(sift_op_rope(f->g, q3, sg->pos0, m->rope_factors, &rope, qr3));
                 TRY(sift_op_rope(f->g, k3, sg->pos0, m->rope_factors, &rope, kr3));
             }
+            sift_graph_set_stage(f->g, "kv_write");
             TRY(sift_op_kv_write(f->g, kr3, sg->pos0, sl->kview));
         }
         if (sl->kpview) { /* TokenButler: the same keys projected to d', cached beside them */
@@ -267,12 +254,49 @@ static sift_status layer(pass *f, uint32_t l)
             TRY(roped(f, l, false, sg->row0, 2, (int64_t[]){sg->t, hkv * d}, &kr2)); /* [t][Hkv * D] */
             TRY(rows2(f, s->b_kp, sg->row0, sg->t, hkv * dk, &kp2));       /* [t][Hkv * d'] */
             TRY(rows3(f, s->b_kp, sg->row0, sg->t, hkv, dk, &kp3));        /* [t][Hkv][d'] */
+            sift_graph_set_stage(f->g, "predictor_keys");
             TRY(sift_op_matmul(f->g, kr2, pr->kproj[l], NULL, kp2));
             TRY(sift_op_kv_write(f->g, kp3, sg->pos0, sl->kpview));
+            sift_graph_set_stage(f->g, "kv_write");
         }
         TRY(sift_op_kv_write(f->g, v3, sg->pos0, sl->vview)); /* K/V [Hkv][pos0 .. pos0 + t)[D] */
     }
+    return SIFT_OK;
+}
+
+/* Layer l over the step's T rows (E = n_embd, F = n_ff). */
+static sift_status layer(pass *f, uint32_t l)
+{
+    sift_session *s = f->s;
+    const sift_model *m = s->m;
+    const sift_gguf_hparams *hp = &m->hp;
+    const layer_weights *w = &m->layers[l];
+    const step *st = f->st;
+    const int64_t e = hp->n_embd, ff = hp->n_ff, hq = hp->n_head, hkv = hp->n_head_kv, d = hp->head_dim, t = st->rows;
+    sift_tensor *x, *xn;
+    TRY(rows2(f, layer_in(s, l), 0, t, e, &x));      /* x [T][E]: the residual stream entering the layer */
+    TRY(rows2(f, s->act[A_XN], 0, t, e, &xn));        /* xn [T][E] */
+    const sift_predictor *pr = s->cfg.predictor;
+    sift_graph_set_stage(f->g, "attn_norm");
+    TRY(sift_op_rmsnorm(f->g, x, w->attn_norm, hp->rms_eps, xn));
+    sift_graph_set_stage(f->g, "qkv");
+    if (qkv_fused(f, l)) {
+        sift_tensor *qkv;
+        TRY(rows2(f, s->qkv_row, 0, 1, (hq + 2 * hkv) * d, &qkv)); /* qkv [1][(Hq + 2 Hkv) * D] */
+        TRY(sift_op_matmul(f->g, xn, w->wqkv, NULL, qkv));
+    } else {
+        sift_tensor *q, *k, *v;
+        TRY(rows2(f, s->act[A_Q], 0, t, hq * d, &q));  /* q [T][Hq * D] */
+        TRY(rows2(f, s->act[A_K], 0, t, hkv * d, &k)); /* k [T][Hkv * D] */
+        TRY(rows2(f, s->act[A_V], 0, t, hkv * d, &v)); /* v [T][Hkv * D] */
+        TRY(sift_op_matmul(f->g, xn, w->wq, w->bq, q));
+        TRY(sift_op_matmul(f->g, xn, w->wk, w->bk, k));
+        TRY(sift_op_matmul(f->g, xn, w->wv, w->bv, v));
+    }
+    TRY(rope_and_cache(f, l));
     TRY(host_turn(f, l)); /* may start a new graph: the views above were the old one's */
+    /* one stage for all the attention builder appends; the profile tells its ops apart */
+    sift_graph_set_stage(f->g, "attention");
     for (int i = 0; i < st->n_seg; i++) TRY(attend(f, &st->seg[i], l)); /* att [T][Hq * D] */
     sift_tensor *att, *o, *mid, *gate, *up, *act, *down, *x_out;
     TRY(rows2(f, layer_in(s, l), 0, t, e, &x));      /* x [T][E] */
@@ -295,26 +319,33 @@ static sift_status layer(pass *f, uint32_t l)
     /* One row: the residual is the product's bias (o + x, the sum the add would make), and o and
      * down are not written. */
     sift_tensor *x_bias = NULL, *mid_bias = NULL;
+    sift_graph_set_stage(f->g, "o");
     if (t == 1) {
         TRY(sift_graph_view(f->g, x, SIFT_F32, 1, (int64_t[]){e}, 0, &x_bias));     /* [E] */
         TRY(sift_graph_view(f->g, mid, SIFT_F32, 1, (int64_t[]){e}, 0, &mid_bias)); /* [E] */
         TRY(sift_op_matmul(f->g, att, w->wo, x_bias, mid));
     } else {
         TRY(sift_op_matmul(f->g, att, w->wo, NULL, o));
+        sift_graph_set_stage(f->g, "residual");
         TRY(sift_op_add(f->g, x, o, mid));
     }
+    sift_graph_set_stage(f->g, "ffn_norm");
     TRY(sift_op_rmsnorm(f->g, mid, w->ffn_norm, hp->rms_eps, xn));
+    sift_graph_set_stage(f->g, "gate_up");
     if (gate_up) {
         TRY(sift_op_matmul(f->g, xn, w->w_gate_up, NULL, gate_up));
     } else {
         TRY(sift_op_matmul(f->g, xn, w->w_gate, NULL, gate));
         TRY(sift_op_matmul(f->g, xn, w->w_up, NULL, up));
     }
+    sift_graph_set_stage(f->g, "swiglu");
     TRY(sift_op_swiglu(f->g, gate, up, act));
+    sift_graph_set_stage(f->g, "down");
     if (t == 1) {
         TRY(sift_op_matmul(f->g, act, w->w_down, mid_bias, x_out));
     } else {
         TRY(sift_op_matmul(f->g, act, w->w_down, NULL, down));
+        sift_graph_set_stage(f->g, "residual");
         TRY(sift_op_add(f->g, mid, down, x_out));
     }
     if (pr && !st->prefill && s->cfg.policy == SIFT_POLICY_BUTLER && l % (uint32_t)pr->stride == 0 && l + 1 < hp->n_layer)
@@ -333,12 +364,15 @@ static sift_status forward(pass *f)
     sift_tensor *ids, *x0, *x, *xn, *logits;
     TRY(sift_graph_view(f->g, s->ids, SIFT_I32, 1, (int64_t[]){st->rows}, 0, &ids)); /* ids [T] */
     TRY(rows2(f, s->act[A_X0], 0, st->rows, e, &x0));                                /* x0 [T][E] */
+    sift_graph_set_stage(f->g, "embed");
     TRY(sift_op_get_rows(f->g, s->m->tok_embd, ids, x0));
     for (uint32_t l = 0; l < hp->n_layer; l++) TRY(layer(f, l));
     TRY(rows2(f, layer_res(s, hp->n_layer - 1), last, rows, e, &x)); /* x [rows][E] */
     TRY(rows2(f, s->xlast_norm, 0, rows, e, &xn));                   /* xn [rows][E] */
     TRY(rows2(f, s->logits, 0, rows, hp->n_vocab, &logits));         /* logits [rows][vocab] */
+    sift_graph_set_stage(f->g, "final_norm");
     TRY(sift_op_rmsnorm(f->g, x, s->m->output_norm, hp->rms_eps, xn));
+    sift_graph_set_stage(f->g, "logits");
     TRY(sift_op_matmul(f->g, xn, s->m->output, NULL, logits));
     TRY(compute(f));
     if (f->measure) TRY(sift_quality_measure_layer(s, f->st, hp->n_layer - 1));

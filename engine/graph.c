@@ -167,6 +167,7 @@ sift_status sift_graph_push_node(sift_graph *g, const sift_node *n)
         node.skip = g->skip;
         node.skip_elem = g->skip_elem;
     }
+    node.stage = g->stage;
     if (n->dst->owner && n->dst->owner != g)
         return sift_set_error(SIFT_E_GRAPH, "%s: output '%s' is an intermediate of another graph", sift_op_name(n->op),
                               n->dst->name);
@@ -196,6 +197,11 @@ sift_status sift_graph_skip_if(sift_graph *g, const sift_tensor *flag, int64_t e
     g->skip = flag;
     g->skip_elem = flag ? element : 0;
     return SIFT_OK;
+}
+
+void sift_graph_set_stage(sift_graph *g, const char *stage)
+{
+    if (g) g->stage = stage;
 }
 
 /* ---- running ------------------------------------------------------------------------------- */

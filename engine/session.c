@@ -25,7 +25,8 @@ static void free_sequence_state(sift_session *s, sequence *q)
         seq_layer *sl = &q->layers[l];
         sift_tensor_destroy(sl->sel_state);
         sift_tensor_destroy(sl->sel_idx);
-        sl->sel_state = sl->sel_idx = NULL;
+        sift_tensor_destroy(sl->sel_warm);
+        sl->sel_state = sl->sel_idx = sl->sel_warm = NULL;
         sl->butler_steps = sl->butler_reused = 0;
     }
     sift_tensor_destroy(q->host_idx);
@@ -113,11 +114,31 @@ static sift_status make_butler_lists(sift_session *s, sequence *q)
     return SIFT_OK;
 }
 
+/* The warm start of each selecting layer's top-k (sift_op_select_warm): zeros, [lists][WORDS] with one
+ * list (TokenSelect's head vote) or one per KV head (BUTLER, layers >= 1). */
+static sift_status make_select_warm(sift_session *s, sequence *q)
+{
+    const sift_gguf_hparams *hp = &s->m->hp;
+    const bool butler = s->cfg.policy == SIFT_POLICY_BUTLER;
+    const int64_t lists = butler ? hp->n_head_kv : 1;
+    int32_t *zeros = calloc((size_t)lists * SIFT_SELECT_WARM_WORDS, sizeof *zeros);
+    if (!zeros) return sift_set_error(SIFT_E_NOMEM, "session: out of memory");
+    sift_status st = SIFT_OK;
+    for (uint32_t l = butler ? 1 : 0; st == SIFT_OK && l < hp->n_layer; l++) {
+        seq_layer *sl = &q->layers[l];
+        st = sift_tensor_create(s->m->ctx, SIFT_I32, 2, (int64_t[]){lists, SIFT_SELECT_WARM_WORDS}, &sl->sel_warm);
+        if (st == SIFT_OK) st = sift_tensor_write(sl->sel_warm, 0, zeros, (size_t)lists * SIFT_SELECT_WARM_WORDS * sizeof *zeros);
+    }
+    free(zeros);
+    return st;
+}
+
 /* The per-sequence state a policy needs: TokenSelect's Selection Cache; BUTLER's kept lists; for the host policies,
  * host lists and the policy's state (replaying the prompt queries kept from prefill). */
 static sift_status make_policy_state(sift_session *s, sequence *q)
 {
     const sift_gguf_hparams *hp = &s->m->hp;
+    if (s->cfg.policy == SIFT_POLICY_TOKENSELECT || s->cfg.policy == SIFT_POLICY_BUTLER) TRY(make_select_warm(s, q));
     if (s->cfg.policy == SIFT_POLICY_TOKENSELECT && s->cfg.sel_cache <= 1.0f) return make_sel_cache(s, q);
     if (s->cfg.policy == SIFT_POLICY_BUTLER) return make_butler_lists(s, q);
     if (!sift_host_policy(s->cfg.policy)) return SIFT_OK;
@@ -451,6 +472,27 @@ sift_status sift_session_layer_output(const sift_session *s, int layer, float *o
     return sift_tensor_read(s->layer_out[layer], (size_t)s->last_row * e * sizeof(float), out, e * sizeof(float));
 }
 
+sift_status sift_session_select_warm_stats(const sift_session *s, int layer, int64_t *hits, int64_t *misses)
+{
+    const char *fn = "sift_session_select_warm_stats";
+    if (!s || !hits || !misses) return sift_set_error(SIFT_E_INVALID, "%s: null argument", fn);
+    if (layer < -1 || layer >= (int)s->m->hp.n_layer) return sift_set_error(SIFT_E_INVALID, "%s: no layer %d", fn, layer);
+    *hits = *misses = 0;
+    for (int i = 0; i < s->cfg.n_seq; i++)
+        for (uint32_t l = 0; l < s->m->hp.n_layer; l++) {
+            const sift_tensor *warm = s->seqs[i].layers[l].sel_warm;
+            if (!warm || (layer >= 0 && (uint32_t)layer != l)) continue;
+            const int64_t lists = warm->shape[0];
+            for (int64_t j = 0; j < lists; j++) {
+                int32_t w[SIFT_SELECT_WARM_WORDS];
+                TRY(sift_tensor_read(warm, (size_t)j * sizeof w, w, sizeof w));
+                *hits += w[SIFT_SELECT_WARM_HITS];
+                *misses += w[SIFT_SELECT_WARM_MISSES];
+            }
+        }
+    return SIFT_OK;
+}
+
 sift_status sift_session_sel_cache_stats(const sift_session *s, int layer, int64_t *hits, int64_t *steps)
 {
     if (!s || !hits || !steps) return sift_set_error(SIFT_E_INVALID, "sift_session_sel_cache_stats: null argument");
@@ -480,35 +522,97 @@ sift_status sift_session_set_profiling(sift_session *s, int on)
     if (!s) return sift_set_error(SIFT_E_INVALID, "sift_session_set_profiling: session is NULL");
     if (on) { /* a new profile; turning it off keeps the one taken for reading */
         memset(s->prof, 0, sizeof s->prof);
+        s->n_prof = 0;
         s->prof_steps = 0;
     }
     s->profiling = on != 0;
     return SIFT_OK;
 }
 
+static prof_entry *prof_find(sift_session *s, const char *stage, sift_op op)
+{
+    for (int i = 0; i < s->n_prof; i++) /* the stages are static strings: most compare equal as pointers */
+        if (s->prof[i].op == op && (s->prof[i].stage == stage || !strcmp(s->prof[i].stage, stage))) return &s->prof[i];
+    return NULL;
+}
+
+void sift_profile_add(sift_session *s, const char *stage, sift_op op, double us, double bytes)
+{
+    const char *op_name = sift_op_name(op);
+    prof_entry *e = prof_find(s, stage ? stage : op_name, op);
+    if (!e && s->n_prof >= SIFT_PROF_ROWS - SIFT_OP_COUNT) { /* full: under the op alone (session.h) */
+        stage = NULL;
+        e = prof_find(s, op_name, op);
+    }
+    if (!stage) stage = op_name; /* an unlabelled node is its op's own stage */
+    if (!e) {
+        e = &s->prof[s->n_prof++];
+        *e = (prof_entry){.stage = stage, .op = op};
+    }
+    e->nodes++;
+    e->us += us;
+    e->bytes += bytes;
+}
+
 /* Longer time first; equal times in the order of the names, so that the order is the same each run. */
-static int by_time_descending(const void *pa, const void *pb)
+static int op_by_time_descending(const void *pa, const void *pb)
 {
     const sift_op_time *a = pa, *b = pb;
     if (a->us != b->us) return a->us > b->us ? -1 : 1;
     return strcmp(a->op, b->op);
 }
 
-sift_status sift_session_profile(const sift_session *s, sift_op_time *out, int max, int *n, int64_t *steps)
+static int stage_by_time_descending(const void *pa, const void *pb)
 {
-    const char *fn = "sift_session_profile";
+    const sift_stage_time *a = pa, *b = pb;
+    if (a->us != b->us) return a->us > b->us ? -1 : 1;
+    const int by_stage = strcmp(a->stage, b->stage);
+    return by_stage ? by_stage : strcmp(a->op, b->op);
+}
+
+static sift_status check_profile_args(const char *fn, const sift_session *s, const void *out, int max, const int *n)
+{
     if (!s || !n) return sift_set_error(SIFT_E_INVALID, "%s: null argument", fn);
     if (max < 0) return sift_set_error(SIFT_E_INVALID, "%s: room for %d entries (0 or more)", fn, max);
     if (max > 0 && !out) return sift_set_error(SIFT_E_INVALID, "%s: out is NULL with room for %d entries", fn, max);
+    return SIFT_OK;
+}
+
+sift_status sift_session_profile(const sift_session *s, sift_op_time *out, int max, int *n, int64_t *steps)
+{
+    TRY(check_profile_args("sift_session_profile", s, out, max, n));
+    sift_op_time by_op[SIFT_OP_COUNT] = {0};
+    for (int i = 0; i < s->n_prof; i++) { /* each op's stages added up */
+        const prof_entry *e = &s->prof[i];
+        by_op[e->op].nodes += e->nodes;
+        by_op[e->op].us += e->us;
+        by_op[e->op].bytes += e->bytes;
+    }
     sift_op_time all[SIFT_OP_COUNT];
     int count = 0;
     for (int op = 0; op < SIFT_OP_COUNT; op++)
-        if (s->prof[op].nodes > 0)
-            all[count++] = (sift_op_time){.op = sift_op_name((sift_op)op), .nodes = s->prof[op].nodes, .us = s->prof[op].us,
-                                          .bytes = s->prof[op].bytes};
-    qsort(all, (size_t)count, sizeof *all, by_time_descending);
+        if (by_op[op].nodes > 0) {
+            all[count] = by_op[op];
+            all[count++].op = sift_op_name((sift_op)op);
+        }
+    qsort(all, (size_t)count, sizeof *all, op_by_time_descending);
     for (int i = 0; i < count && i < max; i++) out[i] = all[i];
     *n = count;
+    if (steps) *steps = s->prof_steps;
+    return SIFT_OK;
+}
+
+sift_status sift_session_profile_stages(const sift_session *s, sift_stage_time *out, int max, int *n, int64_t *steps)
+{
+    TRY(check_profile_args("sift_session_profile_stages", s, out, max, n));
+    sift_stage_time all[SIFT_PROF_ROWS];
+    for (int i = 0; i < s->n_prof; i++) {
+        const prof_entry *e = &s->prof[i];
+        all[i] = (sift_stage_time){.stage = e->stage, .op = sift_op_name(e->op), .nodes = e->nodes, .us = e->us, .bytes = e->bytes};
+    }
+    qsort(all, (size_t)s->n_prof, sizeof *all, stage_by_time_descending);
+    for (int i = 0; i < s->n_prof && i < max; i++) out[i] = all[i];
+    *n = s->n_prof;
     if (steps) *steps = s->prof_steps;
     return SIFT_OK;
 }

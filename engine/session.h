@@ -37,6 +37,7 @@ typedef struct seq_layer {
     sift_tensor *sel_state;     /* TokenSelect's Selection Cache state (sift_attn_config) */
     sift_tensor *sel_idx;       /* the index set it keeps [1][S + k + W]; BUTLER's lists [Hkv][S + k (+ k) + W] */
     sift_tensor *kpview;        /* TokenButler's projected keys through the page table (layers >= 1) */
+    sift_tensor *sel_warm;      /* the warm start of select's top-k, i32 [lists][SIFT_SELECT_WARM_WORDS] (TokenSelect, BUTLER) */
     int64_t butler_steps, butler_reused; /* BUTLER: full selections, and those the interval reused */
     sift_kv_mirror mirror;      /* host copy of the cache (host policies, eval_mode) */
     float *obs_q;               /* the last SIFT_POLICY_OBS prompt queries [OBS][Hq][D] and positions */
@@ -78,6 +79,18 @@ typedef struct step {
     bool prefill;
 } step;
 
+/* The profile's rows: the nodes of one op appended under one stage (sift_graph_set_stage; a node
+ * without one counts under the stage named as its op), and their summed device time and bytes. A
+ * step's stages make a few dozen (stage, op) pairs; past SIFT_PROF_ROWS - SIFT_OP_COUNT rows a
+ * node of a new pair counts under its op's name, for which the last SIFT_OP_COUNT rows keep room. */
+enum { SIFT_PROF_ROWS = 96 + SIFT_OP_COUNT };
+typedef struct prof_entry {
+    const char *stage; /* never NULL */
+    sift_op op;
+    int64_t nodes;
+    double us, bytes;
+} prof_entry;
+
 struct sift_session {
     sift_model *m;
     sift_session_config cfg;
@@ -112,14 +125,12 @@ struct sift_session {
     int64_t last_row;        /* the row whose layer outputs sift_session_layer_output reads */
     double quality_recall, quality_err;
     int64_t quality_n;
-    /* sift_session_set_profiling: while on, every graph runs timed and its nodes add to their op's
-     * entry; prof_steps counts the steps that completed */
+    /* sift_session_set_profiling: while on, every graph runs timed and its nodes add to the entry
+     * of their (stage, op) (sift_profile_add); prof_steps counts the steps that completed */
     bool profiling;
     int64_t prof_steps;
-    struct {
-        int64_t nodes;
-        double us, bytes;
-    } prof[SIFT_OP_COUNT];
+    int n_prof;
+    prof_entry prof[SIFT_PROF_ROWS];
 };
 
 static inline bool sift_host_policy(sift_policy p)
@@ -160,6 +171,9 @@ void sift_kv_destroy(sift_session *s);
 sift_status sift_kv_ensure_pages(sift_session *s, sequence *q, int64_t end);
 sift_status sift_kv_release_pages(sift_session *s, sequence *q, int64_t end);
 sift_status sift_kv_mirror_rows(sift_session *s, sequence *q, uint32_t l, int64_t pos0, int64_t t);
+
+/* session.c: adds a timed node of `op` appended under `stage` to the profile. */
+void sift_profile_add(sift_session *s, const char *stage, sift_op op, double us, double bytes);
 
 /* forward.c: runs a step (its pages taken, its tokens in s->ids) and leaves the logits in s->logits. */
 sift_status sift_forward(sift_session *s, step *st);

@@ -417,6 +417,10 @@ SIFT_API sift_status sift_session_kv_pools(const sift_session *s, sift_kv_pool_i
  * with a full selection, and those that reused the cached index set. Under BUTLER the same for
  * the prediction interval: steps with a full selection, and those that reused the lists. */
 SIFT_API sift_status sift_session_sel_cache_stats(const sift_session *s, int layer, int64_t *hits, int64_t *steps);
+/* The top-k's warm start (sift_op_select_warm) of a layer (-1: all layers), summed over sequences
+ * and lists: selections the warm start answered, and those that fell back to the full select. Both
+ * stay 0 where the backend selects in full every step (the CPU). */
+SIFT_API sift_status sift_session_select_warm_stats(const sift_session *s, int layer, int64_t *hits, int64_t *misses);
 
 /* One op's share of the profiled steps (sift_session_profile): the nodes of that op that ran, their
  * summed device time in microseconds, and the bytes they must move at least (sift_graph_node_bytes,

@@ -38,6 +38,27 @@ SIFT_API sift_status sift_session_layer_output(const sift_session *s, int layer,
  * |o - o_dense| / |o_dense|; *n counts the (step, layer, head) triples. */
 SIFT_API sift_status sift_session_attention_quality(const sift_session *s, double *recall, double *rel_err, int64_t *n);
 
+/* One stage of the profiled steps (sift_session_set_profiling, sift.h), per op: the nodes of op
+ * that the code building the step appended under stage, their summed device time in microseconds
+ * and the bytes they must move at least (bytes / us / 1e3: GB/s). Stages name the parts of a step
+ * (engine/forward.c): "embed", "attn_norm", "qkv", "rope", "kv_write", "predictor_keys",
+ * "attention" (every node of the attention builder: score, vote, select, gather_attend, ...), "o",
+ * "residual", "ffn_norm", "gate_up", "swiglu", "down", "predictor", "final_norm", "logits"; a node
+ * of no stage counts under the stage named as its op. stage and op are static strings. */
+typedef struct sift_stage_time {
+    const char *stage;
+    const char *op;
+    int64_t nodes;
+    double us;
+    double bytes;
+} sift_stage_time;
+/* The profile per (stage, op), as sift_session_profile gives it per op (which adds up these rows
+ * by op): up to max rows into out (NULL when max is 0), longest time first (equal times by stage,
+ * then op); *n gets how many there are, which may exceed max; *steps (when not NULL) the steps
+ * profiled. */
+SIFT_API sift_status sift_session_profile_stages(const sift_session *s, sift_stage_time *out, int max, int *n,
+                                                 int64_t *steps);
+
 #ifdef __cplusplus
 }
 #endif

@@ -113,7 +113,7 @@ expect_svg() {
 }
 sift bench-attn --backend cpu --ctx 1024,2048 --budget 128 --sink 16 --window 64 --heads 4/2 --dim 64 --repeat 1 --plot "$T/attn.svg"
 expect_rc 0 "bench-attn --ctx 1024,2048 --plot"
-expect_svg "$T/attn.svg" 8 2 "bench-attn --plot"
+expect_svg "$T/attn.svg" 10 2 "bench-attn --plot" # 4 select stages, 6 graphs' totals
 expect_in err "plot written to $T/attn.svg" "bench-attn --plot"
 expect_eq "$(grep -c '^N=' "$T/out")" 2 "bench-attn --ctx 1024,2048: a table per context"
 sift bench-attn --backend cpu --ctx 1024,2048 --budget 128 --sink 16 --window 64 --heads 4/2 --dim 64 --repeat 1 --json
@@ -461,7 +461,7 @@ fi
 sift bench-decode -m "$M" --backend cpu --ctx 256 --attn dense,sparse
 expect_rc 2 "bench-decode --attn with a mode that is none"
 
-# bench-decode: two sequences decoded together, a per-op profile of each mode
+# bench-decode: two sequences decoded together, a per-stage profile of each mode
 BD=(bench-decode -m "$M" --backend cpu --ctx 256 --steps 2 --sink 8 --window 32 --budget 64 --batch 2 --profile)
 sift "${BD[@]}"
 expect_rc 0 "bench-decode --batch 2 --profile"
@@ -469,9 +469,10 @@ expect_in out "batch 2 (tokens/s = 2 / step time)" "bench-decode --batch 2: the 
 expect_in out "device time, summed" "bench-decode --profile: the summed device time"
 expect_in out "untimed step, wall clock (median)" "bench-decode --profile: the wall time beside it"
 layers=$(sed -n 's/.*, \([0-9]*\) layers, .*/\1/p' "$T/out")
-checks=$((checks + 1))
-# a dense step's matmuls: Q, K, V, the output projection, gate, up and down per layer, the logits
-grep -qE "^ +matmul +$((7 * ${layers:-0} + 1))\.0 " "$T/out" || fail "bench-decode --profile: $((7 * ${layers:-0} + 1)) matmuls per step: $(grep matmul "$T/out")"
+checks=$((checks + 2))
+# a step of 2 rows: Q, K and V are 3 products per layer (fused only for one row), the logits one
+grep -qE "^ +qkv: matmul +$((3 * ${layers:-0}))\.0 " "$T/out" || fail "bench-decode --profile: $((3 * ${layers:-0})) qkv matmuls per step: $(grep matmul "$T/out")"
+grep -qE "^ +logits: matmul +1\.0 " "$T/out" || fail "bench-decode --profile: 1 logits matmul per step: $(grep matmul "$T/out")"
 sift "${BD[@]}" --json
 expect_rc 0 "bench-decode --batch 2 --profile --json"
 expect_json "bench-decode --json"
@@ -484,8 +485,13 @@ assert [r["attn"] for r in rows] == ["dense", "select", "cached"], [r["attn"] fo
 for r in rows:
     assert r["batch"] == 2 and r["ctx"] == 256, r
     assert abs(r["tokens_per_s"] - 2e3 / r["ms_per_step"]) <= 0.01 * r["tokens_per_s"], r  # 2 tokens a step
-    ops = {p["op"]: p for p in r["profile"]}
-    assert r["profile_steps"] == 4 and ops["matmul"]["nodes_per_step"] == 7 * int(sys.argv[2]) + 1, r
+    # a row per stage and op; a dense step's matmuls: Q, K, V, the output projection, gate, up and
+    # down per layer, the logits
+    matmuls = sum(p["nodes_per_step"] for p in r["profile"] if p["op"] == "matmul")
+    assert r["profile_steps"] == 4 and matmuls == 7 * int(sys.argv[2]) + 1, r
+    stages = {(p["stage"], p["op"]) for p in r["profile"]}
+    assert {("qkv", "matmul"), ("logits", "matmul"), ("attn_norm", "rmsnorm")} <= stages, stages
+    assert any(s == "attention" for s, _ in stages), stages
     times = [p["us_per_step"] for p in r["profile"]]
     assert times == sorted(times, reverse=True), times
     assert abs(sum(times) - r["profile_us_per_step"]) <= 0.01 * r["profile_us_per_step"] + 0.01, r

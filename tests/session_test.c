@@ -13,7 +13,8 @@
  *     and runs past the cache's rotary range with finite logits;
  *   - every policy decodes with finite logits on every backend;
  *   - the per-op profile of decode steps counts each op's nodes as the forward pass makes them,
- *     and stops counting when turned off.
+ *     and stops counting when turned off; the per-stage profile names each stage of the step
+ *     (qkv, attention, logits, ...) with its nodes, and adds up by op to the per-op profile.
  * Each backend's logits are compared with the CPU's (NMSE <= 1e-3: f16 cache, other arithmetic).
  * Usage: sift-session-test MODEL.gguf... (a missing model file is skipped with a message). */
 #include "sift.h"
@@ -260,6 +261,63 @@ static const sift_op_time *profile_entry(const sift_op_time *prof, int n, const 
     return NULL;
 }
 
+/* The per-stage profile of the same 2 dense decode steps (ops: their per-op profile, n_ops
+ * entries): each (stage, op) row the forward pass labels (engine/forward.c) with its node count,
+ * nothing else, sorted by time, and the rows of each op adding up to its per-op entry. */
+static void profiling_stages(const model_run *t, const sift_session *s, const sift_op_time *ops, int n_ops)
+{
+    enum { MAX_ROWS = 128 };
+    sift_stage_time rows[MAX_ROWS], first[2];
+    int n = -1, m = -1;
+    int64_t steps = -1;
+    const int64_t layers = t->info.n_layers;
+    RUN_OK(sift_session_profile_stages(s, rows, MAX_ROWS, &n, &steps), "stage profile of 2 steps");
+    check(steps == 2, t->name, t->bname, "stage profile: 2 steps profiled", (double)steps);
+    /* the dense decode step of profiling()'s comment, stage by stage */
+    const struct {
+        const char *stage, *op;
+        int64_t per_step;
+    } want[] = {{"embed", "get_rows", 1},         {"attn_norm", "rmsnorm", layers}, {"qkv", "matmul", layers},
+                {"rope", "rope", layers},         {"kv_write", "kv_write", 2 * layers}, {"attention", "dense_attend", layers},
+                {"o", "matmul", layers},          {"ffn_norm", "rmsnorm", layers}, {"gate_up", "matmul", layers},
+                {"swiglu", "swiglu", layers},     {"down", "matmul", layers},     {"final_norm", "rmsnorm", 1},
+                {"logits", "matmul", 1}};
+    const int n_want = (int)(sizeof want / sizeof want[0]);
+    check(n == n_want, t->name, t->bname, "stage profile of dense decode: 13 (stage, op) rows", (double)n);
+    for (int i = 0; i < n_want; i++) {
+        const sift_stage_time *e = NULL;
+        for (int j = 0; j < n && j < MAX_ROWS && !e; j++)
+            if (!strcmp(rows[j].stage, want[i].stage) && !strcmp(rows[j].op, want[i].op)) e = &rows[j];
+        char what[96];
+        snprintf(what, sizeof what, "stage profile: %s (%s) nodes = 2 steps x %lld", want[i].stage, want[i].op,
+                 (long long)want[i].per_step);
+        check(e && e->nodes == 2 * want[i].per_step && e->bytes > 0.0 && e->us >= 0.0, t->name, t->bname, what,
+              e ? (double)e->nodes : -1.0);
+    }
+    bool sorted = true;
+    for (int i = 1; i < n && i < MAX_ROWS; i++) sorted = sorted && rows[i - 1].us >= rows[i].us;
+    check(sorted, t->name, t->bname, "stage profile: sorted by time, descending", n > 0 ? rows[0].us : 0.0);
+    for (int i = 0; i < n_ops; i++) { /* each op's stages add up to its entry */
+        int64_t nodes = 0;
+        double us = 0.0, bytes = 0.0;
+        for (int j = 0; j < n && j < MAX_ROWS; j++)
+            if (!strcmp(rows[j].op, ops[i].op)) nodes += rows[j].nodes, us += rows[j].us, bytes += rows[j].bytes;
+        char what[96];
+        snprintf(what, sizeof what, "stage profile: %s's stages add up to its per-op nodes, us, bytes", ops[i].op);
+        check(nodes == ops[i].nodes && bytes == ops[i].bytes && fabs(us - ops[i].us) <= 1e-9 * ops[i].us + 1e-9, t->name,
+              t->bname, what, (double)nodes);
+    }
+    RUN_OK(sift_session_profile_stages(s, first, 2, &m, NULL), "stage profile, room for 2");
+    check(m == n && !memcmp(first, rows, sizeof first), t->name, t->bname, "stage profile, room for 2: the first 2, count of all",
+          (double)m);
+    check(sift_session_profile_stages(s, NULL, 4, &m, NULL) == SIFT_E_INVALID &&
+              sift_session_profile_stages(NULL, NULL, 0, &m, NULL) == SIFT_E_INVALID &&
+              sift_session_profile_stages(s, rows, MAX_ROWS, NULL, NULL) == SIFT_E_INVALID,
+          t->name, t->bname, "stage profile: null arguments refused with SIFT_E_INVALID", 0.0);
+out:
+    return;
+}
+
 /* The per-op profile of dense decode steps: each op's node count follows from the forward pass
  * (engine/forward.c), times and bytes are positive, entries come longest first, and turning
  * profiling off stops the counting and keeps the profile. */
@@ -325,6 +383,7 @@ static void profiling(const model_run *t)
     RUN_OK(sift_session_profile(s, again, 2, &m, NULL), "profile, room for 2");
     check(m == n && !memcmp(again, prof, 2 * sizeof *prof), t->name, t->bname, "profile, room for 2: the first 2, count of all",
           (double)m);
+    profiling_stages(t, s, prof, n);
     /* off: the next step is not counted, the profile stays */
     RUN_OK(sift_session_set_profiling(s, 0), "profiling off");
     RUN_OK(sift_session_eval(s, &t->toks[82], 1, NULL), "step after profiling");
@@ -334,6 +393,8 @@ static void profiling(const model_run *t)
     RUN_OK(sift_session_set_profiling(s, 1), "profiling on again");
     RUN_OK(sift_session_profile(s, again, MAX_OPS, &m, &steps), "profile after on");
     check(steps == 0 && m == 0, t->name, t->bname, "profiling on again: a new, empty profile", (double)m);
+    RUN_OK(sift_session_profile_stages(s, NULL, 0, &m, &steps), "stage profile after on");
+    check(steps == 0 && m == 0, t->name, t->bname, "profiling on again: a new, empty stage profile", (double)m);
     check(sift_session_profile(s, NULL, 4, &m, NULL) == SIFT_E_INVALID && sift_session_profile(NULL, NULL, 0, &m, NULL) == SIFT_E_INVALID &&
               sift_session_set_profiling(NULL, 1) == SIFT_E_INVALID,
           t->name, t->bname, "profile: null arguments refused with SIFT_E_INVALID", 0.0);

@@ -81,7 +81,8 @@ static void usage(FILE *f)
           "  --kv-offload-v-only  with --kv-offload: only V moves to the host\n"
           "  --backend B          cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n                       `sift devices` shows the choice)\n"
           "  -t, --threads N      the CPU backend's threads (default: one per core)\n"
-          "  --json               one JSON object per result line\n"
+          "  --json               one JSON object per result line (with each policy's Selection Cache\n"
+          "                       hits and steps, and its top-k warm start's hits and misses)\n"
           "  --plot FILE.svg      also draw the results against the budget, one line per policy\n"
           "                       (retrieval: accuracy on all lengths; text: top-1 agreement with\n"
           "                       dense; dense, which has no budget, as a flat line)\n",
@@ -180,6 +181,7 @@ typedef struct {
     int64_t scored, agree, correct, answers;
     double recall, err;
     int64_t quality_n, sc_hits, sc_steps;
+    int64_t warm_hits, warm_misses; /* selections the top-k's warm start answered, and its fallbacks */
     double decode_s; /* wall time of the decode steps */
 } run_result;
 
@@ -288,7 +290,8 @@ static sift_status run_policy(sift_session *s, const eval_options *o, sift_polic
             r->err = (err1 * (double)qn1 - err0 * (double)qn0) / (double)r->quality_n;
         }
     }
-    if (st == SIFT_OK) sift_session_sel_cache_stats(s, -1, &r->sc_hits, &r->sc_steps);
+    if (st == SIFT_OK) st = sift_session_sel_cache_stats(s, -1, &r->sc_hits, &r->sc_steps);
+    if (st == SIFT_OK) st = sift_session_select_warm_stats(s, -1, &r->warm_hits, &r->warm_misses);
     return st;
 }
 
@@ -410,7 +413,8 @@ static int eval_text(const eval_options *o, sift_context *ctx, sift_model *m, co
                 cli_json_fixed(r.quality_n ? r.recall : NAN, 4);
                 printf(", \"rel_error\": ");
                 cli_json_fixed(r.quality_n ? r.err : NAN, 4);
-                printf(", \"sel_cache_hits\": %lld, \"sel_cache_steps\": %lld}\n", (long long)r.sc_hits, (long long)r.sc_steps);
+                printf(", \"sel_cache_hits\": %lld, \"sel_cache_steps\": %lld, \"warm_hits\": %lld, \"warm_misses\": %lld}\n",
+                       (long long)r.sc_hits, (long long)r.sc_steps, (long long)r.warm_hits, (long long)r.warm_misses);
             } else if (r.quality_n)
                 printf("%-14s %7lld %10.4f %8.1f%% %9.4f %10.4f %9s\n", label, p == SIFT_POLICY_DENSE ? 0LL : (long long)k, ppl,
                        100.0 * agree, r.recall, r.err, sc);
@@ -552,7 +556,10 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
     int64_t *correct = calloc((size_t)rows * (size_t)n_smp, sizeof *correct),
             *answers = calloc((size_t)rows * (size_t)n_smp, sizeof *answers);
     int64_t *sc_hits = calloc((size_t)rows, sizeof *sc_hits), *sc_steps = calloc((size_t)rows, sizeof *sc_steps);
-    sift_status st = lengths && used && seen_of && chosen && correct && answers && sc_hits && sc_steps ? SIFT_OK : SIFT_E_NOMEM;
+    int64_t *warm_hits = calloc((size_t)rows, sizeof *warm_hits), *warm_misses = calloc((size_t)rows, sizeof *warm_misses);
+    sift_status st = lengths && used && seen_of && chosen && correct && answers && sc_hits && sc_steps && warm_hits && warm_misses
+                         ? SIFT_OK
+                         : SIFT_E_NOMEM;
     int rc = st == SIFT_OK ? 0 : 1;
     if (st != SIFT_OK) fprintf(stderr, "sift eval: out of host memory for %d samples\n", n_smp);
     /* the samples that run: --length, then --skip, then --samples, per length */
@@ -602,6 +609,8 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
                 answers[(pi * o->n_budgets + bi) * n_len + li] += r.answers;
                 sc_hits[pi * o->n_budgets + bi] += r.sc_hits;
                 sc_steps[pi * o->n_budgets + bi] += r.sc_steps;
+                warm_hits[pi * o->n_budgets + bi] += r.warm_hits;
+                warm_misses[pi * o->n_budgets + bi] += r.warm_misses;
             }
         sift_session_destroy(s);
         sift_session_destroy(sx);
@@ -636,8 +645,9 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
                                label, o->policies[pi] == SIFT_POLICY_DENSE ? 0LL : (long long)o->budgets[bi],
                                (long long)lengths[li], used[li], (long long)a);
                         cli_json_fixed(a ? (double)c / (double)a : NAN, 4); /* null: no answer to score */
-                        printf(", \"sel_cache_hits\": %lld, \"sel_cache_steps\": %lld}\n", (long long)sc_hits[row],
-                               (long long)sc_steps[row]);
+                        printf(", \"sel_cache_hits\": %lld, \"sel_cache_steps\": %lld, \"warm_hits\": %lld, \"warm_misses\": %lld}\n",
+                               (long long)sc_hits[row], (long long)sc_steps[row], (long long)warm_hits[row],
+                               (long long)warm_misses[row]);
                     } else
                         printf(" %8.1f%%", a ? 100.0 * (double)c / (double)a : 0.0);
                 }
@@ -658,6 +668,8 @@ static int eval_retrieval(const eval_options *o, sift_context *ctx, sift_model *
     free(answers);
     free(sc_hits);
     free(sc_steps);
+    free(warm_hits);
+    free(warm_misses);
     free(lengths);
     free(used);
     free(seen_of);

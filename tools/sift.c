@@ -77,7 +77,10 @@ static void usage_bench(FILE *f)
           "With the soft vote and more candidates than k, a third graph times a Selection Cache hit: the\n"
           "cosine check, score/vote/select skipped on the device, the window moved, gather_attend.\n"
           "A last graph times TokenButler's step: random d'-dimensional f16 queries and keys scored\n"
-          "with the max over each KV head's group (score_max), the top k per KV head, gather_attend.\n",
+          "with the max over each KV head's group (score_max), the top k per KV head, gather_attend.\n"
+          "select and butler start their top-k warm from the run before, as a session's decode steps do\n"
+          "(the votes do not change between runs here, so the warm start always holds: its best case);\n"
+          "select_cold and butler_cold run the same graphs with the full top-k every time.\n",
           f);
 }
 
@@ -428,6 +431,16 @@ static bool plot_bench(plot *pl, int64_t n_ctx, const bench_result *const *rr, i
     return ok;
 }
 
+/* A top-k warm start of `lists` lists, empty (sift_op_select_warm). */
+static sift_status new_warm(sift_context *ctx, int64_t lists, sift_tensor **out)
+{
+    int32_t zeros[64 * SIFT_SELECT_WARM_WORDS] = {0};
+    if (lists > 64) return SIFT_E_INVALID;
+    sift_status s = sift_tensor_create(ctx, SIFT_I32, 2, (int64_t[]){lists, SIFT_SELECT_WARM_WORDS}, out);
+    if (s == SIFT_OK) s = sift_tensor_write(*out, 0, zeros, (size_t)lists * sizeof(int32_t) * SIFT_SELECT_WARM_WORDS);
+    return s;
+}
+
 /* Times one context's graphs and prints them (a table, or one JSON line); adds them to pl. */
 static sift_status bench_attn_ctx(sift_context *ctx, const bench_attn_opts *o, int64_t n_ctx, plot *pl)
 {
@@ -439,9 +452,11 @@ static sift_status bench_attn_ctx(sift_context *ctx, const bench_attn_opts *o, i
     sift_status s = SIFT_OK;
     bool reported = false; /* the failure's message is printed already */
     sift_tensor *q = NULL, *k = NULL, *v = NULL, *out = NULL, *state = NULL, *idx = NULL, *qp = NULL, *kp = NULL;
-    sift_graph *dense = NULL, *sel = NULL, *cached = NULL, *butler = NULL;
+    sift_tensor *warm_sel = NULL, *warm_butler = NULL; /* the top-k's warm start of select and butler */
+    sift_graph *dense = NULL, *sel = NULL, *cached = NULL, *butler = NULL, *sel_cold = NULL, *butler_cold = NULL;
     float *host = NULL;
     bench_result rd = {.graph = "dense"}, rs = {.graph = "select"}, rc = {.graph = "cached"}, rb = {.graph = "butler"};
+    bench_result rsc = {.graph = "select_cold"}, rbc = {.graph = "butler_cold"};
     const double kv_bytes = 2.0 * (double)hkv * (double)n_ctx * (double)dim * (double)sift_dtype_size(kv);
     if (!json)
         fprintf(stderr, "sift bench-attn: %s; preparing %.1f MB of K/V...\n", sift_context_device_name(ctx), kv_bytes / 1e6);
@@ -459,10 +474,18 @@ static sift_status bench_attn_ctx(sift_context *ctx, const bench_attn_opts *o, i
         goto done;
     cfg.mode = SIFT_ATTN_DENSE;
     if ((s = sift_attn_graph(ctx, &cfg, q, k, v, out, &dense, NULL)) != SIFT_OK) goto done;
+    /* select and butler start their top-k warm, as a session's steps do: the votes do not change
+     * between runs here, so every timed run's warm start holds (the best case); select_cold and
+     * butler_cold select in full every run (a warm start's miss costs that and the collect) */
     cfg.mode = SIFT_ATTN_SELECT;
+    if ((s = sift_attn_graph(ctx, &cfg, q, k, v, out, &sel_cold, NULL)) != SIFT_OK) goto done;
+    if ((s = new_warm(ctx, vote == SIFT_VOTE_KVHEAD_MAX ? hkv : 1, &warm_sel)) != SIFT_OK) goto done;
+    cfg.sel_warm = warm_sel;
     if ((s = sift_attn_graph(ctx, &cfg, q, k, v, out, &sel, NULL)) != SIFT_OK) goto done;
+    cfg.sel_warm = NULL;
     if ((s = time_graph(dense, (int)repeat, &rd)) != SIFT_OK) goto done;
     if ((s = time_graph(sel, (int)repeat, &rs)) != SIFT_OK) goto done;
+    if ((s = time_graph(sel_cold, (int)repeat, &rsc)) != SIFT_OK) goto done;
     /* the step of a Selection Cache hit: the check, the skipped stages, the window, the gather */
     if (vote == SIFT_VOTE_SOFTMAX_SUM && sift_select_candidates(&cfg.sel) > budget) {
         const int64_t qn = hq * dim, sn = qn + SIFT_SEL_CACHE_EXTRA, count = sift_select_count(&cfg.sel);
@@ -499,16 +522,22 @@ static sift_status bench_attn_ctx(sift_context *ctx, const bench_attn_opts *o, i
         bc.sel_cache = SIFT_SEL_CACHE_OFF;
         bc.sel_state = NULL;
         bc.sel_indices = NULL;
+        if ((s = sift_attn_graph(ctx, &bc, q, k, v, out, &butler_cold, NULL)) != SIFT_OK ||
+            (s = new_warm(ctx, hkv, &warm_butler)) != SIFT_OK)
+            goto done;
+        bc.sel_warm = warm_butler;
         if ((s = sift_attn_graph(ctx, &bc, q, k, v, out, &butler, NULL)) != SIFT_OK ||
-            (s = time_graph(butler, (int)repeat, &rb)) != SIFT_OK)
+            (s = time_graph(butler, (int)repeat, &rb)) != SIFT_OK || (s = time_graph(butler_cold, (int)repeat, &rbc)) != SIFT_OK)
             goto done;
     }
-    const bench_result *rr[4];
+    const bench_result *rr[6];
     int n_graphs = 0;
     rr[n_graphs++] = &rd;
     rr[n_graphs++] = &rs;
+    rr[n_graphs++] = &rsc;
     if (cached) rr[n_graphs++] = &rc;
     if (butler) rr[n_graphs++] = &rb;
+    if (butler) rr[n_graphs++] = &rbc;
     if (pl && !plot_bench(pl, n_ctx, rr, n_graphs)) {
         fprintf(stderr, "sift bench-attn: out of host memory for the plot\n");
         s = SIFT_E_NOMEM;
@@ -557,15 +586,15 @@ static sift_status bench_attn_ctx(sift_context *ctx, const bench_attn_opts *o, i
         printf("N=%lld  heads %lld/%lld  D=%lld  %s K/V  S=%lld W=%lld k=%lld  vote %s  median of %lld\n\n",
                (long long)n_ctx, (long long)hq, (long long)hkv, (long long)dim, sift_dtype_name(kv), (long long)sink,
                (long long)window, (long long)budget, vote == SIFT_VOTE_SOFTMAX_SUM ? "sum" : "max", (long long)repeat);
-        printf("%-8s %-15s %12s %10s %12s\n", "graph", "stage", "us", "GB/s", "MB moved");
+        printf("%-11s %-15s %12s %10s %12s\n", "graph", "stage", "us", "GB/s", "MB moved");
         for (int r = 0; r < n_graphs; r++) {
             for (int i = 0; i < rr[r]->n_nodes; i++) {
                 char gbps[32] = "-";
                 if (rr[r]->us[i] > 0) snprintf(gbps, sizeof gbps, "%.1f", rr[r]->bytes[i] / (rr[r]->us[i] * 1e3));
-                printf("%-8s %-15s %12.1f %10s %12.2f\n", rr[r]->graph, rr[r]->names[i], rr[r]->us[i], gbps, rr[r]->bytes[i] / 1e6);
+                printf("%-11s %-15s %12.1f %10s %12.2f\n", rr[r]->graph, rr[r]->names[i], rr[r]->us[i], gbps, rr[r]->bytes[i] / 1e6);
             }
-            printf("%-8s %-15s %12.1f\n", rr[r]->graph, "total", rr[r]->total_us);
-            printf("%-8s %-15s %12.1f\n", rr[r]->graph, "span", rr[r]->span_us);
+            printf("%-11s %-15s %12.1f\n", rr[r]->graph, "total", rr[r]->total_us);
+            printf("%-11s %-15s %12.1f\n", rr[r]->graph, "span", rr[r]->span_us);
         }
         if (rd.total_us > 0) {
             printf("\nselect / dense: %.3f\n", rs.total_us / rd.total_us);
@@ -584,6 +613,10 @@ done:
     sift_graph_destroy(sel);
     sift_graph_destroy(cached);
     sift_graph_destroy(butler);
+    sift_graph_destroy(sel_cold);
+    sift_graph_destroy(butler_cold);
+    sift_tensor_destroy(warm_sel);
+    sift_tensor_destroy(warm_butler);
     sift_tensor_destroy(qp);
     sift_tensor_destroy(kp);
     sift_tensor_destroy(state);
@@ -1248,46 +1281,62 @@ done:
     return s == SIFT_OK ? 0 : 1;
 }
 
-/* Steps bench-decode --profile runs with device timing after the timed ones. */
-enum { PROFILE_STEPS = 4, PROFILE_MAX_OPS = 64 };
+/* Steps bench-decode --profile runs with device timing after the timed ones; room for the profile's
+ * rows (a decode step's (stage, op) pairs are a few dozen). */
+enum { PROFILE_STEPS = 4, PROFILE_MAX_ROWS = 128 };
 
-/* A mode's profile (--profile): each op's nodes, device time and bandwidth per profiled step,
+/* A profile row's name in the text table: the stage, and its op where that is not the stage's name
+ * ("qkv: matmul", "attention: score", but "rope"). */
+static const char *stage_label(const sift_stage_time *r, char *buf, size_t size)
+{
+    if (!strcmp(r->stage, r->op)) return r->stage;
+    snprintf(buf, size, "%s: %s", r->stage, r->op);
+    return buf;
+}
+
+/* A mode's profile (--profile): each stage's nodes, device time and bandwidth per profiled step,
  * then the summed device time beside the untimed steps' median wall time. */
-static void print_profile(const sift_op_time *ops, int n, int64_t steps, double wall_ms, bool json)
+static void print_profile(const sift_stage_time *rows, int n, int64_t steps, double wall_ms, bool json)
 {
     double sum_us = 0.0;
-    for (int i = 0; i < n; i++) sum_us += ops[i].us;
+    for (int i = 0; i < n; i++) sum_us += rows[i].us;
     const double per_step = steps > 0 ? 1.0 / (double)steps : NAN;
     if (json) {
         printf(", \"profile_steps\": %lld, \"profile_us_per_step\": ", (long long)steps);
         cli_json_fixed(sum_us * per_step, 3);
         printf(", \"profile\": [");
         for (int i = 0; i < n; i++) {
-            printf("%s{\"op\": \"%s\", \"nodes_per_step\": ", i ? ", " : "", ops[i].op);
-            cli_json_fixed((double)ops[i].nodes * per_step, 2);
+            printf("%s{\"stage\": ", i ? ", " : "");
+            cli_json_string(rows[i].stage);
+            printf(", \"op\": ");
+            cli_json_string(rows[i].op);
+            printf(", \"nodes_per_step\": ");
+            cli_json_fixed((double)rows[i].nodes * per_step, 2);
             printf(", \"us_per_step\": ");
-            cli_json_fixed(ops[i].us * per_step, 3);
+            cli_json_fixed(rows[i].us * per_step, 3);
             printf(", \"share\": ");
-            cli_json_fixed(ratio(ops[i].us, sum_us), 4);
+            cli_json_fixed(ratio(rows[i].us, sum_us), 4);
             printf(", \"gbps\": ");
-            cli_json_fixed(ratio(ops[i].bytes, ops[i].us * 1e3), 1);
+            cli_json_fixed(ratio(rows[i].bytes, rows[i].us * 1e3), 1);
             printf("}");
         }
         printf("]");
         return;
     }
-    printf("           profile of %lld steps timed node by node:   nodes/step     us/step    share      GB/s\n",
-           (long long)steps);
+    char title[80];
+    snprintf(title, sizeof title, "stages of %lld steps, timed node by node:", (long long)steps);
+    printf("           %-40s %12s %11s %8s %9s\n", title, "nodes/step", "us/step", "share", "GB/s");
     for (int i = 0; i < n; i++) {
-        char gbps[32] = "-";
-        const double bw = ratio(ops[i].bytes, ops[i].us * 1e3);
+        char gbps[32] = "-", label[80];
+        const double bw = ratio(rows[i].bytes, rows[i].us * 1e3);
         if (isfinite(bw)) snprintf(gbps, sizeof gbps, "%.1f", bw);
-        printf("             %-36s %12.1f %11.1f %7.1f%% %9s\n", ops[i].op, (double)ops[i].nodes * per_step,
-               ops[i].us * per_step, 100.0 * (sum_us > 0 ? ops[i].us / sum_us : 0.0), gbps);
+        printf("             %-38s %12.1f %11.1f %7.1f%% %9s\n", stage_label(&rows[i], label, sizeof label),
+               (double)rows[i].nodes * per_step, rows[i].us * per_step, 100.0 * (sum_us > 0 ? rows[i].us / sum_us : 0.0),
+               gbps);
     }
     const double device_us = sum_us * per_step, wall_us = wall_ms * 1e3;
-    printf("             %-36s %12s %11.1f\n"
-           "             %-36s %12s %11.1f  (%+.1f: the host's work, launches, gaps between kernels)\n",
+    printf("             %-38s %12s %11.1f\n"
+           "             %-38s %12s %11.1f  (%+.1f: the host's work, launches, gaps between kernels)\n",
            "device time, summed", "", device_us, "untimed step, wall clock (median)", "", wall_us, wall_us - device_us);
 }
 
@@ -1409,11 +1458,19 @@ static int bench_decode(int argc, char **argv)
                    "                     one step gives a token to each (sift_session_decode_batch), so\n"
                    "                     tokens/s = B / the median step time\n"
                    "  --profile          after the timed steps of each mode, 4 more with device timing: a table\n"
-                   "                     per op of nodes, us and share per step and GB/s (the bytes an op must\n"
-                   "                     move at least, over its time), and the summed device time beside the\n"
-                   "                     untimed step's wall time. Timed steps run differently (CUDA launches\n"
-                   "                     the kernels one by one between events instead of one CUDA graph), so\n"
-                   "                     the difference is an estimate of the host's work and the launches\n"
+                   "                     of the step's stages, longest first, each with its nodes, us and\n"
+                   "                     share per step and GB/s (the bytes its nodes must move at least, over\n"
+                   "                     their time), then the summed device time beside the untimed step's\n"
+                   "                     wall time. A row is a stage and one op, named 'stage: op' (qkv: matmul,\n"
+                   "                     o: matmul, gate_up: matmul, down: matmul, logits: matmul, attn_norm and\n"
+                   "                     ffn_norm and final_norm: rmsnorm, embed: get_rows, residual: add,\n"
+                   "                     predictor_keys and predictor: TokenButler's), or the op alone where the\n"
+                   "                     stage is named after it (rope, kv_write, swiglu); 'attention: OP' rows\n"
+                   "                     split the attention into its ops (score or score_max, vote, select,\n"
+                   "                     gather_attend or dense_attend, ...). Timed steps run differently (CUDA\n"
+                   "                     launches the kernels one by one between events instead of one CUDA\n"
+                   "                     graph), so the difference is an estimate of the host's work and the\n"
+                   "                     launches\n"
                    "  --backend B        cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n"
                    "                     `sift devices` shows the choice)\n"
                    "  -t, --threads N    the CPU backend's threads (default: one per core)\n"
@@ -1432,12 +1489,14 @@ static int bench_decode(int argc, char **argv)
                    "                     beside the same read of device memory)\n"
                    "  --json             one JSON object per context and mode, one a line: ctx, attn (dense,\n"
                    "                     select, cached, butler), batch, ms_per_step, tokens_per_s, ms_per_token\n"
-                   "                     (1000 / tokens_per_s), kv_gb, sel_cache_hit_rate, kv_device_bytes,\n"
+                   "                     (1000 / tokens_per_s), kv_gb, sel_cache_hit_rate, warm_hits and\n"
+                   "                     warm_misses (the top-k's warm start, every step so far), kv_device_bytes,\n"
                    "                     kv_host_bytes, pages_moved (host figures 0 without offload; with\n"
                    "                     --kv-offload a first line: host_link_gbps, device_read_gbps,\n"
                    "                     host_scattered_gbps, kv_offload, v_only); with --profile also\n"
-                   "                     profile_steps, profile_us_per_step and profile: [{op, nodes_per_step,\n"
-                   "                     us_per_step, share, gbps}] (null where a figure does not exist)\n");
+                   "                     profile_steps, profile_us_per_step and profile: [{stage, op,\n"
+                   "                     nodes_per_step, us_per_step, share, gbps}], a row per stage and op as\n"
+                   "                     in the table (null where a figure does not exist)\n");
             return 0;
         } else if (!strcmp(a, "--json")) json = true, takes = false, ok = true;
         else if (!strcmp(a, "--profile")) profile = true, takes = false, ok = true;
@@ -1496,7 +1555,7 @@ static int bench_decode(int argc, char **argv)
     double *times = malloc((size_t)steps * sizeof *times);
     int *seqs = malloc((size_t)n_seq * sizeof *seqs);
     int32_t *toks = malloc((size_t)n_seq * sizeof *toks);
-    sift_op_time *prof = malloc(PROFILE_MAX_OPS * sizeof *prof);
+    sift_stage_time *prof = malloc(PROFILE_MAX_ROWS * sizeof *prof);
     bool reported = false; /* the failure's message is printed already */
     if (!logits || !times || !seqs || !toks || !prof) {
         fprintf(stderr, "sift bench-decode: out of host memory\n");
@@ -1573,11 +1632,12 @@ static int bench_decode(int argc, char **argv)
                 for (int q = 0; q < n_seq; q++) toks[q] = (int32_t)((toks[q] + 7919) % info.n_vocab);
             }
             double med = 0.0;
-            int64_t hits = 0, n_steps = 0;
+            int64_t hits = 0, n_steps = 0, warm_hits = 0, warm_misses = 0;
             if (s == SIFT_OK) {
                 med = median(times, (int)steps);
                 s = sift_session_sel_cache_stats(ss, -1, &hits, &n_steps);
             }
+            if (s == SIFT_OK) s = sift_session_select_warm_stats(ss, -1, &warm_hits, &warm_misses);
             int n_prof = 0;
             int64_t prof_steps = 0;
             if (s == SIFT_OK && profile) { /* after the timed steps, so that timing costs them nothing */
@@ -1587,8 +1647,8 @@ static int bench_decode(int argc, char **argv)
                     for (int q = 0; q < n_seq; q++) toks[q] = (int32_t)((toks[q] + 7919) % info.n_vocab);
                 }
                 if (s == SIFT_OK) s = sift_session_set_profiling(ss, 0);
-                if (s == SIFT_OK) s = sift_session_profile(ss, prof, PROFILE_MAX_OPS, &n_prof, &prof_steps);
-                if (n_prof > PROFILE_MAX_OPS) n_prof = PROFILE_MAX_OPS;
+                if (s == SIFT_OK) s = sift_session_profile_stages(ss, prof, PROFILE_MAX_ROWS, &n_prof, &prof_steps);
+                if (n_prof > PROFILE_MAX_ROWS) n_prof = PROFILE_MAX_ROWS;
             }
             sift_kv_pool_info pools = {0};
             if (s == SIFT_OK) s = sift_session_kv_pools(ss, &pools);
@@ -1609,6 +1669,7 @@ static int bench_decode(int argc, char **argv)
                     printf(", \"ms_per_token\": ");
                     cli_json_fixed(1e3 / tokens_per_s, 3);
                     printf(", \"kv_gb\": %.3f, \"sel_cache_hit_rate\": %.3f", kv_gb, hit_rate);
+                    printf(", \"warm_hits\": %lld, \"warm_misses\": %lld", (long long)warm_hits, (long long)warm_misses);
                     printf(", \"kv_device_bytes\": %llu, \"kv_host_bytes\": %llu, \"pages_moved\": %lld",
                            (unsigned long long)pools.device_bytes, (unsigned long long)pools.host_bytes,
                            (long long)pools.pages_moved);
