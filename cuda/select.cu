@@ -144,6 +144,29 @@ template <bool MAX> __device__ __forceinline__ uint32_t block_reduce_u32(uint32_
 __device__ __forceinline__ uint32_t block_sum_u32(uint32_t x, uint32_t *red) { return block_reduce_u32<false>(x, red); }
 __device__ __forceinline__ uint32_t block_max_u32(uint32_t x, uint32_t *red) { return block_reduce_u32<true>(x, red); }
 
+// Whole block: the exclusive prefix of x over the threads in thread order; *total the sum.
+__device__ __forceinline__ uint32_t block_exscan_u32(uint32_t x, uint32_t *red /* [NT/32] */, uint32_t *total)
+{
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    uint32_t incl = x;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const uint32_t y = __shfl_up_sync(FULL, incl, o);
+        if (lane >= o) incl += y;
+    }
+    if (lane == 31) red[warp] = incl;
+    __syncthreads();
+    uint32_t before = 0, all = 0;
+#pragma unroll
+    for (int i = 0; i < NT / 32; i++) {
+        if (i < warp) before += red[i];
+        all += red[i];
+    }
+    __syncthreads(); // red may be reused after this
+    *total = all;
+    return before + incl - x;
+}
+
 // Whole block: in histogram h (global: read through L2 and cleared for the next run; or shared)
 // the bin holding the rem-th largest key, the keys of that bin still to take, and its count. Bins
 // are scanned from the top: thread t holds bins BINS-1-BPT*t .. BINS-BPT*(t+1).
@@ -151,7 +174,7 @@ template <bool GLOBAL> __device__ void pick_bin(uint32_t *h, uint32_t rem, uint3
 {
     __shared__ uint32_t red[NT / 32];
     __shared__ uint32_t s_bin, s_rem, s_count;
-    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int tid = (int)threadIdx.x;
     uint32_t c[BPT], sum = 0;
 #pragma unroll
     for (int i = 0; i < BPT; i++) {
@@ -160,19 +183,8 @@ template <bool GLOBAL> __device__ void pick_bin(uint32_t *h, uint32_t rem, uint3
         if (GLOBAL) *p = 0;
         sum += c[i];
     }
-    uint32_t incl = sum; // counts fit: |C| < 2^31
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const uint32_t y = __shfl_up_sync(FULL, incl, o);
-        if (lane >= o) incl += y;
-    }
-    if (lane == 31) red[warp] = incl;
-    __syncthreads();
-    uint32_t before = 0;
-#pragma unroll
-    for (int w = 0; w < NT / 32; w++)
-        if (w < warp) before += red[w];
-    const uint32_t excl = before + incl - sum;
+    uint32_t total;
+    const uint32_t excl = block_exscan_u32(sum, red, &total); // counts fit: |C| < 2^31
     if (excl < rem && excl + sum >= rem) { // the one thread whose bins hold the rem-th largest key
         uint32_t cum = excl;
 #pragma unroll
@@ -496,29 +508,6 @@ __global__ void __launch_bounds__(NT, SRD >= 16 ? 0 : 1) select_compact(const fl
 }
 
 // ---- the warm start ----------------------------------------------------------------------------
-
-// Whole block: the exclusive prefix of x over the threads in thread order; *total the sum.
-__device__ __forceinline__ uint32_t block_exscan_u32(uint32_t x, uint32_t *red /* [NT/32] */, uint32_t *total)
-{
-    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
-    uint32_t incl = x;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-        const uint32_t y = __shfl_up_sync(FULL, incl, o);
-        if (lane >= o) incl += y;
-    }
-    if (lane == 31) red[warp] = incl;
-    __syncthreads();
-    uint32_t before = 0, all = 0;
-#pragma unroll
-    for (int i = 0; i < NT / 32; i++) {
-        if (i < warp) before += red[i];
-        all += red[i];
-    }
-    __syncthreads(); // red may be reused after this
-    *total = all;
-    return before + incl - x;
-}
 
 // Whole block: the rank-th largest of keys[0, n) (1 <= rank <= n), and how many of those equal to
 // it are among the rank largest; three digits of 11, 11 and 10 bits (as resolve).

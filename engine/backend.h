@@ -24,6 +24,8 @@ enum {
     SIFT_OPF_SKIPPABLE = 1 << 0, /* a predicate (sift_graph_skip_if) may skip the node */
     SIFT_OPF_PAGED_KV = 1 << 1,  /* inputs 1 and 2 (K, V) may be paged views */
     SIFT_OPF_PAGED_DST = 1 << 2, /* the output may be a paged view */
+    SIFT_OPF_STATE_SRC = 1 << 3, /* input max_src - 1, when given, is state the node reads and updates
+                                  * (select's warm start): order it as an output too */
 };
 
 struct sift_node;

@@ -5,33 +5,15 @@
 // Grid (block, list); mode 2 (nothing chosen) runs one block per list. Block 0 of each list clears
 // the pass-0 histogram for the next run (nothing reads it any more in this one).
 #extension GL_GOOGLE_include_directive : require
+#define SELECT_SCAN4
 #include "common.glsl"
 #include "select.glsl"
 
-shared uvec4 sh_scan4[256];
-
-// wg_exscan over four counters at once (the position order's four items of a half batch).
-uvec4 wg_exscan4(uvec4 x, out uvec4 total)
-{
-    const uvec4 incl = subgroupInclusiveAdd(x);
-    if (gl_SubgroupInvocationID == gl_SubgroupSize - 1u) sh_scan4[gl_SubgroupID] = incl;
-    barrier();
-    uvec4 before = uvec4(0u), tot = uvec4(0u);
-    for (uint i = 0u; i < gl_NumSubgroups; i++) {
-        const uvec4 t = sh_scan4[i];
-        if (i < gl_SubgroupID) before += t;
-        tot += t;
-    }
-    barrier();
-    total = tot;
-    return before + incl - x;
-}
-
 void main()
 {
-    if (skipped(pc.skip)) return;
     const uint rk = rank_(), l = gl_WorkGroupID.y, blk = gl_WorkGroupID.x;
-    const uint64_t out0 = uint64_t(l) * pc.count;
+    if (skipped(pc.skip) || warm_answered(l)) return;
+    const uint64_t out0 = uint64_t(l) * count_();
     if (blk == 0u) {
         for (uint i = rk; i < pc.sink; i += 256u) st_u32(pc.out_, out0 + i, i);
         for (uint i = rk; i < pc.win_count; i += 256u) st_u32(pc.out_, out0 + pc.sink + pc.chosen + i, pc.win_begin + i);

@@ -10,8 +10,8 @@ shared uint sh_hist[256];
 
 void main()
 {
-    if (skipped(pc.skip)) return;
     const uint rk = rank_(), l = gl_WorkGroupID.y, blk = gl_WorkGroupID.x;
+    if (skipped(pc.skip) || warm_answered(l)) return;
     sh_hist[rk] = 0u;
     if (pc.pass == 0u && blk == 0u)
         for (uint p = 1u; p < 4u; p++) U32Ref(hist_addr(l, p, rk)).v = 0u;

@@ -460,7 +460,7 @@ static void warm_select_check(const conf_case *cc, const backend *ref, const bac
 {
     const warm_select_case *wc = cc->params;
     const char *bname = sift_backend_kind_name(b->kind), *cname = cc->name;
-    const bool gpu = b->kind == SIFT_BACKEND_CUDA; /* the backends with a warm start */
+    const bool gpu = b->kind != SIFT_BACKEND_CPU;
     const sift_select_params p = {.n_ctx = wc->sink + wc->cand + wc->window, .sink = wc->sink, .window = wc->window,
                                   .budget = wc->k};
     const int64_t len = sift_select_count(&p), lists = wc->lists;

@@ -19,6 +19,8 @@
 #include "backends/vulkan/select_compact_spv.h"
 #include "backends/vulkan/select_count_spv.h"
 #include "backends/vulkan/select_hist_spv.h"
+#include "backends/vulkan/select_warm_collect_spv.h"
+#include "backends/vulkan/select_warm_tail_spv.h"
 #include "backends/vulkan/vote_max_spv.h"
 #include "backends/vulkan/vote_merge_spv.h"
 #include "backends/vulkan/vote_stats_spv.h"
@@ -62,6 +64,8 @@ static const struct {
     [VK_K_MEAN_ROWS] = {sift_spv_mean_rows, sizeof sift_spv_mean_rows, "mean_rows"},
     [VK_K_NEIGHBOR_FETCH] = {sift_spv_neighbor_fetch, sizeof sift_spv_neighbor_fetch, "neighbor_fetch"},
     [VK_K_SCORE_MAX] = {sift_spv_score_max, sizeof sift_spv_score_max, "score_max"},
+    [VK_K_SELECT_WARM_COLLECT] = {sift_spv_select_warm_collect, sizeof sift_spv_select_warm_collect, "select_warm_collect"},
+    [VK_K_SELECT_WARM_TAIL] = {sift_spv_select_warm_tail, sizeof sift_spv_select_warm_tail, "select_warm_tail"},
 };
 
 /* ---- push constants: the C images of the shaders' push_constant blocks ---- */
@@ -119,9 +123,9 @@ typedef struct {
 } push_vote_max;
 
 typedef struct {
-    vk_tref votes, out;
-    uint64_t hist, state, counts, skip;
-    uint32_t cand, chosen, items, nblocks, sink, first, win_begin, win_count, count, pass, mode;
+    vk_tref votes, out, warm;
+    uint64_t hist, state, counts, skip, wbuf;
+    uint32_t cand, chosen, items, nblocks, sink, first, win_begin, win_count, pass, mode;
 } push_select;
 
 typedef struct {
@@ -649,7 +653,23 @@ static sift_status plan_vote(plan *pl, const sift_node *n)
  * 128 blocks of 8192 per list for 8). Invocations load their items in batches of 8 before using
  * any. Steps: 4 x select_hist, select_count, select_compact; the histograms are zero when a run
  * starts (the scratch is zeroed when the recording is built; pass 0 clears passes 1..3, the
- * compaction pass 0), so no fill step either. */
+ * compaction pass 0), so no fill step either.
+ *
+ * With a warm start (sift_op_select_warm: the node's second input; select.glsl's header) and
+ * 0 < chosen < |C| and chosen + chosen / 4 <= CAP / 2, select_warm_collect and select_warm_tail run
+ * first, and the six radix dispatches run only for the lists the tail missed (each of their
+ * workgroups reads its list's miss flag and returns when it is 0). Every step of a node is
+ * followed by a barrier (record()), so collect, tail and the fallback see each other's writes to
+ * warm and the scratch in that order. Other nodes with warm run as without it and leave it alone. */
+
+/* CAP: the entries a list's warm start holds (the keys at or above its threshold; more: a miss). */
+#define SELECT_WARM_CAP 8192u
+/* The most collect blocks per list (select_warm_tail.comp NBW). */
+#define SELECT_WARM_BLOCKS 1024u
+/* select_warm_tail's shared memory besides its keys: the block prefix and chunk starts
+ * (2 x SELECT_WARM_BLOCKS uints), the radix histogram and select.glsl's scan (2 x 256 uints), a few
+ * words; rounded up. */
+#define SELECT_WARM_SHARED_FIXED 12288u
 static sift_status plan_select(plan *pl, const sift_node *n)
 {
     const sift_select_layout *l = &n->p.layout;
@@ -661,13 +681,20 @@ static sift_status plan_select(plan *pl, const sift_node *n)
     uint32_t items = 1;
     while (ceil_div(cand, 256ull * items) > 1 && (uint64_t)lists * ceil_div(cand, 256ull * items) > target) items *= 2;
     const uint32_t nblocks = max_u32(1, ceil_div(cand, 256ull * items));
+    const uint32_t cap = SELECT_WARM_CAP;
+    const bool warm = n->n_src > 1 && n->src[1] && mode == 0 && (uint64_t)l->chosen + (uint64_t)l->chosen / 4 <= cap / 2;
     const VkDeviceSize hist = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * 4 * 256 * 4) : 0;
     const VkDeviceSize state = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * 4 * 8) : 0;
+    /* also the warm chunks (collect's blocks are never more than the radix ones) */
     const VkDeviceSize counts = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * nblocks * 8) : 0;
+    /* ctl uvec4 [lists] (miss flag, counter: zero in the zeroed scratch, reset by every tail), then
+     * the entries uvec2 [lists][CAP] */
+    const VkDeviceSize wbuf = warm ? scratch_take(pl, (VkDeviceSize)lists * 16 + (VkDeviceSize)lists * cap * 8) : 0;
 
     push_select ps = {.hist = mode == 0 ? scratch_addr(pl, hist) : 0,
                       .state = mode == 0 ? scratch_addr(pl, state) : 0,
                       .counts = mode == 0 ? scratch_addr(pl, counts) : 0,
+                      .wbuf = warm ? scratch_addr(pl, wbuf) : 0,
                       .cand = (uint32_t)l->cand,
                       .chosen = (uint32_t)l->chosen,
                       .items = items,
@@ -676,12 +703,29 @@ static sift_status plan_select(plan *pl, const sift_node *n)
                       .first = (uint32_t)l->first,
                       .win_begin = (uint32_t)l->win_begin,
                       .win_count = (uint32_t)l->win_count,
-                      .count = (uint32_t)l->count,
                       .mode = mode};
     if (cand > 0) TRY(vk_tensor_ref(n->src[0], &ps.votes));
+    if (warm) TRY(vk_tensor_ref(n->src[1], &ps.warm));
     TRY(skip_flag(n, &ps.skip));
     TRY(vk_tensor_ref(n->dst, &ps.out));
     const uint32_t none[VK_NSPEC] = {0};
+    if (warm) {
+        /* collect's blocks: the radix ones, coarsened to at most SELECT_WARM_BLOCKS per list (the
+         * tail holds a prefix over them in shared memory) */
+        push_select pw = ps;
+        while (pw.nblocks > SELECT_WARM_BLOCKS) {
+            pw.items *= 2;
+            pw.nblocks = ceil_div(cand, 256ull * pw.items);
+        }
+        /* select_warm_*.comp's CAP (constant_id 0), and select_warm_tail's SHK (1): CAP when CAP keys
+         * fit the shared memory with the rest of the kernel's (48 KB: NVIDIA), else 1 (lavapipe's
+         * 32 KB): the radix selects then read the keys from the entries */
+        uint32_t wspec[VK_NSPEC] = {0};
+        wspec[0] = cap;
+        wspec[1] = (uint64_t)cap * 4 + SELECT_WARM_SHARED_FIXED <= pl->be->max_shared ? cap : 1;
+        TRY(dispatch(pl, VK_K_SELECT_WARM_COLLECT, wspec, &pw, sizeof pw, pw.nblocks, lists, 1));
+        TRY(dispatch(pl, VK_K_SELECT_WARM_TAIL, wspec, &pw, sizeof pw, 1, lists, 1));
+    }
     if (mode == 0) {
         for (uint32_t pass = 0; pass < 4; pass++) {
             ps.pass = pass;
@@ -914,7 +958,7 @@ static sift_status node_barriers(const sift_graph *g, bool *need)
     const char *env = getenv("SIFT_VULKAN_ALL_BARRIERS");
     const bool all = env && *env && strcmp(env, "0") != 0;
     enum { MAX_READS = 2 * SIFT_NODE_MAX_SRC + 2 };
-    access *pend = malloc(((size_t)g->n_nodes * (MAX_READS + 1) + 1) * sizeof *pend);
+    access *pend = malloc(((size_t)g->n_nodes * (MAX_READS + 2) + 1) * sizeof *pend);
     if (!pend) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
     int np = 0;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -928,9 +972,15 @@ static sift_status node_barriers(const sift_graph *g, bool *need)
             }
         if (n->dst->pages) reads[nr++] = n->dst->pages;
         if (n->skip) reads[nr++] = n->skip;
+        /* the outputs: dst, and the state an op updates (its last input, ops.def's STATE_SRC) */
+        const sift_op_info *info = sift_op_info_of(n->op);
+        const sift_tensor *writes[2] = {n->dst, NULL};
+        const int nw = (info->flags & SIFT_OPF_STATE_SRC) && n->n_src == info->max_src ? 2 : 1;
+        if (nw == 2) writes[1] = n->src[n->n_src - 1];
         bool hazard = i == 0;
         for (int a = 0; a < np && !hazard; a++) {
-            if (overlaps(&pend[a], n->dst)) hazard = true; /* write after read or write */
+            for (int j = 0; j < nw && !hazard; j++)
+                if (overlaps(&pend[a], writes[j])) hazard = true; /* write after read or write */
             for (int j = 0; j < nr && !hazard; j++)
                 if (pend[a].write && overlaps(&pend[a], reads[j])) hazard = true; /* read after write */
         }
@@ -938,7 +988,8 @@ static sift_status node_barriers(const sift_graph *g, bool *need)
         if (hazard) np = 0;
         for (int j = 0; j < nr; j++)
             pend[np++] = (access){reads[j]->impl, reads[j]->offset, reads[j]->offset + reads[j]->nbytes, false};
-        pend[np++] = (access){n->dst->impl, n->dst->offset, n->dst->offset + n->dst->nbytes, true};
+        for (int j = 0; j < nw; j++)
+            pend[np++] = (access){writes[j]->impl, writes[j]->offset, writes[j]->offset + writes[j]->nbytes, true};
     }
     free(pend);
     return SIFT_OK;

@@ -34,6 +34,8 @@ typedef enum vk_kernel {
     VK_K_MEAN_ROWS,
     VK_K_NEIGHBOR_FETCH,
     VK_K_SCORE_MAX,
+    VK_K_SELECT_WARM_COLLECT,
+    VK_K_SELECT_WARM_TAIL,
     VK_K_COUNT
 } vk_kernel;
 
