@@ -58,7 +58,6 @@ struct MatmulArgs {
     int rows_per_block;  // matrix-vector: rows of w per block (8, 4, 2 or 1)
     int mv_u;            // matrix-vector: weight groups per lane and pipeline stage
     const void *xd;      // q8_0, direct kernel of 2 or 4 tokens: x's digits [T][K / 32] (XDigits2, mvq_digits)
-    int early;           // direct kernels: the first weights are loaded before the wait on the kernel before
 };
 
 // ---- matrix-vector ------------------------------------------------------------------------------
@@ -431,27 +430,8 @@ constexpr int MV_NT_MAX = 4; // tokens a direct kernel takes at once (more: seve
 
 template <int W, int R, int TOK> __global__ void __launch_bounds__(32 * MVD_WARPS) mvd_kernel(const MatmulArgs a)
 {
-    constexpr int VPL = W == SIFT_F32 ? 4 : 8, VPC = 32 * VPL; // values per lane and per chunk
-    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
-    const int64_t row0 = ((int64_t)blockIdx.x * MVD_WARPS + warp) * R;
-    const unsigned char *rows[R];
-    float acc[TOK][R];
-    direct_rows(a, row0, rows, acc);
-    const int64_t nch = (a.k + VPC - 1) / VPC;
-    uint4 q[MVD_U][R];
-    auto load = [&](int64_t c0) {
-#pragma unroll
-        for (int u = 0; u < MVD_U; u++) {
-            const int64_t e = (c0 + u) * VPC + (int64_t)lane * VPL; // this lane's first value
-#pragma unroll
-            for (int r = 0; r < R; r++)
-                q[u][r] = e < a.k ? ld_once16(rows[r] + (size_t)e * (W == SIFT_F32 ? 4 : 2)) : make_uint4(0, 0, 0, 0);
-        }
-    };
-    // no kernel writes the weights: their first chunks may be in flight while this one waits for
-    // the kernel before it (programmatic launch) and copies x
-    if (a.early) load(0);
     grid_dep_enter();
+    constexpr int VPL = W == SIFT_F32 ? 4 : 8, VPC = 32 * VPL; // values per lane and per chunk
     const float *xs = a.x; // [TOK][K]
     if constexpr (TOK == 1) {
         SIFT_DYNAMIC_SMEM(smem);
@@ -461,9 +441,22 @@ template <int W, int R, int TOK> __global__ void __launch_bounds__(32 * MVD_WARP
         __syncthreads();
         xs = xc;
     }
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    const int64_t row0 = ((int64_t)blockIdx.x * MVD_WARPS + warp) * R;
     if (row0 >= a.n) return;
+    const unsigned char *rows[R];
+    float acc[TOK][R];
+    direct_rows(a, row0, rows, acc);
+    const int64_t nch = (a.k + VPC - 1) / VPC;
     for (int64_t c0 = 0; c0 < nch; c0 += MVD_U) {
-        if (c0 > 0 || !a.early) load(c0);
+        uint4 q[MVD_U][R];
+#pragma unroll
+        for (int u = 0; u < MVD_U; u++) {
+            const int64_t e = (c0 + u) * VPC + (int64_t)lane * VPL; // this lane's first value
+#pragma unroll
+            for (int r = 0; r < R; r++)
+                q[u][r] = e < a.k ? ld_once16(rows[r] + (size_t)e * (W == SIFT_F32 ? 4 : 2)) : make_uint4(0, 0, 0, 0);
+        }
 #pragma unroll
         for (int u = 0; u < MVD_U; u++) {
             const int64_t e = (c0 + u) * VPC + (int64_t)lane * VPL;
@@ -540,15 +533,26 @@ __global__ void __launch_bounds__(NT) mvq_digits(const float *x, int64_t nb, XDi
 
 template <int R, int U, int TOK> __global__ void __launch_bounds__(32 * MVQ_WARPS) mvq_kernel(const MatmulArgs a)
 {
+    grid_dep_enter();
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int64_t nb = a.k / 32, nch = (a.k + 511) / 512; // blocks of 32 and chunks of 512 quants per row
+    const XDigits2 *xd = static_cast<const XDigits2 *>(a.xd); // [TOK][K / 32]
+    if constexpr (TOK == 1) { // this block's own digits, in shared memory
+        SIFT_DYNAMIC_SMEM(smem);
+        XDigits2 *xs = reinterpret_cast<XDigits2 *>(smem);
+        digitize_x(a.x, nb, warp, MVQ_WARPS, xs);
+        __syncthreads();
+        xd = xs;
+    }
     const int64_t row0 = ((int64_t)blockIdx.x * MVQ_WARPS + warp) * R;
+    if (row0 >= a.n) return;
     const unsigned char *rows[R];
     float acc[TOK][R];
     direct_rows(a, row0, rows, acc);
-    uint4 q[U][R];
-    unsigned short sc[U][R];
-    auto load = [&](int64_t c0) {
+    const int h = lane & 1;
+    for (int64_t c0 = 0; c0 < nch; c0 += U) {
+        uint4 q[U][R];
+        unsigned short sc[U][R];
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int64_t e = (c0 + u) * 512 + 16 * lane; // this lane's first quant
@@ -558,23 +562,6 @@ template <int R, int U, int TOK> __global__ void __launch_bounds__(32 * MVQ_WARP
                 sc[u][r] = e < a.k ? __ldg(reinterpret_cast<const unsigned short *>(rows[r] + a.k) + e / 32) : 0;
             }
         }
-    };
-    // no kernel writes the weights: their first chunks may be in flight while this one waits for
-    // the kernel before it (programmatic launch) and digitizes x
-    if (a.early) load(0);
-    grid_dep_enter();
-    const XDigits2 *xd = static_cast<const XDigits2 *>(a.xd); // [TOK][K / 32]
-    if constexpr (TOK == 1) { // this block's own digits, in shared memory
-        SIFT_DYNAMIC_SMEM(smem);
-        XDigits2 *xs = reinterpret_cast<XDigits2 *>(smem);
-        digitize_x(a.x, nb, warp, MVQ_WARPS, xs);
-        __syncthreads();
-        xd = xs;
-    }
-    if (row0 >= a.n) return;
-    const int h = lane & 1;
-    for (int64_t c0 = 0; c0 < nch; c0 += U) {
-        if (c0 > 0 || !a.early) load(c0);
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int64_t e = (c0 + u) * 512 + 16 * lane;
@@ -881,10 +868,8 @@ static cudaError_t matvec_launch(const sift_cuda_device *dev, const sift_cuda_pl
     // the x values it hoisted).
     const int R = nt == 1 ? a.rows_per_block : a.wtype == SIFT_Q8_0 ? 2 : 1;
     const int64_t per_block = (int64_t)plan->warps * R;
-    MatmulArgs d = a;
-    d.early = dev->mv_early;
     return launch(direct_kernel_for(a.wtype, R, nt), dim3((unsigned)((a.n + per_block - 1) / per_block)),
-                  dim3(32 * plan->warps), nt == 1 ? plan->smem : 0, st, d);
+                  dim3(32 * plan->warps), nt == 1 ? plan->smem : 0, st, a);
 }
 
 extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, const sift_node *n,

@@ -218,8 +218,6 @@ extern "C" cudaError_t sift_cuda_init(int device, sift_cuda_device *dev)
     // of the tensor cores (to compare the two); read once, here
     const char *mma = getenv("SIFT_CUDA_MMA");
     dev->mma = !(mma && !strcmp(mma, "0"));
-    const char *early = getenv("SIFT_CUDA_MV_EARLY");
-    dev->mv_early = !(early && !strcmp(early, "0"));
 #ifndef SIFT_CUDA_EMU
     // Kernels launch programmatically on sm_90 and later (common.cuh launch): on the H200 that took
     // 32K decode of the 8B-shaped model from 176 to 195 tokens/s. SIFT_CUDA_PDL=0 turns it off.

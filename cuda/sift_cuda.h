@@ -28,8 +28,6 @@ typedef struct sift_cuda_device {
     size_t smem_per_sm;  /* shared memory per multiprocessor, bytes */
     size_t smem_optin;   /* the most dynamic shared memory one block may use, bytes */
     int mma;             /* score and decode attention may use the tensor cores (SIFT_CUDA_MMA=0: never) */
-    int mv_early;        /* the direct matrix-vector kernels load their first weights before waiting on the
-                          * kernel before them (SIFT_CUDA_MV_EARLY=0: after) */
 } sift_cuda_device;
 
 /* Picks the pipeline depth for the device and raises the kernels' dynamic shared memory limits.
