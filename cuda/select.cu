@@ -59,7 +59,7 @@ constexpr uint32_t NO_BIN = BINS;   // a key that counts in no bin
 
 constexpr int WARM_CAP = 8192;        // entries the warm start selects among (shared memory: 8 bytes each)
 constexpr int WARM_MAX_BLOCKS = 2048; // blocks a list's collect may have (their chunks' prefix is in shared memory)
-constexpr size_t WARM_SMEM = (size_t)WARM_CAP * 8 + (WARM_MAX_BLOCKS + 1) * 4;
+constexpr size_t WARM_SMEM = (size_t)WARM_CAP * 8 + (2 * WARM_MAX_BLOCKS + 1) * 4;
 
 // sift_op_select_warm's words (include/sift.h)
 enum { W_THRESHOLD = SIFT_SELECT_WARM_THRESHOLD, W_VALID = SIFT_SELECT_WARM_VALID, W_HITS = SIFT_SELECT_WARM_HITS,
@@ -509,27 +509,37 @@ __global__ void __launch_bounds__(NT, SRD >= 16 ? 0 : 1) select_compact(const fl
 
 // ---- the warm start ----------------------------------------------------------------------------
 
-// Whole block: the rank-th largest of keys[0, n) (1 <= rank <= n), and how many of those equal to
-// it are among the rank largest; three digits of 11, 11 and 10 bits (as resolve).
-__device__ void smem_select(const uint32_t *keys, uint32_t n, uint32_t rank, uint32_t *h, uint32_t &t, uint32_t &rem)
+// Whole block: the r1-th and the r2-th largest of keys[0, n) (1 <= r1, r2 <= n), t1 and t2, and how
+// many keys equal to t1 are among the r1 largest; three digits of 11, 11 and 10 bits (as resolve),
+// both ranks in the same passes over the keys. The histograms add a warp's keys of one bin with one
+// atomic (hist_add): votes often share their top digit, where one atomic a key would serialize.
+__device__ void smem_select2(const uint32_t *keys, uint32_t n, uint32_t r1, uint32_t r2, uint32_t *h1, uint32_t *h2,
+                             uint32_t &t1, uint32_t &rem1, uint32_t &t2)
 {
-    uint32_t prefix = 0;
-    rem = rank;
+    uint32_t p1 = 0, p2 = 0, rem2 = r2;
+    rem1 = r1;
     for (int d = 0; d < 3; d++) { // bits 31..21, 20..10, 9..0
         const int known = 11 * d, low = d < 2 ? 21 - 11 * d : 0;
         const uint32_t mask = d < 2 ? 2047u : 1023u;
-        hist_clear(h);
+        hist_clear(h1);
+        hist_clear(h2);
         __syncthreads();
-        for (uint32_t i = threadIdx.x; i < n; i += NT) {
-            const uint32_t key = keys[i];
-            if (known == 0 || (key >> (32 - known)) == (prefix >> (32 - known))) atomicAdd(&h[(key >> low) & mask], 1u);
+        for (uint32_t base = 0; base < n; base += NT) { // the same trips for the whole block
+            const uint32_t i = base + threadIdx.x, key = i < n ? keys[i] : 0u, dig = (key >> low) & mask;
+            const bool in1 = i < n && (known == 0 || (key >> (32 - known)) == (p1 >> (32 - known)));
+            const bool in2 = i < n && (known == 0 || (key >> (32 - known)) == (p2 >> (32 - known)));
+            hist_add(h1, in1 ? dig : NO_BIN);
+            hist_add(h2, in2 ? dig : NO_BIN);
         }
         __syncthreads();
         uint32_t dig, cnt;
-        pick_bin<false>(h, rem, dig, rem, cnt);
-        prefix |= dig << low;
+        pick_bin<false>(h1, rem1, dig, rem1, cnt);
+        p1 |= dig << low;
+        pick_bin<false>(h2, rem2, dig, rem2, cnt);
+        p2 |= dig << low;
     }
-    t = prefix;
+    t1 = p1;
+    t2 = p2;
 }
 
 template <int SRD>
@@ -583,7 +593,8 @@ __global__ void __launch_bounds__(NT) select_warm(WarmScratch w, int blocks, int
     if (skipped(skip)) return;
     SIFT_DYNAMIC_SMEM(smem);
     uint32_t *keys = reinterpret_cast<uint32_t *>(smem), *pos = keys + WARM_CAP, *pre = pos + WARM_CAP;
-    __shared__ uint32_t h[BINS];
+    uint32_t *start = pre + WARM_MAX_BLOCKS + 1; // each chunk's first entry
+    __shared__ uint32_t h1[BINS], h2[BINS];
     __shared__ uint32_t red[NT / 32];
     const int l = (int)blockIdx.x, tid = (int)threadIdx.x;
     int32_t *wl = w.warm + l * W_WORDS;
@@ -600,11 +611,17 @@ __global__ void __launch_bounds__(NT) select_warm(WarmScratch w, int blocks, int
     const uint2 *chunk = w.chunk + (int64_t)l * blocks;
     const int per = (blocks + NT - 1) / NT, c0 = min(blocks, tid * per), c1 = min(blocks, c0 + per);
     uint32_t mine = 0, total;
-    for (int c = c0; c < c1; c++) mine += __ldcg(&chunk[c].y);
+    for (int c = c0; c < c1; c++) {
+        const uint2 ch = __ldcg(&chunk[c]);
+        start[c] = ch.x;
+        pre[c] = ch.y;
+        mine += ch.y;
+    }
     uint32_t at = block_exscan_u32(mine, red, &total);
     for (int c = c0; c < c1; c++) {
+        const uint32_t len = pre[c];
         pre[c] = at;
-        at += __ldcg(&chunk[c].y);
+        at += len;
     }
     if (tid == 0) pre[blocks] = total;
     __syncthreads();
@@ -616,14 +633,13 @@ __global__ void __launch_bounds__(NT) select_warm(WarmScratch w, int blocks, int
             if (pre[mid] <= i) lo = mid;
             else hi = mid - 1;
         }
-        const uint2 e = __ldcg(&ent[__ldcg(&chunk[lo].x) + (i - pre[lo])]);
+        const uint2 e = __ldcg(&ent[start[lo] + (i - pre[lo])]);
         keys[i] = e.x;
         pos[i] = e.y;
     }
     __syncthreads();
-    uint32_t t, rem, t2, rem2;
-    smem_select(keys, n, (uint32_t)chosen, h, t, rem);
-    smem_select(keys, n, warm_rank((uint32_t)chosen, n), h, t2, rem2);
+    uint32_t t, rem, t2;
+    smem_select2(keys, n, (uint32_t)chosen, warm_rank((uint32_t)chosen, n), h1, h2, t, rem, t2);
     int32_t *o = out + (int64_t)l * count;
     for (int64_t i = tid; i < sink_len; i += NT) o[i] = (int32_t)i;
     for (int64_t i = sink_len + chosen + tid; i < count; i += NT) o[i] = (int32_t)(win_begin + (i - sink_len - chosen));
