@@ -754,9 +754,9 @@ cudaError_t sift_cuda::select_init(const sift_cuda_device *dev)
                                 (int)WARM_SMEM);
 }
 
-// path (1: radix select, when 0 < chosen < |C|; 2: the same started warm, when the node has warm,
-// the warm start's r2 fits half its buffer and its blocks fit its prefix; otherwise all or none
-// of C), and for the radix select split_len (candidates per block: 4096, 2048 or 1024), blocks
+// path (1: radix select, when 0 < chosen < |C|; 2: the same started warm, when the node has warm
+// and several lists, the warm start's r2 fits half its buffer and its blocks fit its prefix;
+// otherwise all or none of C), and for the radix select split_len (candidates per block: 4096, 2048 or 1024), blocks
 // (per list), scratch_bytes and zeroed_bytes.
 // The layout is the node's (n->p.layout).
 extern "C" cudaError_t sift_cuda_select_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
@@ -770,7 +770,11 @@ extern "C" cudaError_t sift_cuda_select_plan(const sift_cuda_device *dev, const 
         while (sch > 1024 && lists * ((cand + sch - 1) / sch) < SELECT_BLOCKS) sch /= 2;
         plan->split_len = sch;
         plan->blocks = (int)((cand + sch - 1) / sch);
-        const bool warm = n->n_src == 2 && dev->smem_optin >= WARM_SMEM && plan->blocks <= WARM_MAX_BLOCKS &&
+        // several lists only (TokenButler's, one per KV head): on an H100, 8 lists of 128K candidates
+        // took 36.1 us warm against 46.5 in full and 8 of 1M 76.2 against 146.3, but one list of
+        // 128K took 34.5 against 23.4 (two launches more, each with its latency, to save part of
+        // the radix select's passes over few candidates)
+        const bool warm = n->n_src == 2 && lists >= 2 && dev->smem_optin >= WARM_SMEM && plan->blocks <= WARM_MAX_BLOCKS &&
                           warm_rank((uint32_t)l->chosen, (uint64_t)cand) <= WARM_CAP / 2;
         if (warm) plan->path = 2;
         plan->zeroed_bytes = zeroed_bytes(lists, warm);

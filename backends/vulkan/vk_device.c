@@ -123,6 +123,7 @@ static sift_status parse_tune(const char *env, vk_tune *t)
         {"smax_lanes", offsetof(vk_tune, smax_lanes), 1, 16, true},
         {"smax_stream", offsetof(vk_tune, smax_stream), 1, SIFT_MAX_HEAD_DIM, false},
         {"select_groups", offsetof(vk_tune, select_groups), 1, 1u << 20, false},
+        {"select_warm", offsetof(vk_tune, select_warm), 0, 1, false},
         {"groups", offsetof(vk_tune, groups), 1, 1u << 20, false},
     };
     memset(t, 0, sizeof *t);
@@ -143,7 +144,7 @@ static sift_status parse_tune(const char *env, vk_tune *t)
             return sift_set_error(SIFT_E_INVALID,
                                   "vulkan: SIFT_VULKAN_TUNE='%s': bad entry '%.*s' (keys: score_rows, attn_rows 1..8; "
                                   "score_wgs, attn_wgs powers of two 64..1024; smax_lanes powers of two 1..16; smax_stream 1..%d; "
-                                  "select_groups; groups)",
+                                  "select_groups; select_warm 0..1; groups)",
                                   env, (int)(end - p), p, SIFT_MAX_HEAD_DIM);
         *(uint32_t *)((char *)t + keys[i].off) = (uint32_t)v;
         p = *end ? end + 1 : end;

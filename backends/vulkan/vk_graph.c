@@ -655,7 +655,9 @@ static sift_status plan_vote(plan *pl, const sift_node *n)
  * starts (the scratch is zeroed when the recording is built; pass 0 clears passes 1..3, the
  * compaction pass 0), so no fill step either.
  *
- * With a warm start (sift_op_select_warm: the node's second input; select.glsl's header) and
+ * With a warm start (sift_op_select_warm: the node's second input; select.glsl's header), when
+ * SIFT_VULKAN_TUNE has select_warm=1 (off by default: on an H100, one list of 128K candidates took
+ * 54.0 us warm against 38.5 selecting in full, 8 lists 58.3 against 57.7, every warm run a hit), and
  * 0 < chosen < |C| and chosen + chosen / 4 <= CAP / 2, select_warm_collect and select_warm_tail run
  * first, and the six radix dispatches run only for the lists the tail missed (each of their
  * workgroups reads its list's miss flag and returns when it is 0). Every step of a node is
@@ -682,7 +684,8 @@ static sift_status plan_select(plan *pl, const sift_node *n)
     while (ceil_div(cand, 256ull * items) > 1 && (uint64_t)lists * ceil_div(cand, 256ull * items) > target) items *= 2;
     const uint32_t nblocks = max_u32(1, ceil_div(cand, 256ull * items));
     const uint32_t cap = SELECT_WARM_CAP;
-    const bool warm = n->n_src > 1 && n->src[1] && mode == 0 && (uint64_t)l->chosen + (uint64_t)l->chosen / 4 <= cap / 2;
+    const bool warm = pl->be->tune.select_warm && n->n_src > 1 && n->src[1] && mode == 0 &&
+                      (uint64_t)l->chosen + (uint64_t)l->chosen / 4 <= cap / 2;
     const VkDeviceSize hist = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * 4 * 256 * 4) : 0;
     const VkDeviceSize state = mode == 0 ? scratch_take(pl, (VkDeviceSize)lists * 4 * 8) : 0;
     /* also the warm chunks (collect's blocks are never more than the radix ones) */

@@ -121,6 +121,9 @@ typedef struct vk_tune {
     uint32_t smax_lanes;            /* score_max on score.comp (D above smax_stream): the most lanes per K row */
     uint32_t smax_stream;           /* score_max: the largest D for score_max.comp (0: 32; below 8: never) */
     uint32_t select_groups;         /* select: target workgroups over all lists (0: 1024) */
+    uint32_t select_warm;           /* select: 1 starts a node given a warm state warm (sift_op_select_warm);
+                                     * 0, the default, selects in full (on an H100 the warm start's two
+                                     * dispatches and the six skipped ones cost more than it saved) */
     uint32_t groups;                /* target workgroups of the streaming kernels (splits, tiles) */
 } vk_tune;
 
