@@ -78,8 +78,9 @@ static void usage_bench(FILE *f)
           "cosine check, score/vote/select skipped on the device, the window moved, gather_attend.\n"
           "A last graph times TokenButler's step: random d'-dimensional f16 queries and keys scored\n"
           "with the max over each KV head's group (score_max), the top k per KV head, gather_attend.\n"
-          "select and butler start their top-k warm from the run before, as a session's decode steps do\n"
-          "(the votes do not change between runs here, so the warm start always holds: its best case);\n"
+          "select and butler are given a warm state for their top-k, as a session's decode steps are\n"
+          "(CUDA starts TokenButler's lists from it, Vulkan with SIFT_VULKAN_TUNE=select_warm=1; the\n"
+          "votes do not change between runs here, so the warm start always holds: its best case);\n"
           "select_cold and butler_cold run the same graphs with the full top-k every time.\n",
           f);
 }
@@ -474,9 +475,10 @@ static sift_status bench_attn_ctx(sift_context *ctx, const bench_attn_opts *o, i
         goto done;
     cfg.mode = SIFT_ATTN_DENSE;
     if ((s = sift_attn_graph(ctx, &cfg, q, k, v, out, &dense, NULL)) != SIFT_OK) goto done;
-    /* select and butler start their top-k warm, as a session's steps do: the votes do not change
-     * between runs here, so every timed run's warm start holds (the best case); select_cold and
-     * butler_cold select in full every run (a warm start's miss costs that and the collect) */
+    /* select and butler are given a warm state for their top-k, as a session's steps are: the votes
+     * do not change between runs here, so where a backend starts warm every timed run's warm start
+     * holds (the best case); select_cold and butler_cold select in full every run (a warm start's
+     * miss costs that and the collect) */
     cfg.mode = SIFT_ATTN_SELECT;
     if ((s = sift_attn_graph(ctx, &cfg, q, k, v, out, &sel_cold, NULL)) != SIFT_OK) goto done;
     if ((s = new_warm(ctx, vote == SIFT_VOTE_KVHEAD_MAX ? hkv : 1, &warm_sel)) != SIFT_OK) goto done;
