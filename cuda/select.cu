@@ -442,6 +442,14 @@ __global__ void __launch_bounds__(NT, 1) select_filter(const float *votes, int64
     resolve<SCH>(row, cand, s, l, h);
 }
 
+// Whole block: a list's sink [0, sink_len) and window (from win_begin) around its chosen entries.
+__device__ __forceinline__ void write_sink_window(int32_t *o, int64_t count, int64_t sink_len, int64_t chosen,
+                                                  int64_t win_begin)
+{
+    for (int64_t i = threadIdx.x; i < sink_len; i += NT) o[i] = (int32_t)i;
+    for (int64_t i = sink_len + chosen + threadIdx.x; i < count; i += NT) o[i] = (int32_t)(win_begin + (i - sink_len - chosen));
+}
+
 template <int SRD>
 __global__ void __launch_bounds__(NT, SRD >= 16 ? 0 : 1) select_compact(const float *votes, int64_t cand, SelScratch s, int32_t *out,
                                                      int64_t count, int64_t sink_len, int64_t first_pos,
@@ -460,8 +468,7 @@ __global__ void __launch_bounds__(NT, SRD >= 16 ? 0 : 1) select_compact(const fl
     const uint32_t T = s.state[l].t, krem = s.state[l].rem;
     int32_t *o = out + (int64_t)l * count;
     if (b == 0) {
-        for (int64_t i = tid; i < sink_len; i += NT) o[i] = (int32_t)i;
-        for (int64_t i = sink_len + chosen + tid; i < count; i += NT) o[i] = (int32_t)(win_begin + (i - sink_len - chosen));
+        write_sink_window(o, count, sink_len, chosen, win_begin);
         if (tid == 0) s.nbuf[l] = 0; // for the next run (nobody reads it any more in this one)
     }
     // Keys > T and == T in the list before this block.
@@ -641,8 +648,7 @@ __global__ void __launch_bounds__(NT) select_warm(WarmScratch w, int blocks, int
     uint32_t t, rem, t2;
     smem_select2(keys, n, (uint32_t)chosen, warm_rank((uint32_t)chosen, n), h1, h2, t, rem, t2);
     int32_t *o = out + (int64_t)l * count;
-    for (int64_t i = tid; i < sink_len; i += NT) o[i] = (int32_t)i;
-    for (int64_t i = sink_len + chosen + tid; i < count; i += NT) o[i] = (int32_t)(win_begin + (i - sink_len - chosen));
+    write_sink_window(o, count, sink_len, chosen, win_begin);
     // the chosen in position order: thread t takes entries [t * per_e, (t + 1) * per_e)
     const uint32_t per_e = (n + NT - 1) / NT, e0 = min(n, tid * per_e), e1 = min(n, e0 + per_e);
     uint32_t gt = 0, eq = 0, tg, te;

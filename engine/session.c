@@ -483,12 +483,15 @@ sift_status sift_session_select_warm_stats(const sift_session *s, int layer, int
             const sift_tensor *warm = s->seqs[i].layers[l].sel_warm;
             if (!warm || (layer >= 0 && (uint32_t)layer != l)) continue;
             const int64_t lists = warm->shape[0];
-            for (int64_t j = 0; j < lists; j++) {
-                int32_t w[SIFT_SELECT_WARM_WORDS];
-                TRY(sift_tensor_read(warm, (size_t)j * sizeof w, w, sizeof w));
-                *hits += w[SIFT_SELECT_WARM_HITS];
-                *misses += w[SIFT_SELECT_WARM_MISSES];
+            int32_t *w = malloc(warm->nbytes); /* every list's words in one read */
+            if (!w) return sift_set_error(SIFT_E_NOMEM, "%s: out of memory", fn);
+            const sift_status st = sift_tensor_read(warm, 0, w, warm->nbytes);
+            for (int64_t j = 0; st == SIFT_OK && j < lists; j++) {
+                *hits += w[j * SIFT_SELECT_WARM_WORDS + SIFT_SELECT_WARM_HITS];
+                *misses += w[j * SIFT_SELECT_WARM_WORDS + SIFT_SELECT_WARM_MISSES];
             }
+            free(w);
+            TRY(st);
         }
     return SIFT_OK;
 }

@@ -435,11 +435,87 @@ static bool plot_bench(plot *pl, int64_t n_ctx, const bench_result *const *rr, i
 /* A top-k warm start of `lists` lists, empty (sift_op_select_warm). */
 static sift_status new_warm(sift_context *ctx, int64_t lists, sift_tensor **out)
 {
-    int32_t zeros[64 * SIFT_SELECT_WARM_WORDS] = {0};
-    if (lists > 64) return SIFT_E_INVALID;
+    const size_t bytes = (size_t)lists * sizeof(int32_t) * SIFT_SELECT_WARM_WORDS;
+    int32_t *zeros = calloc(1, bytes);
+    if (!zeros) return SIFT_E_NOMEM;
     sift_status s = sift_tensor_create(ctx, SIFT_I32, 2, (int64_t[]){lists, SIFT_SELECT_WARM_WORDS}, out);
-    if (s == SIFT_OK) s = sift_tensor_write(*out, 0, zeros, (size_t)lists * sizeof(int32_t) * SIFT_SELECT_WARM_WORDS);
+    if (s == SIFT_OK) s = sift_tensor_write(*out, 0, zeros, bytes);
+    free(zeros);
     return s;
+}
+
+/* Prints one context's timed graphs (a table, or one JSON line). rr[0] is dense and rr[1] select;
+ * cached and butler are NULL when those graphs did not run. */
+static void print_bench_attn(sift_context *ctx, const bench_attn_opts *o, int64_t n_ctx, const bench_result *const *rr,
+                             int n_graphs, const bench_result *cached, const bench_result *butler)
+{
+    const int64_t budget = o->budget, sink = o->sink, window = o->window, hq = o->hq, hkv = o->hkv, dim = o->dim,
+                  repeat = o->repeat, key_dim = o->key_dim;
+    const sift_dtype kv = o->kv;
+    const sift_vote_mode vote = o->vote;
+    const bench_result *rd = rr[0], *rs = rr[1];
+    if (o->json) {
+        printf("{\"backend\": \"%s\", \"device\": ", sift_backend_kind_name(sift_context_backend(ctx)));
+        cli_json_string(sift_context_device_name(ctx));
+        printf(", \"ctx\": %lld, \"budget\": %lld, \"sink\": %lld, \"window\": %lld, \"q_heads\": %lld, \"kv_heads\": %lld, "
+               "\"dim\": %lld, \"kv\": \"%s\", \"vote\": \"%s\", \"repeat\": %lld, \"graphs\": [",
+               (long long)n_ctx, (long long)budget, (long long)sink, (long long)window, (long long)hq, (long long)hkv,
+               (long long)dim, sift_dtype_name(kv), vote == SIFT_VOTE_SOFTMAX_SUM ? "sum" : "max", (long long)repeat);
+        for (int r = 0; r < n_graphs; r++) {
+            printf("%s{\"graph\": \"%s\", \"total_us\": ", r ? ", " : "", rr[r]->graph);
+            cli_json_fixed(rr[r]->total_us, 3);
+            printf(", \"span_us\": ");
+            cli_json_fixed(rr[r]->span_us, 3);
+            printf(", \"stages\": [");
+            for (int i = 0; i < rr[r]->n_nodes; i++) {
+                printf("%s{\"op\": \"%s\", \"us\": ", i ? ", " : "", rr[r]->names[i]);
+                cli_json_fixed(rr[r]->us[i], 3);
+                printf(", \"bytes\": ");
+                cli_json_fixed(rr[r]->bytes[i], 0);
+                printf(", \"gbps\": "); /* null for a stage timed at 0 us: it has no bandwidth */
+                cli_json_fixed(ratio(rr[r]->bytes[i], rr[r]->us[i] * 1e3), 1);
+                printf("}");
+            }
+            printf("]}");
+        }
+        printf("], \"select_over_dense\": ");
+        cli_json_fixed(ratio(rs->total_us, rd->total_us), 4);
+        if (cached) {
+            printf(", \"cached_over_dense\": ");
+            cli_json_fixed(ratio(cached->total_us, rd->total_us), 4);
+        }
+        if (butler) {
+            printf(", \"butler_over_dense\": ");
+            cli_json_fixed(ratio(butler->total_us, rd->total_us), 4);
+        }
+        printf("}\n");
+    } else {
+        printf("sift bench-attn  backend %s: %s\n", sift_backend_kind_name(sift_context_backend(ctx)),
+               sift_context_device_name(ctx));
+        printf("N=%lld  heads %lld/%lld  D=%lld  %s K/V  S=%lld W=%lld k=%lld  vote %s  median of %lld\n\n",
+               (long long)n_ctx, (long long)hq, (long long)hkv, (long long)dim, sift_dtype_name(kv), (long long)sink,
+               (long long)window, (long long)budget, vote == SIFT_VOTE_SOFTMAX_SUM ? "sum" : "max", (long long)repeat);
+        printf("%-11s %-15s %12s %10s %12s\n", "graph", "stage", "us", "GB/s", "MB moved");
+        for (int r = 0; r < n_graphs; r++) {
+            for (int i = 0; i < rr[r]->n_nodes; i++) {
+                char gbps[32] = "-";
+                if (rr[r]->us[i] > 0) snprintf(gbps, sizeof gbps, "%.1f", rr[r]->bytes[i] / (rr[r]->us[i] * 1e3));
+                printf("%-11s %-15s %12.1f %10s %12.2f\n", rr[r]->graph, rr[r]->names[i], rr[r]->us[i], gbps, rr[r]->bytes[i] / 1e6);
+            }
+            printf("%-11s %-15s %12.1f\n", rr[r]->graph, "total", rr[r]->total_us);
+            printf("%-11s %-15s %12.1f\n", rr[r]->graph, "span", rr[r]->span_us);
+        }
+        if (rd->total_us > 0) {
+            printf("\nselect / dense: %.3f\n", rs->total_us / rd->total_us);
+            if (cached)
+                printf("cached / dense: %.3f  (a Selection Cache hit: check, skipped stages, window, gather)\n", cached->total_us / rd->total_us);
+            if (butler)
+                printf("butler / dense: %.3f  (TokenButler: d' = %lld f16 keys, top k per KV head, gather)\n",
+                       butler->total_us / rd->total_us, (long long)key_dim);
+        } else {
+            printf("\nselect / dense: -  (dense timed at 0 us)\n");
+        }
+    }
 }
 
 /* Times one context's graphs and prints them (a table, or one JSON line); adds them to pl. */
@@ -547,68 +623,7 @@ static sift_status bench_attn_ctx(sift_context *ctx, const bench_attn_opts *o, i
         goto done;
     }
 
-    if (json) {
-        printf("{\"backend\": \"%s\", \"device\": ", sift_backend_kind_name(sift_context_backend(ctx)));
-        cli_json_string(sift_context_device_name(ctx));
-        printf(", \"ctx\": %lld, \"budget\": %lld, \"sink\": %lld, \"window\": %lld, \"q_heads\": %lld, \"kv_heads\": %lld, "
-               "\"dim\": %lld, \"kv\": \"%s\", \"vote\": \"%s\", \"repeat\": %lld, \"graphs\": [",
-               (long long)n_ctx, (long long)budget, (long long)sink, (long long)window, (long long)hq, (long long)hkv,
-               (long long)dim, sift_dtype_name(kv), vote == SIFT_VOTE_SOFTMAX_SUM ? "sum" : "max", (long long)repeat);
-        for (int r = 0; r < n_graphs; r++) {
-            printf("%s{\"graph\": \"%s\", \"total_us\": ", r ? ", " : "", rr[r]->graph);
-            cli_json_fixed(rr[r]->total_us, 3);
-            printf(", \"span_us\": ");
-            cli_json_fixed(rr[r]->span_us, 3);
-            printf(", \"stages\": [");
-            for (int i = 0; i < rr[r]->n_nodes; i++) {
-                printf("%s{\"op\": \"%s\", \"us\": ", i ? ", " : "", rr[r]->names[i]);
-                cli_json_fixed(rr[r]->us[i], 3);
-                printf(", \"bytes\": ");
-                cli_json_fixed(rr[r]->bytes[i], 0);
-                printf(", \"gbps\": "); /* null for a stage timed at 0 us: it has no bandwidth */
-                cli_json_fixed(ratio(rr[r]->bytes[i], rr[r]->us[i] * 1e3), 1);
-                printf("}");
-            }
-            printf("]}");
-        }
-        printf("], \"select_over_dense\": ");
-        cli_json_fixed(ratio(rs.total_us, rd.total_us), 4);
-        if (cached) {
-            printf(", \"cached_over_dense\": ");
-            cli_json_fixed(ratio(rc.total_us, rd.total_us), 4);
-        }
-        if (butler) {
-            printf(", \"butler_over_dense\": ");
-            cli_json_fixed(ratio(rb.total_us, rd.total_us), 4);
-        }
-        printf("}\n");
-    } else {
-        printf("sift bench-attn  backend %s: %s\n", sift_backend_kind_name(sift_context_backend(ctx)),
-               sift_context_device_name(ctx));
-        printf("N=%lld  heads %lld/%lld  D=%lld  %s K/V  S=%lld W=%lld k=%lld  vote %s  median of %lld\n\n",
-               (long long)n_ctx, (long long)hq, (long long)hkv, (long long)dim, sift_dtype_name(kv), (long long)sink,
-               (long long)window, (long long)budget, vote == SIFT_VOTE_SOFTMAX_SUM ? "sum" : "max", (long long)repeat);
-        printf("%-11s %-15s %12s %10s %12s\n", "graph", "stage", "us", "GB/s", "MB moved");
-        for (int r = 0; r < n_graphs; r++) {
-            for (int i = 0; i < rr[r]->n_nodes; i++) {
-                char gbps[32] = "-";
-                if (rr[r]->us[i] > 0) snprintf(gbps, sizeof gbps, "%.1f", rr[r]->bytes[i] / (rr[r]->us[i] * 1e3));
-                printf("%-11s %-15s %12.1f %10s %12.2f\n", rr[r]->graph, rr[r]->names[i], rr[r]->us[i], gbps, rr[r]->bytes[i] / 1e6);
-            }
-            printf("%-11s %-15s %12.1f\n", rr[r]->graph, "total", rr[r]->total_us);
-            printf("%-11s %-15s %12.1f\n", rr[r]->graph, "span", rr[r]->span_us);
-        }
-        if (rd.total_us > 0) {
-            printf("\nselect / dense: %.3f\n", rs.total_us / rd.total_us);
-            if (cached)
-                printf("cached / dense: %.3f  (a Selection Cache hit: check, skipped stages, window, gather)\n", rc.total_us / rd.total_us);
-            if (butler)
-                printf("butler / dense: %.3f  (TokenButler: d' = %lld f16 keys, top k per KV head, gather)\n",
-                       rb.total_us / rd.total_us, (long long)key_dim);
-        } else {
-            printf("\nselect / dense: -  (dense timed at 0 us)\n");
-        }
-    }
+    print_bench_attn(ctx, o, n_ctx, rr, n_graphs, cached ? &rc : NULL, butler ? &rb : NULL);
 done:
     if (s != SIFT_OK && !reported) fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
     sift_graph_destroy(dense);
