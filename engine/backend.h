@@ -161,6 +161,8 @@ struct sift_graph {
     const sift_tensor *skip;    /* the predicate given to nodes appended now (sift_graph_skip_if) */
     int64_t skip_elem;
     const char *stage;          /* the stage given to nodes appended now (sift_graph_set_stage) */
+    unsigned checked;           /* version + 1 when the checks before a run passed (0: not since a change) */
+    bool in_flight;             /* submitted (sift_graph_submit) and not waited for yet */
 };
 
 typedef struct sift_backend_vtable {
@@ -181,6 +183,16 @@ typedef struct sift_backend_vtable {
      * keeps them apart); *span_us gets the device time of the whole run, timed at its two ends
      * only, the nodes running as they do untimed. */
     sift_status (*graph_compute)(void *be, sift_graph *g, double *node_us, double *span_us);
+    /* A decode step recorded while the one before it runs (sift_graph_prepare). Both may be NULL:
+     * graph_prepare plans and records g for an untimed run without running it or touching the
+     * device memory a running graph uses; graph_submit queues an untimed run of g and returns
+     * without waiting for it (NULL: graph_compute), and sync waits for it (NULL: nothing is ever
+     * left running). A backend runs what is submitted in order, one graph after the other, and any
+     * other call that uses the device (a tensor read or write, a compute) first waits for a run
+     * still in flight: so a graph's storage may be handed to the next graph built while it runs. */
+    sift_status (*graph_prepare)(void *be, sift_graph *g);
+    sift_status (*graph_submit)(void *be, sift_graph *g);
+    sift_status (*sync)(void *be);
     /* Frees g->backend_cache (may be NULL). */
     void (*graph_release)(void *be, sift_graph *g);
     /* Validation-layer messages seen so far (NULL where the backend has none). */

@@ -28,6 +28,21 @@ sift_status sift_graph_view(sift_graph *g, const sift_tensor *parent, sift_dtype
  * The node carries the graph's current stage (sift_graph_set_stage), whatever n->stage says. */
 sift_status sift_graph_push_node(sift_graph *g, const sift_node *n);
 
+/* A step recorded while the one before it runs. sift_graph_prepare checks g as a compute would
+ * and lets the backend plan and record it, without running it. sift_graph_submit starts an
+ * untimed run and returns without waiting for it where the backend can (else it runs to the end);
+ * sift_graph_wait waits for it (SIFT_OK at once when nothing is in flight), and
+ * sift_graph_destroy waits first. Until the wait, only the backend may touch what the graph
+ * writes; the outputs count as produced from the submit on, for the graphs built meanwhile. */
+sift_status sift_graph_prepare(sift_graph *g);
+sift_status sift_graph_submit(sift_graph *g);
+sift_status sift_graph_wait(sift_graph *g);
+/* Gives the pool buffers under g's intermediates back while g may still be in flight, so that the
+ * next graph built takes them: safe because a backend runs graphs one after the other (backend.h,
+ * graph_submit) and waits for a run in flight before any other use of the device. g keeps its
+ * views, and its destruction gives nothing back twice. */
+void sift_graph_lend_storage(sift_graph *g);
+
 /* Labels every node appended from now on with `stage` (a static string the graph does not copy,
  * e.g. "qkv"; NULL: none), until the next call. The session's profile adds up device time per
  * stage and op (sift_session_profile_stages); running the graph ignores it. */

@@ -9,7 +9,15 @@
  * after each layer's cache write (host_turn): the host runs, and a new graph goes on.
  *
  * Each group of nodes is labelled with its stage (sift_graph_set_stage: "qkv", "attention", ...),
- * so that a profiled step's device time adds up per stage (sift_session_profile_stages). */
+ * so that a profiled step's device time adds up per stage (sift_session_profile_stages).
+ *
+ * A decode step without the host's part runs ahead: while its graph runs on the device, the host
+ * builds and records the next step's graph, as this step predicts it (the same sequences, each one
+ * position on); the next step runs that graph where it is the step predicted, and else builds its
+ * own. A graph is a function of its step alone (positions, sequences, TokenButler's choice; the
+ * session's tensors and configuration do not change), so a graph built ahead is the graph the
+ * step would build. Building, planning and recording thus leave the path from one token to the
+ * next: what they cost shows only where they take longer than the device's step. */
 #include "session.h"
 
 #include <math.h>
@@ -354,8 +362,8 @@ static sift_status layer(pass *f, uint32_t l)
 }
 
 /* The embedding of the step's tokens, the layers, the final norm and the logits (of the last row
- * in prefill, of every row in decode). */
-static sift_status forward(pass *f)
+ * in prefill, of every row in decode); computed (the host's turns) up to the last layer's end. */
+static sift_status build(pass *f)
 {
     sift_session *s = f->s;
     const sift_gguf_hparams *hp = &s->m->hp;
@@ -373,10 +381,59 @@ static sift_status forward(pass *f)
     sift_graph_set_stage(f->g, "final_norm");
     TRY(sift_op_rmsnorm(f->g, x, s->m->output_norm, hp->rms_eps, xn));
     sift_graph_set_stage(f->g, "logits");
-    TRY(sift_op_matmul(f->g, xn, s->m->output, NULL, logits));
-    TRY(compute(f));
-    if (f->measure) TRY(sift_quality_measure_layer(s, f->st, hp->n_layer - 1));
-    return f->host ? SIFT_OK : sift_host_after_step(s, st);
+    return sift_op_matmul(f->g, xn, s->m->output, NULL, logits);
+}
+
+/* ---- running ahead ------------------------------------------------------------------------------ */
+
+static bool same_segments(const step *a, const step *b)
+{
+    if (a->n_seg != b->n_seg || a->rows != b->rows || a->prefill != b->prefill) return false;
+    for (int i = 0; i < a->n_seg; i++) {
+        const segment *x = &a->seg[i], *y = &b->seg[i];
+        if (x->seq != y->seq || x->butler != y->butler || x->row0 != y->row0 || x->t != y->t || x->pos0 != y->pos0)
+            return false;
+    }
+    return true;
+}
+
+/* The graph built ahead for st, if st is the step it was built for; any other is destroyed. */
+static sift_graph *take_ahead(sift_session *s, step *st)
+{
+    sift_graph *g = s->ahead;
+    s->ahead = NULL;
+    if (!g) return NULL;
+    const step built_for = {.seg = s->ahead_seg, .n_seg = s->ahead_n_seg, .rows = st->rows, .prefill = false};
+    if (!same_segments(st, &built_for)) {
+        sift_graph_destroy(g);
+        return NULL;
+    }
+    for (int i = 0; i < st->n_seg; i++) st->seg[i].attn_idx = s->ahead_seg[i].attn_idx;
+    return g;
+}
+
+/* Builds and records the step after st (running on the device in `running`) as st predicts it:
+ * each sequence one position on, TokenButler's choice as run_step will make it (sift_butler_next).
+ * A failure leaves no graph ahead and is not the step's: the next step builds its own. */
+static void build_ahead(sift_session *s, const step *st, sift_graph *running)
+{
+    for (int i = 0; i < st->n_seg; i++)
+        if (st->seg[i].pos0 + 1 >= s->cfg.n_ctx) return; /* the sequence is full */
+    for (int i = 0; i < st->n_seg; i++) {
+        const segment *sg = &st->seg[i];
+        s->ahead_seg[i] = (segment){.seq = sg->seq, .row0 = sg->row0, .t = 1, .pos0 = sg->pos0 + 1,
+                                    .butler = sift_butler_next(s, sg)};
+    }
+    s->ahead_n_seg = st->n_seg;
+    step next = {.seg = s->ahead_seg, .n_seg = st->n_seg, .rows = st->rows, .prefill = false};
+    sift_graph_lend_storage(running); /* the next graph's intermediates take the running one's buffers */
+    pass f = {.s = s, .st = &next};
+    if (sift_graph_create(s->m->ctx, &f.g) != SIFT_OK) return;
+    if (build(&f) != SIFT_OK || sift_graph_prepare(f.g) != SIFT_OK) {
+        sift_graph_destroy(f.g);
+        return;
+    }
+    s->ahead = f.g;
 }
 
 sift_status sift_forward(sift_session *s, step *st)
@@ -385,8 +442,22 @@ sift_status sift_forward(sift_session *s, step *st)
     const bool observe = st->prefill && s->seqs[st->seg[0].seq].layers[0].obs_q;
     pass f = {.s = s, .st = st, .measure = !st->prefill && s->cfg.eval_mode && !s->cfg.extrapolate};
     f.host = host_lists || observe || f.measure;
-    TRY(sift_graph_create(s->m->ctx, &f.g));
-    const sift_status e = forward(&f);
+    const bool ahead = s->run_ahead && !st->prefill && !f.host && !s->profiling;
+    f.g = take_ahead(s, st);
+    sift_status e = SIFT_OK;
+    if (!f.g) {
+        TRY(sift_graph_create(s->m->ctx, &f.g));
+        e = build(&f);
+    }
+    if (e == SIFT_OK && ahead) {
+        e = sift_graph_submit(f.g);
+        if (e == SIFT_OK) build_ahead(s, st, f.g);
+        if (e == SIFT_OK) e = sift_graph_wait(f.g);
+    } else if (e == SIFT_OK) {
+        e = compute(&f);
+    }
+    if (e == SIFT_OK && f.measure) e = sift_quality_measure_layer(s, st, s->m->hp.n_layer - 1);
+    if (e == SIFT_OK && !f.host) e = sift_host_after_step(s, st);
     sift_graph_destroy(f.g);
     if (e == SIFT_OK && s->profiling) s->prof_steps++;
     return e;

@@ -38,6 +38,7 @@ sift_status sift_graph_create(sift_context *ctx, sift_graph **out)
 void sift_graph_destroy(sift_graph *g)
 {
     if (!g) return;
+    (void)sift_graph_wait(g); /* a run still in flight ends before its recording and storage go */
     void *be;
     const sift_backend_vtable *vt = sift_context_vtable(g->ctx, &be);
     if (g->backend_cache) {
@@ -56,6 +57,7 @@ void sift_graph_destroy(sift_graph *g)
 
 static void graph_changed(sift_graph *g)
 {
+    (void)sift_graph_wait(g);
     g->version++;
     if (g->backend_cache) {
         void *be;
@@ -250,11 +252,30 @@ sift_status sift_graph_check_supported(const sift_graph *g)
     return SIFT_OK;
 }
 
+/* The checks before a run, once per version of the graph (a prepared graph has passed them before
+ * its run: they read every node's inputs against every earlier node's output). */
+static sift_status check_run(sift_graph *g)
+{
+    if (g->checked == g->version + 1) return SIFT_OK;
+    TRY(check_connected(g));
+    TRY(sift_graph_check_supported(g));
+    g->checked = g->version + 1;
+    return SIFT_OK;
+}
+
+static void mark_produced(sift_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        g->nodes[i].dst->has_data = true;
+        if (g->nodes[i].dst->parent) g->nodes[i].dst->parent->has_data = true;
+    }
+}
+
 static sift_status graph_compute(sift_graph *g, double *node_us, double *span_us)
 {
     if (!g) return sift_set_error(SIFT_E_INVALID, "sift_graph_compute: graph is NULL");
-    TRY(check_connected(g));
-    TRY(sift_graph_check_supported(g));
+    TRY(sift_graph_wait(g));
+    TRY(check_run(g));
     if (g->n_nodes == 0) return SIFT_OK;
     void *be;
     const sift_backend_vtable *vt = sift_context_vtable(g->ctx, &be);
@@ -262,11 +283,55 @@ static sift_status graph_compute(sift_graph *g, double *node_us, double *span_us
     sift_status s = vt->graph_compute(be, g, node_us, span_us);
     sift_context_unlock(g->ctx);
     TRY(s);
-    for (int i = 0; i < g->n_nodes; i++) {
-        g->nodes[i].dst->has_data = true;
-        if (g->nodes[i].dst->parent) g->nodes[i].dst->parent->has_data = true;
-    }
+    mark_produced(g);
     return SIFT_OK;
+}
+
+sift_status sift_graph_prepare(sift_graph *g)
+{
+    TRY(check_run(g));
+    void *be;
+    const sift_backend_vtable *vt = sift_context_vtable(g->ctx, &be);
+    if (g->n_nodes == 0 || !vt->graph_prepare) return SIFT_OK;
+    sift_context_lock(g->ctx);
+    const sift_status s = vt->graph_prepare(be, g);
+    sift_context_unlock(g->ctx);
+    return s;
+}
+
+sift_status sift_graph_submit(sift_graph *g)
+{
+    TRY(sift_graph_wait(g));
+    TRY(check_run(g));
+    if (g->n_nodes == 0) return SIFT_OK;
+    void *be;
+    const sift_backend_vtable *vt = sift_context_vtable(g->ctx, &be);
+    sift_context_lock(g->ctx);
+    const sift_status s = vt->graph_submit ? vt->graph_submit(be, g) : vt->graph_compute(be, g, NULL, NULL);
+    sift_context_unlock(g->ctx);
+    TRY(s);
+    g->in_flight = vt->graph_submit && vt->sync;
+    mark_produced(g); /* for the graphs built while it runs: what it writes is there when they run */
+    return SIFT_OK;
+}
+
+sift_status sift_graph_wait(sift_graph *g)
+{
+    if (!g || !g->in_flight) return SIFT_OK;
+    void *be;
+    const sift_backend_vtable *vt = sift_context_vtable(g->ctx, &be);
+    sift_context_lock(g->ctx);
+    const sift_status s = vt->sync(be);
+    sift_context_unlock(g->ctx);
+    g->in_flight = false;
+    return s;
+}
+
+void sift_graph_lend_storage(sift_graph *g)
+{
+    if (!g) return;
+    for (int i = 0; i < g->n_pooled; i++) sift_graph_pool_give(g->ctx, sift_context_graph_pool(g->ctx), g->pooled[i]);
+    g->n_pooled = 0;
 }
 
 sift_status sift_graph_compute(sift_graph *g) { return graph_compute(g, NULL, NULL); }

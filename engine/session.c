@@ -38,6 +38,8 @@ static void free_sequence_state(sift_session *s, sequence *q)
 void sift_session_destroy(sift_session *s)
 {
     if (!s) return;
+    sift_graph_destroy(s->ahead); /* its views first */
+    free(s->ahead_seg);
     const uint32_t n_layer = s->m->hp.n_layer;
     for (int i = 0; s->seqs && i < s->cfg.n_seq; i++) {
         sequence *q = &s->seqs[i];
@@ -219,6 +221,9 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
     sift_model_retain(m); /* the session keeps its model (and predictor) alive: sift.h, ownership */
     if (c.predictor) sift_predictor_retain((sift_predictor *)c.predictor);
     s->max_pages = pages_per_seq;
+    const char *ahead_env = getenv("SIFT_STEP_AHEAD"); /* 0: every step built on the path (measurement) */
+    s->run_ahead = !(ahead_env && strcmp(ahead_env, "0") == 0);
+    s->ahead_seg = calloc((size_t)c.n_seq, sizeof *s->ahead_seg);
     s->pool_pages = (c.pool_tokens + c.page_size - 1) / c.page_size;
     const sift_gguf_hparams *hp = &m->hp;
     const int64_t t = c.chunk, e = hp->n_embd, hq = hp->n_head, hkv = hp->n_head_kv, d = hp->head_dim, f = hp->n_ff;
@@ -247,6 +252,7 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){1, (hq + hkv) * d}, &s->qk_row);
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){c.n_seq, e}, &s->xlast_norm);
     if (st == SIFT_OK) st = sift_tensor_create(m->ctx, SIFT_F32, 2, (int64_t[]){c.n_seq, hp->n_vocab}, &s->logits);
+    if (st == SIFT_OK && !s->ahead_seg) st = sift_set_error(SIFT_E_NOMEM, "%s: out of memory", fn);
     if (st == SIFT_OK) st = create_sequences(s);
     if (st != SIFT_OK) {
         sift_session_destroy(s);
@@ -258,6 +264,31 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
 
 /* ---- running a step ------------------------------------------------------------------------------ */
 
+/* Whether a decode step at pos0 has more candidates than the budget: a selection there keeps
+ * full lists that BUTLER's interval may reuse. */
+static bool lists_full(const sift_session *s, int64_t pos0)
+{
+    const sift_select_params sel = {.n_ctx = pos0 + 1, .sink = s->cfg.sink, .window = s->cfg.window, .budget = s->cfg.budget};
+    return sift_select_candidates(&sel) > sel.budget;
+}
+
+/* What a decode step does under BUTLER, for a sequence of decode_steps steps since its prefill
+ * whose lists are kept (or not): dense at the first step, then a selection every interval. */
+static butler_step butler_mode(const sift_session *s, int64_t decode_steps, bool lists_kept)
+{
+    return decode_steps == 0                                                          ? BUTLER_DENSE
+           : lists_kept && (decode_steps - 1) % s->cfg.predict_interval != 0 ? BUTLER_REUSE
+                                                                                    : BUTLER_SELECT;
+}
+
+butler_step sift_butler_next(const sift_session *s, const segment *sg)
+{
+    const sequence *q = &s->seqs[sg->seq];
+    const bool kept = s->cfg.policy == SIFT_POLICY_BUTLER && sg->butler == BUTLER_SELECT ? lists_full(s, sg->pos0)
+                                                                                         : q->lists_kept;
+    return butler_mode(s, q->decode_steps + 1, kept);
+}
+
 static sift_status run_step(sift_session *s, step *st, const int32_t *tokens, float *logits)
 {
     for (int i = 0; i < st->n_seg; i++) {
@@ -268,11 +299,9 @@ static sift_status run_step(sift_session *s, step *st, const int32_t *tokens, fl
             if (!sg->lists_host) return sift_set_error(SIFT_E_NOMEM, "session: out of memory");
         }
     }
-    for (int i = 0; i < st->n_seg; i++) { /* BUTLER: dense at the first step, then the interval */
+    for (int i = 0; i < st->n_seg; i++) {
         const sequence *q = &s->seqs[st->seg[i].seq];
-        st->seg[i].butler = q->decode_steps == 0                                                 ? BUTLER_DENSE
-                            : q->lists_kept && (q->decode_steps - 1) % s->cfg.predict_interval != 0 ? BUTLER_REUSE
-                                                                                                    : BUTLER_SELECT;
+        st->seg[i].butler = butler_mode(s, q->decode_steps, q->lists_kept);
     }
     TRY(sift_tensor_write(s->ids, 0, tokens, (size_t)st->rows * sizeof *tokens));
     sift_status e = sift_forward(s, st);
@@ -296,9 +325,7 @@ static sift_status run_step(sift_session *s, step *st, const int32_t *tokens, fl
             q->lists_kept = false;
             continue;
         }
-        const sift_select_params sel = {.n_ctx = sg->pos0 + 1, .sink = s->cfg.sink, .window = s->cfg.window,
-                                        .budget = s->cfg.budget};
-        const bool full = sift_select_candidates(&sel) > sel.budget;
+        const bool full = lists_full(s, sg->pos0);
         if (s->cfg.policy == SIFT_POLICY_BUTLER && sg->butler != BUTLER_DENSE && full)
             for (uint32_t l = 1; l < s->m->hp.n_layer; l++) {
                 q->layers[l].butler_steps++;

@@ -131,6 +131,13 @@ struct sift_session {
     int64_t prof_steps;
     int n_prof;
     prof_entry prof[SIFT_PROF_ROWS];
+    /* The next decode step's graph, built and recorded while this step ran (forward.c: running
+     * ahead), and the step it was built for: its segments [n_seq] (ahead_n_seg of them). run_ahead:
+     * on unless SIFT_STEP_AHEAD=0. */
+    bool run_ahead;
+    sift_graph *ahead;
+    segment *ahead_seg;
+    int ahead_n_seg;
 };
 
 static inline bool sift_host_policy(sift_policy p)
@@ -174,6 +181,10 @@ sift_status sift_kv_mirror_rows(sift_session *s, sequence *q, uint32_t l, int64_
 
 /* session.c: adds a timed node of `op` appended under `stage` to the profile. */
 void sift_profile_add(sift_session *s, const char *stage, sift_op op, double us, double bytes);
+
+/* session.c: what the decode step after sg will do under BUTLER, from the sequence's state before
+ * sg's step (the choice run_step will make once sg's step is done). */
+butler_step sift_butler_next(const sift_session *s, const segment *sg);
 
 /* forward.c: runs a step (its pages taken, its tokens in s->ids) and leaves the logits in s->logits. */
 sift_status sift_forward(sift_session *s, step *st);

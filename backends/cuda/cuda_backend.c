@@ -35,6 +35,7 @@ typedef struct cuda_rope_table {
 typedef struct cuda_backend {
     int device;
     cudaStream_t stream;
+    cudaStream_t capture; /* where graph_prepare records (never runs anything), made on first use */
     sift_cuda_device dev;
     cudaEvent_t *events; /* timing pool, 2 per node of the largest timed graph so far */
     int n_events;
@@ -139,6 +140,7 @@ static void cuda_destroy(void *p)
         if (b->scratch) cudaFree(b->scratch);
         if (b->zeroed) cudaFree(b->zeroed);
         if (b->stream) cudaStreamDestroy(b->stream);
+        if (b->capture) cudaStreamDestroy(b->capture);
     }
     (void)cudaGetLastError();
     free(b->ropes);
@@ -458,20 +460,20 @@ static sift_status take_arenas(cuda_backend *b, cuda_cache *c)
     return SIFT_OK;
 }
 
-static sift_status launch_node(cuda_backend *b, cuda_cache *c, const sift_graph *g, int i)
+static sift_status launch_node(cuda_backend *b, cuda_cache *c, const sift_graph *g, int i, cudaStream_t st)
 {
     const sift_node *n = &g->nodes[i];
     const cuda_plan *pl = &c->plans[i];
     void *scratch = pl->k.scratch_bytes ? (char *)b->scratch + pl->scratch_off : NULL;
     void *zeroed = pl->k.zeroed_bytes ? (char *)b->zeroed + pl->zeroed_off : NULL;
-    cudaError_t e = cuda_ops[n->op].launch(&b->dev, n, &pl->k, scratch, zeroed, b->stream);
+    cudaError_t e = cuda_ops[n->op].launch(&b->dev, n, &pl->k, scratch, zeroed, st);
     return e == cudaSuccess ? SIFT_OK : node_failed(e, "launching", i, n);
 }
 
-static sift_status launch_all(cuda_backend *b, cuda_cache *c, const sift_graph *g)
+static sift_status launch_all(cuda_backend *b, cuda_cache *c, const sift_graph *g, cudaStream_t st)
 {
     for (int i = 0; i < g->n_nodes; i++) {
-        sift_status s = launch_node(b, c, g, i);
+        sift_status s = launch_node(b, c, g, i, st);
         if (s != SIFT_OK) return s;
     }
     return SIFT_OK;
@@ -490,13 +492,14 @@ static sift_status ensure_events(cuda_backend *b, int n)
     return SIFT_OK;
 }
 
-/* Records the node sequence into a CUDA graph (once per graph version). */
-static sift_status record(cuda_backend *b, cuda_cache *c, const sift_graph *g)
+/* Records the node sequence into a CUDA graph (once per graph version), capturing on st: the
+ * stream the graphs run on, or (graph_prepare, while another graph runs there) the capture stream. */
+static sift_status record(cuda_backend *b, cuda_cache *c, const sift_graph *g, cudaStream_t st)
 {
-    CU(cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal));
-    sift_status s = launch_all(b, c, g);
+    CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    sift_status s = launch_all(b, c, g, st);
     cudaGraph_t graph = NULL;
-    cudaError_t e = cudaStreamEndCapture(b->stream, &graph);
+    cudaError_t e = cudaStreamEndCapture(st, &graph);
     if (s != SIFT_OK) {
         if (graph) cudaGraphDestroy(graph);
         (void)cudaGetLastError();
@@ -513,7 +516,8 @@ static sift_status record(cuda_backend *b, cuda_cache *c, const sift_graph *g)
     return SIFT_OK;
 }
 
-static sift_status run(cuda_backend *b, cuda_cache *c, const sift_graph *g, double *node_us, double *span_us)
+/* Runs g on the stream (wait: to the end; else graph_submit's run, waited for by cuda_sync). */
+static sift_status run(cuda_backend *b, cuda_cache *c, const sift_graph *g, double *node_us, double *span_us, bool wait)
 {
     sift_status s = take_arenas(b, c);
     if (s != SIFT_OK) return s;
@@ -527,25 +531,26 @@ static sift_status run(cuda_backend *b, cuda_cache *c, const sift_graph *g, doub
         if (s != SIFT_OK) return s;
         for (int i = 0; i < g->n_nodes; i++) {
             CU(cudaEventRecord(b->events[2 * i], b->stream));
-            s = launch_node(b, c, g, i);
+            s = launch_node(b, c, g, i, b->stream);
             if (s != SIFT_OK) return s;
             CU(cudaEventRecord(b->events[2 * i + 1], b->stream));
         }
-    } else if (b->use_graphs && c->runs > 0) {
-        /* Recorded on the second run: a graph computed once (a model step) costs no capture and
-         * instantiation, one computed again replays its recording. */
+    } else if (c->exec || (b->use_graphs && c->runs > 0)) {
+        /* Recorded on the second run, or ahead (graph_prepare): a graph computed once and not
+         * prepared costs no capture and instantiation, one computed again replays its recording. */
         if (!c->exec) {
-            s = record(b, c, g);
+            s = record(b, c, g, b->stream);
             if (s != SIFT_OK) return s;
         }
         CU(cudaGraphLaunch(c->exec, b->stream));
     } else {
-        s = launch_all(b, c, g);
+        s = launch_all(b, c, g, b->stream);
         if (s != SIFT_OK) return s;
     }
     if (span_us) CU(cudaEventRecord(b->events[1], b->stream));
-    CU(cudaStreamSynchronize(b->stream));
     c->runs++;
+    if (!wait) return SIFT_OK;
+    CU(cudaStreamSynchronize(b->stream));
     if (span_us) {
         float ms = 0.0f;
         CU(cudaEventElapsedTime(&ms, b->events[0], b->events[1]));
@@ -570,9 +575,9 @@ static void cuda_graph_release(void *p, sift_graph *g)
     g->backend_cache = NULL;
 }
 
-static sift_status cuda_graph_compute(void *p, sift_graph *g, double *node_us, double *span_us)
+/* g's plan, made now where g changed since. */
+static sift_status planned(cuda_backend *b, sift_graph *g, cuda_cache **out)
 {
-    cuda_backend *b = p;
     sift_status s = set_device(b);
     if (s != SIFT_OK) return s;
     cuda_cache *c = g->backend_cache;
@@ -585,13 +590,59 @@ static sift_status cuda_graph_compute(void *p, sift_graph *g, double *node_us, d
         if (s != SIFT_OK) return s;
         g->backend_cache = c;
     }
-    s = run(b, c, g, node_us, span_us);
-    if (s != SIFT_OK) {
-        /* Work may have stopped half-way: finish what was queued, zero the zeroed state next time. */
-        if (cudaStreamSynchronize(b->stream) != cudaSuccess) (void)cudaGetLastError();
-        b->zeroed_dirty = true;
-    }
+    *out = c;
+    return SIFT_OK;
+}
+
+/* Work may have stopped half-way: finish what was queued, zero the zeroed state next time. */
+static sift_status failed_run(cuda_backend *b, sift_status s)
+{
+    if (cudaStreamSynchronize(b->stream) != cudaSuccess) (void)cudaGetLastError();
+    b->zeroed_dirty = true;
     return s;
+}
+
+static sift_status cuda_graph_compute(void *p, sift_graph *g, double *node_us, double *span_us)
+{
+    cuda_backend *b = p;
+    cuda_cache *c;
+    sift_status s = planned(b, g, &c);
+    if (s == SIFT_OK) s = run(b, c, g, node_us, span_us, true);
+    return s == SIFT_OK ? SIFT_OK : failed_run(b, s);
+}
+
+/* Plans g and records it on the capture stream, while the graph before it may still run on the
+ * stream: the arenas only grow here (after waiting for the stream), and the recording reads no
+ * device memory. With SIFT_CUDA_GRAPH=0, the plan only. */
+static sift_status cuda_graph_prepare(void *p, sift_graph *g)
+{
+    cuda_backend *b = p;
+    cuda_cache *c;
+    sift_status s = planned(b, g, &c);
+    if (s == SIFT_OK) s = take_arenas(b, c);
+    if (s != SIFT_OK || !b->use_graphs || c->exec) return s;
+    if (!b->capture) CU(cudaStreamCreateWithFlags(&b->capture, cudaStreamNonBlocking));
+    return record(b, c, g, b->capture);
+}
+
+static sift_status cuda_graph_submit(void *p, sift_graph *g)
+{
+    cuda_backend *b = p;
+    cuda_cache *c;
+    sift_status s = planned(b, g, &c);
+    if (s == SIFT_OK) s = run(b, c, g, NULL, NULL, false);
+    return s == SIFT_OK ? SIFT_OK : failed_run(b, s);
+}
+
+static sift_status cuda_sync(void *p)
+{
+    cuda_backend *b = p;
+    sift_status s = set_device(b);
+    if (s != SIFT_OK) return s;
+    const cudaError_t e = cudaStreamSynchronize(b->stream);
+    if (e == cudaSuccess) return SIFT_OK;
+    b->zeroed_dirty = true;
+    return fail(e, "cudaStreamSynchronize (a submitted graph)");
 }
 
 static bool cuda_supports_op(void *p, const sift_node *n)
@@ -610,6 +661,9 @@ static const sift_backend_vtable cuda_vtable = {
     .tensor_read = cuda_tensor_read,
     .graph_compute = cuda_graph_compute,
     .graph_release = cuda_graph_release,
+    .graph_prepare = cuda_graph_prepare,
+    .graph_submit = cuda_graph_submit,
+    .sync = cuda_sync,
     .validation_messages = NULL,
 };
 

@@ -194,6 +194,9 @@ static const sift_backend_vtable vk_vtable = {
     .tensor_read = vk_tensor_read,
     .graph_compute = vk_graph_compute,
     .graph_release = vk_graph_release,
+    .graph_prepare = vk_graph_prepare,
+    .graph_submit = vk_graph_submit,
+    .sync = vk_sync,
     .validation_messages = vk_validation_messages,
     .is_emulated = vk_is_emulated,
 };

@@ -1099,12 +1099,9 @@ static sift_status record(vkb *be, vk_cache *gc, rec_kind kind)
     return SIFT_OK;
 }
 
-sift_status vk_graph_compute(void *p, sift_graph *g, double *node_us, double *span_us)
+/* g's plan and command buffers, made now where g changed since. */
+static sift_status built(vkb *be, sift_graph *g, vk_cache **out)
 {
-    vkb *be = p;
-    if ((node_us || span_us) && be->ts_bits == 0)
-        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s has no timestamps on its compute queue",
-                              be->props.deviceName);
     vk_cache *gc = g->backend_cache;
     if (gc && gc->version != g->version) {
         vk_graph_release(be, g);
@@ -1120,7 +1117,29 @@ sift_status vk_graph_compute(void *p, sift_graph *g, double *node_us, double *sp
             return s;
         }
     }
-    const rec_kind kind = node_us ? REC_NODES : span_us ? REC_SPAN : REC_PLAIN;
+    *out = gc;
+    return SIFT_OK;
+}
+
+/* Builds and records g's untimed run, while another graph may run: it touches neither the queue
+ * nor the transfer command buffer (the scratch is zeroed at the first submit). */
+sift_status vk_graph_prepare(void *p, sift_graph *g)
+{
+    vkb *be = p;
+    vk_cache *gc;
+    TRY(built(be, g, &gc));
+    if (!gc->recorded[REC_PLAIN]) {
+        TRY(record(be, gc, REC_PLAIN));
+        gc->recorded[REC_PLAIN] = true;
+    }
+    return SIFT_OK;
+}
+
+/* g's recording of `kind`, submitted (wait: and waited for). */
+static sift_status run(vkb *be, sift_graph *g, rec_kind kind, bool wait)
+{
+    vk_cache *gc;
+    TRY(built(be, g, &gc));
     if (!gc->recorded[kind]) {
         sift_status s = record(be, gc, kind);
         if (s != SIFT_OK) return s;
@@ -1131,8 +1150,22 @@ sift_status vk_graph_compute(void *p, sift_graph *g, double *node_us, double *sp
         TRY(record_zero_scratch(be, &gc->scratch));
         first = be->xfer_cb;
     }
-    TRY(vk_submit_recorded(be, first, gc->cb[kind]));
+    TRY(vk_submit_recorded(be, first, gc->cb[kind], wait));
     gc->scratch_dirty = false;
+    return SIFT_OK;
+}
+
+sift_status vk_graph_submit(void *p, sift_graph *g) { return run(p, g, REC_PLAIN, false); }
+
+sift_status vk_graph_compute(void *p, sift_graph *g, double *node_us, double *span_us)
+{
+    vkb *be = p;
+    if ((node_us || span_us) && be->ts_bits == 0)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s has no timestamps on its compute queue",
+                              be->props.deviceName);
+    const rec_kind kind = node_us ? REC_NODES : span_us ? REC_SPAN : REC_PLAIN;
+    TRY(run(be, g, kind, true));
+    const vk_cache *gc = g->backend_cache;
     if (kind != REC_PLAIN) {
         const uint32_t n_ts = kind == REC_NODES ? (uint32_t)gc->n_nodes + 1 : 2;
         uint64_t *ts = calloc(n_ts, sizeof *ts);

@@ -160,6 +160,7 @@ typedef struct vkb {
     VkCommandPool pool;
     VkCommandBuffer xfer_cb;
     VkFence fence;
+    bool pending;                   /* a graph run submitted without waiting is in flight (vk_sync) */
     vk_buf staging;
     VkPipelineLayout layout;
     VkShaderModule modules[VK_K_COUNT];
@@ -185,8 +186,11 @@ void vk_buf_destroy(vkb *be, vk_buf *b);
 /* Starts be->xfer_cb; vk_submit_wait ends, submits and waits for it. */
 sift_status vk_begin(vkb *be, VkCommandBuffer cb);
 sift_status vk_submit_wait(vkb *be, VkCommandBuffer cb);
-/* Submits already ended command buffers in order (first may be VK_NULL_HANDLE: none) and waits. */
-sift_status vk_submit_recorded(vkb *be, VkCommandBuffer first, VkCommandBuffer cb);
+/* Submits already ended command buffers in order (first may be VK_NULL_HANDLE: none) and waits
+ * for them; without wait they stay in flight until vk_sync (which every later use of the queue,
+ * the transfer command buffer or tensor memory calls first). */
+sift_status vk_submit_recorded(vkb *be, VkCommandBuffer first, VkCommandBuffer cb, bool wait);
+sift_status vk_sync(void *be);
 /* The one barrier used between every two steps: compute/transfer writes before compute/transfer
  * reads and writes. */
 void vk_barrier(vkb *be, VkCommandBuffer cb);
@@ -236,6 +240,8 @@ sift_status vk_plan_kv_write(plan *pl, const sift_node *n);
 bool vk_supports_op(void *be, const sift_node *n);
 
 sift_status vk_graph_compute(void *be, sift_graph *g, double *node_us, double *span_us);
+sift_status vk_graph_prepare(void *be, sift_graph *g);
+sift_status vk_graph_submit(void *be, sift_graph *g);
 void vk_graph_release(void *be, sift_graph *g);
 sift_status vk_pipelines_init(vkb *be);
 void vk_pipelines_destroy(vkb *be);

@@ -143,19 +143,42 @@ void vk_buf_destroy(vkb *be, vk_buf *b)
 
 /* ---- command submission ---- */
 
+/* Waits for the graph run submitted without waiting (vk_graph_submit), if one is in flight: every
+ * use of the queue, of the transfer command buffer and of tensor memory comes after it. */
+sift_status vk_sync(void *p)
+{
+    vkb *be = p;
+    if (!be->pending) return SIFT_OK;
+    be->pending = false;
+    VkResult r = be->vk.vkWaitForFences(be->dev, 1, &be->fence, VK_TRUE, UINT64_MAX);
+    VkResult r2 = be->vk.vkResetFences(be->dev, 1, &be->fence);
+    if (r != VK_SUCCESS) return vk_fail(r, "vkWaitForFences (a submitted graph)");
+    if (r2 != VK_SUCCESS) return vk_fail(r2, "vkResetFences");
+    return SIFT_OK;
+}
+
 sift_status vk_begin(vkb *be, VkCommandBuffer cb)
 {
+    const sift_status s = vk_sync(be); /* the command buffer may be part of the run in flight */
+    if (s != SIFT_OK) return s;
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     VkResult r = be->vk.vkBeginCommandBuffer(cb, &bi);
     return r == VK_SUCCESS ? SIFT_OK : vk_fail(r, "vkBeginCommandBuffer");
 }
 
-static sift_status submit(vkb *be, uint32_t n, const VkCommandBuffer *cbs)
+/* Submits cbs; wait: until they complete, else they stay in flight until vk_sync. */
+static sift_status submit(vkb *be, uint32_t n, const VkCommandBuffer *cbs, bool wait)
 {
+    const sift_status s = vk_sync(be);
+    if (s != SIFT_OK) return s;
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = n, .pCommandBuffers = cbs};
     VkResult r = be->vk.vkQueueSubmit(be->queue, 1, &si, be->fence);
     if (r != VK_SUCCESS) return vk_fail(r, "vkQueueSubmit");
+    if (!wait) {
+        be->pending = true;
+        return SIFT_OK;
+    }
     r = be->vk.vkWaitForFences(be->dev, 1, &be->fence, VK_TRUE, UINT64_MAX);
     VkResult r2 = be->vk.vkResetFences(be->dev, 1, &be->fence);
     if (r != VK_SUCCESS) return vk_fail(r, "vkWaitForFences");
@@ -167,13 +190,13 @@ sift_status vk_submit_wait(vkb *be, VkCommandBuffer cb)
 {
     VkResult r = be->vk.vkEndCommandBuffer(cb);
     if (r != VK_SUCCESS) return vk_fail(r, "vkEndCommandBuffer");
-    return submit(be, 1, &cb);
+    return submit(be, 1, &cb, true);
 }
 
-sift_status vk_submit_recorded(vkb *be, VkCommandBuffer first, VkCommandBuffer cb)
+sift_status vk_submit_recorded(vkb *be, VkCommandBuffer first, VkCommandBuffer cb, bool wait)
 {
     const VkCommandBuffer cbs[2] = {first, cb};
-    return first ? submit(be, 2, cbs) : submit(be, 1, &cb);
+    return first ? submit(be, 2, cbs, wait) : submit(be, 1, &cb, wait);
 }
 
 void vk_barrier(vkb *be, VkCommandBuffer cb)
@@ -293,6 +316,7 @@ sift_status vk_tensor_alloc(void *p, sift_tensor *t)
 
 void vk_tensor_free(void *p, sift_tensor *t)
 {
+    (void)vk_sync(p); /* the run in flight may use it */
     tensor_release(p, t->impl);
     t->impl = NULL;
 }
@@ -408,6 +432,8 @@ static sift_status planar_xfer(vkb *be, const vk_tensor *vt, size_t offset, cons
 sift_status vk_tensor_write(void *p, sift_tensor *t, size_t offset, const void *src, size_t bytes)
 {
     vkb *be = p;
+    const sift_status synced = vk_sync(be); /* host-visible tensors are written in place */
+    if (synced != SIFT_OK) return synced;
     const vk_tensor *vt = t->impl;
     if (vt->planar_k) return planar_xfer(be, vt, offset, src, NULL, bytes);
     if (!vt->widened) return write_raw(be, vt, offset, src, bytes);
@@ -434,6 +460,8 @@ sift_status vk_tensor_write(void *p, sift_tensor *t, size_t offset, const void *
 sift_status vk_tensor_read(void *p, const sift_tensor *t, size_t offset, void *dst, size_t bytes)
 {
     vkb *be = p;
+    const sift_status synced = vk_sync(be);
+    if (synced != SIFT_OK) return synced;
     const vk_tensor *vt = t->impl;
     if (vt->planar_k) return planar_xfer(be, vt, offset, NULL, dst, bytes);
     if (!vt->widened) return read_raw(be, vt, offset, dst, bytes);
