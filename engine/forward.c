@@ -444,6 +444,7 @@ sift_status sift_forward(sift_session *s, step *st)
     f.host = host_lists || observe || f.measure;
     const bool ahead = s->run_ahead && !st->prefill && !f.host && !s->profiling;
     f.g = take_ahead(s, st);
+    s->steps_run_ahead += f.g != NULL;
     sift_status e = SIFT_OK;
     if (!f.g) {
         TRY(sift_graph_create(s->m->ctx, &f.g));

@@ -499,6 +499,8 @@ sift_status sift_session_layer_output(const sift_session *s, int layer, float *o
     return sift_tensor_read(s->layer_out[layer], (size_t)s->last_row * e * sizeof(float), out, e * sizeof(float));
 }
 
+int64_t sift_session_steps_run_ahead(const sift_session *s) { return s ? s->steps_run_ahead : 0; }
+
 sift_status sift_session_select_warm_stats(const sift_session *s, int layer, int64_t *hits, int64_t *misses)
 {
     const char *fn = "sift_session_select_warm_stats";

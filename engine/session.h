@@ -135,6 +135,7 @@ struct sift_session {
      * ahead), and the step it was built for: its segments [n_seq] (ahead_n_seg of them). run_ahead:
      * on unless SIFT_STEP_AHEAD=0. */
     bool run_ahead;
+    int64_t steps_run_ahead; /* steps that ran the graph built ahead for them */
     sift_graph *ahead;
     segment *ahead_seg;
     int ahead_n_seg;

@@ -29,6 +29,11 @@ SIFT_API sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uin
  * long context. */
 SIFT_API sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n, uint64_t seed);
 
+/* The decode steps that ran the graph built for them while the step before them ran (running
+ * ahead: the session builds the next step's graph as it predicts it, one position on; a step
+ * other than predicted builds its own). 0 where SIFT_STEP_AHEAD=0 was set when s was created. */
+SIFT_API int64_t sift_session_steps_run_ahead(const sift_session *s);
+
 /* The output (residual stream) of layer `layer` for the last token of the last eval, into
  * out[n_embd]. Needs sift_session_config.keep_layer_outputs. */
 SIFT_API sift_status sift_session_layer_output(const sift_session *s, int layer, float *out);

@@ -12,6 +12,10 @@
  *   - length extrapolation keeping every token equals dense (keys rotated by rank = by position),
  *     and runs past the cache's rotary range with finite logits;
  *   - every policy decodes with finite logits on every backend;
+ *   - running ahead (the next decode step's graph built while a step runs) gives the logits of
+ *     steps built one by one (SIFT_STEP_AHEAD=0), over page boundaries, a rewind, batched steps
+ *     whose sequences change, TokenButler's interval and the Selection Cache; most steps run the
+ *     graph built ahead for them, and none with SIFT_STEP_AHEAD=0;
  *   - the per-op profile of decode steps counts each op's nodes as the forward pass makes them,
  *     and stops counting when turned off; the per-stage profile names each stage of the step
  *     (qkv, attention, logits, ...) with its nodes, and adds up by op to the per-op profile.
@@ -253,6 +257,77 @@ out:
     free(a);
 }
 
+/* One workload, every step's logits appended to out (rows of NV): two sequences in pages of 16;
+ * sequence 0 prefills 20 tokens and decodes 40 alone (crossing pages), is rewound to 30 and decodes
+ * 8 again; sequence 1 prefills 12; then 6 batched steps of both, 4 with their order swapped, and 5
+ * of sequence 1 alone. *n_ahead: the steps that ran a graph built ahead. */
+static sift_status ahead_workload(const model_run *t, const sift_session_config *cfg, float *out, int *rows,
+                                  int64_t *n_ahead)
+{
+    sift_session *s = NULL;
+    sift_status st = sift_session_create(t->m, cfg, &s);
+    int r = 0;
+    const int32_t *tk = t->toks;
+    if (st == SIFT_OK) st = sift_session_eval_seq(s, 0, tk, 20, out + (size_t)r++ * NV);
+    for (int i = 0; i < 40 && st == SIFT_OK; i++) st = sift_session_eval_seq(s, 0, tk + 20 + i, 1, out + (size_t)r++ * NV);
+    if (st == SIFT_OK) st = sift_session_rewind(s, 0, 30);
+    for (int i = 0; i < 8 && st == SIFT_OK; i++) st = sift_session_eval_seq(s, 0, tk + 200 + i, 1, out + (size_t)r++ * NV);
+    if (st == SIFT_OK) st = sift_session_eval_seq(s, 1, tk + 300, 12, out + (size_t)r++ * NV);
+    for (int i = 0; i < 10 && st == SIFT_OK; i++) {
+        const int seqs[2] = {i < 6 ? 0 : 1, i < 6 ? 1 : 0};
+        const int32_t two[2] = {tk[400 + i], tk[450 + i]};
+        st = sift_session_decode_batch(s, 2, seqs, two, out + (size_t)r * NV);
+        r += 2;
+    }
+    for (int i = 0; i < 5 && st == SIFT_OK; i++) st = sift_session_eval_seq(s, 1, tk + 500 + i, 1, out + (size_t)r++ * NV);
+    *rows = r;
+    *n_ahead = sift_session_steps_run_ahead(s);
+    sift_session_destroy(s);
+    return st;
+}
+
+enum { AHEAD_ROWS = 1 + 40 + 8 + 1 + 20 + 5 };
+
+static void running_ahead(const model_run *t)
+{
+    float *a = malloc(2 * AHEAD_ROWS * NV * sizeof(float)), *b = a + AHEAD_ROWS * NV;
+    sift_predictor *pred = NULL;
+    const char *const names[3] = {"dense", "tokenselect, Selection Cache 0.9", "butler, interval 2"};
+    for (int p = 0; p < 3; p++) {
+        sift_session_config c = base_config(128);
+        c.n_seq = 2;
+        if (p == 1) c.policy = SIFT_POLICY_TOKENSELECT, c.sel_cache = 0.9f;
+        if (p == 2) {
+            if (!pred) RUN_OK(sift_predictor_random(t->m, 16, 3, &pred), "a random predictor");
+            c.policy = SIFT_POLICY_BUTLER;
+            c.predictor = pred;
+            c.predict_interval = 2;
+        }
+        int rows_a = 0, rows_b = 0;
+        int64_t ahead_a = -1, ahead_b = -1;
+        char what[120];
+        setenv("SIFT_STEP_AHEAD", "0", 1);
+        snprintf(what, sizeof what, "%s, steps built one by one", names[p]);
+        sift_status st = ahead_workload(t, &c, a, &rows_a, &ahead_a);
+        unsetenv("SIFT_STEP_AHEAD");
+        RUN_OK(st, what);
+        snprintf(what, sizeof what, "%s, running ahead", names[p]);
+        RUN_OK(ahead_workload(t, &c, b, &rows_b, &ahead_b), what);
+        /* the same kernels on the same data: exact on the CPU; a GPU may replay a recording of
+         * kernels it launched one by one, whose atomics may add in another order */
+        const double e = nmse(a, b, (size_t)rows_a * NV), bound = strcmp(t->bname, "cpu") == 0 ? 0.0 : 1e-6;
+        snprintf(what, sizeof what, "%s: running ahead = built one by one (%d steps' logits, NMSE)", names[p], rows_a);
+        check(rows_a == AHEAD_ROWS && rows_b == rows_a && e <= bound, t->name, t->bname, what, e);
+        snprintf(what, sizeof what, "%s: decode steps that ran the graph built ahead (of 63)", names[p]);
+        check(ahead_b >= 55, t->name, t->bname, what, (double)ahead_b);
+        snprintf(what, sizeof what, "%s: none with SIFT_STEP_AHEAD=0", names[p]);
+        check(ahead_a == 0, t->name, t->bname, what, (double)ahead_a);
+    }
+out:
+    sift_predictor_destroy(pred);
+    free(a);
+}
+
 /* The entry of op in a profile of n entries (NULL when the op never ran). */
 static const sift_op_time *profile_entry(const sift_op_time *prof, int n, const char *op)
 {
@@ -456,6 +531,7 @@ int main(int argc, char **argv)
             sel_cache(&t, outs);
             prefill_and_extrapolation(&t, outs);
             policies(&t);
+            running_ahead(&t);
             profiling(&t);
             synthetic(&t);
             if (kind == SIFT_BACKEND_CPU) {
