@@ -1507,7 +1507,9 @@ static int bench_decode(int argc, char **argv)
                    "  --json             one JSON object per context and mode, one a line: ctx, attn (dense,\n"
                    "                     select, cached, butler), batch, ms_per_step, tokens_per_s, ms_per_token\n"
                    "                     (1000 / tokens_per_s), kv_gb, sel_cache_hit_rate, warm_hits and\n"
-                   "                     warm_misses (the top-k's warm start, every step so far), kv_device_bytes,\n"
+                   "                     warm_misses (the top-k's warm start, every step so far),\n"
+                   "                     steps_run_ahead (steps that ran the graph built for them while the\n"
+                   "                     step before ran; SIFT_STEP_AHEAD=0 builds each on the path), kv_device_bytes,\n"
                    "                     kv_host_bytes, pages_moved (host figures 0 without offload; with\n"
                    "                     --kv-offload a first line: host_link_gbps, device_read_gbps,\n"
                    "                     host_scattered_gbps, kv_offload, v_only); with --profile also\n"
@@ -1687,6 +1689,7 @@ static int bench_decode(int argc, char **argv)
                     cli_json_fixed(1e3 / tokens_per_s, 3);
                     printf(", \"kv_gb\": %.3f, \"sel_cache_hit_rate\": %.3f", kv_gb, hit_rate);
                     printf(", \"warm_hits\": %lld, \"warm_misses\": %lld", (long long)warm_hits, (long long)warm_misses);
+                    printf(", \"steps_run_ahead\": %lld", (long long)sift_session_steps_run_ahead(ss));
                     printf(", \"kv_device_bytes\": %llu, \"kv_host_bytes\": %llu, \"pages_moved\": %lld",
                            (unsigned long long)pools.device_bytes, (unsigned long long)pools.host_bytes,
                            (long long)pools.pages_moved);

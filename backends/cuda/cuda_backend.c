@@ -35,7 +35,13 @@ typedef struct cuda_rope_table {
 typedef struct cuda_backend {
     int device;
     cudaStream_t stream;
-    cudaStream_t capture; /* where graph_prepare records (never runs anything), made on first use */
+    cudaStream_t capture; /* where graph_prepare records and uploads (never runs a kernel), made on first use */
+    cudaEvent_t uploaded; /* recorded on it after each upload: the next run waits for it */
+    /* The recording of the last graph destroyed, idle since, for the next recording to update in
+     * place of instantiating one anew (record): a decode step's graph is the last one's with other
+     * parameters. spare_gen: the arenas' generation it was made for. */
+    cudaGraphExec_t spare;
+    unsigned spare_gen;
     sift_cuda_device dev;
     cudaEvent_t *events; /* timing pool, 2 per node of the largest timed graph so far */
     int n_events;
@@ -94,6 +100,7 @@ typedef struct cuda_cache {
     cuda_plan *plans;
     size_t scratch_bytes, zeroed_bytes; /* of the backend's arenas */
     int runs;              /* completed runs: the first launches directly, later ones replay a recording */
+    bool uploading;        /* exec's upload was queued on the capture stream (graph_prepare) */
     cudaGraphExec_t exec;  /* the recorded node sequence, or NULL */
     unsigned exec_gen;     /* the arenas' generation when exec was recorded */
 } cuda_cache;
@@ -141,6 +148,8 @@ static void cuda_destroy(void *p)
         if (b->zeroed) cudaFree(b->zeroed);
         if (b->stream) cudaStreamDestroy(b->stream);
         if (b->capture) cudaStreamDestroy(b->capture);
+        if (b->uploaded) cudaEventDestroy(b->uploaded);
+        if (b->spare) cudaGraphExecDestroy(b->spare);
     }
     (void)cudaGetLastError();
     free(b->ropes);
@@ -506,6 +515,19 @@ static sift_status record(cuda_backend *b, cuda_cache *c, const sift_graph *g, c
         return s;
     }
     if (e != cudaSuccess) return fail(e, "cudaStreamEndCapture");
+    if (b->spare && b->spare_gen == b->arena_gen) { /* the same nodes with other parameters: an update */
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(b->spare, graph, &info) == cudaSuccess) {
+            c->exec = b->spare;
+            b->spare = NULL;
+            cudaGraphDestroy(graph);
+            c->exec_gen = b->arena_gen;
+            return SIFT_OK;
+        }
+        (void)cudaGetLastError(); /* another shape: instantiate */
+    }
+    if (b->spare) cudaGraphExecDestroy(b->spare);
+    b->spare = NULL;
     e = cudaGraphInstantiate(&c->exec, graph, 0);
     cudaGraphDestroy(graph);
     if (e != cudaSuccess) {
@@ -542,6 +564,8 @@ static sift_status run(cuda_backend *b, cuda_cache *c, const sift_graph *g, doub
             s = record(b, c, g, b->stream);
             if (s != SIFT_OK) return s;
         }
+        if (c->uploading) CU(cudaStreamWaitEvent(b->stream, b->uploaded, 0));
+        c->uploading = false;
         CU(cudaGraphLaunch(c->exec, b->stream));
     } else {
         s = launch_all(b, c, g, b->stream);
@@ -569,9 +593,16 @@ static sift_status run(cuda_backend *b, cuda_cache *c, const sift_graph *g, doub
 static void cuda_graph_release(void *p, sift_graph *g)
 {
     cuda_backend *b = p;
-    if (!g->backend_cache) return;
+    cuda_cache *c = g->backend_cache;
+    if (!c) return;
     if (cudaSetDevice(b->device) != cudaSuccess) (void)cudaGetLastError();
-    cache_free(g->backend_cache);
+    if (c->exec) { /* idle: the engine waits for a graph in flight before releasing it */
+        if (b->spare) cudaGraphExecDestroy(b->spare);
+        b->spare = c->exec;
+        b->spare_gen = c->exec_gen;
+        c->exec = NULL;
+    }
+    cache_free(c);
     g->backend_cache = NULL;
 }
 
@@ -622,7 +653,14 @@ static sift_status cuda_graph_prepare(void *p, sift_graph *g)
     if (s == SIFT_OK) s = take_arenas(b, c);
     if (s != SIFT_OK || !b->use_graphs || c->exec) return s;
     if (!b->capture) CU(cudaStreamCreateWithFlags(&b->capture, cudaStreamNonBlocking));
-    return record(b, c, g, b->capture);
+    if (!b->uploaded) CU(cudaEventCreateWithFlags(&b->uploaded, cudaEventDisableTiming));
+    s = record(b, c, g, b->capture);
+    if (s != SIFT_OK) return s;
+    /* its upload to the device too, which the first launch would otherwise do on the path */
+    CU(cudaGraphUpload(c->exec, b->capture));
+    CU(cudaEventRecord(b->uploaded, b->capture));
+    c->uploading = true;
+    return SIFT_OK;
 }
 
 static sift_status cuda_graph_submit(void *p, sift_graph *g)
