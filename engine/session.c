@@ -501,6 +501,11 @@ sift_status sift_session_layer_output(const sift_session *s, int layer, float *o
 
 int64_t sift_session_steps_run_ahead(const sift_session *s) { return s ? s->steps_run_ahead : 0; }
 
+void sift_session_ahead_times(const sift_session *s, sift_ahead_times *out)
+{
+    if (out) *out = s ? s->ahead_times : (sift_ahead_times){0};
+}
+
 sift_status sift_session_select_warm_stats(const sift_session *s, int layer, int64_t *hits, int64_t *misses)
 {
     const char *fn = "sift_session_select_warm_stats";

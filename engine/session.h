@@ -136,6 +136,7 @@ struct sift_session {
      * on unless SIFT_STEP_AHEAD=0. */
     bool run_ahead;
     int64_t steps_run_ahead; /* steps that ran the graph built ahead for them */
+    sift_ahead_times ahead_times;
     sift_graph *ahead;
     segment *ahead_seg;
     int ahead_n_seg;

@@ -33,6 +33,14 @@ SIFT_API sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, i
  * ahead: the session builds the next step's graph as it predicts it, one position on; a step
  * other than predicted builds its own). 0 where SIFT_STEP_AHEAD=0 was set when s was created. */
 SIFT_API int64_t sift_session_steps_run_ahead(const sift_session *s);
+/* Where the host's time went in the decode steps that ran ahead so far (each step counts, whether
+ * its own graph was built ahead or not), in microseconds summed over `steps`: submitting the step,
+ * building and recording the next one meanwhile, and waiting for the device after that. */
+typedef struct sift_ahead_times {
+    int64_t steps;
+    double submit_us, build_us, wait_us;
+} sift_ahead_times;
+SIFT_API void sift_session_ahead_times(const sift_session *s, sift_ahead_times *out);
 
 /* The output (residual stream) of layer `layer` for the last token of the last eval, into
  * out[n_embd]. Needs sift_session_config.keep_layer_outputs. */

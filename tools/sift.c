@@ -1509,7 +1509,9 @@ static int bench_decode(int argc, char **argv)
                    "                     (1000 / tokens_per_s), kv_gb, sel_cache_hit_rate, warm_hits and\n"
                    "                     warm_misses (the top-k's warm start, every step so far),\n"
                    "                     steps_run_ahead (steps that ran the graph built for them while the\n"
-                   "                     step before ran; SIFT_STEP_AHEAD=0 builds each on the path), kv_device_bytes,\n"
+                   "                     step before ran; SIFT_STEP_AHEAD=0 builds each on the path) and, per\n"
+                   "                     timed step, ahead_submit_us, ahead_build_us (the next step's graph,\n"
+                   "                     while this one runs) and ahead_wait_us (for the device), kv_device_bytes,\n"
                    "                     kv_host_bytes, pages_moved (host figures 0 without offload; with\n"
                    "                     --kv-offload a first line: host_link_gbps, device_read_gbps,\n"
                    "                     host_scattered_gbps, kv_offload, v_only); with --profile also\n"
@@ -1644,12 +1646,16 @@ static int bench_decode(int argc, char **argv)
                 seqs[q] = q;
                 toks[q] = (int32_t)(((info.bos >= 0 ? info.bos : 0) + q) % info.n_vocab);
             }
+            sift_ahead_times ahead0 = {0}, ahead1 = {0};
             for (int64_t i = 0; s == SIFT_OK && i < steps + 2; i++) {
+                if (i == 2) sift_session_ahead_times(ss, &ahead0);
                 const double t0 = wall_s();
                 s = sift_session_decode_batch(ss, n_seq, seqs, toks, logits);
                 if (i >= 2) times[i - 2] = wall_s() - t0;
                 for (int q = 0; q < n_seq; q++) toks[q] = (int32_t)((toks[q] + 7919) % info.n_vocab);
             }
+            sift_session_ahead_times(ss, &ahead1);
+            const double ahead_steps = ahead1.steps > ahead0.steps ? (double)(ahead1.steps - ahead0.steps) : 1.0;
             double med = 0.0;
             int64_t hits = 0, n_steps = 0, warm_hits = 0, warm_misses = 0;
             if (s == SIFT_OK) {
@@ -1689,7 +1695,10 @@ static int bench_decode(int argc, char **argv)
                     cli_json_fixed(1e3 / tokens_per_s, 3);
                     printf(", \"kv_gb\": %.3f, \"sel_cache_hit_rate\": %.3f", kv_gb, hit_rate);
                     printf(", \"warm_hits\": %lld, \"warm_misses\": %lld", (long long)warm_hits, (long long)warm_misses);
-                    printf(", \"steps_run_ahead\": %lld", (long long)sift_session_steps_run_ahead(ss));
+                    printf(", \"steps_run_ahead\": %lld, \"ahead_submit_us\": %.1f, \"ahead_build_us\": %.1f, "
+                           "\"ahead_wait_us\": %.1f",
+                           (long long)sift_session_steps_run_ahead(ss), (ahead1.submit_us - ahead0.submit_us) / ahead_steps,
+                           (ahead1.build_us - ahead0.build_us) / ahead_steps, (ahead1.wait_us - ahead0.wait_us) / ahead_steps);
                     printf(", \"kv_device_bytes\": %llu, \"kv_host_bytes\": %llu, \"pages_moved\": %lld",
                            (unsigned long long)pools.device_bytes, (unsigned long long)pools.host_bytes,
                            (long long)pools.pages_moved);
