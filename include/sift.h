@@ -164,7 +164,9 @@ SIFT_API int sift_context_device(const sift_context *ctx);
  * VK_PHYSICAL_DEVICE_TYPE_CPU): it runs, but slower than the CPU backend. 0 otherwise. */
 SIFT_API int sift_context_is_emulated(const sift_context *ctx);
 /* The threads the CPU backend computes with (n >= 1, else SIFT_E_INVALID); results are the same
- * for every n. A no-op returning SIFT_OK on the GPU backends. */
+ * for every n. Where they cannot be had the context still computes: SIFT_E_NOMEM keeps the threads
+ * it had, SIFT_E_UNAVAILABLE (a thread that cannot start) leaves it one thread. A no-op returning
+ * SIFT_OK on the GPU backends. */
 SIFT_API sift_status sift_context_set_threads(sift_context *ctx, int n);
 
 /* Element types. BF16, Q8_0 and Q4_0 are weight types (ggml's block layouts: Q8_0 is 32 values as

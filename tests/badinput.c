@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 static int failures, checks;
 static const char *backend_name;
@@ -316,6 +318,72 @@ static void ownership(sift_backend_kind kind)
     sift_tensor_destroy(view2); /* the last: the context closes here */
 }
 
+/* Dense attention of 8 heads over 300 positions whose values are all 1 (enough work for the CPU
+ * backend's threads): 1 if it computes and gives ones. */
+static int attend_ones(sift_context *ctx)
+{
+    const int64_t n = 300;
+    sift_tensor *q = make(ctx, SIFT_F32, 2, (int64_t[]){8, 64}, 1), *k = make(ctx, SIFT_F16, 3, (int64_t[]){4, n, 64}, 1);
+    sift_tensor *v = make(ctx, SIFT_F16, 3, (int64_t[]){4, n, 64}, 0), *out = make(ctx, SIFT_F32, 2, (int64_t[]){8, 64}, 0);
+    uint16_t *ones = malloc((size_t)(4 * n * 64) * sizeof *ones);
+    if (!ones) exit(1);
+    for (int64_t i = 0; i < 4 * n * 64; i++) ones[i] = 0x3C00; /* 1.0 in IEEE half */
+    sift_graph *g = NULL;
+    float o[8 * 64] = {0};
+    int ok = sift_tensor_write(v, 0, ones, (size_t)(4 * n * 64) * sizeof *ones) == SIFT_OK &&
+             sift_graph_create(ctx, &g) == SIFT_OK && sift_op_dense_attend(g, q, k, v, n, 0.125f, out) == SIFT_OK &&
+             sift_graph_compute(g) == SIFT_OK && sift_tensor_read(out, 0, o, sizeof o) == SIFT_OK;
+    for (int i = 0; i < 8 * 64; i++) ok = ok && o[i] == 1.0f;
+    free(ones);
+    sift_graph_destroy(g);
+    sift_tensor *all[] = {q, k, v, out};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) sift_tensor_destroy(all[i]);
+    return ok;
+}
+
+/* A thread count whose pool cannot be made fails with a status and leaves the CPU context computing
+ * (with the threads it had, or one) and destroyable. The address space is limited to what the
+ * process maps now plus a little, so the arrays of 2^30 threads and the stacks of 256 cannot be
+ * had on any machine. */
+static void threads_that_cannot_start(void)
+{
+    backend_name = "cpu";
+    if (test_backend_excluded(SIFT_BACKEND_CPU)) return;
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    const int have_statm = f && fscanf(f, "%ld", &pages) == 1;
+    if (f) fclose(f);
+    struct rlimit old;
+    sift_context *ctx = NULL;
+    if (!have_statm || getrlimit(RLIMIT_AS, &old) != 0 || sift_context_create(SIFT_BACKEND_CPU, &ctx) != SIFT_OK) {
+        printf("%-7s threads past the memory left: skipped (no /proc/self/statm or RLIMIT_AS)\n", backend_name);
+        return;
+    }
+    expect("set_threads: 2 threads", sift_context_set_threads(ctx, 2), SIFT_OK, NULL);
+    expect_true("  (2 threads compute)", attend_ones(ctx));
+    struct rlimit tight = old;
+    tight.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)64 << 20);
+    if (old.rlim_cur != RLIM_INFINITY && old.rlim_cur < tight.rlim_cur) tight.rlim_cur = old.rlim_cur;
+    if (setrlimit(RLIMIT_AS, &tight) != 0) {
+        printf("%-7s threads past the memory left: skipped (setrlimit failed)\n", backend_name);
+        sift_context_destroy(ctx);
+        return;
+    }
+    expect("set_threads: 2^30 threads past the memory left", sift_context_set_threads(ctx, 1 << 30), SIFT_E_NOMEM,
+           "out of memory");
+    expect_true("  (the 2 threads still compute)", attend_ones(ctx));
+    expect("set_threads: 256 threads whose stacks do not fit", sift_context_set_threads(ctx, 256), SIFT_E_UNAVAILABLE,
+           "cannot start thread");
+    expect_true("  (one thread computes)", attend_ones(ctx));
+    setrlimit(RLIMIT_AS, &old);
+    expect("set_threads: 3 threads with the memory back", sift_context_set_threads(ctx, 3), SIFT_OK, NULL);
+    expect_true("  (3 threads compute)", attend_ones(ctx));
+    expect("set_threads: 2^30 threads past the memory left, again", (setrlimit(RLIMIT_AS, &tight),
+           sift_context_set_threads(ctx, 1 << 30)), SIFT_E_NOMEM, "out of memory");
+    setrlimit(RLIMIT_AS, &old);
+    sift_context_destroy(ctx); /* after a failed set_threads: no crash */
+}
+
 /* Configs (sift.h: struct_size) and devices chosen through the API. */
 static void configs_and_devices(void)
 {
@@ -386,6 +454,7 @@ int main(void)
     expect("set_threads: null context", sift_context_set_threads(NULL, 2), SIFT_E_INVALID, "NULL");
 
     configs_and_devices();
+    threads_that_cannot_start();
     int64_t validation = 0;
     for (int b = 0; b < SIFT_BACKEND_COUNT; b++) {
         sift_context *ctx = NULL, *other = NULL;

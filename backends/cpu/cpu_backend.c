@@ -30,6 +30,9 @@ struct cpu_backend {
     cpu_worker *workers;    /* n_threads - 1 */
     float **scratch;        /* n_threads buffers of scratch_len floats */
     size_t scratch_len;
+    /* The scratch array of the pool of one thread: it needs nothing allocated, so a pool that could
+     * not start falls back to it and the backend still computes and is destroyed as before. */
+    float *scratch_one[1];
     /* The current job, published under lock with a new generation; the workers take its items
      * from `next`. The calling thread waits until `busy` (workers still in the job) is 0. */
     pthread_mutex_t lock;
@@ -119,33 +122,41 @@ static void pool_stop(cpu_backend *be)
     pthread_mutex_unlock(&be->lock);
     for (int i = 0; i < be->n_threads - 1; i++) pthread_join(be->workers[i].thread, NULL);
     for (int i = 0; i < be->n_threads; i++) free(be->scratch[i]);
-    free(be->scratch);
+    if (be->scratch != be->scratch_one) free(be->scratch);
     free(be->workers);
     be->workers = NULL;
-    be->scratch = NULL;
+    be->scratch_one[0] = NULL;
+    be->scratch = be->scratch_one;
     be->scratch_len = 0;
     be->n_threads = 1;
     be->quit = false;
 }
 
-/* Starts n - 1 workers (the pool is stopped). On failure the pool is left stopped (one thread). */
+/* Replaces the pool with one of n threads. The arrays are allocated before the pool stops, so where
+ * they cannot be the pool stays as it was; where a thread cannot start the pool is left one thread.
+ * Either way the backend computes and is destroyed as before. */
 static sift_status pool_start(cpu_backend *be, int n)
 {
-    be->scratch = calloc((size_t)n, sizeof *be->scratch);
-    be->workers = calloc((size_t)(n > 1 ? n - 1 : 1), sizeof *be->workers);
-    if (!be->scratch || !be->workers) {
-        free(be->scratch);
-        free(be->workers);
-        be->scratch = NULL;
-        be->workers = NULL;
-        return sift_set_error(SIFT_E_NOMEM, "cpu: out of memory for %d threads", n);
+    float **scratch = NULL;
+    cpu_worker *workers = NULL;
+    if (n > 1) {
+        scratch = calloc((size_t)n, sizeof *scratch);
+        workers = calloc((size_t)n - 1, sizeof *workers);
+        if (!scratch || !workers) {
+            free(scratch);
+            free(workers);
+            return sift_set_error(SIFT_E_NOMEM, "cpu: out of memory for %d threads (still computing with %d)", n, be->n_threads);
+        }
     }
-    be->n_threads = 1;
+    pool_stop(be);
+    if (n == 1) return SIFT_OK;
+    be->scratch = scratch;
+    be->workers = workers;
     for (int i = 0; i < n - 1; i++) {
         be->workers[i] = (cpu_worker){.be = be, .index = i + 1, .started_at = be->generation};
         if (pthread_create(&be->workers[i].thread, NULL, worker_main, &be->workers[i]) != 0) {
             pool_stop(be);
-            return sift_set_error(SIFT_E_UNAVAILABLE, "cpu: cannot start thread %d of %d", i + 2, n);
+            return sift_set_error(SIFT_E_UNAVAILABLE, "cpu: cannot start thread %d of %d (computing with 1 now)", i + 2, n);
         }
         be->n_threads = i + 2; /* pool_stop joins the workers started so far */
     }
@@ -623,7 +634,6 @@ static sift_status cpu_set_threads(void *be, int n)
 {
     cpu_backend *cb = be;
     if (n == cb->n_threads) return SIFT_OK;
-    pool_stop(cb);
     return pool_start(cb, n);
 }
 
@@ -752,6 +762,7 @@ sift_status sift_backend_cpu_open(const sift_backend_open_args *args, void **be,
     pthread_cond_init(&cb->done, NULL);
     atomic_init(&cb->next, 0);
     cb->n_threads = 1;
+    cb->scratch = cb->scratch_one;
     s = pool_start(cb, n);
     if (s != SIFT_OK) {
         cpu_destroy(cb);
