@@ -356,7 +356,9 @@ sift_status sift_session_eval_seq(sift_session *s, int seq, const int32_t *token
     if (seq < 0 || seq >= s->cfg.n_seq) return sift_set_error(SIFT_E_INVALID, "%s: no sequence %d of %d", fn, seq, s->cfg.n_seq);
     if (n == 0) return SIFT_OK;
     sequence *q = &s->seqs[seq];
-    if ((int64_t)n > s->cfg.n_ctx - q->pos)
+    /* compared unsigned: n >= 2^63 (a caller's len - 1 with len 0) would pass as a negative int64_t
+     * and check_tokens would read past the caller's array */
+    if ((uint64_t)n > (uint64_t)(s->cfg.n_ctx - q->pos))
         return sift_set_error(SIFT_E_LIMIT, "%s: %zu more tokens do not fit: %lld of %lld positions used", fn, n,
                               (long long)q->pos, (long long)s->cfg.n_ctx);
     TRY(check_tokens(s, tokens, n, fn));

@@ -499,6 +499,13 @@ static void synthetic(const model_run *t)
     const sift_status too_many = sift_session_fill_synthetic_seq(s, 1, 256, 7);
     check(bad_seq == SIFT_E_INVALID && too_many == SIFT_E_LIMIT && sift_session_seq_pos(s, 1) == 101, t->name, t->bname,
           "synthetic fill: no sequence 2 (SIFT_E_INVALID), 256 more do not fit (SIFT_E_LIMIT)", (double)too_many);
+    /* a count of 2^63 or more (a caller's len - 1 with len 0) is refused before a token is read: an
+     * invalid token right after the two valid ones would make a read of them SIFT_E_INVALID */
+    const int32_t guarded[3] = {t->toks[1], t->toks[2], -1};
+    const sift_status huge = sift_session_eval_seq(s, 1, guarded, SIZE_MAX, NULL);
+    const sift_status half = sift_session_eval(s, guarded, (size_t)1 << 63, NULL);
+    check(huge == SIFT_E_LIMIT && half == SIFT_E_LIMIT && sift_session_seq_pos(s, 0) == 41 && sift_session_seq_pos(s, 1) == 101,
+          t->name, t->bname, "eval of SIZE_MAX and 2^63 tokens: SIFT_E_LIMIT, nothing read or fed", (double)huge);
 out:
     sift_session_destroy(s);
     free(rows);
