@@ -374,8 +374,8 @@ SIFT_API sift_status sift_session_create(sift_model *m, const sift_session_confi
 SIFT_API void sift_session_destroy(sift_session *s);
 /* Feeds n tokens to sequence 0 at its current position. n > 1 is prefill (chunked, causal
  * attention over the cache); n = 1 is a decode step with the configured policy. Writes the logits
- * of the last token to logits[n_vocab] when logits is not NULL. SIFT_E_LIMIT when the sequence or
- * the KV pool would overflow. */
+ * of the last token to logits[n_vocab] when logits is not NULL (n = 0 feeds nothing and writes no
+ * logits). SIFT_E_LIMIT when the sequence or the KV pool would overflow. */
 SIFT_API sift_status sift_session_eval(sift_session *s, const int32_t *tokens, size_t n, float *logits);
 /* The same for sequence seq (0 .. n_seq - 1). */
 SIFT_API sift_status sift_session_eval_seq(sift_session *s, int seq, const int32_t *tokens, size_t n, float *logits);

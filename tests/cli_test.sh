@@ -551,5 +551,18 @@ expect_in err "sift run: cannot read the prompt file $T/absent.txt: " "run --fil
 sift "${R[@]}" -f "$T/prompt.txt" -p x
 expect_rc 2 "run -f and -p"
 
+# an empty prompt on a vocabulary without BOS has no token to start from: refused, where sampling
+# would read logits never written (the model: stories260K with its BOS key renamed, same length)
+LC_ALL=C sed 's/tokenizer\.ggml\.bos_token_id/tokenizer.ggml.bos_token_no/' "$M" >"$T/no_bos.gguf"
+sift run -m "$T/no_bos.gguf" --backend cpu -p "Once" -n 3 --temp 0
+expect_rc 0 "run without BOS, a prompt"
+sift run -m "$T/no_bos.gguf" --backend cpu -p "" -n 3 --temp 0
+expect_rc 1 "run without BOS, an empty prompt"
+expect_in err "sift run: the prompt has no tokens (it is empty and the model's vocabulary has no BOS token" "run without BOS, an empty prompt"
+expect_eq "$(cat "$T/out")" "" "run without BOS, an empty prompt: no text"
+sift logits -m "$T/no_bos.gguf" --backend cpu -p ""
+expect_rc 1 "logits without BOS, an empty prompt"
+expect_in err "sift logits: the prompt has no tokens" "logits without BOS, an empty prompt"
+
 echo "checks passed: $((checks - fails)) of $checks"
 [ "$fails" -eq 0 ]

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { N_GEN = 40 };
 
@@ -89,6 +90,52 @@ static int reference(sift_model *m, int32_t *tokens, char *text, size_t cap, siz
     free(ids);
     free(logits);
     return ok ? n : -1;
+}
+
+/* An empty prompt on a vocabulary without BOS (the model's file with its BOS key renamed) has no
+ * token to start from: refused with the default add_bos, where sampling would read logits that were
+ * never written; a prompt with text still generates. */
+static void empty_prompt_without_bos(sift_backend_kind kind, const char *path)
+{
+    static const char key[] = "tokenizer.ggml.bos_token_id";
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long size = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)size)))
+        size = fread(buf, 1, (size_t)size, f) == (size_t)size ? size : -1;
+    if (f) fclose(f);
+    char *at = NULL;
+    for (long i = 0; buf && size > 0 && i + (long)sizeof key - 1 <= size && !at; i++)
+        if (!memcmp(buf + i, key, sizeof key - 1)) at = buf + i;
+    char tmp[] = "/tmp/sift-generate-no-bos-XXXXXX";
+    const int fd = at ? mkstemp(tmp) : -1;
+    if (at) memcpy(at + sizeof key - 3, "no", 2); /* same length: the file stays valid */
+    const bool written = fd >= 0 && write(fd, buf, (size_t)size) == (ssize_t)size;
+    if (fd >= 0) close(fd);
+    free(buf);
+    check(written, "a copy of the model without BOS written");
+    sift_context *ctx = written ? test_context_open(kind, "", false) : NULL;
+    sift_model *m = NULL;
+    sift_session *s = NULL;
+    if (ctx && sift_model_load(ctx, tmp, &m) == SIFT_OK && sift_session_create(m, NULL, &s) == SIFT_OK) {
+        sift_model_info info;
+        sift_model_get_info(m, &info);
+        check(info.bos < 0, "  the copy's vocabulary has no BOS");
+        sift_generate_config gc = sift_generate_config_default();
+        gc.max_tokens = 3;
+        int64_t n = -1;
+        sift_stop_reason why = SIFT_STOP_EOS;
+        const sift_status st = sift_session_generate(s, "", 0, &gc, &n, &why);
+        check(st == SIFT_E_INVALID && n == 0 && strstr(sift_last_error(), "no tokens") && sift_session_pos(s) == 0,
+              "  an empty prompt with add_bos is refused: no token to start from");
+        check(sift_session_generate(s, "Once", 4, &gc, &n, &why) == SIFT_OK && n >= 1, "  a prompt with text generates");
+    } else if (written) {
+        check(false, sift_last_error());
+    }
+    sift_session_destroy(s);
+    sift_model_destroy(m);
+    sift_context_destroy(ctx);
+    if (fd >= 0) unlink(tmp);
 }
 
 static void run_backend(sift_backend_kind kind, const char *path)
@@ -201,6 +248,7 @@ static void run_backend(sift_backend_kind kind, const char *path)
 out:
     sift_model_destroy(m);
     sift_context_destroy(ctx);
+    empty_prompt_without_bos(kind, path);
 }
 
 int main(int argc, char **argv)

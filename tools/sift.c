@@ -1148,6 +1148,13 @@ static int run_model(int argc, char **argv, bool logits_mode)
     }
     size_t n_prompt = 0;
     if ((s = sift_model_tokenize(model, prompt, plen, info.bos >= 0, ids, max_ids, &n_prompt)) != SIFT_OK) goto done;
+    if (n_prompt == 0) { /* no token to condition the first one on: there would be no logits to sample */
+        fprintf(stderr, "sift %s: the prompt has no tokens (it is empty and the model's vocabulary has no BOS token to "
+                        "start from); give a prompt with -p or -f\n", cmd);
+        s = SIFT_E_INVALID;
+        reported = true;
+        goto done;
+    }
     if ((int64_t)n_prompt > n_ctx) {
         fprintf(stderr, "sift %s: the prompt is %zu tokens, more than the context of %lld tokens; raise it with -c/--ctx\n", cmd,
                 n_prompt, (long long)n_ctx);
