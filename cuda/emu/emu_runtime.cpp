@@ -500,6 +500,20 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsig
         new std::vector<std::function<void()>>(*reinterpret_cast<std::vector<std::function<void()>> *>(graph)));
     return cudaSuccess;
 }
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo *info)
+{
+    if (info) *info = cudaGraphExecUpdateResultInfo{};
+    auto *e = reinterpret_cast<std::vector<std::function<void()>> *>(exec);
+    auto *g = reinterpret_cast<std::vector<std::function<void()>> *>(graph);
+    if (e->size() != g->size()) return cudaErrorGraphExecUpdateFailure; /* another topology, as CUDA refuses it */
+    *e = *g;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t st)
+{
+    (void)exec, (void)st; /* nothing to upload: launches run the recorded calls on the host */
+    return cudaSuccess;
+}
 cudaError_t cudaGraphDestroy(cudaGraph_t graph)
 {
     delete reinterpret_cast<std::vector<std::function<void()>> *>(graph);
@@ -520,6 +534,16 @@ static long long event_clock;
 cudaError_t cudaEventCreate(cudaEvent_t *ev)
 {
     *ev = reinterpret_cast<cudaEvent_t>(new long long(0));
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned flags)
+{
+    (void)flags;
+    return cudaEventCreate(ev);
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned flags)
+{
+    (void)st, (void)ev, (void)flags; /* the emulator runs every call in order as it comes */
     return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t ev)
