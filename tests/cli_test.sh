@@ -522,6 +522,13 @@ expect_rc 0 "run --budget -1 (dense)"
 sift "${R[@]}" --budget -1 --policy streaming -n 2
 expect_rc 2 "run --budget -1 --policy streaming"
 expect_in err "sift run: --budget needs a number of tokens >= 0, not -1" "run --budget -1 --policy streaming"
+# S, W and k beyond what a session takes are refused one by one, before S + W + k is summed
+sift "${R[@]}" --policy tokenselect --sink 4611686018427387904 --window 4611686018427387904 --budget 4611686018427387904 -n 2
+expect_rc 2 "run --sink, --window, --budget 2^62"
+expect_in err "sift run: --sink needs a number of tokens <= 2147483647, not 4611686018427387904" "run --sink 2^62"
+sift "${R[@]}" --policy tokenselect --budget 2147483648 -n 2
+expect_rc 2 "run --budget 2^31"
+expect_in err "sift run: --budget needs a number of tokens <= 2147483647, not 2147483648" "run --budget 2^31"
 
 # --seed -1: a random seed, printed; that seed repeats the run
 sift "${R[@]}" -n 24 --seed -1 --temp 1

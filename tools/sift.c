@@ -1047,11 +1047,19 @@ static int run_model(int argc, char **argv, bool logits_mode)
     /* S, W, k matter to the selection policies only; dense ignores them (the engine's defaults) */
     if (policy != SIFT_POLICY_DENSE) {
         const struct { const char *flag; int64_t v; } swk[3] = {{"--sink", sink}, {"--window", window}, {"--budget", budget}};
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 3; i++) {
             if (swk[i].v < 0) {
                 fprintf(stderr, "sift %s: %s needs a number of tokens >= 0, not %lld\n", cmd, swk[i].flag, (long long)swk[i].v);
                 return 2;
             }
+            /* a session takes at most 2^31 - 1 (sift_session_create); checked here so that S + W + k below
+             * cannot overflow */
+            if (swk[i].v > INT32_MAX) {
+                fprintf(stderr, "sift %s: %s needs a number of tokens <= %d, not %lld\n", cmd, swk[i].flag, INT32_MAX,
+                        (long long)swk[i].v);
+                return 2;
+            }
+        }
     }
     char *prompt_buf = NULL;
     size_t plen = 0;
