@@ -58,14 +58,7 @@ struct MatmulArgs {
     int rows_per_block;  // matrix-vector: rows of w per block (8, 4, 2 or 1)
     int mv_u;            // matrix-vector: weight groups per lane and pipeline stage
     const void *xd;      // q8_0, direct kernel of 2 or 4 tokens: x's digits [T][K / 32] (XDigits2, mvq_digits)
-    // The fused pairs (norm_matmul, swiglu_matmul; q8_0 of one token): the product's x is made from
-    // x and x2 as the block reads them: XOP_NORM x * x2 (the norm's weight), the row's rsqrt scale
-    // applied to the sums; XOP_SWIGLU silu(x) * x2 (up).
-    const float *x2;
-    float eps;
 };
-
-enum { XOP_NONE, XOP_NORM, XOP_SWIGLU };
 
 // ---- matrix-vector ------------------------------------------------------------------------------
 
@@ -515,37 +508,19 @@ __device__ __forceinline__ void digitize_block(float v, int lane, XDigits2 *b)
 
 // Warp w of the whole grid (1 .. 8 a block) takes blocks w, w + warps, ... of x ([nb] blocks of 32
 // values, one after the other: several tokens' rows), 8 at a time so that their loads overlap.
-// XOP (one token): the blocks of x * x2 (XOP_NORM, returning this lane's sum of x^2) or of
-// silu(x) * x2 (XOP_SWIGLU, swiglu's arithmetic).
-template <int XOP = XOP_NONE>
-__device__ __forceinline__ float digitize_x(const float *x, const float *x2, int64_t nb, int64_t warp, int64_t warps,
-                                            XDigits2 *xd)
+__device__ __forceinline__ void digitize_x(const float *x, int64_t nb, int64_t warp, int64_t warps, XDigits2 *xd)
 {
     const int lane = (int)threadIdx.x & 31;
-    float ss = 0.0f;
     for (int64_t b0 = warp; b0 < nb; b0 += warps * 8) {
-        float v[8], v2[8];
+        float v[8];
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const bool in = b0 + j * warps < nb;
-            const int64_t i = (b0 + j * warps) * 32 + lane;
-            v[j] = in ? __ldg(x + i) : 0.0f;
-            if constexpr (XOP != XOP_NONE) v2[j] = in ? __ldg(x2 + i) : 0.0f;
-        }
+        for (int j = 0; j < 8; j++) v[j] = b0 + j * warps < nb ? __ldg(x + (b0 + j * warps) * 32 + lane) : 0.0f;
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             if (b0 + j * warps >= nb) break;
-            float val = v[j];
-            if constexpr (XOP == XOP_NORM) {
-                ss = fmaf(v[j], v[j], ss);
-                val = v[j] * v2[j];
-            } else if constexpr (XOP == XOP_SWIGLU) {
-                val = v[j] / (1.0f + expf(-v[j])) * v2[j];
-            }
-            digitize_block(val, lane, xd + b0 + j * warps);
+            digitize_block(v[j], lane, xd + b0 + j * warps);
         }
     }
-    return ss;
 }
 
 // x's digits for mvq_kernel of several tokens: T K / 32 blocks, one warp each.
@@ -556,34 +531,17 @@ __global__ void __launch_bounds__(NT) mvq_digits(const float *x, int64_t nb, XDi
     if (warp < nb) digitize_block(__ldg(x + warp * 32 + ((int)threadIdx.x & 31)), (int)threadIdx.x & 31, xd + warp);
 }
 
-// XOP: one token's x made by a fused pair (MatmulArgs.x2): XOP_NORM digitizes x times the norm's
-// weight, sums x^2 over the block's warps (one partial a warp, after the digits in shared memory)
-// and scales every sum by 1 / sqrt(mean(x^2) + eps) at the end; the digits are per block of 32
-// values, so they do not see that scale. XOP_SWIGLU digitizes silu(gate) * up.
-template <int R, int U, int TOK, int XOP = XOP_NONE>
-__global__ void __launch_bounds__(32 * MVQ_WARPS) mvq_kernel(const MatmulArgs a)
+template <int R, int U, int TOK> __global__ void __launch_bounds__(32 * MVQ_WARPS) mvq_kernel(const MatmulArgs a)
 {
     grid_dep_enter();
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int64_t nb = a.k / 32, nch = (a.k + 511) / 512; // blocks of 32 and chunks of 512 quants per row
     const XDigits2 *xd = static_cast<const XDigits2 *>(a.xd); // [TOK][K / 32]
-    float inv = 1.0f; // XOP_NORM: the row's norm scale
     if constexpr (TOK == 1) { // this block's own digits, in shared memory
         SIFT_DYNAMIC_SMEM(smem);
         XDigits2 *xs = reinterpret_cast<XDigits2 *>(smem);
-        float ss = digitize_x<XOP>(a.x, a.x2, nb, warp, MVQ_WARPS, xs);
-        float *part = reinterpret_cast<float *>(xs + nb); // [MVQ_WARPS]
-        if constexpr (XOP == XOP_NORM) {
-            for (int o = 16; o; o >>= 1) ss += __shfl_xor_sync(FULL, ss, o);
-            if (lane == 0) part[warp] = ss;
-        }
+        digitize_x(a.x, nb, warp, MVQ_WARPS, xs);
         __syncthreads();
-        if constexpr (XOP == XOP_NORM) {
-            float total = 0.0f;
-#pragma unroll
-            for (int w = 0; w < MVQ_WARPS; w++) total += part[w];
-            inv = 1.0f / sqrtf(total / (float)a.k + a.eps);
-        }
         xd = xs;
     }
     const int64_t row0 = ((int64_t)blockIdx.x * MVQ_WARPS + warp) * R;
@@ -628,9 +586,6 @@ __global__ void __launch_bounds__(32 * MVQ_WARPS) mvq_kernel(const MatmulArgs a)
             }
         }
     }
-    if constexpr (XOP == XOP_NORM)
-#pragma unroll
-        for (int r = 0; r < R; r++) acc[0][r] *= inv;
     direct_store(a, row0, lane, acc);
 }
 
@@ -741,18 +696,10 @@ static MvKernel direct_kernel_for(int wtype, int R, int nt)
     }
 }
 
-// The shared memory a direct kernel of one token needs for x: q8_0 its digits (and the fused norm's
-// partial sums, one a warp), the others x itself.
+// The shared memory a direct kernel of one token needs for x: q8_0 its digits, the others x itself.
 static size_t direct_x_bytes(int wtype, int64_t k)
 {
-    return wtype == SIFT_Q8_0 ? (size_t)k / 32 * sizeof(XDigits2) + MVQ_WARPS * sizeof(float) : (size_t)k * sizeof(float);
-}
-
-// q8_0's direct kernel of one token with x made by a fused pair (R rows a warp).
-static MvKernel mvq_fused_for(int xop, int R)
-{
-    if (xop == XOP_NORM) return R == 1 ? &mvq_kernel<1, 4, 1, XOP_NORM> : &mvq_kernel<2, 4, 1, XOP_NORM>;
-    return R == 1 ? &mvq_kernel<1, 4, 1, XOP_SWIGLU> : &mvq_kernel<2, 4, 1, XOP_SWIGLU>;
+    return wtype == SIFT_Q8_0 ? (size_t)k / 32 * sizeof(XDigits2) : (size_t)k * sizeof(float);
 }
 
 // Tokens a direct kernel takes at once for a product of t tokens: the most of 4, 2, 1 up to t.
@@ -818,12 +765,6 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
             e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
         if (e != cudaSuccess) return e;
     }
-    for (const int xop : {XOP_NORM, XOP_SWIGLU})
-        for (int R = 1; R <= 2; R++) {
-            const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(mvq_fused_for(xop, R)),
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(dev->smem_optin - 1024));
-            if (e != cudaSuccess) return e;
-        }
     for (const sift_dtype w : {SIFT_Q8_0, SIFT_F32, SIFT_F16, SIFT_BF16})
         for (int R = 1; R <= 2; R++)
             for (int nt = 1; nt <= MV_NT_MAX; nt *= 2) {
@@ -832,59 +773,6 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
                 if (e != cudaSuccess) return e;
             }
     return cudaSuccess;
-}
-
-// ---- the fused pairs: norm_matmul, swiglu_matmul ------------------------------------------------
-
-// A fused pair's node (x or gate, the norm's weight or up, w, bias) as the product's arguments.
-static MatmulArgs fused_args(const sift_node *n, const sift_cuda_plan *plan)
-{
-    const sift_tensor *w = n->src[2];
-    MatmulArgs a = {};
-    a.x = dev_ptr<const float>(n->src[0]);
-    a.x2 = dev_ptr<const float>(n->src[1]);
-    a.w = dev_ptr<const void>(w);
-    a.bias = n->n_src > 3 ? dev_ptr<const float>(n->src[3]) : nullptr;
-    a.out = dev_ptr<float>(n->dst);
-    a.t = n->src[0]->shape[0];
-    a.k = n->src[0]->shape[1];
-    a.n = w->shape[0];
-    a.wtype = (int)w->dtype;
-    a.row_bytes = sift_dtype_row_bytes(w->dtype, w->shape[1]);
-    a.eps = n->p.eps;
-    if (plan) a.rows_per_block = plan->rows_per_block;
-    return a;
-}
-
-// The pairs this backend runs fused: q8_0 products of one token on the direct kernel (rows 16-byte
-// aligned, x's digits in shared memory); the session appends the two ops for the others.
-extern "C" bool sift_cuda_fused_matmul_supported(const sift_cuda_device *dev, const sift_node *n)
-{
-    const MatmulArgs a = fused_args(n, nullptr);
-    return a.wtype == SIFT_Q8_0 && a.t == 1 && a.n > 0 && a.n <= ((int64_t)1 << 31) && a.k > 0 && a.k % 256 == 0 &&
-           reinterpret_cast<uintptr_t>(a.w) % 16 == 0 && direct_x_bytes(SIFT_Q8_0, a.k) + 1024 <= dev->smem_optin;
-}
-
-extern "C" cudaError_t sift_cuda_fused_matmul_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
-{
-    (void)dev;
-    const MatmulArgs a = fused_args(n, nullptr);
-    plan->path = MM_DIRECT;
-    plan->warps = MVQ_WARPS;
-    plan->rows_per_block = a.n >= 65536 || a.k >= 8192 ? 2 : 1; // as the product alone (sift_cuda_matmul_plan)
-    plan->smem = direct_x_bytes(SIFT_Q8_0, a.k);
-    return cudaSuccess;
-}
-
-extern "C" cudaError_t sift_cuda_fused_matmul_launch(const sift_cuda_device *dev, const sift_node *n,
-                                                     const sift_cuda_plan *plan, void * /* scratch */, void * /* zeroed */,
-                                                     cudaStream_t st)
-{
-    (void)dev;
-    const MatmulArgs a = fused_args(n, plan);
-    const int64_t per_block = (int64_t)plan->warps * plan->rows_per_block;
-    return launch(mvq_fused_for(n->op == SIFT_OP_NORM_MATMUL ? XOP_NORM : XOP_SWIGLU, plan->rows_per_block),
-                  dim3((unsigned)((a.n + per_block - 1) / per_block)), dim3(32 * plan->warps), plan->smem, st, a);
 }
 
 // path (MM_*); matrix-vector: warps, rows_per_block, groups_per_lane, smem; q8_0 direct of several tokens:

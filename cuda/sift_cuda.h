@@ -81,10 +81,6 @@ sift_cuda_launch_fn sift_cuda_vote_launch, sift_cuda_select_launch;
 /* matmul.cu */
 sift_cuda_plan_fn sift_cuda_matmul_plan;
 sift_cuda_launch_fn sift_cuda_matmul_launch;
-/* norm_matmul and swiglu_matmul: the nodes it runs fused (q8_0, one token), their plan and launch */
-bool sift_cuda_fused_matmul_supported(const sift_cuda_device *dev, const sift_node *n);
-sift_cuda_plan_fn sift_cuda_fused_matmul_plan;
-sift_cuda_launch_fn sift_cuda_fused_matmul_launch;
 /* model_ops.cu (eltwise: add, swiglu and silu; rmsnorm's plan also serves layernorm) */
 sift_cuda_plan_fn sift_cuda_get_rows_plan, sift_cuda_rmsnorm_plan, sift_cuda_kv_write_plan,
     sift_cuda_sel_cache_check_plan, sift_cuda_fill_range_plan;

@@ -43,11 +43,6 @@ sift_status sift_graph_wait(sift_graph *g);
  * views, and its destruction gives nothing back twice. */
 void sift_graph_lend_storage(sift_graph *g);
 
-/* Whether the context's backend runs the last node appended (supports_op); where it does not, the
- * node is taken out again, so that the caller can append another form of the same work (the
- * forward pass's fused pairs). */
-bool sift_graph_keep_if_supported(sift_graph *g);
-
 /* Labels every node appended from now on with `stage` (a static string the graph does not copy,
  * e.g. "qkv"; NULL: none), until the next call. The session's profile adds up device time per
  * stage and op (sift_session_profile_stages); running the graph ignores it. */

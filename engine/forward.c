@@ -85,41 +85,6 @@ static sift_rope_params rope_params(const sift_model *m)
     return (sift_rope_params){.n_rot = (int)m->hp.rope_dim, .base = m->hp.rope_freq_base, .mode = m->rope_mode};
 }
 
-/* out = matmul(rmsnorm(x, norm_w), w, bias): one norm_matmul node under `stage` where the backend
- * runs it (a one-row step: the normed row is then never written), else rmsnorm into xn under
- * norm_stage and the product under stage. */
-static sift_status norm_then_matmul(pass *f, const char *norm_stage, const char *stage, const sift_tensor *x,
-                                    const sift_tensor *norm_w, sift_tensor *xn, const sift_tensor *w, const sift_tensor *bias,
-                                    sift_tensor *out)
-{
-    const float eps = f->s->m->hp.rms_eps;
-    if (x->shape[0] == 1) {
-        sift_graph_set_stage(f->g, stage);
-        TRY(sift_op_norm_matmul(f->g, x, norm_w, eps, w, bias, out));
-        if (sift_graph_keep_if_supported(f->g)) return SIFT_OK;
-    }
-    sift_graph_set_stage(f->g, norm_stage);
-    TRY(sift_op_rmsnorm(f->g, x, norm_w, eps, xn));
-    sift_graph_set_stage(f->g, stage);
-    return sift_op_matmul(f->g, xn, w, bias, out);
-}
-
-/* out = matmul(swiglu(gate, up), w, bias): one swiglu_matmul node (stage "down") where the backend
- * runs it (a one-row step), else swiglu into act and the product. */
-static sift_status swiglu_then_matmul(pass *f, const sift_tensor *gate, const sift_tensor *up, sift_tensor *act,
-                                      const sift_tensor *w, const sift_tensor *bias, sift_tensor *out)
-{
-    if (gate->shape[0] == 1) {
-        sift_graph_set_stage(f->g, "down");
-        TRY(sift_op_swiglu_matmul(f->g, gate, up, w, bias, out));
-        if (sift_graph_keep_if_supported(f->g)) return SIFT_OK;
-    }
-    sift_graph_set_stage(f->g, "swiglu");
-    TRY(sift_op_swiglu(f->g, gate, up, act));
-    sift_graph_set_stage(f->g, "down");
-    return sift_op_matmul(f->g, act, w, bias, out);
-}
-
 /* Runs the pass's graph; while the session profiles, timed, each node's device time and bytes
  * added to the entry of its stage and op. */
 static sift_status compute(pass *f)
@@ -321,14 +286,14 @@ static sift_status layer(pass *f, uint32_t l)
     TRY(rows2(f, layer_in(s, l), 0, t, e, &x));      /* x [T][E]: the residual stream entering the layer */
     TRY(rows2(f, s->act[A_XN], 0, t, e, &xn));        /* xn [T][E] */
     const sift_predictor *pr = s->cfg.predictor;
-    if (qkv_fused(f, l)) { /* one row: the norm folded into the product where the backend can */
+    sift_graph_set_stage(f->g, "attn_norm");
+    TRY(sift_op_rmsnorm(f->g, x, w->attn_norm, hp->rms_eps, xn));
+    sift_graph_set_stage(f->g, "qkv");
+    if (qkv_fused(f, l)) {
         sift_tensor *qkv;
         TRY(rows2(f, s->qkv_row, 0, 1, (hq + 2 * hkv) * d, &qkv)); /* qkv [1][(Hq + 2 Hkv) * D] */
-        TRY(norm_then_matmul(f, "attn_norm", "qkv", x, w->attn_norm, xn, w->wqkv, NULL, qkv));
+        TRY(sift_op_matmul(f->g, xn, w->wqkv, NULL, qkv));
     } else {
-        sift_graph_set_stage(f->g, "attn_norm");
-        TRY(sift_op_rmsnorm(f->g, x, w->attn_norm, hp->rms_eps, xn));
-        sift_graph_set_stage(f->g, "qkv");
         sift_tensor *q, *k, *v;
         TRY(rows2(f, s->act[A_Q], 0, t, hq * d, &q));  /* q [T][Hq * D] */
         TRY(rows2(f, s->act[A_K], 0, t, hkv * d, &k)); /* k [T][Hkv * D] */
@@ -373,21 +338,21 @@ static sift_status layer(pass *f, uint32_t l)
         sift_graph_set_stage(f->g, "residual");
         TRY(sift_op_add(f->g, x, o, mid));
     }
+    sift_graph_set_stage(f->g, "ffn_norm");
+    TRY(sift_op_rmsnorm(f->g, mid, w->ffn_norm, hp->rms_eps, xn));
+    sift_graph_set_stage(f->g, "gate_up");
     if (gate_up) {
-        TRY(norm_then_matmul(f, "ffn_norm", "gate_up", mid, w->ffn_norm, xn, w->w_gate_up, NULL, gate_up));
+        TRY(sift_op_matmul(f->g, xn, w->w_gate_up, NULL, gate_up));
     } else {
-        sift_graph_set_stage(f->g, "ffn_norm");
-        TRY(sift_op_rmsnorm(f->g, mid, w->ffn_norm, hp->rms_eps, xn));
-        sift_graph_set_stage(f->g, "gate_up");
         TRY(sift_op_matmul(f->g, xn, w->w_gate, NULL, gate));
         TRY(sift_op_matmul(f->g, xn, w->w_up, NULL, up));
     }
+    sift_graph_set_stage(f->g, "swiglu");
+    TRY(sift_op_swiglu(f->g, gate, up, act));
+    sift_graph_set_stage(f->g, "down");
     if (t == 1) {
-        TRY(swiglu_then_matmul(f, gate, up, act, w->w_down, mid_bias, x_out));
+        TRY(sift_op_matmul(f->g, act, w->w_down, mid_bias, x_out));
     } else {
-        sift_graph_set_stage(f->g, "swiglu");
-        TRY(sift_op_swiglu(f->g, gate, up, act));
-        sift_graph_set_stage(f->g, "down");
         TRY(sift_op_matmul(f->g, act, w->w_down, NULL, down));
         sift_graph_set_stage(f->g, "residual");
         TRY(sift_op_add(f->g, mid, down, x_out));
@@ -414,7 +379,10 @@ static sift_status build(pass *f)
     TRY(rows2(f, layer_res(s, hp->n_layer - 1), last, rows, e, &x)); /* x [rows][E] */
     TRY(rows2(f, s->xlast_norm, 0, rows, e, &xn));                   /* xn [rows][E] */
     TRY(rows2(f, s->logits, 0, rows, hp->n_vocab, &logits));         /* logits [rows][vocab] */
-    return norm_then_matmul(f, "final_norm", "logits", x, s->m->output_norm, xn, s->m->output, NULL, logits);
+    sift_graph_set_stage(f->g, "final_norm");
+    TRY(sift_op_rmsnorm(f->g, x, s->m->output_norm, hp->rms_eps, xn));
+    sift_graph_set_stage(f->g, "logits");
+    return sift_op_matmul(f->g, xn, s->m->output, NULL, logits);
 }
 
 /* ---- running ahead ------------------------------------------------------------------------------ */

@@ -201,17 +201,6 @@ sift_status sift_graph_skip_if(sift_graph *g, const sift_tensor *flag, int64_t e
     return SIFT_OK;
 }
 
-bool sift_graph_keep_if_supported(sift_graph *g)
-{
-    if (!g || g->n_nodes == 0) return false;
-    void *be;
-    const sift_backend_vtable *vt = sift_context_vtable(g->ctx, &be);
-    if (!vt->supports_op || vt->supports_op(be, &g->nodes[g->n_nodes - 1])) return true;
-    g->n_nodes--;
-    graph_changed(g);
-    return false;
-}
-
 void sift_graph_set_stage(sift_graph *g, const char *stage)
 {
     if (g) g->stage = stage;

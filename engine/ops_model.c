@@ -90,67 +90,28 @@ sift_status sift_op_layernorm(sift_graph *g, const sift_tensor *x, const sift_te
     return sift_graph_push_node(g, &n);
 }
 
-/* matmul's checks of x f32 [T][K], w [N][K], bias f32 [N] or NULL and out f32 [T][N], for op. */
-static sift_status check_matmul(const sift_graph *g, const sift_tensor *x, const sift_tensor *w, const sift_tensor *bias,
-                                const sift_tensor *out, const char *op)
+sift_status sift_op_matmul(sift_graph *g, const sift_tensor *x, const sift_tensor *w, const sift_tensor *bias,
+                           sift_tensor *out)
 {
+    const char *op = "matmul";
     TRY(need_f32(g, x, op, "x"));
     TRY(sift_need_tensor(g, w, op, "w"));
     TRY(sift_need_rank(x, 2, op, "x"));
     TRY(sift_need_rank(w, 2, op, "w"));
     if (!is_weight_type(w->dtype))
-        return sift_set_error(SIFT_E_DTYPE, "%s: w is %s, expected a float or quantized type", op, sift_dtype_name(w->dtype));
+        return sift_set_error(SIFT_E_DTYPE, "matmul: w is %s, expected a float or quantized type", sift_dtype_name(w->dtype));
     if (w->shape[1] != x->shape[1])
-        return sift_set_error(SIFT_E_SHAPE, "%s: x rows have %lld values but w rows have %lld", op, (long long)x->shape[1],
+        return sift_set_error(SIFT_E_SHAPE, "matmul: x rows have %lld values but w rows have %lld", (long long)x->shape[1],
                               (long long)w->shape[1]);
     if (bias) {
         TRY(need_f32(g, bias, op, "bias"));
         TRY(sift_need_rank(bias, 1, op, "bias"));
         if (bias->shape[0] != w->shape[0])
-            return sift_set_error(SIFT_E_SHAPE, "%s: bias has %lld values for %lld outputs", op, (long long)bias->shape[0],
+            return sift_set_error(SIFT_E_SHAPE, "matmul: bias has %lld values for %lld outputs", (long long)bias->shape[0],
                                   (long long)w->shape[0]);
     }
-    return sift_check_out(g, out, SIFT_F32, x->shape[0], w->shape[0], op, "out");
-}
-
-sift_status sift_op_matmul(sift_graph *g, const sift_tensor *x, const sift_tensor *w, const sift_tensor *bias,
-                           sift_tensor *out)
-{
-    TRY(check_matmul(g, x, w, bias, out, "matmul"));
+    TRY(sift_check_out(g, out, SIFT_F32, x->shape[0], w->shape[0], op, "out"));
     sift_node n = {.op = SIFT_OP_MATMUL, .n_src = bias ? 3 : 2, .src = {x, w, bias}, .dst = out};
-    return sift_graph_push_node(g, &n);
-}
-
-/* The checks of the fused pairs: rmsnorm's (x, norm_weight, eps), swiglu's (gate, up equal
- * shapes) and matmul's on the product. */
-sift_status sift_op_norm_matmul(sift_graph *g, const sift_tensor *x, const sift_tensor *norm_weight, float eps,
-                                const sift_tensor *w, const sift_tensor *bias, sift_tensor *out)
-{
-    const char *op = "norm_matmul";
-    TRY(need_f32(g, x, op, "x"));
-    TRY(need_f32(g, norm_weight, op, "norm weight"));
-    TRY(sift_need_rank(x, 2, op, "x"));
-    TRY(sift_need_rank(norm_weight, 1, op, "norm weight"));
-    if (norm_weight->shape[0] != x->shape[1])
-        return sift_set_error(SIFT_E_SHAPE, "norm_matmul: norm weight has %lld values for rows of %lld",
-                              (long long)norm_weight->shape[0], (long long)x->shape[1]);
-    if (!(eps >= 0.0f) || eps > 1.0f) return sift_set_error(SIFT_E_INVALID, "norm_matmul: eps %g outside [0, 1]", (double)eps);
-    TRY(check_matmul(g, x, w, bias, out, op));
-    sift_node n = {.op = SIFT_OP_NORM_MATMUL, .n_src = bias ? 4 : 3, .src = {x, norm_weight, w, bias}, .dst = out};
-    n.p.eps = eps;
-    return sift_graph_push_node(g, &n);
-}
-
-sift_status sift_op_swiglu_matmul(sift_graph *g, const sift_tensor *gate, const sift_tensor *up, const sift_tensor *w,
-                                  const sift_tensor *bias, sift_tensor *out)
-{
-    const char *op = "swiglu_matmul";
-    TRY(need_f32(g, gate, op, "gate"));
-    TRY(need_f32(g, up, op, "up"));
-    TRY(sift_need_rank(gate, 2, op, "gate"));
-    TRY(need_same_shape(gate, up, op));
-    TRY(check_matmul(g, gate, w, bias, out, op));
-    sift_node n = {.op = SIFT_OP_SWIGLU_MATMUL, .n_src = bias ? 4 : 3, .src = {gate, up, w, bias}, .dst = out};
     return sift_graph_push_node(g, &n);
 }
 
@@ -288,16 +249,6 @@ static double two_in_one_out(const sift_node *n)
     return (double)n->src[0]->nbytes + (double)n->src[1]->nbytes + (double)n->dst->nbytes;
 }
 double sift_bytes_rmsnorm(const sift_node *n) { return two_in_one_out(n); }
-/* the fused pairs: their inputs and output (norm_matmul: x, norm weight, w, bias; swiglu_matmul:
- * gate, up, w, bias) */
-static double all_in_one_out(const sift_node *n)
-{
-    double b = (double)n->dst->nbytes;
-    for (int i = 0; i < n->n_src; i++) b += (double)n->src[i]->nbytes;
-    return b;
-}
-double sift_bytes_norm_matmul(const sift_node *n) { return all_in_one_out(n); }
-double sift_bytes_swiglu_matmul(const sift_node *n) { return all_in_one_out(n); }
 double sift_bytes_swiglu(const sift_node *n) { return two_in_one_out(n); }
 double sift_bytes_add(const sift_node *n) { return two_in_one_out(n); }
 

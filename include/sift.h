@@ -688,15 +688,6 @@ SIFT_API sift_status sift_op_rope(sift_graph *g, const sift_tensor *x, int64_t p
  * PyTorch's LayerNorm); x, out f32 [T][E], weight f32 [E], bias f32 [E] or NULL for none. */
 SIFT_API sift_status sift_op_layernorm(sift_graph *g, const sift_tensor *x, const sift_tensor *weight,
                                        const sift_tensor *bias, float eps, sift_tensor *out);
-/* Fused pairs: out = matmul(rmsnorm(x, norm_weight, eps), w, bias), and out = matmul(swiglu(gate,
- * up), w, bias), with the shapes and types of the two ops (gate, up f32 [T][K]), without the
- * intermediate tensor. A backend may not run them (sift_graph_check_supported says so, and the
- * session's forward pass then appends the two ops): the CPU runs all, CUDA the one-row products of
- * q8_0 weights. */
-SIFT_API sift_status sift_op_norm_matmul(sift_graph *g, const sift_tensor *x, const sift_tensor *norm_weight, float eps,
-                                         const sift_tensor *w, const sift_tensor *bias, sift_tensor *out);
-SIFT_API sift_status sift_op_swiglu_matmul(sift_graph *g, const sift_tensor *gate, const sift_tensor *up,
-                                           const sift_tensor *w, const sift_tensor *bias, sift_tensor *out);
 /* out = silu(x) = x / (1 + exp(-x)), elementwise; f32, equal shapes. */
 SIFT_API sift_status sift_op_silu(sift_graph *g, const sift_tensor *x, sift_tensor *out);
 /* out = silu(gate) * up, elementwise; f32, equal shapes. */

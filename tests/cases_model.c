@@ -53,20 +53,7 @@ static host_tensor make_weight(sift_dtype t, int64_t rows, int64_t cols)
     return h;
 }
 
-typedef enum {
-    M_GET_ROWS,
-    M_RMSNORM,
-    M_MATMUL,
-    M_ROPE,
-    M_SWIGLU,
-    M_ADD,
-    M_KV_WRITE,
-    M_CAUSAL,
-    M_LAYERNORM,
-    M_SILU,
-    M_NORM_MATMUL,
-    M_SWIGLU_MATMUL
-} mop;
+typedef enum { M_GET_ROWS, M_RMSNORM, M_MATMUL, M_ROPE, M_SWIGLU, M_ADD, M_KV_WRITE, M_CAUSAL, M_LAYERNORM, M_SILU } mop;
 
 /* A case: its recipe (op, sizes, weight type, variant), from which make_inputs draws the inputs. */
 typedef struct {
@@ -102,8 +89,6 @@ static sift_status build(sift_graph *g, const mcase *c, sift_tensor **in, sift_t
     case M_CAUSAL: return sift_op_causal_attend(g, in[0], in[1], in[2], c->pos0, c->scale, out);
     case M_LAYERNORM: return sift_op_layernorm(g, in[0], in[1], in[2], c->eps, out);
     case M_SILU: return sift_op_silu(g, in[0], out);
-    case M_NORM_MATMUL: return sift_op_norm_matmul(g, in[0], in[1], c->eps, in[2], in[3], out);
-    case M_SWIGLU_MATMUL: return sift_op_swiglu_matmul(g, in[0], in[1], in[2], in[3], out);
     }
     return SIFT_E_INVALID;
 }
@@ -180,17 +165,6 @@ static void make_inputs(mcase *c)
         c->in[0] = host_random(SIFT_F32, 2, (int64_t[]){c->t, c->k}, 2.0f);
         c->in[1] = host_random(SIFT_F32, 1, (int64_t[]){c->k}, 1.0f);
         set_out(c, SIFT_F32, 2, c->t, c->k, 0);
-        break;
-    case M_NORM_MATMUL: /* x of rows 2^-20 .. 2^20 in size: the norm takes their scale out */
-    case M_SWIGLU_MATMUL:
-        c->in[0] = host_random(SIFT_F32, 2, (int64_t[]){c->t, c->k}, 2.0f);
-        if (c->op == M_NORM_MATMUL)
-            for (size_t i = 0; i < c->in[0].n; i++) c->in[0].f[i] = ldexpf(c->in[0].f[i], (int)(i / (size_t)c->k) * 8 - 20);
-        c->in[1] = host_random(SIFT_F32, c->op == M_NORM_MATMUL ? 1 : 2,
-                               c->op == M_NORM_MATMUL ? (int64_t[]){c->k} : (int64_t[]){c->t, c->k}, 2.0f);
-        c->in[2] = make_weight(c->wt, c->n, c->k);
-        if (c->has[3]) c->in[3] = host_random(SIFT_F32, 1, (int64_t[]){c->n}, 1.0f);
-        set_out(c, SIFT_F32, 2, c->t, c->n, 0);
         break;
     case M_MATMUL:
         c->in[0] = host_random(SIFT_F32, 2, (int64_t[]){c->t, c->k}, 1.0f);
@@ -472,22 +446,6 @@ void cases_model(const suite_options *o)
                  c.has[1] ? " factors" : "");
         add_case(&c, name);
     }
-    /* The fused pairs against the CPU's (the pair itself): one-row products of each weight type
-     * (CUDA runs q8_0's), the widths of an 8B model's q/k/v and down products, and rows of 3 (no
-     * GPU backend runs those: "not supported") */
-    const int64_t fused_shapes[][3] = {{1, 4096, 300}, {1, 14336, 96}, {1, 256, 1000}, {3, 512, 64}};
-    for (int op = 0; op < 2; op++)
-        for (int si = 0; si < 4; si++)
-            for (int ti = 0; ti < n_wtypes; ti++) {
-                const int64_t t = fused_shapes[si][0], k = fused_shapes[si][1], n = fused_shapes[si][2];
-                if (k % sift_dtype_block(wtypes[ti]) != 0) continue;
-                const bool bias = (si + ti) % 2 == 0;
-                const mcase c = {.op = op ? M_SWIGLU_MATMUL : M_NORM_MATMUL, .t = t, .k = k, .n = n, .wt = wtypes[ti], .n_in = 4,
-                                 .has = {1, 1, 1, bias}, .bound = wtypes[ti] == SIFT_F32 ? 1e-7 : 1e-6, .eps = 1e-5f};
-                snprintf(name, sizeof name, "%s [%lld][%lld] x %s [%lld][%lld]%s", op ? "swiglu_matmul" : "norm_matmul",
-                         (long long)t, (long long)k, sift_dtype_name(wtypes[ti]), (long long)n, (long long)k, bias ? " + bias" : "");
-                add_case(&c, name);
-            }
     const int64_t ln_shapes[][2] = {{1, 256}, {7, 4096}, {3, 5}, {16, 512}};
     for (int si = 0; si < 4; si++) {
         const mcase c = {.op = M_LAYERNORM, .t = ln_shapes[si][0], .k = ln_shapes[si][1], .n_in = 3,

@@ -339,7 +339,7 @@ static const sift_op_time *profile_entry(const sift_op_time *prof, int n, const 
 /* The per-stage profile of the same 2 dense decode steps (ops: their per-op profile, n_ops
  * entries): each (stage, op) row the forward pass labels (engine/forward.c) with its node count,
  * nothing else, sorted by time, and the rows of each op adding up to its per-op entry. */
-static void profiling_stages(const model_run *t, const sift_session *s, const sift_op_time *ops, int n_ops, bool fused)
+static void profiling_stages(const model_run *t, const sift_session *s, const sift_op_time *ops, int n_ops)
 {
     enum { MAX_ROWS = 128 };
     sift_stage_time rows[MAX_ROWS], first[2];
@@ -349,23 +349,16 @@ static void profiling_stages(const model_run *t, const sift_session *s, const si
     RUN_OK(sift_session_profile_stages(s, rows, MAX_ROWS, &n, &steps), "stage profile of 2 steps");
     check(steps == 2, t->name, t->bname, "stage profile: 2 steps profiled", (double)steps);
     /* the dense decode step of profiling()'s comment, stage by stage */
-    typedef struct {
+    const struct {
         const char *stage, *op;
         int64_t per_step;
-    } stage_row;
-    const stage_row pairs[] = {{"embed", "get_rows", 1},         {"attn_norm", "rmsnorm", layers}, {"qkv", "matmul", layers},
-                               {"rope", "rope", layers},         {"kv_write", "kv_write", 2 * layers}, {"attention", "dense_attend", layers},
-                               {"o", "matmul", layers},          {"ffn_norm", "rmsnorm", layers}, {"gate_up", "matmul", layers},
-                               {"swiglu", "swiglu", layers},     {"down", "matmul", layers},     {"final_norm", "rmsnorm", 1},
-                               {"logits", "matmul", 1}};
-    /* the norms and swiglu folded into the products after them */
-    const stage_row folded[] = {{"embed", "get_rows", 1},          {"qkv", "norm_matmul", layers},      {"rope", "rope", layers},
-                                {"kv_write", "kv_write", 2 * layers}, {"attention", "dense_attend", layers}, {"o", "matmul", layers},
-                                {"gate_up", "norm_matmul", layers},   {"down", "swiglu_matmul", layers},    {"logits", "norm_matmul", 1}};
-    const stage_row *want = fused ? folded : pairs;
-    const int n_want = fused ? (int)(sizeof folded / sizeof folded[0]) : (int)(sizeof pairs / sizeof pairs[0]);
-    check(n == n_want, t->name, t->bname,
-          fused ? "stage profile of dense decode: 9 (stage, op) rows" : "stage profile of dense decode: 13 (stage, op) rows", (double)n);
+    } want[] = {{"embed", "get_rows", 1},         {"attn_norm", "rmsnorm", layers}, {"qkv", "matmul", layers},
+                {"rope", "rope", layers},         {"kv_write", "kv_write", 2 * layers}, {"attention", "dense_attend", layers},
+                {"o", "matmul", layers},          {"ffn_norm", "rmsnorm", layers}, {"gate_up", "matmul", layers},
+                {"swiglu", "swiglu", layers},     {"down", "matmul", layers},     {"final_norm", "rmsnorm", 1},
+                {"logits", "matmul", 1}};
+    const int n_want = (int)(sizeof want / sizeof want[0]);
+    check(n == n_want, t->name, t->bname, "stage profile of dense decode: 13 (stage, op) rows", (double)n);
     for (int i = 0; i < n_want; i++) {
         const sift_stage_time *e = NULL;
         for (int j = 0; j < n && j < MAX_ROWS && !e; j++)
@@ -400,18 +393,6 @@ out:
     return;
 }
 
-/* The bytes of the products: matmul and the fused pairs (norm_matmul, swiglu_matmul). */
-static double products_bytes(const sift_op_time *prof, int n)
-{
-    double b = 0.0;
-    const char *const ops[3] = {"matmul", "norm_matmul", "swiglu_matmul"};
-    for (int i = 0; i < 3; i++) {
-        const sift_op_time *e = profile_entry(prof, n, ops[i]);
-        b += e ? e->bytes : 0.0;
-    }
-    return b;
-}
-
 /* The per-op profile of dense decode steps: each op's node count follows from the forward pass
  * (engine/forward.c), times and bytes are positive, entries come longest first, and turning
  * profiling off stops the counting and keeps the profile. */
@@ -431,7 +412,8 @@ static void profiling(const model_run *t)
     RUN_OK(sift_session_set_profiling(s, 1), "profiling on");
     RUN_OK(sift_session_eval(s, &t->toks[80], 1, NULL), "profiled step 1");
     RUN_OK(sift_session_profile(s, prof, MAX_OPS, &n, &steps), "profile of 1 step");
-    const double matmul_bytes_1 = products_bytes(prof, n);
+    const sift_op_time *mm = profile_entry(prof, n, "matmul");
+    const double matmul_bytes_1 = mm ? mm->bytes : 0.0;
     RUN_OK(sift_session_eval(s, &t->toks[81], 1, NULL), "profiled step 2");
     RUN_OK(sift_session_profile(s, prof, MAX_OPS, &n, &steps), "profile of 2 steps");
     check(steps == 2, t->name, t->bname, "profile: 2 steps profiled", (double)steps);
@@ -440,22 +422,12 @@ static void profiling(const model_run *t)
      * cache writes, the attention, the output projection and the MLP (gate and up as one
      * product, swiglu, down), the residuals added as those two products' bias (no add nodes);
      * the final norm and the logits */
-    /* A backend that runs the fused pairs (the CPU always; CUDA those of q8_0 weights) folds each
-     * norm into the product after it, and swiglu into down's. */
-    const bool fused = profile_entry(prof, n, "norm_matmul") != NULL;
-    if (!strcmp(t->bname, "cpu")) check(fused, t->name, t->bname, "profile: the CPU runs the norms folded into the products", fused);
-    if (!strcmp(t->bname, "vulkan")) check(!fused, t->name, t->bname, "profile: Vulkan runs the norms on their own", fused);
-    typedef struct {
+    const struct {
         const char *op;
         int64_t per_step;
-    } op_row;
-    const op_row pairs[] = {{"matmul", 4 * layers + 1}, {"rmsnorm", 2 * layers + 1}, {"rope", layers}, {"kv_write", 2 * layers},
-                            {"dense_attend", layers},   {"swiglu", layers},          {"get_rows", 1}};
-    const op_row folded[] = {{"matmul", layers},       {"norm_matmul", 2 * layers + 1}, {"swiglu_matmul", layers},
-                             {"rope", layers},         {"kv_write", 2 * layers},        {"dense_attend", layers},
-                             {"get_rows", 1}};
-    const op_row *want = fused ? folded : pairs;
-    const int n_want = 7;
+    } want[] = {{"matmul", 4 * layers + 1}, {"rmsnorm", 2 * layers + 1}, {"rope", layers}, {"kv_write", 2 * layers},
+                {"dense_attend", layers},   {"swiglu", layers},          {"get_rows", 1}};
+    const int n_want = (int)(sizeof want / sizeof want[0]);
     check(n == n_want, t->name, t->bname, "profile of dense decode: 7 ops", (double)n);
     for (int i = 0; i < n_want; i++) {
         const sift_op_time *e = profile_entry(prof, n, want[i].op);
@@ -465,10 +437,9 @@ static void profiling(const model_run *t)
         snprintf(what, sizeof what, "profile: %s bytes > 0, time >= 0", want[i].op);
         check(e && e->bytes > 0.0 && e->us >= 0.0, t->name, t->bname, what, e ? e->bytes : -1.0);
     }
-    const sift_op_time *mm = profile_entry(prof, n, "matmul");
+    mm = profile_entry(prof, n, "matmul");
     if (!mm) goto out;
     check(mm->us > 0.0, t->name, t->bname, "profile: matmul device time > 0 us", mm->us);
-    const double products = products_bytes(prof, n);
     /* each matmul moves its f32 input and output rows and its weights: more than the rows alone.
      * The rows of a layer: Q/K/V read E and write Hq D + 2 Hkv D; the output projection reads
      * Hq D and writes E; gate and up read E and write 2 F; down reads F and writes E. The logits
@@ -477,17 +448,17 @@ static void profiling(const model_run *t)
     const double e = in->n_embd, f = in->n_ff, qd = (double)in->n_heads * in->head_dim, kvd = (double)in->n_kv_heads * in->head_dim;
     const double layer_rows = (e + qd + 2 * kvd) + (qd + e) + (e + 2 * f) + (f + e);
     const double row_bytes = 4.0 * ((double)layers * layer_rows + e + in->n_vocab);
-    check(products > 2.0 * row_bytes, t->name, t->bname, "profile: the products' bytes > 2 steps of their rows (+ weights)",
-          products / (2.0 * row_bytes));
-    check(products == 2.0 * matmul_bytes_1, t->name, t->bname, "profile: the products' bytes of 2 steps = 2 x 1 step",
-          products / matmul_bytes_1);
+    check(mm->bytes > 2.0 * row_bytes, t->name, t->bname, "profile: matmul bytes > 2 steps of its rows (+ weights)",
+          mm->bytes / (2.0 * row_bytes));
+    check(mm->bytes == 2.0 * matmul_bytes_1, t->name, t->bname, "profile: matmul bytes of 2 steps = 2 x 1 step",
+          mm->bytes / matmul_bytes_1);
     bool sorted = true;
     for (int i = 1; i < n; i++) sorted = sorted && prof[i - 1].us >= prof[i].us;
     check(sorted, t->name, t->bname, "profile: sorted by time, descending", prof[0].us);
     RUN_OK(sift_session_profile(s, again, 2, &m, NULL), "profile, room for 2");
     check(m == n && !memcmp(again, prof, 2 * sizeof *prof), t->name, t->bname, "profile, room for 2: the first 2, count of all",
           (double)m);
-    profiling_stages(t, s, prof, n, fused);
+    profiling_stages(t, s, prof, n);
     /* off: the next step is not counted, the profile stays */
     RUN_OK(sift_session_set_profiling(s, 0), "profiling off");
     RUN_OK(sift_session_eval(s, &t->toks[82], 1, NULL), "step after profiling");

@@ -612,8 +612,6 @@ static const cpu_kernel cpu_kernels[SIFT_OP_COUNT] = {
     [SIFT_OP_SILU] = cpu_silu,
     [SIFT_OP_NEIGHBOR_FETCH] = op_neighbor_fetch,
     [SIFT_OP_SCORE_MAX] = op_score,
-    [SIFT_OP_NORM_MATMUL] = cpu_fused_matmul,
-    [SIFT_OP_SWIGLU_MATMUL] = cpu_fused_matmul,
 };
 
 static bool cpu_supports_op(void *be, const sift_node *n)

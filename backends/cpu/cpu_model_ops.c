@@ -99,29 +99,6 @@ sift_status cpu_matmul(cpu_backend *be, const sift_node *n)
     return SIFT_OK;
 }
 
-/* The fused pairs (norm_matmul, swiglu_matmul): the first op into a buffer, then matmul over it,
- * each the unfused op's own code, so that every value is the pair's to the bit. */
-sift_status cpu_fused_matmul(cpu_backend *be, const sift_node *n)
-{
-    const sift_tensor *x = n->src[0];
-    const int64_t rows = x->shape[0], k = x->shape[1];
-    float *buf = malloc((size_t)(rows * k) * sizeof *buf);
-    if (!buf) return sift_set_error(SIFT_E_NOMEM, "cpu: out of memory for %s's %lld x %lld values", sift_op_name(n->op),
-                                    (long long)rows, (long long)k);
-    sift_tensor mid = *x; /* x's shape over buf: [T][K] f32 */
-    mid.impl = buf;
-    mid.offset = 0;
-    mid.parent = NULL;
-    const bool norm = n->op == SIFT_OP_NORM_MATMUL;
-    const sift_node first = {.op = norm ? SIFT_OP_RMSNORM : SIFT_OP_SWIGLU, .n_src = 2, .src = {x, n->src[1]}, .dst = &mid,
-                             .p = n->p};
-    sift_status s = norm ? cpu_rmsnorm(be, &first) : cpu_elementwise(be, &first);
-    const sift_node product = {.op = SIFT_OP_MATMUL, .n_src = n->n_src - 1, .src = {&mid, n->src[2], n->src[3]}, .dst = n->dst};
-    if (s == SIFT_OK) s = cpu_matmul(be, &product);
-    free(buf);
-    return s;
-}
-
 /* Pair i of the first n_rot dims is rotated by theta = pos * freq[i] / factor[i]. */
 void cpu_rope_row(float *x, float pos, const float *factors, const sift_rope_params *p, const float *freq)
 {

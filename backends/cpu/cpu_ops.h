@@ -130,7 +130,6 @@ void cpu_rope_row(float *x, float pos, const float *factors, const sift_rope_par
 sift_status cpu_get_rows(cpu_backend *be, const sift_node *n);
 sift_status cpu_rmsnorm(cpu_backend *be, const sift_node *n);
 sift_status cpu_matmul(cpu_backend *be, const sift_node *n);
-sift_status cpu_fused_matmul(cpu_backend *be, const sift_node *n); /* norm_matmul, swiglu_matmul */
 sift_status cpu_rope(cpu_backend *be, const sift_node *n);
 sift_status cpu_elementwise(cpu_backend *be, const sift_node *n); /* add, swiglu */
 sift_status cpu_layernorm(cpu_backend *be, const sift_node *n);

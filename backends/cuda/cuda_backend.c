@@ -74,8 +74,6 @@ static const cuda_op cuda_ops[SIFT_OP_COUNT] = {
     [SIFT_OP_GET_ROWS] = {sift_cuda_get_rows_plan, sift_cuda_get_rows_launch},
     [SIFT_OP_RMSNORM] = {sift_cuda_rmsnorm_plan, sift_cuda_rmsnorm_launch},
     [SIFT_OP_MATMUL] = {sift_cuda_matmul_plan, sift_cuda_matmul_launch},
-    [SIFT_OP_NORM_MATMUL] = {sift_cuda_fused_matmul_plan, sift_cuda_fused_matmul_launch},
-    [SIFT_OP_SWIGLU_MATMUL] = {sift_cuda_fused_matmul_plan, sift_cuda_fused_matmul_launch},
     [SIFT_OP_ROPE] = {NULL, sift_cuda_rope_launch},
     [SIFT_OP_SWIGLU] = {NULL, sift_cuda_eltwise_launch},
     [SIFT_OP_ADD] = {NULL, sift_cuda_eltwise_launch},
@@ -687,8 +685,7 @@ static sift_status cuda_sync(void *p)
 
 static bool cuda_supports_op(void *p, const sift_node *n)
 {
-    const cuda_backend *b = p;
-    if (n->op == SIFT_OP_NORM_MATMUL || n->op == SIFT_OP_SWIGLU_MATMUL) return sift_cuda_fused_matmul_supported(&b->dev, n);
+    (void)p;
     return (unsigned)n->op < SIFT_OP_COUNT && cuda_ops[n->op].launch;
 }
 
