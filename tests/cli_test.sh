@@ -199,6 +199,16 @@ expect_rc 0 "tokenize"
 expect_eq "$(wc -w < "$T/out")" 8 "tokenize: BOS and 7 characters"
 sift tokenize -m "$RMODEL" -f "$T/tok.txt" --no-bos
 expect_eq "$(wc -w < "$T/out")" 7 "tokenize --no-bos"
+# a file past 256 MiB (an endless /dev/zero) is refused with the limit, not read until memory runs out
+sift tokenize -m "$RMODEL" -f /dev/zero
+expect_rc 1 "tokenize -f /dev/zero"
+expect_in err "sift tokenize: cannot read '/dev/zero': larger than the 256 MiB sift reads" "tokenize -f /dev/zero"
+sift run -m "$RMODEL" --backend cpu -f /dev/zero
+expect_rc 1 "run -f /dev/zero"
+expect_in err "sift run: cannot read the prompt file /dev/zero: larger than the 256 MiB sift reads" "run -f /dev/zero"
+sift eval -m "$RMODEL" --backend cpu --text /dev/zero
+expect_rc 1 "eval --text /dev/zero"
+expect_in err "sift eval: cannot read /dev/zero: larger than the 256 MiB sift reads" "eval --text /dev/zero"
 
 # ---- sift demo: the retrieval model and its test set, found through the source tree -------------
 sift_slow demo --samples 1 --backend cpu
@@ -294,6 +304,15 @@ if [ -n "$CHAT_LLAMA3" ]; then
     fi
     sift chat </dev/null
     expect_rc 2 "chat without a model"
+    # a message (line) past 4 MiB, here an endless one, ends the chat with the limit
+    sift chat -m "$CHAT_CHATML" --backend cpu -n 3 </dev/zero
+    expect_rc 1 "chat </dev/zero"
+    expect_in err "sift chat: a message (line of input) longer than 4 MiB; the chat ends" "chat </dev/zero"
+    { printf 'hi\n'; head -c $((5 << 20)) /dev/zero | tr '\0' a; printf '\nbye\n'; } >"$T/long.txt"
+    sift chat -m "$CHAT_CHATML" --backend cpu -n 3 <"$T/long.txt"
+    expect_rc 1 "chat, a 5 MiB message"
+    expect_in err "turn 1: 21 new tokens evaluated, 3 generated (-n)" "chat, a 5 MiB message: the turn before it"
+    expect_in err "longer than 4 MiB; the chat ends" "chat, a 5 MiB message"
     # sift tokenize --special: the control token is one id (260); without it, its 10 bytes
     printf 'a<|eot_id|>' >"$T/special.txt"
     sift tokenize -m "$CHAT_LLAMA3" -f "$T/special.txt" --special

@@ -21,11 +21,12 @@ static void usage_chat(FILE *f)
     fputs("usage: sift chat -m MODEL.gguf [options]\n"
           "\n"
           "Chats with an instruction-tuned model: reads one message per line from standard input (a\n"
-          "terminal or a pipe; empty lines are skipped), writes the conversation in the model's chat\n"
-          "template and streams each reply to standard output, one line per reply. The conversation\n"
-          "stays in the KV cache: a turn evaluates only its new tokens. A reply ends at the model's\n"
-          "end-of-turn token or after -n tokens; the chat ends at the end of input, or when the context\n"
-          "is full (with a message). After each reply, stderr gets a line with the turn's token counts.\n"
+          "terminal or a pipe; empty lines are skipped; a line holds at most 4 MiB), writes the\n"
+          "conversation in the model's chat template and streams each reply to standard output, one\n"
+          "line per reply. The conversation stays in the KV cache: a turn evaluates only its new\n"
+          "tokens. A reply ends at the model's end-of-turn token or after -n tokens; the chat ends at\n"
+          "the end of input, or when the context is full (with a message). After each reply, stderr\n"
+          "gets a line with the turn's token counts.\n"
           "Special tokens written in a message (<|im_end|>, ...) are read as those tokens, as in\n"
           "llama.cpp's conversation mode.\n"
           "\n"
@@ -193,15 +194,45 @@ static bool render_turn(const char *tmpl, conversation *c, const char **delta, s
     return true;
 }
 
-/* Reads a line without its end; NULL at the end of input. */
-static char *read_line(char **buf, size_t *cap)
+/* The longest message (line of input) chat reads: far more than a context holds, and a bound on the
+ * memory an endless line (/dev/zero) can take. */
+#define CHAT_MAX_LINE_BYTES ((size_t)4 << 20)
+
+/* Reads a line without its end into *buf (grown as needed, NUL-terminated): 1, 0 at the end of
+ * input, or -1 after a message when the line is longer than CHAT_MAX_LINE_BYTES or memory runs out. */
+static int read_line(char **buf, size_t *cap)
 {
-    const ssize_t n = getline(buf, cap, stdin);
-    if (n < 0) return NULL;
-    size_t len = (size_t)n;
-    while (len > 0 && ((*buf)[len - 1] == '\n' || (*buf)[len - 1] == '\r')) len--;
+    size_t len = 0;
+    int c = EOF;
+    while ((c = getc(stdin)) != EOF && c != '\n') {
+        if (len == CHAT_MAX_LINE_BYTES) {
+            fprintf(stderr, "sift chat: a message (line of input) longer than %zu MiB; the chat ends\n",
+                    CHAT_MAX_LINE_BYTES >> 20);
+            return -1;
+        }
+        if (len + 2 > *cap) { /* room for c and the NUL */
+            const size_t next = *cap ? 2 * *cap : 256;
+            char *p = realloc(*buf, next);
+            if (!p) {
+                fprintf(stderr, "sift chat: out of memory for a message of %zu bytes\n", len + 1);
+                return -1;
+            }
+            *buf = p;
+            *cap = next;
+        }
+        (*buf)[len++] = (char)c;
+    }
+    if (c == EOF && len == 0) return 0;
+    while (len > 0 && (*buf)[len - 1] == '\r') len--;
+    if (!*buf) { /* an empty line before any other */
+        if (!(*buf = malloc(1))) {
+            fprintf(stderr, "sift chat: out of memory\n");
+            return -1;
+        }
+        *cap = 1;
+    }
     (*buf)[len] = 0;
-    return *buf;
+    return 1;
 }
 
 static int chat(const chat_options *o)
@@ -269,8 +300,10 @@ static int chat(const chat_options *o)
             fputs("> ", stdout);
             fflush(stdout);
         }
-        const char *line = read_line(&line_buf, &line_cap);
-        if (!line) break;
+        const int got = read_line(&line_buf, &line_cap);
+        if (got < 0) rc = 1;
+        if (got <= 0) break;
+        const char *line = line_buf;
         if (!*line) {
             turn--;
             continue;

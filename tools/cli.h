@@ -24,9 +24,14 @@ bool cli_parse_threads(const char *s, int64_t *out);
  * after the point, or null where it is not finite (JSON has no inf or nan). */
 void cli_json_string(const char *str);
 void cli_json_fixed(double v, int decimals);
+/* The largest file cli_read_file reads (a prompt, a text to evaluate): far more text than any
+ * context holds, and a bound on the memory an endless input such as /dev/zero can take. */
+#define CLI_MAX_FILE_BYTES ((size_t)256 << 20)
 /* A whole file into a new NUL-terminated buffer of *len bytes (NULL with errno set when it cannot
- * be read). */
+ * be read: EFBIG past CLI_MAX_FILE_BYTES). */
 char *cli_read_file(const char *path, size_t *len);
+/* Why cli_read_file failed with errno err, for a message. */
+const char *cli_read_error(int err);
 /* TokenButler's options, shared by run, logits, eval and bench-decode. */
 typedef struct cli_butler {
     const char *predictor; /* --predictor FILE, or "random" (a random predictor, for timing) */

@@ -56,7 +56,8 @@ static void usage(FILE *f)
           "\n"
           "options:\n"
           "  -m, --model PATH     GGUF model\n"
-          "  --text FILE          a text file (tokenized with the model's tokenizer, BOS first)\n"
+          "  --text FILE          a text file (tokenized with the model's tokenizer, BOS first; at most\n"
+          "                       256 MiB)\n"
           "  --retrieval FILE     a retrieval test set (tools/retrieval/README.md)\n"
           "  --policies LIST      comma-separated (default dense,tokenselect,streaming,h2o,snapkv,quest,oracle,\n"
           "                       and butler with --predictor);\n"
@@ -354,7 +355,7 @@ static int eval_text(const eval_options *o, sift_context *ctx, sift_model *m, co
     size_t len = 0;
     char *text = cli_read_file(o->text_path, &len);
     if (!text) {
-        fprintf(stderr, "sift eval: cannot read %s\n", o->text_path);
+        fprintf(stderr, "sift eval: cannot read %s: %s\n", o->text_path, cli_read_error(errno));
         return 1;
     }
     int32_t *ids = malloc((len + 8) * sizeof *ids);
@@ -454,7 +455,7 @@ static int load_samples(const char *who, const char *path, sift_model *m, const 
     size_t len = 0;
     char *buf = cli_read_file(path, &len);
     if (!buf) {
-        fprintf(stderr, "%s: cannot read %s\n", who, path);
+        fprintf(stderr, "%s: cannot read %s: %s\n", who, path, cli_read_error(errno));
         return 1;
     }
     int cap = 0, n = 0;

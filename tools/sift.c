@@ -750,7 +750,7 @@ static void usage_run(FILE *f, const char *cmd)
             "options:\n"
             "  -m, --model PATH   GGUF model (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K weights)\n"
             "  -p, --prompt TEXT  prompt (default: empty: generation starts from BOS)\n"
-            "  -f, --file FILE    read the prompt from FILE (instead of -p)\n"
+            "  -f, --file FILE    read the prompt from FILE (instead of -p; at most 256 MiB)\n"
             "  -n, --n-predict N  tokens to generate (default 128); generation stops early, with a\n"
             "                     message, when the context is full (unless --context-shift)\n"
             "  --context-shift    when the context is full, keep the first --keep tokens of the prompt,\n"
@@ -864,7 +864,14 @@ char *cli_read_file(const char *path, size_t *len)
     while (buf) {
         n += fread(buf + n, 1, cap - n, f);
         if (n < cap) break;
-        char *p = cap > SIZE_MAX / 4 ? NULL : realloc(buf, 2 * cap + 1);
+        if (n > CLI_MAX_FILE_BYTES) { /* the buffer ends one byte past the limit: too large, or endless */
+            free(buf);
+            buf = NULL;
+            errno = EFBIG;
+            break;
+        }
+        const size_t next = 2 * cap < CLI_MAX_FILE_BYTES + 1 ? 2 * cap : CLI_MAX_FILE_BYTES + 1;
+        char *p = realloc(buf, next + 1);
         if (!p) {
             free(buf);
             buf = NULL;
@@ -872,7 +879,7 @@ char *cli_read_file(const char *path, size_t *len)
             break;
         }
         buf = p;
-        cap *= 2;
+        cap = next;
     }
     if (buf && ferror(f)) {
         free(buf);
@@ -883,6 +890,14 @@ char *cli_read_file(const char *path, size_t *len)
     if (buf) buf[n] = 0;
     *len = n;
     return buf;
+}
+
+const char *cli_read_error(int err)
+{
+    if (err != EFBIG) return strerror(err);
+    static char msg[64];
+    snprintf(msg, sizeof msg, "larger than the %zu MiB sift reads", CLI_MAX_FILE_BYTES >> 20);
+    return msg;
 }
 
 /* A seed that differs from run to run (for --seed -1). */
@@ -1066,7 +1081,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
     if (prompt_file) {
         prompt_buf = cli_read_file(prompt_file, &plen);
         if (!prompt_buf) {
-            fprintf(stderr, "sift %s: cannot read the prompt file %s: %s\n", cmd, prompt_file, strerror(errno));
+            fprintf(stderr, "sift %s: cannot read the prompt file %s: %s\n", cmd, prompt_file, cli_read_error(errno));
             return 1;
         }
         if (strlen(prompt_buf) != plen) {
@@ -1865,7 +1880,7 @@ static int tokenize_file(int argc, char **argv)
     size_t len = 0;
     char *text = cli_read_file(file, &len);
     if (!text) {
-        fprintf(stderr, "sift tokenize: cannot read '%s'\n", file);
+        fprintf(stderr, "sift tokenize: cannot read '%s': %s\n", file, cli_read_error(errno));
         return 1;
     }
     sift_context *ctx;
