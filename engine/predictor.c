@@ -12,15 +12,45 @@
 
 #define ARCH "sift-butler"
 
+enum { FP_BLOCKS = 64, FP_BLOCK_BYTES = 64 }; /* sift_model_fingerprint_blocks: 4 KiB of each tensor */
+
+/* FNV-1a 64 of n bytes, continuing from h. */
+static uint64_t fnv1a(uint64_t h, const void *data, uint64_t n)
+{
+    const uint8_t *b = data;
+    for (uint64_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
 uint64_t sift_model_fingerprint(const sift_model *m)
 {
     uint64_t h = 0xcbf29ce484222325ull;
-    const uint64_t prime = 0x100000001b3ull;
     for (uint64_t i = 0; i < sift_gguf_tensor_count(m->file); i++) {
         const sift_gguf_tensor *t = sift_gguf_tensor_at(m->file, i);
-        for (uint64_t b = 0; b < t->name.len; b++) h = (h ^ (uint8_t)t->name.ptr[b]) * prime;
-        const uint64_t n = t->nbytes < 64 ? t->nbytes : 64;
-        for (uint64_t b = 0; b < n; b++) h = (h ^ ((const uint8_t *)t->data)[b]) * prime;
+        h = fnv1a(h, t->name.ptr, t->name.len);
+        h = fnv1a(h, t->data, t->nbytes < 64 ? t->nbytes : 64);
+    }
+    return h;
+}
+
+uint64_t sift_model_fingerprint_blocks(const sift_model *m)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint64_t i = 0; i < sift_gguf_tensor_count(m->file); i++) {
+        const sift_gguf_tensor *t = sift_gguf_tensor_at(m->file, i);
+        const uint8_t *data = t->data;
+        uint8_t size[8];
+        for (int k = 0; k < 8; k++) size[k] = (uint8_t)(t->nbytes >> (8 * k));
+        h = fnv1a(h, t->name.ptr, t->name.len);
+        h = fnv1a(h, size, sizeof size);
+        if (t->nbytes <= (uint64_t)FP_BLOCKS * FP_BLOCK_BYTES) {
+            h = fnv1a(h, data, t->nbytes);
+            continue;
+        }
+        /* block b starts at floor(b * span / (FP_BLOCKS - 1)): the first at 0, the last ending at
+         * the tensor's end; computed as q * b + r * b / (FP_BLOCKS - 1) so that no product overflows */
+        const uint64_t span = t->nbytes - FP_BLOCK_BYTES, q = span / (FP_BLOCKS - 1), r = span % (FP_BLOCKS - 1);
+        for (uint64_t b = 0; b < FP_BLOCKS; b++) h = fnv1a(h, data + q * b + r * b / (FP_BLOCKS - 1), FP_BLOCK_BYTES);
     }
     return h;
 }
@@ -193,12 +223,22 @@ static sift_status check_against_model(const sift_gguf *f, const sift_model *m)
         return sift_set_error(SIFT_E_INVALID, "%s: key '" ARCH ".base_fingerprint' is missing", label);
     char mine[17];
     snprintf(mine, sizeof mine, "%016llx", (unsigned long long)sift_model_fingerprint(m));
-    if (fp.len != 16 || memcmp(fp.ptr, mine, 16) != 0) {
-        char shown[40];
+    char shown[40];
+    if (fp.len != 16 || memcmp(fp.ptr, mine, 16) != 0)
         return sift_set_error(SIFT_E_INVALID,
                               "%s: the predictor was trained for another model (fingerprint %s, this model's is %s)", label,
                               sift_gguf_str_shown(fp, shown, sizeof shown), mine);
-    }
+    /* The fingerprint above reads the first 64 bytes of each tensor only; this one reads blocks over
+     * the whole of each. Files written before it existed lack it and are checked by the first. */
+    if (!sift_gguf_has(f, ARCH ".base_fingerprint_blocks")) return SIFT_OK;
+    if (sift_gguf_get_string(f, ARCH ".base_fingerprint_blocks", &fp) != SIFT_OK)
+        return sift_set_error(SIFT_E_INVALID, "%s: key '" ARCH ".base_fingerprint_blocks' is not a string", label);
+    snprintf(mine, sizeof mine, "%016llx", (unsigned long long)sift_model_fingerprint_blocks(m));
+    if (fp.len != 16 || memcmp(fp.ptr, mine, 16) != 0)
+        return sift_set_error(SIFT_E_INVALID,
+                              "%s: the predictor was trained for another model (its tensors differ past their first 64 "
+                              "bytes: fingerprint over blocks %s, this model's is %s)", label,
+                              sift_gguf_str_shown(fp, shown, sizeof shown), mine);
     return SIFT_OK;
 }
 

@@ -28,6 +28,12 @@ struct sift_predictor {
  * 64 bytes of its data (at most). A predictor file names the fingerprint of the model it was
  * trained for. */
 uint64_t sift_model_fingerprint(const sift_model *m);
+/* The same over blocks spread over the whole of each tensor, so that tensors that differ only past
+ * their first 64 bytes differ here: FNV-1a 64 over each tensor, in the file's order, of its name,
+ * its byte count (8 bytes, little-endian), then its data: all of it up to 4096 bytes, else 64
+ * blocks of 64 bytes, block b at floor(b * (nbytes - 64) / 63). Predictor files written since it
+ * exists name it too (sift-butler.base_fingerprint_blocks). */
+uint64_t sift_model_fingerprint_blocks(const sift_model *m);
 
 /* Consumer layer l's slot among the outputs of its producer, layer (l - 1) / stride * stride. */
 static inline int butler_slot_of(const sift_predictor *p, int l) { return (l - 1) % p->stride; }

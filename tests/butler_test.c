@@ -1,8 +1,11 @@
 /* TokenButler in sessions, on every available backend, over the retrieval model the repository
- * ships: predictor files (a valid one, and ones that do not belong to the model: each refused with
- * a message naming why), butler with S + W + k >= N equal to dense, the prediction interval's
- * counts of selecting and reusing steps, and neighbour fetch and the interval changing what is
- * attended. The predictor files are written here, in the trainer's format (tools/butler). */
+ * ships: predictor files (a valid one, one from before the fingerprint over blocks, and ones that
+ * do not belong to the model: each refused with a message naming why), butler with S + W + k >= N
+ * equal to dense, the prediction interval's counts of selecting and reusing steps, and neighbour
+ * fetch and the interval changing what is attended. The predictor files are written here, in the
+ * trainer's format (tools/butler). Then the predictors the repository ships (tools/butler/predictors)
+ * load for their base models, and are refused for a copy of the base that differs only past the
+ * first 64 bytes of each tensor (stories260K's skipped where ../shared is absent). */
 #include "sift.h"
 
 #include "backend_filter.h"
@@ -15,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf.h" /* the tensors' places in a base model's file, to change it past their first 64 bytes */
+
 static int n_checks, n_failures;
 
 static void check(bool ok, const char *bname, const char *what, double value)
@@ -24,7 +29,16 @@ static void check(bool ok, const char *bname, const char *what, double value)
     printf("%-7s %-68s %12.6g  %s\n", bname, what, value, ok ? "ok" : "FAIL");
 }
 
-typedef enum { FILE_OK, FILE_WRONG_LAYERS, FILE_WRONG_FINGERPRINT, FILE_WRONG_ARCH, FILE_MISSING_TENSOR, FILE_WRONG_SHAPE } file_kind;
+typedef enum {
+    FILE_OK,
+    FILE_WRONG_LAYERS,
+    FILE_WRONG_FINGERPRINT,
+    FILE_WRONG_ARCH,
+    FILE_MISSING_TENSOR,
+    FILE_WRONG_SHAPE,
+    FILE_WRONG_BLOCKS, /* base_fingerprint right, base_fingerprint_blocks wrong */
+    FILE_NO_BLOCKS     /* without base_fingerprint_blocks, as files were before it: valid */
+} file_kind;
 
 typedef struct {
     char name[64];
@@ -54,10 +68,12 @@ static bool write_predictor(const char *path, sift_model *m, const sift_model_in
     }
     if (kind == FILE_MISSING_TENSOR) n--;
     if (kind == FILE_WRONG_SHAPE) t[2].dims[1] = (uint64_t)hidden + 1;
-    char fp[17];
+    char fp[17], fp_blocks[17];
     snprintf(fp, sizeof fp, "%016llx", (unsigned long long)(sift_model_fingerprint(m) ^ (kind == FILE_WRONG_FINGERPRINT)));
+    snprintf(fp_blocks, sizeof fp_blocks, "%016llx",
+             (unsigned long long)(sift_model_fingerprint_blocks(m) ^ (kind == FILE_WRONG_BLOCKS)));
     gguf_builder b = {0};
-    gb_header(&b, (uint64_t)n, 11);
+    gb_header(&b, (uint64_t)n, kind == FILE_NO_BLOCKS ? 11 : 12);
     gb_kv_str(&b, "general.architecture", kind == FILE_WRONG_ARCH ? "llama" : "sift-butler");
     gb_kv_u32(&b, "sift-butler.block_count", (uint32_t)(L + (kind == FILE_WRONG_LAYERS)));
     gb_kv_u32(&b, "sift-butler.embedding_length", (uint32_t)e);
@@ -69,6 +85,7 @@ static bool write_predictor(const char *path, sift_model *m, const sift_model_in
     gb_kv_u32(&b, "sift-butler.hidden_length", (uint32_t)hidden);
     gb_kv_f32(&b, "sift-butler.layer_norm_epsilon", 1e-5f);
     gb_kv_str(&b, "sift-butler.base_fingerprint", fp);
+    if (kind != FILE_NO_BLOCKS) gb_kv_str(&b, "sift-butler.base_fingerprint_blocks", fp_blocks);
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
         uint64_t elems = 1;
@@ -104,7 +121,7 @@ static void bad_files(sift_model *m, const sift_model_info *mi, const char *bnam
     } cases[] = {
         {FILE_WRONG_LAYERS, "block_count"},   {FILE_WRONG_FINGERPRINT, "another model"},
         {FILE_WRONG_ARCH, "not a TokenButler"}, {FILE_MISSING_TENSOR, "is missing"},
-        {FILE_WRONG_SHAPE, "butler.0.fc1.weight"},
+        {FILE_WRONG_SHAPE, "butler.0.fc1.weight"}, {FILE_WRONG_BLOCKS, "differ past their first 64 bytes"},
     };
     char path[512];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -176,6 +193,12 @@ static void run_backend(sift_context *ctx, const char *bname, const char *model_
     sift_status s = wrote ? sift_predictor_load(m, path, &p) : SIFT_E_INVALID;
     check(s == SIFT_OK, bname, s == SIFT_OK ? "a predictor file for this model loads" : sift_last_error(), (double)s);
     remove(path);
+    sift_predictor *old = NULL;
+    const sift_status s_old = write_predictor(path, m, &mi, FILE_NO_BLOCKS) ? sift_predictor_load(m, path, &old) : SIFT_E_INVALID;
+    check(s_old == SIFT_OK, bname, s_old == SIFT_OK ? "one without base_fingerprint_blocks (older) loads" : sift_last_error(),
+          (double)s_old);
+    sift_predictor_destroy(old);
+    remove(path);
     bad_files(m, &mi, bname, dir);
     if (!p) {
         sift_model_destroy(m);
@@ -228,10 +251,71 @@ static void run_backend(sift_context *ctx, const char *bname, const char *model_
     sift_model_destroy(m);
 }
 
+/* A copy of the model file at base with the sign of every f32 and f16 past the first 64 bytes of
+ * each tensor flipped, written to out: the same first 64 bytes of every tensor, so the same
+ * base_fingerprint, and another model. */
+static bool write_changed_copy(const char *base, const char *out)
+{
+    FILE *f = fopen(base, "rb");
+    uint8_t *buf = NULL;
+    long size = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)size)))
+        size = fread(buf, 1, (size_t)size, f) == (size_t)size ? size : -1;
+    if (f) fclose(f);
+    sift_gguf *g = NULL;
+    bool ok = buf && size > 0 && sift_gguf_open_memory(buf, (size_t)size, base, &g) == SIFT_OK;
+    for (uint64_t i = 0; ok && i < sift_gguf_tensor_count(g); i++) {
+        const sift_gguf_tensor *t = sift_gguf_tensor_at(g, i);
+        const uint64_t elem = t->type == SIFT_GGUF_TENSOR_F32 ? 4 : t->type == SIFT_GGUF_TENSOR_F16 ? 2 : 0;
+        const uint64_t at = sift_gguf_data_offset(g) + t->offset;
+        for (uint64_t b = 64; elem && b + elem <= t->nbytes; b += elem) buf[at + b + elem - 1] ^= 0x80; /* little-endian: the sign */
+    }
+    sift_gguf_close(g);
+    FILE *o = ok ? fopen(out, "wb") : NULL;
+    ok = o && fwrite(buf, 1, (size_t)size, o) == (size_t)size;
+    if (o) ok = fclose(o) == 0 && ok;
+    free(buf);
+    return ok;
+}
+
+/* The predictor the repository ships for the base model: it loads for the base, and is refused for
+ * a copy that differs only past the first 64 bytes of each tensor (which base_fingerprint alone
+ * took for the base). */
+static void shipped_predictor(sift_context *ctx, const char *base, const char *predictor, const char *dir)
+{
+    const char *name = strrchr(predictor, '/') ? strrchr(predictor, '/') + 1 : predictor;
+    char what[200], changed[512];
+    snprintf(changed, sizeof changed, "%s/changed-base.gguf", dir);
+    sift_model *m = NULL, *other = NULL;
+    sift_predictor *p = NULL;
+    sift_status s = sift_model_load(ctx, base, &m);
+    if (s == SIFT_OK) s = sift_predictor_load(m, predictor, &p);
+    snprintf(what, sizeof what, "%s loads for its base", name);
+    check(s == SIFT_OK, "cpu", s == SIFT_OK ? what : sift_last_error(), (double)s);
+    sift_predictor_destroy(p);
+    p = NULL;
+    const bool wrote = m && write_changed_copy(base, changed);
+    check(wrote, "cpu", "a copy of the base with every value past 64 bytes of a tensor negated", 0);
+    if (wrote && sift_model_load(ctx, changed, &other) == SIFT_OK) {
+        check(sift_model_fingerprint(other) == sift_model_fingerprint(m) &&
+                  sift_model_fingerprint_blocks(other) != sift_model_fingerprint_blocks(m),
+              "cpu", "  the copy: base_fingerprint the base's, the fingerprint over blocks not", 0);
+        s = sift_predictor_load(other, predictor, &p);
+        snprintf(what, sizeof what, "%s is refused for the copy (differs past 64 bytes)", name);
+        check(s == SIFT_E_INVALID && !p && strstr(sift_last_error(), "differ past their first 64 bytes"), "cpu", what, (double)s);
+    } else if (wrote) {
+        check(false, "cpu", sift_last_error(), 0);
+    }
+    remove(changed);
+    sift_predictor_destroy(p);
+    sift_model_destroy(other);
+    sift_model_destroy(m);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 3) {
-        fprintf(stderr, "usage: sift-butler-test MODEL.gguf SCRATCH_DIR\n");
+    if (argc < 5) {
+        fprintf(stderr, "usage: sift-butler-test MODEL.gguf SCRATCH_DIR PREDICTORS_DIR SHARED_DIR\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -245,6 +329,23 @@ int main(int argc, char **argv)
         }
         run_backend(ctx, bname, argv[1], argv[2]);
         sift_context_destroy(ctx);
+    }
+    /* the fingerprints are the host's: the CPU checks the shipped predictors */
+    sift_context *cpu = NULL;
+    char predictor[512], stories[512];
+    if (!test_backend_excluded(SIFT_BACKEND_CPU) && sift_context_create(SIFT_BACKEND_CPU, &cpu) == SIFT_OK) {
+        snprintf(predictor, sizeof predictor, "%s/retrieval.butler.gguf", argv[3]);
+        shipped_predictor(cpu, argv[1], predictor, argv[2]);
+        snprintf(stories, sizeof stories, "%s/models/stories260K.gguf", argv[4]);
+        snprintf(predictor, sizeof predictor, "%s/stories260K.butler.gguf", argv[3]);
+        FILE *f = fopen(stories, "rb");
+        if (f) {
+            fclose(f);
+            shipped_predictor(cpu, stories, predictor, argv[2]);
+        } else {
+            printf("cpu     skipped: %s is absent: stories260K's predictor not checked\n", stories);
+        }
+        sift_context_destroy(cpu);
     }
     printf("\nsummary: %d checks, %d failures\n", n_checks, n_failures);
     return n_failures ? 1 : 0;

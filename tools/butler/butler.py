@@ -18,8 +18,9 @@ The file (GGUF v3, general.architecture "sift-butler"):
     u32  sift-butler.block_count, .embedding_length, .attention.head_count, .attention.head_count_kv,
          .attention.key_length, .key_dim, .producer_stride, .hidden_length
     f32  sift-butler.layer_norm_epsilon
-    str  sift-butler.base_fingerprint (teacher.fingerprint of the base GGUF), sift-butler.training
-         (a one-line summary, optional), general.name (optional)
+    str  sift-butler.base_fingerprint and .base_fingerprint_blocks (teacher.fingerprint and
+         .fingerprint_blocks of the base GGUF: fingerprint.py), sift-butler.training (a one-line
+         summary, optional), general.name (optional)
     tensors, all F32 (all F16 with f16=True), row-major shapes (GGUF dims are these reversed):
          butler.{i}.norm.weight [E], butler.{i}.norm.bias [E], butler.{i}.fc1.weight [hidden][E],
          butler.{i}.fc2.weight [P*Hq*d'][hidden] for i = 0 .. n_producers - 1;
@@ -97,9 +98,9 @@ class Butler(nn.Module):
             out["butler.key.%d.weight" % l] = self.key[l - 1]
         return {k: v.detach().float().cpu().numpy() for k, v in out.items()}
 
-    def write(self, path, fingerprint, name=None, training=None, f16=False, extra=None):
-        """Writes the predictor GGUF; returns its size. extra: more (key, kind, value) metadata, kind
-        one of 'u32', 'f32', 'str'."""
+    def write(self, path, fingerprint, fingerprint_blocks, name=None, training=None, f16=False, extra=None):
+        """Writes the predictor GGUF; returns its size. fingerprint, fingerprint_blocks: the base's
+        (teacher.Teacher's). extra: more (key, kind, value) metadata, kind one of 'u32', 'f32', 'str'."""
         c = self.cfg
         w = gguf_writer.GGUFWriter()
         w.add_string("general.architecture", ARCH)
@@ -113,6 +114,7 @@ class Butler(nn.Module):
             w.add_u32(a + key, int(v))
         w.add_f32(a + "layer_norm_epsilon", float(c["eps"]))
         w.add_string(a + "base_fingerprint", fingerprint)
+        w.add_string(a + "base_fingerprint_blocks", fingerprint_blocks)
         if training:
             w.add_string(a + "training", " ".join(training.split()))  # one line
         for key, kind, v in extra or ():
@@ -149,6 +151,10 @@ def read_file(path):
     if types.get(a + "base_fingerprint") != gguf_writer.T_STRING or not (
             len(fp) == 16 and all(ch in "0123456789abcdef" for ch in fp)):
         raise ValueError("%s: %sbase_fingerprint missing or not 16 lowercase hex digits" % (path, a))
+    fp_blocks = meta.get(a + "base_fingerprint_blocks")  # absent from files written before it existed
+    if a + "base_fingerprint_blocks" in meta and (types[a + "base_fingerprint_blocks"] != gguf_writer.T_STRING or not (
+            len(fp_blocks) == 16 and all(ch in "0123456789abcdef" for ch in fp_blocks))):
+        raise ValueError("%s: %sbase_fingerprint_blocks is not 16 lowercase hex digits" % (path, a))
     for key in ("general.name", a + "training"):
         if key in meta and types[key] != gguf_writer.T_STRING:
             raise ValueError("%s: %s is not a string" % (path, key))

@@ -19,8 +19,8 @@ engine/forward.c), written out here so that the predictor learns the attention s
 Teacher.forward returns, per layer asked for, the residual stream entering the layer and the roped
 queries and keys (the keys are what sift writes to the KV cache).
 
-Also here: the base-model fingerprint the predictor file carries, and check_against_sift, which
-compares the teacher's logits with `sift logits`.
+Also here: the base-model fingerprints the predictor file carries (fingerprint.py), and
+check_against_sift, which compares the teacher's logits with `sift logits`.
 """
 
 import json
@@ -35,6 +35,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "retrieval"))
 import gguf_writer  # noqa: E402  (the project's GGUF reader)
+from fingerprint import fingerprint, fingerprint_blocks  # noqa: E402  (the base's, for the predictor file)
 
 ARCHS = ("llama", "qwen2", "mistral")
 
@@ -74,17 +75,6 @@ def dequantize(dims, ggml_type, data):
 
 
 # ---- the base model's file ----------------------------------------------------------------------
-
-def fingerprint(g):
-    """16 lowercase hex digits of FNV-1a 64 over, for every tensor in the order of the file's
-    tensor-info table, its name's UTF-8 bytes then the first min(64, nbytes) bytes of its data. It
-    ties a predictor to the base model it was trained on, cheaply (no full read of a big model)."""
-    h = 0xcbf29ce484222325
-    for name, (_, _, data) in g.tensors.items():
-        for b in name.encode("utf-8") + bytes(data[:64]):
-            h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return "%016x" % h
-
 
 def _uniform_u32(meta, key, default=None):
     """A u32 key that some converters write per layer (an array whose entries agree, as sift needs)."""
@@ -174,6 +164,7 @@ class Teacher:
         g = gguf_writer.GGUFFile(path, use_mmap=True)
         self.file = g
         self.fingerprint = fingerprint(g)
+        self.fingerprint_blocks = fingerprint_blocks(g)
         c = read_config(g)
         if "rope_freqs.weight" in g.tensors:
             c["rope_freqs_tensor"] = dequantize(*g.tensors["rope_freqs.weight"])

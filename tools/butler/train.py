@@ -417,13 +417,15 @@ def train(args, log):
     summary = ("data %s, lengths %d-%d, %d steps (%.2fM tokens, %.0f s on %s), seed %d: held-out KL %.4f -> %.4f, "
                "recall@%d %.3f (oracle %.3f)" % (source, lo, hi, step, tokens / 1e6, train_s, device.type, args.seed,
                                                  first["kl"], last["kl"], ks[0], r0[0], r0[2]))
-    size = model.write(args.out, teacher.fingerprint, name="sift-butler for %s" % os.path.basename(args.model),
+    size = model.write(args.out, teacher.fingerprint, teacher.fingerprint_blocks,
+                       name="sift-butler for %s" % os.path.basename(args.model),
                        training=summary, f16=args.f16,
                        extra=[("sift-butler.parameter_count", "u32", model.n_params()),
                               ("sift-butler.overhead_percent", "f32", overhead)])
     check_written(args.out, model, teacher, args.f16)
     log("wrote %s (%.1f KB, %s; format checked): %s" % (args.out, size / 1e3, "F16" if args.f16 else "F32", summary))
-    res = {"model": args.model, "out": args.out, "fingerprint": teacher.fingerprint, "predictor": model.cfg,
+    res = {"model": args.model, "out": args.out, "fingerprint": teacher.fingerprint,
+           "fingerprint_blocks": teacher.fingerprint_blocks, "predictor": model.cfg,
            "parameters": model.n_params(), "base_parameters": teacher.n_params, "overhead_percent": overhead,
            "steps": step, "tokens": tokens, "train_seconds": train_s, "device": str(device),
            "first_eval": first, "final_eval": last, "train_kl_first_tenth": head, "train_kl_last_tenth": tail,
@@ -449,8 +451,13 @@ def check_written(path, model, teacher, f16):
             raise RuntimeError("%s: %s is %s in the file, %s in the model" % (path, k, cfg[k], model.cfg[k]))
     if abs(cfg["eps"] - model.cfg["eps"]) > 1e-12:
         raise RuntimeError("%s: layer_norm_epsilon differs" % path)
-    if fp != teacher.fingerprint or fp != tc.fingerprint(tc.gguf_writer.GGUFFile(teacher.path, use_mmap=True)):
+    base = tc.gguf_writer.GGUFFile(teacher.path, use_mmap=True)
+    if fp != teacher.fingerprint or fp != tc.fingerprint(base):
         raise RuntimeError("%s: base_fingerprint %s is not the base's %s" % (path, fp, teacher.fingerprint))
+    fp_blocks = meta.get("sift-butler.base_fingerprint_blocks")
+    if fp_blocks != teacher.fingerprint_blocks or fp_blocks != tc.fingerprint_blocks(base):
+        raise RuntimeError("%s: base_fingerprint_blocks %s is not the base's %s" % (
+            path, fp_blocks, teacher.fingerprint_blocks))
     for name, want in model.gguf_tensors().items():
         if f16:
             want = want.astype(np.float16).astype(np.float32)
