@@ -675,7 +675,7 @@ static MvKernel mv_kernel_for(int wtype)
     }
 }
 
-// The direct matrix-vector kernels for R rows per warp (1 or 2) and nt tokens (1, 2 or 4); q8_0 with
+// The direct matrix-vector kernels for R rows per warp (1 or 2; q8_0 always 2) and nt tokens (1, 2 or 4); q8_0 with
 // U = 4 chunks in flight.
 template <int W, int R> static MvKernel mvd_for_tokens(int nt)
 {
@@ -689,7 +689,7 @@ template <int R> static MvKernel mvq_for_tokens(int nt)
 static MvKernel direct_kernel_for(int wtype, int R, int nt)
 {
     switch (wtype) {
-    case SIFT_Q8_0: return R == 1 ? mvq_for_tokens<1>(nt) : mvq_for_tokens<2>(nt);
+    case SIFT_Q8_0: return mvq_for_tokens<2>(nt); // two rows a warp at every shape (sift_cuda_matmul_plan)
     case SIFT_F32: return R == 1 ? mvd_for_tokens<SIFT_F32, 1>(nt) : mvd_for_tokens<SIFT_F32, 2>(nt);
     case SIFT_F16: return R == 1 ? mvd_for_tokens<SIFT_F16, 1>(nt) : mvd_for_tokens<SIFT_F16, 2>(nt);
     default: return R == 1 ? mvd_for_tokens<SIFT_BF16, 1>(nt) : mvd_for_tokens<SIFT_BF16, 2>(nt);
@@ -798,12 +798,14 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
     // the direct kernels: one token's x (or its digits) must fit in shared memory
     const bool direct_fits = a.t == 1 && direct_x_bytes(w, a.k) + 1024 <= dev->smem_optin;
     // q8_0 (planar rows): the direct kernel where rows are 16-byte aligned (K % 256 == 0) and x's
-    // digits fit in shared memory, else the tiled kernel. R: 2 rows a warp for long rows (the down
-    // projection's K = 14336) and for the logits' 10^5 rows, else 1: the best of the prototype's
-    // variants on the H200 at those shapes (2 and 4 rows, 4 and 8 chunks in flight).
+    // digits fit in shared memory, else the tiled kernel. R = 2 rows a warp at every shape: the
+    // prototype's best for the down projection's K = 14336 and the logits' 10^5 rows on the H200,
+    // and on an H100 one block's x digits then serve twice the rows of the small products (q/o
+    // 13.2 -> 11.9 us; 32K dense decode 175.4 / 175.8 -> 178.4 / 177.7 tokens/s against 1 row for
+    // N < 65536 and K < 8192; 4 or 8 chunks in flight, 8 lost: docs/benchmarks.md).
     if (w == SIFT_Q8_0) {
         if (a.k > 0 && a.k % 256 == 0 && wp % 16 == 0 && direct_fits) {
-            plan->rows_per_block = a.n >= 65536 || a.k >= 8192 ? 2 : 1;
+            plan->rows_per_block = 2;
             if ((a.n + MVQ_WARPS * plan->rows_per_block - 1) / (MVQ_WARPS * plan->rows_per_block) > 2147483647)
                 return beyond_limit(plan, "a matrix-vector product of more than 2^33 rows");
             plan->path = MM_DIRECT;
