@@ -53,6 +53,7 @@ const char *sift_status_name(sift_status s)
     case SIFT_E_UNAVAILABLE: return "backend unavailable";
     case SIFT_E_UNSUPPORTED: return "unsupported by device";
     case SIFT_E_BACKEND: return "backend error";
+    case SIFT_E_CANCELLED: return "cancelled";
     }
     return "unknown status";
 }

@@ -182,7 +182,8 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
     if (!m) return sift_set_error(SIFT_E_INVALID, "sift_session_create: model is NULL");
     const char *fn = "sift_session_create";
     sift_session_config c = sift_session_config_default();
-    if (cfg) TRY(sift_config_read(cfg, &c, sizeof c, sizeof c, fn));
+    /* configs of the first released size (without should_stop) are read too */
+    if (cfg) TRY(sift_config_read(cfg, &c, offsetof(sift_session_config, should_stop), sizeof c, fn));
     if (c.n_ctx == 0) c.n_ctx = m->hp.n_ctx_train;
     if (c.chunk == 0) c.chunk = 512;
     if (c.n_seq == 0) c.n_seq = 1;
@@ -291,6 +292,9 @@ butler_step sift_butler_next(const sift_session *s, const segment *sg)
 
 static sift_status run_step(sift_session *s, step *st, const int32_t *tokens, float *logits)
 {
+    if (s->cfg.should_stop && s->cfg.should_stop(s->cfg.should_stop_user))
+        return sift_set_error(SIFT_E_CANCELLED, "session: stopped by should_stop before the %s at position %lld",
+                              st->prefill ? "prefill chunk" : "decode step", (long long)st->seg[0].pos0);
     for (int i = 0; i < st->n_seg; i++) {
         segment *sg = &st->seg[i];
         TRY(sift_kv_ensure_pages(s, &s->seqs[sg->seq], sg->pos0 + sg->t));

@@ -89,7 +89,8 @@ typedef enum sift_status {
     SIFT_E_LIMIT,         /* larger than a device limit allows */
     SIFT_E_UNAVAILABLE,   /* backend not built, or no device/driver present */
     SIFT_E_UNSUPPORTED,   /* the device lacks a feature the op needs */
-    SIFT_E_BACKEND        /* the driver/runtime reported an error */
+    SIFT_E_BACKEND,       /* the driver/runtime reported an error */
+    SIFT_E_CANCELLED      /* the caller's should_stop callback asked to stop (sift_session_config) */
 } sift_status;
 
 SIFT_API const char *sift_status_name(sift_status s);
@@ -363,6 +364,14 @@ typedef struct sift_session_config {
     /* With kv_device_tokens: only V pages move to the host; K stays on the device whole (a pool of
      * pool_tokens), for policies that score every key (TOKENSELECT, dense). */
     int kv_offload_v_only;
+    /* Cancellation (a UI's stop button): asked before every graph the session runs for a call,
+     * that is before each prefill chunk (chunk tokens) and each decode step, on every backend. A
+     * non-zero answer ends the call with SIFT_E_CANCELLED: the chunks and steps done before stay
+     * in the cache and count in the position, nothing else changes, and the session goes on from
+     * there (feed the rest of the prompt to finish it). sift_session_generate asks it too, through
+     * the session's evals. NULL: never asked. Called on the thread that makes the call. */
+    int (*should_stop)(void *user);
+    void *should_stop_user;
 } sift_session_config;
 
 /* Defaults: n_ctx 0, f16 cache, DENSE, S 128, W 512, k 2048, chunk 512, one sequence, pages of

@@ -12,6 +12,9 @@
  *   - length extrapolation keeping every token equals dense (keys rotated by rank = by position),
  *     and runs past the cache's rotary range with finite logits;
  *   - every policy decodes with finite logits on every backend;
+ *   - cancellation: should_stop, asked before each prefill chunk and decode step, ends the call
+ *     with SIFT_E_CANCELLED keeping the chunks done; feeding the rest gives the logits of a call
+ *     never stopped; a stopped decode step or generate call changes nothing;
  *   - running ahead (the next decode step's graph built while a step runs) gives the logits of
  *     steps built one by one (SIFT_STEP_AHEAD=0), over page boundaries, a rewind, batched steps
  *     whose sequences change, TokenButler's interval and the Selection Cache; most steps run the
@@ -254,6 +257,55 @@ static void policies(const model_run *t)
     }
 out:
     sift_predictor_destroy(pred);
+    free(a);
+}
+
+/* should_stop's state: it answers "stop" at its stop_at-th call (0: never). */
+typedef struct {
+    int calls, stop_at;
+} stopper;
+static int stop_when(void *user)
+{
+    stopper *st = user;
+    return ++st->calls == st->stop_at;
+}
+
+static void cancelling(const model_run *t)
+{
+    float *a = malloc(2 * NV * sizeof(float)), *b = a + NV;
+    sift_session *s = NULL;
+    stopper stop = {0};
+    sift_session_config c = base_config(256);
+    RUN_OK(run(t, &c, 0, 200, 2, a, NULL), "never stopped: 200 tokens and 2 steps");
+    c.should_stop = stop_when;
+    c.should_stop_user = &stop;
+    stop.stop_at = 3; /* chunks of 64: the third chunk, at 128 */
+    RUN_OK(sift_session_create(t->m, &c, &s), "session");
+    sift_status st = sift_session_eval(s, t->toks, 200, b);
+    check(st == SIFT_E_CANCELLED && stop.calls == 3 && sift_session_pos(s) == 128, t->name, t->bname,
+          "stopped before the third prefill chunk: SIFT_E_CANCELLED at position 128", (double)sift_session_pos(s));
+    stop.stop_at = 0;
+    RUN_OK(sift_session_eval(s, t->toks + 128, 72, NULL), "the rest of the prompt");
+    stop = (stopper){.stop_at = 1};
+    st = sift_session_eval(s, t->toks + 200, 1, b);
+    check(st == SIFT_E_CANCELLED && sift_session_pos(s) == 200, t->name, t->bname,
+          "a stopped decode step: SIFT_E_CANCELLED, the position unchanged", (double)sift_session_pos(s));
+    stop.stop_at = 0;
+    RUN_OK(sift_session_eval(s, t->toks + 200, 1, NULL), "decode step 1");
+    RUN_OK(sift_session_eval(s, t->toks + 201, 1, b), "decode step 2");
+    /* the same chunks and steps as the call never stopped, in the same kernels */
+    check(nmse(a, b, NV) == 0.0, t->name, t->bname, "stopped, then fed the rest: the logits of a call never stopped",
+          nmse(a, b, NV));
+    sift_generate_config g = sift_generate_config_default();
+    g.max_tokens = 8;
+    int64_t n_gen = -1;
+    stop = (stopper){.stop_at = 3}; /* the prompt's one chunk, then the first step, then stop */
+    const int64_t before = sift_session_pos(s);
+    st = sift_session_generate(s, " Once", 5, &g, &n_gen, NULL);
+    check(st == SIFT_E_CANCELLED && sift_session_pos(s) > before && sift_session_pos(s) <= before + 4, t->name, t->bname,
+          "generate stopped by should_stop: SIFT_E_CANCELLED, what it fed kept", (double)(sift_session_pos(s) - before));
+out:
+    sift_session_destroy(s);
     free(a);
 }
 
@@ -538,6 +590,7 @@ int main(int argc, char **argv)
             sel_cache(&t, outs);
             prefill_and_extrapolation(&t, outs);
             policies(&t);
+            cancelling(&t);
             running_ahead(&t);
             profiling(&t);
             synthetic(&t);
