@@ -8,10 +8,26 @@
  * and the difference starts right after it. */
 #include "cli.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* On a terminal, Ctrl-C while the model replies stops the reply (the session's should_stop, asked
+ * before each step) and the chat goes on; at the prompt it ends the chat, as the end of input does
+ * (the read is interrupted: no SA_RESTART). */
+static volatile sig_atomic_t interrupted;
+static void on_interrupt(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+static int stop_requested(void *user)
+{
+    (void)user;
+    return interrupted;
+}
 
 /* Stands for a reply in the history the template is applied to. */
 static const char reply_stand_in[] = "\x01";
@@ -26,7 +42,8 @@ static void usage_chat(FILE *f)
           "line per reply. The conversation stays in the KV cache: a turn evaluates only its new\n"
           "tokens. A reply ends at the model's end-of-turn token or after -n tokens; the chat ends at\n"
           "the end of input, or when the context is full (with a message). After each reply, stderr\n"
-          "gets a line with the turn's token counts.\n"
+          "gets a line with the turn's token counts. On a terminal, Ctrl-C stops the reply being\n"
+          "written (the chat goes on), and at the prompt ends the chat.\n"
           "Special tokens written in a message (<|im_end|>, ...) are read as those tokens, as in\n"
           "llama.cpp's conversation mode.\n"
           "\n"
@@ -280,6 +297,13 @@ static int chat(const chat_options *o)
     scfg.top_p = (float)o->top_p;
     scfg.seed = (uint64_t)o->seed;
     if (cli_offload_apply("sift chat", &o->offload, model, &cfg) != 0) goto done;
+    const bool interactive = isatty(STDIN_FILENO);
+    if (interactive) {
+        struct sigaction sa = {.sa_handler = on_interrupt};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        cfg.should_stop = stop_requested;
+    }
     if (sift_session_create(model, &cfg, &session) != SIFT_OK || sift_sampler_create(&scfg, &sampler) != SIFT_OK) {
         fprintf(stderr, "sift chat: %s\n", sift_last_error());
         goto done;
@@ -293,7 +317,6 @@ static int chat(const chat_options *o)
     fprintf(stderr, "sift chat: %s on %s: template %s (%s), context %lld tokens, policy %s; one message per line\n",
             o->model, sift_context_device_name(ctx), tmpl_name, o->tmpl ? "--chat-template" : "from the model",
             (long long)n_ctx, sift_policy_name(o->policy));
-    const bool interactive = isatty(STDIN_FILENO);
     rc = 0;
     for (int turn = 1;; turn++) {
         if (interactive) {
@@ -338,7 +361,12 @@ static int chat(const chat_options *o)
                             "(raise it with -c/--ctx)\n", turn, n_ids, (long long)sift_session_pos(session), (long long)n_ctx);
             break;
         }
+        interrupted = 0;
         if ((s = sift_session_eval(session, ids, n_ids, logits)) != SIFT_OK) {
+            if (s == SIFT_E_CANCELLED) { /* the message is in the cache in part: the conversation cannot go on */
+                fprintf(stderr, "\nsift chat: stopped while reading the message (Ctrl-C); the chat ends\n");
+                break;
+            }
             fprintf(stderr, "sift chat: %s\n", sift_last_error());
             rc = 1;
             break;
@@ -347,6 +375,10 @@ static int chat(const chat_options *o)
         const char *why = "-n";
         for (;;) {
             if (o->n_predict >= 0 && generated >= o->n_predict) break;
+            if (interrupted) { /* every token printed is in the cache */
+                why = "stopped with Ctrl-C";
+                break;
+            }
             const int32_t next = sift_sampler_sample(sampler, logits, info.n_vocab);
             if (sift_model_token_is_eog(model, next)) {
                 why = "end of turn";
@@ -361,8 +393,14 @@ static int chat(const chat_options *o)
                 why = "context full";
                 break;
             }
-            if ((s = sift_session_eval(session, &next, 1, logits)) != SIFT_OK) break;
+            if ((s = sift_session_eval(session, &next, 1, logits)) == SIFT_E_CANCELLED) {
+                why = "stopped with Ctrl-C; its last token is not in the context"; /* Ctrl-C after the check above */
+                s = SIFT_OK;
+                break;
+            }
+            if (s != SIFT_OK) break;
         }
+        interrupted = 0;
         fputc('\n', stdout);
         fflush(stdout);
         if (s != SIFT_OK) {
