@@ -271,20 +271,29 @@ static void mark_produced(sift_graph *g)
     }
 }
 
-static sift_status graph_compute(sift_graph *g, double *node_us, double *span_us)
+/* Runs g: to the end (timed where node_us or span_us is given), or (submit) started and left in
+ * flight where the backend can run it so. */
+static sift_status graph_run(sift_graph *g, double *node_us, double *span_us, bool submit)
 {
-    if (!g) return sift_set_error(SIFT_E_INVALID, "sift_graph_compute: graph is NULL");
     TRY(sift_graph_wait(g));
     TRY(check_run(g));
     if (g->n_nodes == 0) return SIFT_OK;
     void *be;
     const sift_backend_vtable *vt = sift_context_vtable(g->ctx, &be);
+    const bool in_flight = submit && vt->graph_submit && vt->sync;
     sift_context_lock(g->ctx);
-    sift_status s = vt->graph_compute(be, g, node_us, span_us);
+    const sift_status s = in_flight ? vt->graph_submit(be, g) : vt->graph_compute(be, g, node_us, span_us);
     sift_context_unlock(g->ctx);
     TRY(s);
-    mark_produced(g);
+    g->in_flight = in_flight;
+    mark_produced(g); /* in flight: for the graphs built meanwhile, what it writes is there when they run */
     return SIFT_OK;
+}
+
+static sift_status graph_compute(sift_graph *g, double *node_us, double *span_us)
+{
+    if (!g) return sift_set_error(SIFT_E_INVALID, "sift_graph_compute: graph is NULL");
+    return graph_run(g, node_us, span_us, false);
 }
 
 sift_status sift_graph_prepare(sift_graph *g)
@@ -299,21 +308,7 @@ sift_status sift_graph_prepare(sift_graph *g)
     return s;
 }
 
-sift_status sift_graph_submit(sift_graph *g)
-{
-    TRY(sift_graph_wait(g));
-    TRY(check_run(g));
-    if (g->n_nodes == 0) return SIFT_OK;
-    void *be;
-    const sift_backend_vtable *vt = sift_context_vtable(g->ctx, &be);
-    sift_context_lock(g->ctx);
-    const sift_status s = vt->graph_submit ? vt->graph_submit(be, g) : vt->graph_compute(be, g, NULL, NULL);
-    sift_context_unlock(g->ctx);
-    TRY(s);
-    g->in_flight = vt->graph_submit && vt->sync;
-    mark_produced(g); /* for the graphs built while it runs: what it writes is there when they run */
-    return SIFT_OK;
-}
+sift_status sift_graph_submit(sift_graph *g) { return graph_run(g, NULL, NULL, true); }
 
 sift_status sift_graph_wait(sift_graph *g)
 {
