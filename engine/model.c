@@ -25,6 +25,15 @@ static sift_status dtype_of(const sift_gguf_tensor *t, sift_dtype *out)
                           t->name.ptr, (unsigned)t->type);
 }
 
+/* Counts bytes of the file's tensors as uploaded, and asks the progress callback whether to go on. */
+static sift_status loaded(sift_model *m, uint64_t bytes)
+{
+    m->load_done += bytes;
+    if (!m->load.progress || !m->load.progress(m->load.progress_user, m->load_done, m->load_total)) return SIFT_OK;
+    return sift_set_error(SIFT_E_CANCELLED, "sift_model_load: stopped by the progress callback after %llu of %llu bytes",
+                          (unsigned long long)m->load_done, (unsigned long long)m->load_total);
+}
+
 /* Uploads one GGUF tensor. Matrices keep their type, shaped [rows][row length]; vectors (norms,
  * biases) become f32, which the ops that read them expect. want_rows/want_cols check the shape
  * (want_cols 0: a vector of want_rows values). */
@@ -67,7 +76,7 @@ static sift_status upload_tensor(sift_model *m, const char *name, int64_t want_r
     }
     sift_tensor_set_name(*out, name);
     m->weight_bytes += sift_tensor_nbytes(*out);
-    return SIFT_OK;
+    return loaded(m, t->nbytes);
 }
 
 /* Matrices name[0 .. n) of layer l ([rows[i]][cols] each) as one [sum rows][cols] tensor *fused,
@@ -103,6 +112,7 @@ static sift_status upload_fused(sift_model *m, uint32_t l, int n, const char *co
         if (s == SIFT_OK) s = sift_tensor_write(*parts[i], 0, gt[i]->data, (size_t)gt[i]->nbytes);
         if (s == SIFT_OK) sift_tensor_set_name(*parts[i], name[i]);
         if (s == SIFT_OK) off += sift_tensor_nbytes(*parts[i]);
+        if (s == SIFT_OK) s = loaded(m, gt[i]->nbytes);
     }
     if (s == SIFT_OK) m->weight_bytes += sift_tensor_nbytes(*fused);
     return s;
@@ -188,17 +198,32 @@ static sift_status copy_chat_template(sift_model *m)
     return SIFT_OK;
 }
 
+sift_model_load_config sift_model_load_config_default(void)
+{
+    return (sift_model_load_config){.struct_size = sizeof(sift_model_load_config)};
+}
+
 sift_status sift_model_load(sift_context *ctx, const char *path, sift_model **out)
+{
+    return sift_model_load_with(ctx, path, NULL, out);
+}
+
+sift_status sift_model_load_with(sift_context *ctx, const char *path, const sift_model_load_config *cfg, sift_model **out)
 {
     if (!out) return sift_set_error(SIFT_E_INVALID, "sift_model_load: out is NULL");
     *out = NULL;
     if (!ctx || !path) return sift_set_error(SIFT_E_INVALID, "sift_model_load: null argument");
+    sift_model_load_config load = sift_model_load_config_default();
+    if (cfg) TRY(sift_config_read(cfg, &load, sizeof load, sizeof load, "sift_model_load_with"));
     sift_model *m = calloc(1, sizeof *m);
     if (!m) return sift_set_error(SIFT_E_NOMEM, "sift_model_load: out of memory");
     atomic_init(&m->refs, 1);
     m->ctx = ctx;
+    m->load = load;
     sift_context_retain(ctx);
     sift_status s = sift_gguf_open_file(path, &m->file);
+    for (uint64_t i = 0; s == SIFT_OK && i < sift_gguf_tensor_count(m->file); i++)
+        m->load_total += sift_gguf_tensor_at(m->file, i)->nbytes;
     if (s == SIFT_OK) s = sift_gguf_read_hparams(m->file, &m->hp);
     if (s == SIFT_OK) s = sift_tokenizer_create(m->file, &m->tok);
     if (s == SIFT_OK) s = copy_chat_template(m);
@@ -253,6 +278,8 @@ sift_status sift_model_load(sift_context *ctx, const char *path, sift_model **ou
         LOAD(w_down, "ffn_down.weight", e, hp->n_ff, false)
 #undef LOAD
     }
+    if (s == SIFT_OK) s = loaded(m, m->load_total - m->load_done); /* done = total (with the tensors sift does not read) */
+    m->load.progress = NULL; /* the load is over */
     if (s != SIFT_OK) {
         sift_model_destroy(m);
         return s;

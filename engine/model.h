@@ -31,6 +31,10 @@ struct sift_model {
     size_t weight_bytes;
     sift_rope_mode rope_mode;
     char *chat_template; /* tokenizer.chat_template, NUL-terminated; NULL when the file has none */
+    /* While loading (sift_model_load_with): the progress callback, and the tensor bytes uploaded
+     * so far and in the file */
+    sift_model_load_config load;
+    uint64_t load_done, load_total;
 };
 
 /* References that keep a model alive (sift_model_destroy drops the caller's). */

@@ -199,6 +199,20 @@ typedef struct sift_model sift_model;
 /* Maps the GGUF file, checks it, and uploads its weights to the context's device in their own
  * types (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K). */
 SIFT_API sift_status sift_model_load(sift_context *ctx, const char *path, sift_model **out);
+
+/* How sift_model_load_with loads. progress (NULL: none) is called after each weight reaches the
+ * device, with the bytes of the file's tensors uploaded so far and in all, and once more with
+ * done = total at the end; a non-zero answer stops the load with SIFT_E_CANCELLED and frees what
+ * it had uploaded (a progress bar's cancel button). Called on the loading thread. */
+typedef struct sift_model_load_config {
+    size_t struct_size; /* sizeof(sift_model_load_config): set by sift_model_load_config_default */
+    int (*progress)(void *user, uint64_t done, uint64_t total);
+    void *progress_user;
+} sift_model_load_config;
+SIFT_API sift_model_load_config sift_model_load_config_default(void);
+/* sift_model_load with a config (NULL: the defaults, as sift_model_load). */
+SIFT_API sift_status sift_model_load_with(sift_context *ctx, const char *path, const sift_model_load_config *cfg,
+                                          sift_model **out);
 SIFT_API void sift_model_destroy(sift_model *m);
 
 typedef struct sift_model_info {

@@ -7,7 +7,9 @@
  *   - the session holds the prompt and the tokens passed, so a second call continues it;
  *   - a model and a context destroyed before the session keep working until the session goes
  *     (sift.h: ownership; the sanitizer job runs this under AddressSanitizer);
- *   - bad configs are refused.
+ *   - bad configs are refused;
+ *   - loading reports its progress (bytes done, never less than before, ending at the total) and
+ *     stops with SIFT_E_CANCELLED, holding nothing, when the callback asks.
  * Usage: sift-generate-test MODEL.gguf (a missing model file is skipped with a message). */
 #include "backend_filter.h"
 #include "sift.h"
@@ -138,11 +140,50 @@ static void empty_prompt_without_bos(sift_backend_kind kind, const char *path)
     if (fd >= 0) unlink(tmp);
 }
 
+/* What the load's progress callback saw. */
+typedef struct {
+    int calls, stop_at; /* stop_at > 0: answer "stop" at that call */
+    uint64_t last_done, total;
+    bool backwards, total_changed;
+} load_seen;
+static int on_load(void *user, uint64_t done, uint64_t total)
+{
+    load_seen *l = user;
+    l->backwards |= done < l->last_done;
+    l->total_changed |= l->calls > 0 && total != l->total;
+    l->last_done = done;
+    l->total = total;
+    return ++l->calls == l->stop_at;
+}
+
+static void load_progress(sift_context *ctx, const char *path)
+{
+    load_seen l = {0};
+    sift_model_load_config c = sift_model_load_config_default();
+    c.progress = on_load;
+    c.progress_user = &l;
+    sift_model *m = NULL;
+    sift_status st = sift_model_load_with(ctx, path, &c, &m);
+    sift_model_info info = {0};
+    if (m) sift_model_get_info(m, &info);
+    check(st == SIFT_OK && l.calls > info.n_layers && !l.backwards && !l.total_changed && l.total > 0 &&
+              l.last_done == l.total,
+          "load progress: a call a weight and more, bytes never going back, ending at the total");
+    sift_model_destroy(m);
+    m = NULL;
+    l = (load_seen){.stop_at = 3};
+    st = sift_model_load_with(ctx, path, &c, &m);
+    check(st == SIFT_E_CANCELLED && !m && l.calls == 3, "load stopped by its progress callback: SIFT_E_CANCELLED, no model");
+    sift_model_load_config zero = {0};
+    check(sift_model_load_with(ctx, path, &zero, &m) == SIFT_E_INVALID && !m, "a load config of struct_size 0 is refused");
+}
+
 static void run_backend(sift_backend_kind kind, const char *path)
 {
     bname = sift_backend_kind_name(kind);
     sift_context *ctx = test_context_open(kind, "", false);
     if (!ctx) return;
+    load_progress(ctx, path);
     sift_model *m = NULL;
     if (sift_model_load(ctx, path, &m) != SIFT_OK) {
         check(false, sift_last_error());

@@ -16,6 +16,8 @@ bool cli_parse_sel_cache(const char *val, float *out);
  * CPU); threads > 0 sets the CPU backend's threads (0: one per core; other backends ignore it). */
 sift_status cli_open_backend(const char *name, int64_t threads, sift_context **ctx);
 /* cli_open_backend, then the model at path on it; 0, or 1 after printing "who: the error". */
+/* Loads a model, showing the load's progress where stderr is a terminal. */
+sift_status cli_load_model(const char *who, sift_context *ctx, const char *path, sift_model **m);
 int cli_open_model(const char *who, const char *backend, int64_t threads, const char *path, sift_context **ctx,
                    sift_model **m);
 /* -t/--threads: a thread count in 1 .. 4096. */

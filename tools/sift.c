@@ -155,13 +155,40 @@ sift_status cli_open_backend(const char *name, int64_t threads, sift_context **c
     return s;
 }
 
+/* The load's progress on a terminal: a percentage on stderr, rewritten in place, cleared at the end. */
+typedef struct load_progress {
+    const char *who;
+    int shown; /* the percentage shown, -1: none yet */
+} load_progress;
+
+static int show_load_progress(void *user, uint64_t done, uint64_t total)
+{
+    load_progress *p = user;
+    const int pct = total ? (int)(done * 100 / total) : 100;
+    if (pct != p->shown) fprintf(stderr, "\r%s: loading the model: %3d%%", p->who, pct);
+    if (done >= total) fputs("\r\033[K", stderr);
+    p->shown = pct;
+    return 0;
+}
+
+sift_status cli_load_model(const char *who, sift_context *ctx, const char *path, sift_model **m)
+{
+    load_progress p = {.who = who, .shown = -1};
+    sift_model_load_config c = sift_model_load_config_default();
+    if (isatty(STDERR_FILENO)) {
+        c.progress = show_load_progress;
+        c.progress_user = &p;
+    }
+    return sift_model_load_with(ctx, path, &c, m);
+}
+
 int cli_open_model(const char *who, const char *backend, int64_t threads, const char *path, sift_context **ctx,
                    sift_model **m)
 {
     *ctx = NULL;
     *m = NULL;
     sift_status s = cli_open_backend(backend, threads, ctx);
-    if (s == SIFT_OK) s = sift_model_load(*ctx, path, m);
+    if (s == SIFT_OK) s = cli_load_model(who, *ctx, path, m);
     if (s == SIFT_OK) return 0;
     fprintf(stderr, "%s: %s\n", who, sift_last_error());
     sift_context_destroy(*ctx);
@@ -1106,7 +1133,7 @@ static int run_model(int argc, char **argv, bool logits_mode)
     bool reported = false; /* the failure's message is printed already */
     sift_predictor *predictor = NULL;
     sift_status s = cli_open_backend(backend, threads, &ctx);
-    if (s == SIFT_OK) s = sift_model_load(ctx, model_path, &model);
+    if (s == SIFT_OK) s = cli_load_model(who, ctx, model_path, &model);
     if (s != SIFT_OK) goto done;
     if (cli_load_predictor(who, model, &butler, &predictor) != 0) {
         s = SIFT_E_INVALID;
