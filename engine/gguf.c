@@ -490,52 +490,55 @@ sift_status sift_gguf_open_memory(const void *data, size_t size, const char *lab
     return open_common(g, out);
 }
 
+sift_status sift_gguf_open_fd(int fd, uint64_t offset, uint64_t size, const char *label, sift_gguf **out)
+{
+    if (!out) return sift_set_error(SIFT_E_INVALID, "sift_gguf_open_fd: out is NULL");
+    *out = NULL;
+    if (!label) label = "<file descriptor>";
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0)
+        return sift_set_error(SIFT_E_INVALID, "%s: cannot stat: %s", label, fd < 0 ? "no file descriptor" : strerror(errno));
+    if (!S_ISREG(st.st_mode)) return sift_set_error(SIFT_E_INVALID, "%s: not a regular file", label);
+    const uint64_t file_size = (uint64_t)st.st_size;
+    if (offset > file_size || (size && size > file_size - offset))
+        return sift_set_error(SIFT_E_INVALID, "%s: %llu bytes at offset %llu do not lie in its %llu bytes", label,
+                              (unsigned long long)size, (unsigned long long)offset, (unsigned long long)file_size);
+    if (!size) size = file_size - offset;
+    if (size > (uint64_t)SIZE_MAX / 2)
+        return sift_set_error(SIFT_E_INVALID, "%s: %llu bytes do not fit the address space", label, (unsigned long long)size);
+    sift_gguf *g = calloc(1, sizeof *g);
+    if (!g) return sift_set_error(SIFT_E_NOMEM, "sift_gguf_open_fd: out of memory");
+    snprintf(g->label, sizeof g->label, "%s", label);
+    g->size = size;
+    if (g->size == 0) {
+        /* mmap refuses length 0; the parse reports the empty file as truncated. */
+        g->base = (const uint8_t *)"";
+    } else {
+        /* the mapping starts at the page holding offset (mmap's offset is page-aligned) */
+        const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), lead = offset % page;
+        void *m = mmap(NULL, (size_t)(lead + size), PROT_READ, MAP_PRIVATE, fd, (off_t)(offset - lead));
+        if (m == MAP_FAILED) {
+            const int e = errno;
+            free(g);
+            return sift_set_error(SIFT_E_INVALID, "%s: cannot map: %s", label, strerror(e));
+        }
+        g->map = m;
+        g->map_size = (size_t)(lead + size);
+        g->base = (const uint8_t *)m + lead;
+    }
+    return open_common(g, out); /* the mapping keeps the file: fd may be closed */
+}
+
 sift_status sift_gguf_open_file(const char *path, sift_gguf **out)
 {
     if (!out) return sift_set_error(SIFT_E_INVALID, "sift_gguf_open_file: out is NULL");
     *out = NULL;
     if (!path) return sift_set_error(SIFT_E_INVALID, "sift_gguf_open_file: path is NULL");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return sift_set_error(SIFT_E_INVALID, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return sift_set_error(SIFT_E_INVALID, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return sift_set_error(SIFT_E_INVALID, "%s: not a regular file", path);
-    }
-    if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
-        close(fd);
-        return sift_set_error(SIFT_E_INVALID, "%s: file of %lld bytes does not fit the address space", path,
-                              (long long)st.st_size);
-    }
-    sift_gguf *g = calloc(1, sizeof *g);
-    if (!g) {
-        close(fd);
-        return sift_set_error(SIFT_E_NOMEM, "sift_gguf_open_file: out of memory");
-    }
-    snprintf(g->label, sizeof g->label, "%s", path);
-    g->size = (uint64_t)st.st_size;
-    if (g->size == 0) {
-        /* mmap refuses length 0; the parse reports the empty file as truncated. */
-        g->base = (const uint8_t *)"";
-    } else {
-        void *m = mmap(NULL, (size_t)g->size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            free(g);
-            return sift_set_error(SIFT_E_INVALID, "%s: cannot map: %s", path, strerror(e));
-        }
-        g->map = m;
-        g->map_size = (size_t)g->size;
-        g->base = m;
-    }
-    close(fd); /* the mapping keeps the file */
-    return open_common(g, out);
+    const sift_status s = sift_gguf_open_fd(fd, 0, 0, path, out);
+    close(fd);
+    return s;
 }
 
 void sift_gguf_close(sift_gguf *g)

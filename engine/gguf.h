@@ -97,6 +97,10 @@ typedef struct sift_gguf sift_gguf;
 
 /* Maps path read-only and parses it. */
 sift_status sift_gguf_open_file(const char *path, sift_gguf **out);
+/* Maps size bytes of the regular file fd from offset on (size 0: to its end) read-only and
+ * parses them; fd may be closed after the call. label names the source in messages (NULL:
+ * "<file descriptor>"). */
+sift_status sift_gguf_open_fd(int fd, uint64_t offset, uint64_t size, const char *label, sift_gguf **out);
 /* Parses size bytes at data in place: the buffer must outlive the handle. label names the source
  * in error messages (NULL: "<memory>"). */
 sift_status sift_gguf_open_memory(const void *data, size_t size, const char *label, sift_gguf **out);

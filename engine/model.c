@@ -203,6 +203,25 @@ sift_model_load_config sift_model_load_config_default(void)
     return (sift_model_load_config){.struct_size = sizeof(sift_model_load_config)};
 }
 
+/* Where a model's GGUF comes from: a path, a caller's buffer, or a region of an open file. */
+typedef struct model_source {
+    const char *path;                   /* a path, or NULL */
+    const void *data;                   /* else a buffer of size bytes (data NULL: a file descriptor) */
+    size_t size;
+    int fd;                             /* else size bytes of fd from offset on (0: to the end) */
+    uint64_t offset;
+} model_source;
+
+static sift_status open_source(const model_source *src, sift_gguf **out)
+{
+    if (src->path) return sift_gguf_open_file(src->path, out);
+    if (src->data) return sift_gguf_open_memory(src->data, src->size, NULL, out);
+    return sift_gguf_open_fd(src->fd, src->offset, src->size, NULL, out);
+}
+
+static sift_status load_model(sift_context *ctx, const model_source *src, const sift_model_load_config *cfg,
+                              sift_model **out);
+
 sift_status sift_model_load(sift_context *ctx, const char *path, sift_model **out)
 {
     return sift_model_load_with(ctx, path, NULL, out);
@@ -210,9 +229,35 @@ sift_status sift_model_load(sift_context *ctx, const char *path, sift_model **ou
 
 sift_status sift_model_load_with(sift_context *ctx, const char *path, const sift_model_load_config *cfg, sift_model **out)
 {
+    if (!path && out) *out = NULL;
+    if (!path) return sift_set_error(SIFT_E_INVALID, "sift_model_load: path is NULL");
+    return load_model(ctx, &(model_source){.path = path}, cfg, out);
+}
+
+sift_status sift_model_load_memory(sift_context *ctx, const void *data, size_t size, const sift_model_load_config *cfg,
+                                   sift_model **out)
+{
+    if (!data && out) *out = NULL;
+    if (!data) return sift_set_error(SIFT_E_INVALID, "sift_model_load_memory: data is NULL");
+    return load_model(ctx, &(model_source){.data = data, .size = size}, cfg, out);
+}
+
+sift_status sift_model_load_fd(sift_context *ctx, int fd, uint64_t offset, uint64_t size, const sift_model_load_config *cfg,
+                               sift_model **out)
+{
+    if (size > SIZE_MAX) {
+        if (out) *out = NULL;
+        return sift_set_error(SIFT_E_INVALID, "sift_model_load_fd: %llu bytes", (unsigned long long)size);
+    }
+    return load_model(ctx, &(model_source){.fd = fd, .offset = offset, .size = (size_t)size}, cfg, out);
+}
+
+static sift_status load_model(sift_context *ctx, const model_source *src, const sift_model_load_config *cfg,
+                              sift_model **out)
+{
     if (!out) return sift_set_error(SIFT_E_INVALID, "sift_model_load: out is NULL");
     *out = NULL;
-    if (!ctx || !path) return sift_set_error(SIFT_E_INVALID, "sift_model_load: null argument");
+    if (!ctx) return sift_set_error(SIFT_E_INVALID, "sift_model_load: context is NULL");
     sift_model_load_config load = sift_model_load_config_default();
     if (cfg) TRY(sift_config_read(cfg, &load, sizeof load, sizeof load, "sift_model_load_with"));
     sift_model *m = calloc(1, sizeof *m);
@@ -221,7 +266,7 @@ sift_status sift_model_load_with(sift_context *ctx, const char *path, const sift
     m->ctx = ctx;
     m->load = load;
     sift_context_retain(ctx);
-    sift_status s = sift_gguf_open_file(path, &m->file);
+    sift_status s = open_source(src, &m->file);
     for (uint64_t i = 0; s == SIFT_OK && i < sift_gguf_tensor_count(m->file); i++)
         m->load_total += sift_gguf_tensor_at(m->file, i)->nbytes;
     if (s == SIFT_OK) s = sift_gguf_read_hparams(m->file, &m->hp);
@@ -230,7 +275,7 @@ sift_status sift_model_load_with(sift_context *ctx, const char *path, const sift
     const sift_gguf_hparams *hp = &m->hp;
     if (s == SIFT_OK && (hp->head_dim % 8 != 0 || hp->head_dim > SIFT_MAX_HEAD_DIM))
         s = sift_set_error(SIFT_E_UNSUPPORTED, "%s: head dimension %u is not supported (a multiple of 8, at most %d)",
-                           path, hp->head_dim, SIFT_MAX_HEAD_DIM);
+                           sift_gguf_label(m->file), hp->head_dim, SIFT_MAX_HEAD_DIM);
     if (s != SIFT_OK) {
         sift_model_destroy(m);
         return s;

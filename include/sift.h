@@ -213,6 +213,15 @@ SIFT_API sift_model_load_config sift_model_load_config_default(void);
 /* sift_model_load with a config (NULL: the defaults, as sift_model_load). */
 SIFT_API sift_status sift_model_load_with(sift_context *ctx, const char *path, const sift_model_load_config *cfg,
                                           sift_model **out);
+/* The same from a GGUF held in memory (an application's bundle): read in place, not copied, so
+ * data must stay valid and unchanged until the model is destroyed. */
+SIFT_API sift_status sift_model_load_memory(sift_context *ctx, const void *data, size_t size,
+                                            const sift_model_load_config *cfg, sift_model **out);
+/* The same from size bytes of the regular file fd from offset on (size 0: to its end): a GGUF
+ * inside a larger file. The file is mapped, not read into memory; fd may be closed after the
+ * call. */
+SIFT_API sift_status sift_model_load_fd(sift_context *ctx, int fd, uint64_t offset, uint64_t size,
+                                        const sift_model_load_config *cfg, sift_model **out);
 SIFT_API void sift_model_destroy(sift_model *m);
 
 typedef struct sift_model_info {

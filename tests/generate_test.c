@@ -8,6 +8,8 @@
  *   - a model and a context destroyed before the session keep working until the session goes
  *     (sift.h: ownership; the sanitizer job runs this under AddressSanitizer);
  *   - bad configs are refused;
+ *   - a model loaded from memory and from a region of an open file (after other bytes) computes
+ *     the logits of the one loaded from its path, to the bit; bad sources are refused;
  *   - loading reports its progress (bytes done, never less than before, ending at the total) and
  *     stops with SIFT_E_CANCELLED, holding nothing, when the callback asks.
  * Usage: sift-generate-test MODEL.gguf (a missing model file is skipped with a message). */
@@ -178,12 +180,71 @@ static void load_progress(sift_context *ctx, const char *path)
     check(sift_model_load_with(ctx, path, &zero, &m) == SIFT_E_INVALID && !m, "a load config of struct_size 0 is refused");
 }
 
+/* The logits of the tokens 1 .. 6 fed to a fresh session of m, into out[n_vocab]; false on error. */
+static bool first_logits(sift_model *m, float *out)
+{
+    sift_session *s = NULL;
+    const int32_t toks[6] = {1, 2, 3, 4, 5, 6};
+    const bool ok = sift_session_create(m, NULL, &s) == SIFT_OK && sift_session_eval(s, toks, 6, out) == SIFT_OK;
+    sift_session_destroy(s);
+    return ok;
+}
+
+static void load_sources(sift_context *ctx, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char *bytes = NULL;
+    long size = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (f && size > 0 && fseek(f, 0, SEEK_SET) == 0 && (bytes = malloc((size_t)size)) && fread(bytes, 1, (size_t)size, f) != (size_t)size)
+        size = -1;
+    if (f) fclose(f);
+    sift_model *by_path = NULL, *by_memory = NULL, *by_fd = NULL;
+    float *a = NULL, *b = NULL, *c = NULL;
+    char tmp[] = "/tmp/sift-load-fd-XXXXXX";
+    const int fd = size > 0 && bytes ? mkstemp(tmp) : -1;
+    check(fd >= 0, "load sources: the model read, a temporary file made");
+    if (fd < 0) goto out;
+    unlink(tmp);
+    const size_t lead = 5000; /* not a multiple of a page: the mapping starts before the GGUF */
+    unsigned char *junk = calloc(lead, 1);
+    const bool written = junk && write(fd, junk, lead) == (ssize_t)lead && write(fd, bytes, (size_t)size) == (ssize_t)size;
+    free(junk);
+    sift_model_info info;
+    const bool loaded = written && sift_model_load(ctx, path, &by_path) == SIFT_OK &&
+                        sift_model_load_memory(ctx, bytes, (size_t)size, NULL, &by_memory) == SIFT_OK &&
+                        sift_model_load_fd(ctx, fd, lead, (uint64_t)size, NULL, &by_fd) == SIFT_OK;
+    close(fd); /* the mapping keeps the file */
+    check(loaded, "a model loads from its path, from memory and from a file region");
+    if (!loaded) goto out;
+    sift_model_get_info(by_path, &info);
+    a = malloc(3 * (size_t)info.n_vocab * sizeof *a);
+    b = a + info.n_vocab;
+    c = b + info.n_vocab;
+    check(first_logits(by_path, a) && first_logits(by_memory, b) && first_logits(by_fd, c) &&
+              !memcmp(a, b, (size_t)info.n_vocab * sizeof *a) && !memcmp(a, c, (size_t)info.n_vocab * sizeof *a),
+          "loaded from memory and from a file region: the logits of the path's model, to the bit");
+    sift_model *none = NULL;
+    check(sift_model_load_fd(ctx, -1, 0, 0, NULL, &none) == SIFT_E_INVALID && !none &&
+              sift_model_load_fd(ctx, STDIN_FILENO, (uint64_t)size * 4, 0, NULL, &none) == SIFT_E_INVALID && !none &&
+              sift_model_load_memory(ctx, NULL, 10, NULL, &none) == SIFT_E_INVALID && !none &&
+              sift_model_load_memory(ctx, bytes, 100, NULL, &none) != SIFT_OK && !none,
+          "bad sources refused: no descriptor, an offset past the end, no buffer, a truncated one");
+out:
+    free(a);
+    sift_model_destroy(by_path);
+    sift_model_destroy(by_memory); /* before the buffer it reads */
+    sift_model_destroy(by_fd);
+    free(bytes);
+}
+
 static void run_backend(sift_backend_kind kind, const char *path)
 {
     bname = sift_backend_kind_name(kind);
     sift_context *ctx = test_context_open(kind, "", false);
     if (!ctx) return;
     load_progress(ctx, path);
+    load_sources(ctx, path);
     sift_model *m = NULL;
     if (sift_model_load(ctx, path, &m) != SIFT_OK) {
         check(false, sift_last_error());
