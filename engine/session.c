@@ -282,12 +282,17 @@ static butler_step butler_mode(const sift_session *s, int64_t decode_steps, bool
                                                                                     : BUTLER_SELECT;
 }
 
+/* Whether sg's sequence keeps full lists after the decode step sg: a BUTLER selection keeps them
+ * where the step had more candidates than the budget; other steps leave the flag as it was. */
+static bool lists_kept_after(const sift_session *s, const segment *sg)
+{
+    if (s->cfg.policy == SIFT_POLICY_BUTLER && sg->butler == BUTLER_SELECT) return lists_full(s, sg->pos0);
+    return s->seqs[sg->seq].lists_kept;
+}
+
 butler_step sift_butler_next(const sift_session *s, const segment *sg)
 {
-    const sequence *q = &s->seqs[sg->seq];
-    const bool kept = s->cfg.policy == SIFT_POLICY_BUTLER && sg->butler == BUTLER_SELECT ? lists_full(s, sg->pos0)
-                                                                                         : q->lists_kept;
-    return butler_mode(s, q->decode_steps + 1, kept);
+    return butler_mode(s, s->seqs[sg->seq].decode_steps + 1, lists_kept_after(s, sg));
 }
 
 static sift_status run_step(sift_session *s, step *st, const int32_t *tokens, float *logits)
@@ -335,7 +340,7 @@ static sift_status run_step(sift_session *s, step *st, const int32_t *tokens, fl
                 q->layers[l].butler_steps++;
                 q->layers[l].butler_reused += sg->butler == BUTLER_REUSE;
             }
-        if (s->cfg.policy == SIFT_POLICY_BUTLER && sg->butler == BUTLER_SELECT) q->lists_kept = full;
+        q->lists_kept = lists_kept_after(s, sg);
         q->decode_steps++;
     }
     s->last_t = st->rows;

@@ -633,13 +633,18 @@ static sift_status failed_run(cuda_backend *b, sift_status s)
     return s;
 }
 
-static sift_status cuda_graph_compute(void *p, sift_graph *g, double *node_us, double *span_us)
+/* g planned and run (wait: to the end, else left for cuda_sync). */
+static sift_status plan_and_run(cuda_backend *b, sift_graph *g, double *node_us, double *span_us, bool wait)
 {
-    cuda_backend *b = p;
     cuda_cache *c;
     sift_status s = planned(b, g, &c);
-    if (s == SIFT_OK) s = run(b, c, g, node_us, span_us, true);
+    if (s == SIFT_OK) s = run(b, c, g, node_us, span_us, wait);
     return s == SIFT_OK ? SIFT_OK : failed_run(b, s);
+}
+
+static sift_status cuda_graph_compute(void *p, sift_graph *g, double *node_us, double *span_us)
+{
+    return plan_and_run(p, g, node_us, span_us, true);
 }
 
 /* Plans g and records it on the capture stream, while the graph before it may still run on the
@@ -663,14 +668,7 @@ static sift_status cuda_graph_prepare(void *p, sift_graph *g)
     return SIFT_OK;
 }
 
-static sift_status cuda_graph_submit(void *p, sift_graph *g)
-{
-    cuda_backend *b = p;
-    cuda_cache *c;
-    sift_status s = planned(b, g, &c);
-    if (s == SIFT_OK) s = run(b, c, g, NULL, NULL, false);
-    return s == SIFT_OK ? SIFT_OK : failed_run(b, s);
-}
+static sift_status cuda_graph_submit(void *p, sift_graph *g) { return plan_and_run(p, g, NULL, NULL, false); }
 
 static sift_status cuda_sync(void *p)
 {

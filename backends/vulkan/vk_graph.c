@@ -1121,30 +1121,31 @@ static sift_status built(vkb *be, sift_graph *g, vk_cache **out)
     return SIFT_OK;
 }
 
-/* Builds and records g's untimed run, while another graph may run: it touches neither the queue
- * nor the transfer command buffer (the scratch is zeroed at the first submit). */
-sift_status vk_graph_prepare(void *p, sift_graph *g)
+/* g's plan and its recording of `kind`, made now where missing. Touches neither the queue nor the
+ * transfer command buffer, so it may run while another graph runs. */
+static sift_status recorded(vkb *be, sift_graph *g, rec_kind kind, vk_cache **out)
 {
-    vkb *be = p;
-    vk_cache *gc;
-    TRY(built(be, g, &gc));
-    if (!gc->recorded[REC_PLAIN]) {
-        TRY(record(be, gc, REC_PLAIN));
-        gc->recorded[REC_PLAIN] = true;
+    TRY(built(be, g, out));
+    if (!(*out)->recorded[kind]) {
+        TRY(record(be, *out, kind));
+        (*out)->recorded[kind] = true;
     }
     return SIFT_OK;
+}
+
+/* Builds and records g's untimed run, while another graph may run (the scratch is zeroed at the
+ * first submit). */
+sift_status vk_graph_prepare(void *p, sift_graph *g)
+{
+    vk_cache *gc = NULL;
+    return recorded(p, g, REC_PLAIN, &gc);
 }
 
 /* g's recording of `kind`, submitted (wait: and waited for). */
 static sift_status run(vkb *be, sift_graph *g, rec_kind kind, bool wait)
 {
-    vk_cache *gc;
-    TRY(built(be, g, &gc));
-    if (!gc->recorded[kind]) {
-        sift_status s = record(be, gc, kind);
-        if (s != SIFT_OK) return s;
-        gc->recorded[kind] = true;
-    }
+    vk_cache *gc = NULL;
+    TRY(recorded(be, g, kind, &gc));
     VkCommandBuffer first = VK_NULL_HANDLE;
     if (gc->scratch_dirty) {
         TRY(record_zero_scratch(be, &gc->scratch));
