@@ -10,6 +10,7 @@
 
 #include "backend_filter.h"
 #include "gguf_builder.h"
+#include "test_files.h"
 #include "predictor.h" /* sift_model_fingerprint: the file must name the model's */
 
 #include <math.h>
@@ -256,14 +257,10 @@ static void run_backend(sift_context *ctx, const char *bname, const char *model_
  * base_fingerprint, and another model. */
 static bool write_changed_copy(const char *base, const char *out)
 {
-    FILE *f = fopen(base, "rb");
-    uint8_t *buf = NULL;
-    long size = -1;
-    if (f && fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)size)))
-        size = fread(buf, 1, (size_t)size, f) == (size_t)size ? size : -1;
-    if (f) fclose(f);
+    size_t size = 0;
+    uint8_t *buf = test_read_file(base, &size);
     sift_gguf *g = NULL;
-    bool ok = buf && size > 0 && sift_gguf_open_memory(buf, (size_t)size, base, &g) == SIFT_OK;
+    bool ok = buf && size > 0 && sift_gguf_open_memory(buf, size, base, &g) == SIFT_OK;
     for (uint64_t i = 0; ok && i < sift_gguf_tensor_count(g); i++) {
         const sift_gguf_tensor *t = sift_gguf_tensor_at(g, i);
         const uint64_t elem = t->type == SIFT_GGUF_TENSOR_F32 ? 4 : t->type == SIFT_GGUF_TENSOR_F16 ? 2 : 0;
@@ -272,7 +269,7 @@ static bool write_changed_copy(const char *base, const char *out)
     }
     sift_gguf_close(g);
     FILE *o = ok ? fopen(out, "wb") : NULL;
-    ok = o && fwrite(buf, 1, (size_t)size, o) == (size_t)size;
+    ok = o && fwrite(buf, 1, size, o) == size;
     if (o) ok = fclose(o) == 0 && ok;
     free(buf);
     return ok;

@@ -15,6 +15,7 @@
  * Usage: sift-generate-test MODEL.gguf (a missing model file is skipped with a message). */
 #include "backend_filter.h"
 #include "sift.h"
+#include "test_files.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -102,19 +103,15 @@ static int reference(sift_model *m, int32_t *tokens, char *text, size_t cap, siz
 static void empty_prompt_without_bos(sift_backend_kind kind, const char *path)
 {
     static const char key[] = "tokenizer.ggml.bos_token_id";
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long size = -1;
-    if (f && fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)size)))
-        size = fread(buf, 1, (size_t)size, f) == (size_t)size ? size : -1;
-    if (f) fclose(f);
+    size_t size = 0;
+    char *buf = (char *)test_read_file(path, &size);
     char *at = NULL;
-    for (long i = 0; buf && size > 0 && i + (long)sizeof key - 1 <= size && !at; i++)
+    for (size_t i = 0; buf && i + sizeof key - 1 <= size && !at; i++)
         if (!memcmp(buf + i, key, sizeof key - 1)) at = buf + i;
     char tmp[] = "/tmp/sift-generate-no-bos-XXXXXX";
     const int fd = at ? mkstemp(tmp) : -1;
     if (at) memcpy(at + sizeof key - 3, "no", 2); /* same length: the file stays valid */
-    const bool written = fd >= 0 && write(fd, buf, (size_t)size) == (ssize_t)size;
+    const bool written = fd >= 0 && write(fd, buf, size) == (ssize_t)size;
     if (fd >= 0) close(fd);
     free(buf);
     check(written, "a copy of the model without BOS written");
@@ -192,13 +189,8 @@ static bool first_logits(sift_model *m, float *out)
 
 static void load_sources(sift_context *ctx, const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    unsigned char *bytes = NULL;
-    long size = -1;
-    if (f && fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    if (f && size > 0 && fseek(f, 0, SEEK_SET) == 0 && (bytes = malloc((size_t)size)) && fread(bytes, 1, (size_t)size, f) != (size_t)size)
-        size = -1;
-    if (f) fclose(f);
+    size_t size = 0;
+    uint8_t *bytes = test_read_file(path, &size);
     sift_model *by_path = NULL, *by_memory = NULL, *by_fd = NULL;
     float *a = NULL, *b = NULL, *c = NULL;
     char tmp[] = "/tmp/sift-load-fd-XXXXXX";
@@ -208,11 +200,11 @@ static void load_sources(sift_context *ctx, const char *path)
     unlink(tmp);
     const size_t lead = 5000; /* not a multiple of a page: the mapping starts before the GGUF */
     unsigned char *junk = calloc(lead, 1);
-    const bool written = junk && write(fd, junk, lead) == (ssize_t)lead && write(fd, bytes, (size_t)size) == (ssize_t)size;
+    const bool written = junk && write(fd, junk, lead) == (ssize_t)lead && write(fd, bytes, size) == (ssize_t)size;
     free(junk);
     sift_model_info info;
     const bool loaded = written && sift_model_load(ctx, path, &by_path) == SIFT_OK &&
-                        sift_model_load_memory(ctx, bytes, (size_t)size, NULL, &by_memory) == SIFT_OK &&
+                        sift_model_load_memory(ctx, bytes, size, NULL, &by_memory) == SIFT_OK &&
                         sift_model_load_fd(ctx, fd, lead, (uint64_t)size, NULL, &by_fd) == SIFT_OK;
     close(fd); /* the mapping keeps the file */
     check(loaded, "a model loads from its path, from memory and from a file region");

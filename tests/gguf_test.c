@@ -11,6 +11,7 @@
 #include "gguf.h"
 #include "gguf_builder.h"
 #include "quant.h"
+#include "test_files.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -32,28 +33,6 @@ static int n_pass, n_fail;
             printf("\n");                                                                                              \
         }                                                                                                              \
     } while (0)
-
-static uint8_t *read_file(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    uint8_t *data = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 65536;
-            uint8_t *d = realloc(data, cap);
-            if (!d) break;
-            data = d;
-        }
-        size_t got = fread(data + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    fclose(f);
-    *size = n;
-    return data;
-}
 
 /* ---- 1. the broken-file corpus ------------------------------------------------------------------ */
 
@@ -83,7 +62,7 @@ static void test_corpus(const char *dir)
     char path[4096];
     snprintf(path, sizeof path, "%s/expected.txt", dir);
     size_t expected_size = 0;
-    char *expected = (char *)read_file(path, &expected_size);
+    char *expected = (char *)test_read_file(path, &expected_size);
     CHECK(expected != NULL, "cannot read %s", path);
     if (expected) {
         char *e = realloc(expected, expected_size + 1);
@@ -127,7 +106,7 @@ static void test_corpus(const char *dir)
         }
         /* The same bytes from memory: the same verdict. */
         size_t size = 0;
-        uint8_t *data = read_file(path, &size);
+        uint8_t *data = test_read_file(path, &size);
         CHECK(data != NULL || size == 0, "cannot read %s", path);
         sift_status sm = sift_gguf_open_memory(data, size, path, &g);
         CHECK(sm == s && g == NULL, "%s: from memory %s, from the file %s", names[i], sift_status_name(sm),
