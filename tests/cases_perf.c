@@ -4,13 +4,14 @@
  * every weight type (the K-quants beside Q4_0), for one token (decode) and a prefill chunk, and the other ops of a layer. */
 #include "registry.h"
 
-typedef enum { P_MATMUL, P_GET_ROWS, P_RMSNORM, P_ROPE, P_SWIGLU, P_ADD, P_KV_WRITE, P_CAUSAL } perf_op;
+typedef enum { P_MATMUL, P_MATVEC_STREAM, P_GET_ROWS, P_RMSNORM, P_ROPE, P_SWIGLU, P_ADD, P_KV_WRITE, P_CAUSAL } perf_op;
 
 typedef struct {
     perf_op op;
     int64_t t, k, n; /* matmul: [t][k] x [n][k]; others: t tokens of width k (n: rows of a table or cache) */
     int64_t hq, hkv, d;
     sift_dtype wt;
+    int copies, nodes; /* P_MATVEC_STREAM: nodes products of one token, over copies of w taken in turn */
 } perf_case;
 
 /* A graph-owned tensor of pseudo-random values in [-1, 1), written in slabs so a 2 GB weight needs
@@ -74,6 +75,23 @@ static sift_status perf_build(const conf_case *cc, sift_context *ctx, built_grap
         if (s == SIFT_OK) s = new_tensor(bg, ctx, SIFT_F32, 2, (int64_t[]){t, n}, &out);
         if (s == SIFT_OK) s = sift_op_matmul(g, a, b, NULL, out);
         break;
+    case P_MATVEC_STREAM: {
+        /* The products of a decode step follow one another, each reading weights that are not in
+         * the L2 cache: nodes products, in turn over copies of w that together exceed it. */
+        sift_tensor *all = NULL;
+        if (s == SIFT_OK) s = new_random(bg, ctx, SIFT_F32, 2, (int64_t[]){1, k}, 1, &a);
+        if (s == SIFT_OK) s = new_random(bg, ctx, c->wt, 2, (int64_t[]){c->copies * n, k}, 2, &all);
+        if (s == SIFT_OK) s = new_tensor(bg, ctx, SIFT_F32, 2, (int64_t[]){1, n}, &out);
+        const size_t copy_bytes = (size_t)n * sift_dtype_row_bytes(c->wt, k);
+        for (int i = 0; s == SIFT_OK && i < c->copies; i++) {
+            sift_tensor *w = NULL;
+            s = sift_tensor_view(all, c->wt, 2, (int64_t[]){n, k}, (size_t)i * copy_bytes, &w);
+            if (s == SIFT_OK) bg->tensors[bg->n_tensors++] = w;
+        }
+        for (int i = 0; s == SIFT_OK && i < c->nodes; i++)
+            s = sift_op_matmul(g, a, bg->tensors[3 + i % c->copies], NULL, out);
+        break;
+    }
     case P_GET_ROWS:
         if (s == SIFT_OK) s = new_random(bg, ctx, c->wt, 2, (int64_t[]){n, k}, 3, &a);
         if (s == SIFT_OK) s = new_tensor(bg, ctx, SIFT_I32, 1, (int64_t[]){t}, &b);
@@ -122,6 +140,29 @@ static sift_status perf_build(const conf_case *cc, sift_context *ctx, built_grap
 
 static void add(const perf_case *c, const char *name) { registry_add("perf", name, NULL, perf_build, c, sizeof *c); }
 
+/* Decode's matrix-vector products as a decode step runs them, one after another from weights in
+ * device memory (not the L2 cache), timed as one span: the 8B layer's shapes and the logits for
+ * every weight type, each case's figure the span over its products. */
+static void add_matvec_streams(void)
+{
+    const int64_t shapes[][2] = {{4096, 4096}, {4096, 14336}, {14336, 4096}, {4096, 128256}}; /* (K, N) */
+    const sift_dtype types[] = {SIFT_Q8_0, SIFT_Q4_0, SIFT_Q4_K, SIFT_Q5_K, SIFT_Q6_K, SIFT_F16, SIFT_BF16};
+    char name[160];
+    for (int ti = 0; ti < 7; ti++)
+        for (int si = 0; si < 4; si++) {
+            const int64_t k = shapes[si][0], n = shapes[si][1];
+            const double bytes = (double)n * (double)sift_dtype_row_bytes(types[ti], k);
+            int copies = (int)(160e6 / bytes) + 1; /* at least 160 MB of weights: the H100's and H200's L2 is 50 MB */
+            if (copies > MATVEC_STREAM_MAX_COPIES) copies = MATVEC_STREAM_MAX_COPIES;
+            if (copies < 2) copies = 2;
+            const perf_case c = {.op = P_MATVEC_STREAM, .t = 1, .k = k, .n = n, .wt = types[ti], .copies = copies,
+                                 .nodes = n > 100000 ? 8 : 32};
+            snprintf(name, sizeof name, "matvec stream %-5s [1][%lld] x [%lld]^T, %d products over %d copies",
+                     sift_dtype_name(c.wt), (long long)k, (long long)n, c.nodes, copies);
+            registry_add_span_timed("perf", name, perf_build, &c, sizeof c, c.nodes);
+        }
+}
+
 void cases_perf(const suite_options *o)
 {
     const bool big = o->big;
@@ -143,6 +184,7 @@ void cases_perf(const suite_options *o)
                 add(&c, name);
             }
     }
+    if (big) add_matvec_streams();
     /* the other ops of a layer, decode and prefill */
     for (int phase = 0; phase < 2; phase++) {
         const int64_t t = phase ? prefill : 1, cap = prefill + 16;

@@ -44,6 +44,13 @@ void registry_add(const char *suite, const char *name, case_check_fn check, case
     if (size) memcpy(c->params, params, size);
 }
 
+void registry_add_span_timed(const char *suite, const char *name, case_build_fn build, const void *params, size_t size,
+                             int span_nodes)
+{
+    registry_add(suite, name, NULL, build, params, size);
+    cases[n_cases - 1].span_nodes = span_nodes;
+}
+
 void built_graph_free(built_graph *b)
 {
     sift_graph_destroy(b->g);
@@ -85,8 +92,40 @@ static double now_ms(void)
 /* Times one case's graph: warm-up runs for at least 3 runs and 200 ms (a GPU left idle while the
  * host drew the case's inputs may still be at low clocks after a few runs of a short graph), then
  * the median over `repeat` runs of each node. */
+/* A span-timed case: the median span over repeat runs, per node, and the bytes of a node over it. */
+static void time_case_span(const conf_case *c, const backend *dut, int repeat)
+{
+    built_graph b = {0};
+    double *spans = calloc((size_t)repeat + 1, sizeof *spans);
+    sift_status s = spans ? c->build(c, dut->ctx, &b) : SIFT_E_NOMEM;
+    if (s == SIFT_OK) s = sift_graph_check_supported(b.g);
+    const double warm_from = now_ms();
+    for (int w = 0; s == SIFT_OK && (w < 3 || now_ms() - warm_from < 200.0); w++) s = sift_graph_compute_span(b.g, &spans[0]);
+    for (int r = 0; r < repeat && s == SIFT_OK; r++) s = sift_graph_compute_span(b.g, &spans[r]);
+    const char *bname = sift_backend_kind_name(dut->kind);
+    if (s == SIFT_E_UNSUPPORTED) {
+        printf("%-58s %-7s not supported: %s\n", c->name, bname, sift_last_error());
+    } else if (s != SIFT_OK) {
+        char msg[700];
+        snprintf(msg, sizeof msg, "%s (%s)", sift_status_name(s), sift_last_error());
+        fail(c->name, bname, msg);
+    } else {
+        qsort(spans, (size_t)repeat, sizeof *spans, cmp_double);
+        const double us = spans[repeat / 2] / c->span_nodes, bytes = sift_graph_node_bytes(b.g, 0);
+        char gbs[32] = "-";
+        if (us > 0.0) snprintf(gbs, sizeof gbs, "%.1f", bytes / (us * 1e3));
+        printf("%-58s %-16s %10.2f %10s\n", c->name, "per node", us, gbs);
+    }
+    free(spans);
+    built_graph_free(&b);
+}
+
 static void time_case(const conf_case *c, const backend *dut, int repeat)
 {
+    if (c->span_nodes > 0) {
+        time_case_span(c, dut, repeat);
+        return;
+    }
     const char *bname = sift_backend_kind_name(dut->kind);
     built_graph b = {0};
     double *samples = NULL;
@@ -137,8 +176,10 @@ static int usage(FILE *f, int status)
           "--backend cpu --suite all). --perf instead times each case's graph (default suite perf: the\n"
           "matmuls of a layer and the logits per weight type, decode and prefill, and the other ops, at\n"
           "Llama-3.1-8B's shapes or a small model's) and prints each node's median time in us and its\n"
-          "effective bandwidth (the bytes it must move at least, over its time). --match S keeps the\n"
-          "cases whose name contains S.\n",
+          "effective bandwidth (the bytes it must move at least, over its time); at --shape 8b the\n"
+          "\"matvec stream\" cases time a graph of like one-token products over weights larger than\n"
+          "the L2 cache as one span, and print it per product. --match S keeps the cases whose name\n"
+          "contains S.\n",
           f);
     return status;
 }

@@ -14,7 +14,7 @@ typedef void (*case_check_fn)(const conf_case *c, const backend *ref, const back
 /* A case's graph on one context and the tensors it reads and writes. */
 typedef struct {
     sift_graph *g;
-    sift_tensor *tensors[8];
+    sift_tensor *tensors[16];
     int n_tensors;
 } built_graph;
 void built_graph_free(built_graph *b);
@@ -27,11 +27,17 @@ struct conf_case {
     case_check_fn check; /* NULL: a perf-only case */
     case_build_fn build; /* NULL: not timed */
     void *params;        /* the suite's own description of the case */
+    int span_nodes;      /* perf: > 0 times the graph's span (its nodes overlapping as in a step), per node */
 };
 
 /* Adds a case; params (size bytes) are copied. */
 void registry_add(const char *suite, const char *name, case_check_fn check, case_build_fn build, const void *params,
                   size_t size);
+
+/* A perf case timed by its span, over its span_nodes nodes of one kind (tests/cases_perf.c). */
+void registry_add_span_timed(const char *suite, const char *name, case_build_fn build, const void *params, size_t size,
+                             int span_nodes);
+#define MATVEC_STREAM_MAX_COPIES 12 /* with x, w and out: the 16 tensors a built_graph holds */
 
 /* What the suites are registered with. */
 typedef struct {
