@@ -37,6 +37,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gguf_writer  # noqa: E402
+import ruler_tasks  # noqa: E402
 import task  # noqa: E402
 
 FULL_MODEL = dict(dim=256, n_layers=6, n_heads=8, n_kv_heads=4, head_dim=32,
@@ -47,7 +48,6 @@ SMOKE_MODEL = dict(FULL_MODEL, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, head
 
 CHECKPOINT = "checkpoint.pt"
 GGUF_NAME = "retrieval.gguf"
-TEST_NAME = "retrieval_test.txt"
 EVAL_NAME = "retrieval_eval.json"
 REFERENCE_NAME = "reference_logits.json"
 LOG_NAME = "train.log"
@@ -106,7 +106,12 @@ class Attention(nn.Module):
         if group > 1:  # query head h reads KV head h // group (HF repeat_kv; sift's g(h) = floor(h / G))
             k = k.repeat_interleave(group, dim=1)
             v = v.repeat_interleave(group, dim=1)
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # scale 1/sqrt(D), as sift
+        if hasattr(F, "scaled_dot_product_attention"):
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # scale 1/sqrt(D), as sift
+        else:  # torch 1.x (Debian's, for the CPU smoke run): the same attention written out
+            s = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(self.head_dim)
+            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+            o = (torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1) @ v.float()).to(v.dtype)
         return self.wo(o.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
 
 
@@ -171,33 +176,46 @@ def count_params(model):
 # ---- batches ------------------------------------------------------------------------------------
 
 class Batcher:
-    """Builds training batches on the CPU from task.py's samples: token ids [B, L] (BOS first) and the
-    flat indices (b * L + offset) of the positions scored, split into recall and repeat positions.
-    The logits at token position `offset` predict the text character at `offset`, i.e. token
-    offset + 1, so the target of flat index i is ids.view(-1)[i + 1]."""
+    """Builds training batches on the CPU from the tasks' samples (task.py, ruler_tasks.py): token ids
+    [B, L] (BOS first) and the flat indices (b * L + offset) of the positions scored, split into
+    answer and repeat positions, with the task (index into `tasks`) of each answer position and the
+    answer positions' loss weights (each task present weighs the same, whatever its number of
+    answer characters). The logits at token position `offset` predict the text character at
+    `offset`, i.e. token offset + 1, so the target of flat index i is ids.view(-1)[i + 1].
+    With one task, a sample's task costs no draw from rng (the recall model's stream as it was)."""
 
-    def __init__(self, rng):
+    def __init__(self, rng, tasks, weights):
         self.rng = rng
+        self.tasks, self.weights = list(tasks), list(weights)
+        self.min_chars = [ruler_tasks.min_chars(t) for t in self.tasks]
         self.lut = torch.tensor(task.byte_to_id_table(), dtype=torch.long)
 
     def batch(self, length, batch_size, n_repeat):
         n_chars = length - 1
-        texts, recall_idx, repeat_idx = [], [], []
+        fit = [i for i, m in enumerate(self.min_chars) if m <= n_chars]  # the tasks this length holds
+        fit_weights = [self.weights[i] for i in fit]
+        texts, answer_idx, answer_task, repeat_idx = [], [], [], []
         for b in range(batch_size):
             if b < n_repeat:
                 text, offsets = task.repeat_sample(self.rng, n_chars)
-                dest = repeat_idx
+                repeat_idx.extend(b * length + o for o in offsets)
             else:
-                text, offsets = task.recall_sample(self.rng, n_chars)
-                dest = recall_idx
+                t = fit[0] if len(self.tasks) == 1 else self.rng.choices(fit, weights=fit_weights)[0]
+                text, offsets = ruler_tasks.GENERATORS[self.tasks[t]](self.rng, n_chars)
+                answer_idx.extend(b * length + o for o in offsets)
+                answer_task.extend([t] * len(offsets))
             texts.append(text)
-            base = b * length
-            dest.extend(base + o for o in offsets)
         chars = torch.frombuffer(bytearray("".join(texts).encode("ascii")), dtype=torch.uint8)
         ids = torch.empty(batch_size, length, dtype=torch.long)
         ids[:, 0] = task.BOS_ID
         ids[:, 1:] = self.lut[chars.long()].view(batch_size, n_chars)
-        return ids, torch.tensor(recall_idx, dtype=torch.long), torch.tensor(repeat_idx, dtype=torch.long)
+        per_task = [0] * len(self.tasks)
+        for t in answer_task:
+            per_task[t] += 1
+        present = sum(1 for c in per_task if c)
+        weights = [1.0 / (per_task[t] * present) for t in answer_task]
+        return (ids, torch.tensor(answer_idx, dtype=torch.long), torch.tensor(repeat_idx, dtype=torch.long),
+                torch.tensor(answer_task, dtype=torch.long), torch.tensor(weights, dtype=torch.float32))
 
 
 def scored_logits(model, ids, idx):
@@ -436,6 +454,35 @@ def evaluate(model, samples, device, use_bf16, eval_tokens):
 
 # ---- main ---------------------------------------------------------------------------------------
 
+def parse_tasks(spec):
+    """--tasks: 'all' or 'name[:weight],...' -> (names, weights)."""
+    if spec == "all":
+        return list(ruler_tasks.NAMES), [1.0] * len(ruler_tasks.NAMES)
+    names, weights = [], []
+    for item in spec.split(","):
+        name, _, weight = item.partition(":")
+        try:
+            w = float(weight) if weight else 1.0
+        except ValueError:
+            w = -1.0
+        if name not in ruler_tasks.GENERATORS or name in names or not w > 0:
+            raise SystemExit("--tasks: bad item '%s' (tasks: %s; weights > 0)" % (item, ", ".join(ruler_tasks.NAMES)))
+        names.append(name)
+        weights.append(w)
+    return names, weights
+
+
+def load_gguf_into(model, path):
+    """The model's weights from a GGUF of the same config (F16 matrices, F32 norms)."""
+    _, w = gguf_weights(path)
+    for name, p in gguf_tensors(model).items():
+        if name not in w or tuple(w[name].shape) != tuple(p.shape):
+            raise SystemExit("--init-gguf %s: tensor %s is %s, the model's is %s (another model config?)" % (
+                path, name, tuple(w[name].shape) if name in w else "absent", tuple(p.shape)))
+        with torch.no_grad():
+            p.copy_(w[name].to(p.dtype))
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="directory for the checkpoint, GGUF, test set and logs")
@@ -449,6 +496,13 @@ def parse_args(argv):
                     help="tiny config on the CPU: dim 32, 2 layers, 20 steps, short sequences; every code path")
     ap.add_argument("--device", help="default: cuda if available (cpu with --smoke)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--tasks", default="recall",
+                    help="the training mixture: comma-separated tasks of ruler_tasks.py, each with an optional "
+                         ":WEIGHT (default 1; a sample's task is drawn in proportion among those its length holds), "
+                         "or all (every task, weight 1); default recall (the shipped model's recipe). One test set "
+                         "per task is written and evaluated")
+    ap.add_argument("--init-gguf", help="start from the weights of this GGUF (written by this script with the same "
+                                        "model config), with a fresh optimizer and curriculum; not with --resume")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.05)
     ap.add_argument("--warmup", type=int, default=200, help="steps of linear learning-rate warmup")
@@ -500,8 +554,12 @@ def main(argv=None):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     torch.manual_seed(args.seed)
-    if args.start_len - 1 < task.min_recall_chars():
-        raise SystemExit("--start-len must be at least %d" % (task.min_recall_chars() + 1))
+    tasks, task_weights = parse_tasks(args.tasks)
+    shortest = min(ruler_tasks.min_chars(t) for t in tasks)
+    if args.start_len - 1 < shortest:
+        raise SystemExit("--start-len must be at least %d" % (shortest + 1))
+    if args.resume and args.init_gguf:
+        raise SystemExit("--init-gguf starts a new training; --resume continues one: give one of them")
 
     ckpt = None
     if args.resume:
@@ -515,6 +573,9 @@ def main(argv=None):
     opt = make_optimizer(model, args, device)
     rng = random.Random("sift-retrieval-train-%d" % args.seed)
     state = {"step": 0, "length": args.start_len, "train_seconds": 0.0, "tokens": 0, "growth": []}
+    if args.init_gguf:
+        load_gguf_into(model, args.init_gguf)
+        log("initialised from %s" % args.init_gguf)
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
         opt.load_state_dict(ckpt["optimizer"])
@@ -528,12 +589,15 @@ def main(argv=None):
     log("args: %s" % json.dumps(vars(args)))
 
     ckpt_path = os.path.join(args.out, CHECKPOINT)
-    batcher = Batcher(rng)
+    batcher = Batcher(rng, tasks, task_weights)
     steps_here = 0
     last_ckpt = time.time()
     run_start = time.time()
-    # Gate window, on the device: recall hits and total, first-digit hits and total, repeat hits and total.
+    # Gate window, on the device: answer hits and total, first-digit hits and total, repeat hits and
+    # total; and per task, answer hits and total.
     window = torch.zeros(6, device=device)
+    task_window = torch.zeros(2, len(tasks), device=device)
+    last_by_task = []  # (task, accuracy) of the last gate window, for the log of a mixture
     log_loss, log_steps, log_tokens, log_t = torch.zeros((), device=device), 0, 0, time.time()
     last_acc, last_first, last_rep = (float("nan"),) * 3  # the last gate window's accuracies, for the log
     model.train()
@@ -550,9 +614,11 @@ def main(argv=None):
             length = int(round(math.exp(rng.uniform(math.log(low), math.log(frontier)))))
         batch_size = max(1, min(args.max_batch, args.tokens_per_batch // length))
         n_repeat = min(batch_size - 1, round(batch_size * args.repeat_frac)) if length < args.repeat_until else 0
-        ids, recall_idx, repeat_idx = batcher.batch(length, batch_size, n_repeat)
+        ids, recall_idx, repeat_idx, task_idx, answer_w = batcher.batch(length, batch_size, n_repeat)
         ids = ids.to(device, non_blocking=True)
         recall_idx = recall_idx.to(device, non_blocking=True)
+        task_idx = task_idx.to(device, non_blocking=True)
+        answer_w = answer_w.to(device, non_blocking=True)
         repeat_idx = repeat_idx.to(device, non_blocking=True)
 
         lr = args.lr * min(1.0, (state["step"] + 1) / max(1, args.warmup))
@@ -566,10 +632,14 @@ def main(argv=None):
             h = h.reshape(-1, h.shape[-1])
             flat = ids.reshape(-1)
             # Recall and repeat losses are averaged separately: a repeat sample scores hundreds of
-            # characters, a recall sample a few dozen, and recall must not drown.
+            # characters, a recall sample a few dozen, and recall must not drown. In a mixture each
+            # task's answers are averaged apart too, and the tasks weigh the same.
             logits_r = model.output(h[recall_idx]).float()
             targets_r = flat[recall_idx + 1]
-            loss = F.cross_entropy(logits_r, targets_r)
+            if len(tasks) == 1:
+                loss = F.cross_entropy(logits_r, targets_r)
+            else:
+                loss = (F.cross_entropy(logits_r, targets_r, reduction="none") * answer_w).sum()
             if n_repeat:
                 logits_p = model.output(h[repeat_idx]).float()
                 targets_p = flat[repeat_idx + 1]
@@ -589,6 +659,8 @@ def main(argv=None):
                 # the one only the record gives (the others can be copied from the record once found).
                 window[2] += hit[0::task.VAL_LEN].sum()
                 window[3] += hit[0::task.VAL_LEN].numel()
+                task_window[0].index_add_(0, task_idx, hit.float())
+                task_window[1].index_add_(0, task_idx, torch.ones_like(hit, dtype=torch.float32))
                 if n_repeat:
                     window[4] += (logits_p.argmax(-1) == targets_p).sum()
                     window[5] += targets_p.numel()
@@ -599,26 +671,34 @@ def main(argv=None):
         log_steps += 1
         log_tokens += batch_size * length
 
-        if state["step"] % args.check_every == 0:  # the curriculum gate, on this window's recall accuracy
+        if state["step"] % args.check_every == 0:  # the curriculum gate, on this window's answer accuracy
             w = window.tolist()
             window.zero_()
+            hits, totals = task_window.tolist()
+            task_window.zero_()
             last_acc = w[0] / w[1] if w[1] else float("nan")
             last_first = w[2] / w[3] if w[3] else float("nan")
             last_rep = w[4] / w[5] if w[5] else float("nan")
-            if w[1] and last_acc >= args.gate and frontier < args.max_len:
+            # Every task the window saw must pass (with one task: its accuracy, the recall gate as it was).
+            last_by_task = [(t, h / n) for t, h, n in zip(tasks, hits, totals) if n]
+            gate_acc = min((a for _, a in last_by_task), default=float("nan"))
+            if w[1] and gate_acc >= args.gate and frontier < args.max_len:
                 new = min(args.max_len, max(frontier + 1, int(round(frontier * args.grow))))
                 state["length"] = new
                 trained = state["train_seconds"] + time.time() - run_start
                 state["growth"].append([state["step"], new, round(trained, 1)])
-                log("curriculum: step %d, recall acc %.3f >= %.2f at length %d -> length %d (%.0f s trained)" % (
-                    state["step"], last_acc, args.gate, frontier, new, trained))
+                log("curriculum: step %d, %s %.3f >= %.2f at length %d -> length %d (%.0f s trained)" % (
+                    state["step"], "recall acc" if len(tasks) == 1 else "least task acc", gate_acc, args.gate, frontier,
+                    new, trained))
         if state["step"] % args.log_every == 0:
             now = time.time()
-            log("step %d | len %d (this batch %d x %d, %d repeat) | loss %.4f | recall acc %.3f (first digit %.3f) | "
-                "repeat acc %.3f | lr %.2e | %.2fM tok/s | %.1f s (trained %.0f s in all)" % (
-                    state["step"], frontier, batch_size, length, n_repeat, log_loss.item() / max(1, log_steps), last_acc,
+            by_task = "" if len(tasks) == 1 else " | by task %s" % " ".join("%s %.3f" % ta for ta in last_by_task)
+            log("step %d | len %d (this batch %d x %d, %d repeat) | loss %.4f | %s acc %.3f (first digit %.3f) | "
+                "repeat acc %.3f | lr %.2e | %.2fM tok/s | %.1f s (trained %.0f s in all)%s" % (
+                    state["step"], frontier, batch_size, length, n_repeat, log_loss.item() / max(1, log_steps),
+                    "recall" if len(tasks) == 1 else "answer", last_acc,
                     last_first, last_rep, lr, log_tokens / max(1e-9, now - log_t) / 1e6, now - T_START,
-                    state["train_seconds"] + now - run_start))
+                    state["train_seconds"] + now - run_start, by_task))
             log_loss.zero_()
             log_steps, log_tokens, log_t = 0, 0, now
         if time.time() - last_ckpt >= args.ckpt_every and state["step"] % args.check_every == 0:
@@ -634,25 +714,37 @@ def main(argv=None):
 
     model.eval()
     gguf_path = os.path.join(args.out, GGUF_NAME)
-    size = export_gguf(model, gguf_path, "sift-retrieval-%s" % ("smoke" if args.smoke else "4m"))
+    size = export_gguf(model, gguf_path, "sift-retrieval-%s" % ("smoke" if args.smoke else "4m" if tasks == ["recall"]
+                                                               else "tasks-4m"))
     log("wrote %s (%.2f MB)" % (gguf_path, size / 1e6))
     check_export(model, gguf_path, args.out, log)
 
     lengths = [int(x) for x in args.test_lengths.split(",") if x]
-    samples = task.test_set(args.seed, lengths, args.test_samples)
-    test_path = os.path.join(args.out, TEST_NAME)
-    task.write_test_set(test_path, samples)
-    log("wrote %s: %d samples at %s tokens (texts one character shorter: sift adds BOS)" % (
-        test_path, len(samples), lengths))
+    results, written = {}, [CHECKPOINT + ".*", GGUF_NAME]
+    for name in tasks:  # one held-out test set per task (recall's is retrieval_test.txt, as it was)
+        samples = ruler_tasks.test_set(name, args.seed, lengths, args.test_samples)
+        test_name = ruler_tasks.test_file_name(name)
+        test_path = os.path.join(args.out, test_name)
+        ruler_tasks.write_test_set(test_path, name, samples)
+        written.append(test_name)
+        log("wrote %s: %d samples at %s tokens (texts one character shorter: sift adds BOS)" % (
+            test_path, len(samples), lengths))
+        if not args.no_eval:
+            results[name] = evaluate(model, samples, device, use_bf16, args.eval_tokens)
+            for n, r in results[name].items():
+                log("eval %s%5d tokens: %d samples, %d queries: char acc %.3f | value acc %.3f | first digit acc %.3f" % (
+                    "" if len(tasks) == 1 else "%-10s " % name, n, r["samples"], r["queries"], r["char_acc"], r["value_acc"],
+                    r["first_digit_acc"]))
     if not args.no_eval:
-        res = evaluate(model, samples, device, use_bf16, args.eval_tokens)
-        for n, r in res.items():
-            log("eval %5d tokens: %d samples, %d queries: char acc %.3f | value acc %.3f | first digit acc %.3f" % (
-                n, r["samples"], r["queries"], r["char_acc"], r["value_acc"], r["first_digit_acc"]))
+        report = {"step": state["step"], "train_length": state["length"], "attention": "dense (PyTorch SDPA)"}
+        if "recall" in results:
+            report["results"] = {str(k): v for k, v in results["recall"].items()}
+        if len(tasks) > 1:
+            report["tasks"] = {name: {str(k): v for k, v in res.items()} for name, res in results.items()}
         with open(os.path.join(args.out, EVAL_NAME), "w") as f:
-            json.dump({"step": state["step"], "train_length": state["length"], "attention": "dense (PyTorch SDPA)",
-                       "results": {str(k): v for k, v in res.items()}}, f, indent=1)
-    written = [CHECKPOINT + ".*", GGUF_NAME, TEST_NAME] + ([] if args.no_eval else [EVAL_NAME]) + [REFERENCE_NAME, LOG_NAME]
+            json.dump(report, f, indent=1)
+        written.append(EVAL_NAME)
+    written += [REFERENCE_NAME, LOG_NAME]
     log("done in %.1f s: %s" % (time.time() - T_START, ", ".join(os.path.join(args.out, n) for n in written)))
     return 0
 
