@@ -203,6 +203,9 @@ typedef struct sift_backend_vtable {
     /* Sets the host threads the backend computes with (n >= 1, checked by the engine); results
      * must not depend on it. NULL: the backend has no such setting, and the call is ignored. */
     sift_status (*set_threads)(void *be, int n);
+    /* The device memory free now, in bytes, for sift_model_estimate (the CPU backend: the host's
+     * available memory). NULL, or a status other than SIFT_OK: the backend cannot tell. */
+    sift_status (*memory_free)(void *be, uint64_t *bytes);
 } sift_backend_vtable;
 
 /* What a context asks of its backend (sift_context_config). */
@@ -235,6 +238,14 @@ sift_status sift_backend_cuda_devices(int index, sift_device_info *info, int *n)
 
 /* Records the message for sift_last_error() and returns s. printf-style. */
 sift_status sift_set_error(sift_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* A message for the log of the context whose call is running on this thread (sift_log_fn; the
+ * default, stderr for WARN and ERROR, where none is). printf-style, no trailing newline. */
+void sift_log(sift_log_level level, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,18 @@ struct sift_context {
     /* The caller's handle, each tensor, graph and model: the backend closes when the last goes. */
     atomic_int refs;
     sift_graph_pool *graph_pool; /* storage for graphs' intermediates, reused from graph to graph */
+    /* vt is `counted`: the backend's table (backend_vt) with tensor_alloc and tensor_free wrapped
+     * so that every allocation, the graph pool's included, adds to the bytes in use
+     * (sift_context_memory_use); they change under the lock. */
+    const sift_backend_vtable *backend_vt;
+    sift_backend_vtable counted;
+    uint64_t device_bytes, host_bytes, device_peak;
+    /* The log (sift_context_config.log) and the lock that keeps its calls apart; lock_prev: the
+     * context this thread was calling before it took this one's lock (see `calling`). */
+    sift_log_fn log;
+    void *log_user;
+    pthread_mutex_t log_lock;
+    struct sift_context *lock_prev;
 };
 
 sift_graph_pool *sift_context_graph_pool(sift_context *ctx) { return ctx->graph_pool; }
@@ -153,19 +166,135 @@ sift_graph_pool *sift_context_graph_pool(sift_context *ctx) { return ctx->graph_
  * (Vulkan's instance-level entry points through volk). */
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void sift_context_lock(sift_context *ctx) { pthread_mutex_lock(&ctx->lock); }
-void sift_context_unlock(sift_context *ctx) { pthread_mutex_unlock(&ctx->lock); }
+/* ---- logs ----------------------------------------------------------------------------------- */
+
+/* The context whose backend this thread is calling (the one whose lock it holds, or the one being
+ * opened or closed): where a backend's sift_log goes. Backends know no context; their messages
+ * come from calls the engine makes under a context's lock (a driver's callback such as Vulkan's
+ * validation messages runs inside the call that causes it). */
+static _Thread_local sift_context *calling;
+/* Set while this thread runs a log callback: a message it causes goes to the default. */
+static _Thread_local bool in_callback;
+
+const char *sift_log_level_name(sift_log_level level)
+{
+    switch (level) {
+    case SIFT_LOG_DEBUG: return "debug";
+    case SIFT_LOG_INFO: return "info";
+    case SIFT_LOG_WARN: return "warn";
+    case SIFT_LOG_ERROR: return "error";
+    }
+    return "unknown";
+}
+
+static void log_message(sift_context *ctx, sift_log_level level, const char *fmt, va_list ap)
+{
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (ctx && ctx->log && !in_callback) {
+        pthread_mutex_lock(&ctx->log_lock);
+        in_callback = true;
+        ctx->log(ctx->log_user, level, msg);
+        in_callback = false;
+        pthread_mutex_unlock(&ctx->log_lock);
+        return;
+    }
+    if (level >= SIFT_LOG_WARN) fprintf(stderr, "sift: %s\n", msg); /* what the library printed before logs */
+}
+
+void sift_log(sift_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_message(calling, level, fmt, ap);
+    va_end(ap);
+}
+
+void sift_log_to(sift_context *ctx, sift_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_message(ctx, level, fmt, ap);
+    va_end(ap);
+}
+
+void sift_context_lock(sift_context *ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    ctx->lock_prev = calling;
+    calling = ctx;
+}
+
+void sift_context_unlock(sift_context *ctx)
+{
+    calling = ctx->lock_prev;
+    pthread_mutex_unlock(&ctx->lock);
+}
+
 void sift_context_retain(sift_context *ctx) { atomic_fetch_add(&ctx->refs, 1); }
+
+static void free_context(sift_context *ctx)
+{
+    pthread_mutex_destroy(&ctx->log_lock);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+}
 
 void sift_context_release(sift_context *ctx)
 {
     if (!ctx || atomic_fetch_sub(&ctx->refs, 1) != 1) return;
     sift_graph_pool_destroy(ctx, ctx->graph_pool);
     pthread_mutex_lock(&open_lock);
+    sift_context *was = calling;
+    calling = ctx;
     ctx->vt->destroy(ctx->be);
+    calling = was;
     pthread_mutex_unlock(&open_lock);
-    pthread_mutex_destroy(&ctx->lock);
-    free(ctx);
+    free_context(ctx);
+}
+
+/* ---- memory in use -------------------------------------------------------------------------- */
+
+static sift_status counted_alloc(void *be, sift_tensor *t)
+{
+    sift_context *ctx = t->ctx;
+    const sift_status s = ctx->backend_vt->tensor_alloc(be, t);
+    if (s != SIFT_OK) return s;
+    if (t->host_memory) {
+        ctx->host_bytes += t->nbytes;
+    } else {
+        ctx->device_bytes += t->nbytes;
+        if (ctx->device_bytes > ctx->device_peak) ctx->device_peak = ctx->device_bytes;
+    }
+    return SIFT_OK;
+}
+
+static void counted_free(void *be, sift_tensor *t)
+{
+    sift_context *ctx = t->ctx;
+    ctx->backend_vt->tensor_free(be, t);
+    if (t->host_memory) ctx->host_bytes -= t->nbytes;
+    else ctx->device_bytes -= t->nbytes;
+}
+
+sift_status sift_context_memory_use(sift_context *ctx, sift_memory_use *out)
+{
+    if (!ctx || !out) return sift_set_error(SIFT_E_INVALID, "sift_context_memory_use: null argument");
+    sift_context_lock(ctx);
+    *out = (sift_memory_use){.device_bytes = ctx->device_bytes, .host_bytes = ctx->host_bytes,
+                             .device_peak_bytes = ctx->device_peak};
+    sift_context_unlock(ctx);
+    return SIFT_OK;
+}
+
+uint64_t sift_context_free_memory(sift_context *ctx)
+{
+    uint64_t bytes = 0;
+    if (!ctx->backend_vt->memory_free) return 0;
+    sift_context_lock(ctx);
+    if (ctx->backend_vt->memory_free(ctx->be, &bytes) != SIFT_OK) bytes = 0;
+    sift_context_unlock(ctx);
+    return bytes;
 }
 
 const sift_backend_vtable *sift_context_vtable(const sift_context *ctx, void **be)
@@ -176,7 +305,7 @@ const sift_backend_vtable *sift_context_vtable(const sift_context *ctx, void **b
 
 sift_context_config sift_context_config_default(void)
 {
-    sift_context_config c = {.struct_size = sizeof c, .backend = SIFT_BACKEND_CPU, .device = -1, .threads = 0};
+    sift_context_config c = {.struct_size = sizeof c, .backend = SIFT_BACKEND_CPU, .device = -1, .threads = 0, .log = NULL};
     return c;
 }
 
@@ -223,7 +352,8 @@ sift_status sift_context_create_with(const sift_context_config *cfg, sift_contex
     if (!out) return sift_set_error(SIFT_E_INVALID, "%s: out is NULL", fn);
     *out = NULL;
     sift_context_config c = sift_context_config_default();
-    if (cfg) TRY(sift_config_read(cfg, &c, sizeof c, sizeof c, fn));
+    /* configs of the first released size (without the log) are read too */
+    if (cfg) TRY(sift_config_read(cfg, &c, offsetof(sift_context_config, log), sizeof c, fn));
     sift_backend_open_fn open = NULL;
     sift_backend_devices_fn devices = NULL;
     TRY(backend_fns(c.backend, &open, &devices, fn));
@@ -236,23 +366,37 @@ sift_status sift_context_create_with(const sift_context_config *cfg, sift_contex
         free(ctx);
         return sift_set_error(SIFT_E_NOMEM, "%s: no mutex", fn);
     }
-    atomic_init(&ctx->refs, 1);
-    if (sift_graph_pool_create(&ctx->graph_pool) != SIFT_OK) {
+    if (pthread_mutex_init(&ctx->log_lock, NULL) != 0) {
         pthread_mutex_destroy(&ctx->lock);
         free(ctx);
+        return sift_set_error(SIFT_E_NOMEM, "%s: no mutex", fn);
+    }
+    atomic_init(&ctx->refs, 1);
+    if (sift_graph_pool_create(&ctx->graph_pool) != SIFT_OK) {
+        free_context(ctx);
         return sift_set_error(SIFT_E_NOMEM, "%s: out of memory", fn);
     }
     ctx->kind = c.backend;
+    ctx->log = c.log;
+    ctx->log_user = c.log_user;
     const sift_backend_open_args args = {.device = c.device, .threads = c.threads};
     pthread_mutex_lock(&open_lock);
-    sift_status s = open(&args, &ctx->be, &ctx->vt, ctx->device_name, sizeof ctx->device_name, &ctx->device);
+    sift_context *was = calling;
+    calling = ctx; /* what the backend logs while it opens */
+    sift_status s = open(&args, &ctx->be, &ctx->backend_vt, ctx->device_name, sizeof ctx->device_name, &ctx->device);
+    calling = was;
     pthread_mutex_unlock(&open_lock);
     if (s != SIFT_OK) {
         sift_graph_pool_destroy(ctx, ctx->graph_pool);
-        pthread_mutex_destroy(&ctx->lock);
-        free(ctx);
+        free_context(ctx);
         return s;
     }
+    ctx->counted = *ctx->backend_vt;
+    ctx->counted.tensor_alloc = counted_alloc;
+    ctx->counted.tensor_free = counted_free;
+    ctx->vt = &ctx->counted;
+    sift_log_to(ctx, SIFT_LOG_INFO, "context: %s backend, device %d: %s", sift_backend_kind_name(ctx->kind), ctx->device,
+                ctx->device_name);
     *out = ctx;
     return SIFT_OK;
 }

@@ -9,6 +9,14 @@ const sift_backend_vtable *sift_context_vtable(const sift_context *ctx, void **b
 /* The context's lock, held around every call into its backend (sift.h: threads). */
 void sift_context_lock(sift_context *ctx);
 void sift_context_unlock(sift_context *ctx);
+/* A message for ctx's log (sift_log, with the context named). */
+void sift_log_to(sift_context *ctx, sift_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* The device memory free now (the backend's memory_free), 0 where the backend cannot tell. */
+uint64_t sift_context_free_memory(sift_context *ctx);
 /* References that keep a context open: each tensor, graph and model holds one. */
 void sift_context_retain(sift_context *ctx);
 void sift_context_release(sift_context *ctx);

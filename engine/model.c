@@ -2,9 +2,11 @@
  * the model's facts, and its tokenizer. Sessions (session.c) run them. */
 #include "model.h"
 #include "quant.h"
+#include "session.h" /* the session's rules, for sift_model_estimate */
 #include "tokenizer.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +59,12 @@ static sift_status upload_tensor(sift_model *m, const char *name, int64_t want_r
                               (long long)(vector ? 1 : want_rows));
     sift_dtype dt = SIFT_F32;
     TRY(dtype_of(t, &dt));
+    if (m->dry_run) { /* sift_model_estimate: the bytes it would take */
+        size_t bytes = (size_t)cols * sizeof(float);
+        if (!vector) TRY(sift_shape_bytes(dt, 2, (int64_t[]){(int64_t)rows, (int64_t)cols}, &bytes));
+        m->weight_bytes += bytes;
+        return SIFT_OK;
+    }
     sift_status s;
     if (vector) {
         float *f = malloc((size_t)cols * sizeof *f);
@@ -87,6 +95,7 @@ static sift_status upload_fused(sift_model *m, uint32_t l, int n, const char *co
                                 int64_t cols, sift_tensor **fused, sift_tensor **const *parts)
 {
     *fused = NULL;
+    if (m->dry_run) return SIFT_OK; /* the parts take the bytes the fused matrix would */
     const sift_gguf_tensor *gt[3];
     char name[3][96];
     int64_t total = 0;
@@ -146,8 +155,10 @@ static sift_status make_rope_factors(sift_model *m)
             }
         }
     }
-    sift_status s = sift_tensor_create(m->ctx, SIFT_F32, 1, (int64_t[]){half}, &m->rope_factors);
-    if (s == SIFT_OK) s = sift_tensor_write(m->rope_factors, 0, f, (size_t)half * sizeof *f);
+    m->weight_bytes += (size_t)half * sizeof *f;
+    sift_status s = SIFT_OK;
+    if (!m->dry_run) s = sift_tensor_create(m->ctx, SIFT_F32, 1, (int64_t[]){half}, &m->rope_factors);
+    if (s == SIFT_OK && !m->dry_run) s = sift_tensor_write(m->rope_factors, 0, f, (size_t)half * sizeof *f);
     free(f);
     return s;
 }
@@ -219,7 +230,7 @@ static sift_status open_source(const model_source *src, sift_gguf **out)
     return sift_gguf_open_fd(src->fd, src->offset, src->size, NULL, out);
 }
 
-static sift_status load_model(sift_context *ctx, const model_source *src, const sift_model_load_config *cfg,
+static sift_status load_model(sift_context *ctx, const model_source *src, const sift_model_load_config *cfg, bool dry_run,
                               sift_model **out);
 
 sift_status sift_model_load(sift_context *ctx, const char *path, sift_model **out)
@@ -231,7 +242,7 @@ sift_status sift_model_load_with(sift_context *ctx, const char *path, const sift
 {
     if (!path && out) *out = NULL;
     if (!path) return sift_set_error(SIFT_E_INVALID, "sift_model_load: path is NULL");
-    return load_model(ctx, &(model_source){.path = path}, cfg, out);
+    return load_model(ctx, &(model_source){.path = path}, cfg, false, out);
 }
 
 sift_status sift_model_load_memory(sift_context *ctx, const void *data, size_t size, const sift_model_load_config *cfg,
@@ -239,7 +250,7 @@ sift_status sift_model_load_memory(sift_context *ctx, const void *data, size_t s
 {
     if (!data && out) *out = NULL;
     if (!data) return sift_set_error(SIFT_E_INVALID, "sift_model_load_memory: data is NULL");
-    return load_model(ctx, &(model_source){.data = data, .size = size}, cfg, out);
+    return load_model(ctx, &(model_source){.data = data, .size = size}, cfg, false, out);
 }
 
 sift_status sift_model_load_fd(sift_context *ctx, int fd, uint64_t offset, uint64_t size, const sift_model_load_config *cfg,
@@ -249,10 +260,12 @@ sift_status sift_model_load_fd(sift_context *ctx, int fd, uint64_t offset, uint6
         if (out) *out = NULL;
         return sift_set_error(SIFT_E_INVALID, "sift_model_load_fd: %llu bytes", (unsigned long long)size);
     }
-    return load_model(ctx, &(model_source){.fd = fd, .offset = offset, .size = (size_t)size}, cfg, out);
+    return load_model(ctx, &(model_source){.fd = fd, .offset = offset, .size = (size_t)size}, cfg, false, out);
 }
 
-static sift_status load_model(sift_context *ctx, const model_source *src, const sift_model_load_config *cfg,
+/* dry_run: everything but the device's part (sift_model_estimate): the file read and checked, the
+ * tokenizer made, and weight_bytes counted without a tensor created. */
+static sift_status load_model(sift_context *ctx, const model_source *src, const sift_model_load_config *cfg, bool dry_run,
                               sift_model **out)
 {
     if (!out) return sift_set_error(SIFT_E_INVALID, "sift_model_load: out is NULL");
@@ -265,6 +278,7 @@ static sift_status load_model(sift_context *ctx, const model_source *src, const 
     atomic_init(&m->refs, 1);
     m->ctx = ctx;
     m->load = load;
+    m->dry_run = dry_run;
     sift_context_retain(ctx);
     sift_status s = open_source(src, &m->file);
     for (uint64_t i = 0; s == SIFT_OK && i < sift_gguf_tensor_count(m->file); i++)
@@ -329,6 +343,10 @@ static sift_status load_model(sift_context *ctx, const model_source *src, const 
         sift_model_destroy(m);
         return s;
     }
+    if (!dry_run)
+        sift_log_to(ctx, SIFT_LOG_INFO, "model %s: %s, %u layers, %u heads (%u KV) of %u, vocabulary %u, %.1f MiB of weights on %s",
+                    sift_gguf_label(m->file), hp->arch_name, hp->n_layer, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_vocab,
+                    (double)m->weight_bytes / (1024.0 * 1024.0), sift_context_device_name(ctx));
     *out = m;
     return SIFT_OK;
 }
@@ -376,3 +394,262 @@ sift_status sift_model_token_piece(const sift_model *m, int32_t id, char *buf, s
     return sift_tokenizer_token_bytes(m->tok, id, buf, cap, len);
 }
 
+
+/* ---- memory planning (sift_model_estimate) ------------------------------------------------------
+ * What sift_model_load, sift_predictor_load and sift_session_create will allocate, worked out from
+ * the files' headers and the session's config without creating a tensor: the weights by a dry run
+ * of the loader itself, the rest by the rules session.c, kv_cache.c, attention.c and graph_pool.c
+ * allocate by. The estimate test holds the figures to what a real load and session allocate. */
+
+static uint64_t mul_sat(uint64_t a, uint64_t b) { return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b; }
+static uint64_t add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+static uint64_t mul4(uint64_t a, uint64_t b, uint64_t c, uint64_t d) { return mul_sat(mul_sat(a, b), mul_sat(c, d)); }
+
+/* What the context's graph pool allocates for a graph intermediate of `bytes` (graph_pool.c: rounded
+ * up to an eighth of its power of two, at least 256; an empty tensor takes nothing). */
+static uint64_t pool_bytes(uint64_t bytes)
+{
+    if (bytes == 0) return 0;
+    uint64_t top = 256;
+    while (top <= bytes / 2) top *= 2;
+    const uint64_t step = top / 8 > 256 ? top / 8 : 256;
+    return (bytes + step - 1) / step * step;
+}
+
+/* The facts of a predictor that size a session: from the loaded one the config names, else from a
+ * predictor file's header (its weights as predictor.c uploads them: f32, the key projections made
+ * block-diagonal). */
+typedef struct predictor_size {
+    bool present;
+    int64_t key_dim, stride, hidden;
+    uint64_t bytes;
+} predictor_size;
+
+static sift_status predictor_size_of(const sift_model *m, const sift_session_config *c, const char *path,
+                                     predictor_size *out)
+{
+    *out = (predictor_size){0};
+    if (c->predictor) {
+        const sift_predictor *p = c->predictor;
+        *out = (predictor_size){true, p->key_dim, p->stride, p->hidden, p->bytes};
+        return SIFT_OK;
+    }
+    if (!path) return SIFT_OK;
+    sift_gguf *f = NULL;
+    TRY(sift_gguf_open_file(path, &f));
+    uint32_t v[3] = {0};
+    const char *keys[3] = {"sift-butler.key_dim", "sift-butler.producer_stride", "sift-butler.hidden_length"};
+    sift_status s = SIFT_OK;
+    if (!sift_gguf_string_is(f, "general.architecture", "sift-butler"))
+        s = sift_set_error(SIFT_E_INVALID, "%s: not a TokenButler predictor", sift_gguf_label(f));
+    for (int i = 0; s == SIFT_OK && i < 3; i++)
+        if (sift_gguf_get_u32(f, keys[i], &v[i]) != SIFT_OK)
+            s = sift_set_error(SIFT_E_INVALID, "%s: key '%s' is missing or not a count", sift_gguf_label(f), keys[i]);
+    const sift_gguf_hparams *hp = &m->hp;
+    if (s == SIFT_OK && (v[0] < 8 || v[0] % 8 || v[0] > SIFT_MAX_HEAD_DIM || v[1] < 1 || v[1] > hp->n_layer || v[2] < 1 ||
+                         v[2] > (1u << 16) || hp->n_layer < 2))
+        s = sift_set_error(SIFT_E_INVALID, "%s: key dimension %u, producer stride %u, hidden width %u for %u layers",
+                           sift_gguf_label(f), v[0], v[1], v[2], hp->n_layer);
+    sift_gguf_close(f);
+    TRY(s);
+    const uint64_t e = hp->n_embd, hq = hp->n_head, hkv = hp->n_head_kv, d = hp->head_dim, dk = v[0], stride = v[1],
+                   hidden = v[2], n_prod = (hp->n_layer - 2) / stride + 1;
+    /* each producer: LayerNorm's weight and bias, fc1 [hidden][E], fc2 [stride Hq d'][hidden];
+     * each layer >= 1: its key projection [Hkv d'][Hkv D] */
+    const uint64_t producer = add_sat(add_sat(2 * e, mul_sat(hidden, e)), mul4(stride, hq, dk, hidden));
+    const uint64_t floats = add_sat(mul_sat(n_prod, producer), mul4(hp->n_layer - 1, hkv * dk, hkv, d));
+    *out = (predictor_size){true, dk, stride, hidden, mul_sat(floats, sizeof(float))};
+    return SIFT_OK;
+}
+
+/* The session config as sift_session_create completes and checks it. */
+static sift_status complete_session_config(const sift_model *m, const sift_session_config *cfg, const predictor_size *pr,
+                                           sift_session_config *c, const char *fn)
+{
+    *c = sift_session_config_default();
+    if (cfg) TRY(sift_config_read(cfg, c, offsetof(sift_session_config, should_stop), sizeof *c, fn));
+    if (c->n_ctx == 0) c->n_ctx = m->hp.n_ctx_train;
+    if (c->chunk == 0) c->chunk = 512;
+    if (c->n_seq == 0) c->n_seq = 1;
+    if (c->page_size == 0) c->page_size = 256;
+    if (c->n_ctx < 1 || c->n_ctx > INT32_MAX) return sift_set_error(SIFT_E_SHAPE, "%s: context of %lld tokens", fn, (long long)c->n_ctx);
+    if (c->chunk < 1 || c->chunk > 65536) return sift_set_error(SIFT_E_SHAPE, "%s: chunk %lld", fn, (long long)c->chunk);
+    if (c->n_seq < 1 || c->n_seq > c->chunk)
+        return sift_set_error(SIFT_E_SHAPE, "%s: %d sequences (1 .. chunk = %lld)", fn, c->n_seq, (long long)c->chunk);
+    if (c->page_size < 1 || (c->page_size & (c->page_size - 1)) != 0 || c->page_size > (1 << 20))
+        return sift_set_error(SIFT_E_SHAPE, "%s: page size %lld is not a power of two up to 2^20", fn, (long long)c->page_size);
+    if (c->kv_type != SIFT_F16 && c->kv_type != SIFT_F32)
+        return sift_set_error(SIFT_E_DTYPE, "%s: KV cache type %s (f16 or f32)", fn, sift_dtype_name(c->kv_type));
+    if ((int)c->policy < 0 || c->policy >= SIFT_POLICY_COUNT)
+        return sift_set_error(SIFT_E_INVALID, "%s: unknown policy %d", fn, (int)c->policy);
+    if (c->sink < 0 || c->window < 0 || c->budget < 0 || c->sink > INT32_MAX || c->window > INT32_MAX ||
+        c->budget > INT32_MAX || c->sink + c->window + c->budget > INT32_MAX)
+        return sift_set_error(SIFT_E_SHAPE, "%s: sink, window and budget must be in 0 .. 2^31 - 1, and their sum", fn);
+    if (c->policy == SIFT_POLICY_BUTLER && !pr->present)
+        return sift_set_error(SIFT_E_INVALID, "%s: the butler policy needs a predictor (its file, or the config's)", fn);
+    if (pr->present && c->predictor_keys != SIFT_F16 && c->predictor_keys != SIFT_F32 && c->predictor_keys != SIFT_I8)
+        return sift_set_error(SIFT_E_DTYPE, "%s: projected keys of type %s (f16, f32 or i8)", fn, sift_dtype_name(c->predictor_keys));
+    const int64_t pages_per_seq = (c->n_ctx + c->page_size - 1) / c->page_size;
+    if (c->pool_tokens == 0) c->pool_tokens = pages_per_seq * c->page_size * c->n_seq;
+    if (c->pool_tokens < 1 || c->pool_tokens > INT32_MAX)
+        return sift_set_error(SIFT_E_SHAPE, "%s: a KV pool of %lld tokens", fn, (long long)c->pool_tokens);
+    if (c->kv_device_tokens < 0)
+        return sift_set_error(SIFT_E_INVALID, "%s: KV offload with a device pool of %lld tokens", fn, (long long)c->kv_device_tokens);
+    return SIFT_OK;
+}
+
+/* The KV pools (kv_cache.c) with dev_pages of pool_pages on the device: the bytes on the device,
+ * those in host memory, and those that move with the device's pages (K and V of every layer that
+ * offloads: not K under kv_offload_v_only, not TokenButler's dense layer 0). */
+typedef struct kv_bytes {
+    uint64_t device, host, per_device_page;
+} kv_bytes;
+
+static kv_bytes kv_pools(const sift_model *m, const sift_session_config *c, const predictor_size *pr, int64_t pool_pages,
+                         int64_t dev_pages)
+{
+    const sift_gguf_hparams *hp = &m->hp;
+    const uint64_t page = mul4(hp->n_head_kv, (uint64_t)c->page_size, hp->head_dim, sift_dtype_size(c->kv_type));
+    const bool offloaded = dev_pages < pool_pages;
+    kv_bytes b = {0};
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        const bool whole = c->policy == SIFT_POLICY_BUTLER && l == 0;
+        const int moves = offloaded && !whole ? 1 + !c->kv_offload_v_only : 0; /* V, and K unless v_only */
+        b.device = add_sat(b.device, mul_sat(page, (uint64_t)(moves * dev_pages + (2 - moves) * pool_pages)));
+        b.host = add_sat(b.host, mul_sat(page, (uint64_t)(moves * (pool_pages - dev_pages))));
+        if (!whole) b.per_device_page = add_sat(b.per_device_page, mul_sat(page, (uint64_t)(1 + !c->kv_offload_v_only)));
+    }
+    if (pr->present) { /* projected keys of layers >= 1, every page on the device */
+        const uint64_t row = (uint64_t)(pr->key_dim + (c->predictor_keys == SIFT_I8 ? 4 : 0)) * sift_dtype_size(c->predictor_keys);
+        b.device = add_sat(b.device, mul4(hp->n_layer - 1, hp->n_head_kv, mul_sat((uint64_t)pool_pages, (uint64_t)c->page_size), row));
+    }
+    return b;
+}
+
+/* The intermediates one sequence's attention takes from the graph pool in one layer of a step at
+ * context n (attention.c): decode under the policy, or a sparse prefill chunk after n positions. */
+static uint64_t attention_intermediates(const sift_model *m, const sift_session_config *c, uint32_t l, int64_t n,
+                                        bool prefill)
+{
+    const uint64_t hq = m->hp.n_head, hkv = m->hp.n_head_kv, q_bytes = hq * m->hp.head_dim * sizeof(float);
+    const sift_select_params sel = {.n_ctx = n, .sink = c->sink, .window = c->window, .budget = c->budget};
+    const uint64_t cand = (uint64_t)sift_select_candidates(&sel), count = (uint64_t)sift_select_count(&sel);
+    const uint64_t f32 = sizeof(float), extrapolated = c->extrapolate ? pool_bytes(q_bytes) : 0;
+    if (prefill) /* the chunk's mean query, its votes and scores, the chosen set */
+        return c->sparse_prefill && cand > (uint64_t)c->budget
+                   ? pool_bytes(q_bytes) + pool_bytes(cand * f32) + pool_bytes(hq * cand * f32) + pool_bytes(count * f32)
+                   : 0;
+    switch (c->policy) {
+    case SIFT_POLICY_TOKENSELECT: { /* scores, votes, and the indices unless the Selection Cache keeps them */
+        const bool kept = c->sel_cache <= 1.0f && cand > (uint64_t)c->budget;
+        return (kept ? 0 : pool_bytes(count * f32)) + pool_bytes(cand * f32) + pool_bytes(hq * cand * f32) + 2 * extrapolated;
+    }
+    case SIFT_POLICY_STREAMING: {
+        const sift_select_params st = {.n_ctx = n, .sink = c->sink, .window = c->window + c->budget, .budget = 0};
+        return pool_bytes((uint64_t)sift_select_count(&st) * f32) + extrapolated;
+    }
+    case SIFT_POLICY_BUTLER: { /* layers >= 1: the votes, and the chosen lists before the neighbours */
+        if (l == 0) return 0;
+        const sift_select_layout lay = sift_select_layout_of(&sel);
+        return pool_bytes(hkv * cand * f32) + (c->neighbor_fetch ? pool_bytes(hkv * (uint64_t)lay.count * f32) : 0);
+    }
+    default: return 0; /* dense attends the cache; the host policies' lists live in the session */
+    }
+}
+
+/* What the graph pool holds at most for one sequence's steps. A step's graph takes its
+ * intermediates from the pool; buffers a longer context has outgrown stay there until
+ * POOL_EVICT_AFTER more buffers have been given back (graph_pool.c's EVICT_AFTER). So decode holds
+ * the full context's intermediates and the generation before them, and sparse prefill those of its
+ * last chunks, as many as are given back within that window. */
+enum { POOL_EVICT_AFTER = 512 };
+
+static uint64_t pool_peak(const sift_model *m, const sift_session_config *c)
+{
+    uint64_t decode = 0;
+    for (uint32_t l = 0; l < m->hp.n_layer; l++) decode = add_sat(decode, attention_intermediates(m, c, l, c->n_ctx, false));
+    uint64_t prefill = 0;
+    if (c->sparse_prefill) {
+        const int64_t per_chunk = 4 * (int64_t)m->hp.n_layer; /* the mean query, votes, scores, indices */
+        const int64_t chunks = (c->n_ctx + c->chunk - 1) / c->chunk, kept = 1 + POOL_EVICT_AFTER / per_chunk;
+        for (int64_t i = 0; i < chunks && i < kept; i++)
+            for (uint32_t l = 0; l < m->hp.n_layer; l++)
+                prefill = add_sat(prefill, attention_intermediates(m, c, l, c->n_ctx - 1 - i * c->chunk, true));
+    }
+    return add_sat(mul_sat(2, decode), prefill);
+}
+
+/* The session's tensors beside the KV pools (session.c), and what the graph pool holds for its
+ * sequences' steps. */
+static uint64_t session_scratch(const sift_model *m, const sift_session_config *c, const predictor_size *pr)
+{
+    const sift_gguf_hparams *hp = &m->hp;
+    const uint64_t t = (uint64_t)c->chunk, e = hp->n_embd, hq = hp->n_head, hkv = hp->n_head_kv, d = hp->head_dim,
+                   f = hp->n_ff, f32 = sizeof(float), layers = hp->n_layer, seqs = (uint64_t)c->n_seq;
+    /* activations [chunk][width]: five of E, three each of Hq D, Hkv D and F */
+    uint64_t b = mul4(t, 5 * e + 3 * hq * d + 3 * hkv * d + 3 * f, f32, 1);
+    if (c->keep_layer_outputs) b = add_sat(b, mul4(layers, t, e, f32));
+    if (pr->present) /* the key projection, the normed stream, fc1, SiLU, the producer's queries */
+        b = add_sat(b, mul4(t, hkv * (uint64_t)pr->key_dim + e + 2 * (uint64_t)pr->hidden + (uint64_t)(pr->stride * pr->key_dim) * hq, f32, 1));
+    /* ids, the one-row fused products, the last rows normed, the logits */
+    b = add_sat(b, (t + (hq + 2 * hkv) * d + 2 * f + (hq + hkv) * d + seqs * e + seqs * hp->n_vocab) * f32);
+    /* each sequence: its page table and its policy's state */
+    const uint64_t max_count = (uint64_t)(c->sink + c->window + c->budget);
+    uint64_t seq = (uint64_t)((c->n_ctx + c->page_size - 1) / c->page_size) * f32;
+    if (c->policy == SIFT_POLICY_TOKENSELECT) {
+        seq += layers * SIFT_SELECT_WARM_WORDS * f32;
+        if (c->sel_cache <= 1.0f) seq += layers * ((hq * d + SIFT_SEL_CACHE_EXTRA) + max_count) * f32;
+    } else if (c->policy == SIFT_POLICY_BUTLER) {
+        const uint64_t lists = max_count + (c->neighbor_fetch ? (uint64_t)c->budget : 0);
+        seq += (layers - 1) * hkv * (SIFT_SELECT_WARM_WORDS + lists) * f32;
+    } else if (sift_host_policy(c->policy)) {
+        seq += hkv * max_count * f32;
+    }
+    b = add_sat(b, mul_sat(seqs, seq));
+    return add_sat(b, mul_sat(seqs, pool_peak(m, c)));
+}
+
+sift_status sift_model_estimate(sift_context *ctx, const char *model_path, const char *predictor_path,
+                                const sift_session_config *cfg, sift_memory_estimate *out)
+{
+    const char *fn = "sift_model_estimate";
+    if (!out) return sift_set_error(SIFT_E_INVALID, "%s: out is NULL", fn);
+    memset(out, 0, sizeof *out);
+    if (!ctx || !model_path) return sift_set_error(SIFT_E_INVALID, "%s: null argument", fn);
+    sift_model *m = NULL;
+    TRY(load_model(ctx, &(model_source){.path = model_path}, NULL, true, &m));
+    predictor_size pr;
+    sift_session_config c;
+    sift_status s = predictor_size_of(m, cfg ? cfg : &(sift_session_config){0}, predictor_path, &pr);
+    if (s == SIFT_OK) s = complete_session_config(m, cfg, &pr, &c, fn);
+    if (s != SIFT_OK) {
+        sift_model_destroy(m);
+        return s;
+    }
+    const int64_t pool_pages = (c.pool_tokens + c.page_size - 1) / c.page_size;
+    int64_t dev_pages = pool_pages;
+    if (c.kv_device_tokens > 0 && (c.kv_device_tokens + c.page_size - 1) / c.page_size < pool_pages)
+        dev_pages = (c.kv_device_tokens + c.page_size - 1) / c.page_size;
+    const kv_bytes kv = kv_pools(m, &c, &pr, pool_pages, dev_pages);
+    out->weights = m->weight_bytes;
+    out->predictor = pr.bytes;
+    out->kv = kv.device;
+    out->kv_host = kv.host;
+    out->scratch = session_scratch(m, &c, &pr);
+    out->device_total = add_sat(add_sat(out->weights, out->predictor), add_sat(out->kv, out->scratch));
+    out->device_free = sift_context_free_memory(ctx);
+    /* on the CPU backend the host pool is in the same memory as the rest */
+    const bool host_is_device = sift_context_backend(ctx) == SIFT_BACKEND_CPU;
+    const uint64_t need = add_sat(out->device_total, host_is_device ? out->kv_host : 0);
+    out->fits = out->device_free == 0 ? -1 : need <= out->device_free;
+    if (out->fits == 0 && !host_is_device && kv.per_device_page > 0) {
+        /* the device pages that fit beside what does not move, at least the sink's and two more */
+        const uint64_t fixed = need - mul_sat(kv.per_device_page, (uint64_t)dev_pages);
+        const int64_t min_pages = (c.sink + c.page_size - 1) / c.page_size + 2;
+        const uint64_t room = out->device_free > fixed ? (out->device_free - fixed) / kv.per_device_page : 0;
+        const int64_t fit_pages = room < (uint64_t)pool_pages ? (int64_t)room : pool_pages - 1;
+        if (fit_pages >= min_pages) out->kv_device_tokens = fit_pages * c.page_size;
+    }
+    sift_model_destroy(m);
+    return SIFT_OK;
+}

@@ -35,6 +35,7 @@ struct sift_model {
      * so far and in the file */
     sift_model_load_config load;
     uint64_t load_done, load_total;
+    bool dry_run; /* sift_model_estimate's load: no tensor is created, weight_bytes is counted */
 };
 
 /* References that keep a model alive (sift_model_destroy drops the caller's). */

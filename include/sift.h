@@ -109,6 +109,29 @@ SIFT_API const char *sift_backend_kind_name(sift_backend_kind kind);
 SIFT_API sift_status sift_backend_kind_parse(const char *name, sift_backend_kind *out);
 
 
+/* ---- logs ---------------------------------------------------------------------------------- */
+
+/* What the library has to say beside the status of a call: INFO when a context opens and a model
+ * loads (what, where, how large), WARN and ERROR for what a driver reports (Vulkan's validation
+ * layer) and the library works around. A failing call's error is its status and sift_last_error(),
+ * not a log message. */
+typedef enum sift_log_level {
+    SIFT_LOG_DEBUG = 0,
+    SIFT_LOG_INFO,
+    SIFT_LOG_WARN,
+    SIFT_LOG_ERROR
+} sift_log_level;
+
+/* A context's log (sift_context_config.log): one message a call, without a trailing newline. The
+ * calls for one context never overlap (the library serialises them) and may come from any thread
+ * that uses the context; message is valid during the call only. The callback may run while the
+ * context is busy on that thread: it must not call the library with the same context (a program
+ * that wants to act on a message queues it). */
+typedef void (*sift_log_fn)(void *user, sift_log_level level, const char *message);
+
+/* "debug", "info", "warn", "error". */
+SIFT_API const char *sift_log_level_name(sift_log_level level);
+
 /* ---- devices and contexts ------------------------------------------------------------------- */
 
 typedef enum sift_device_type {
@@ -125,7 +148,35 @@ typedef struct sift_device_info {
     sift_device_type type;
     int is_default;         /* 1 for the device a context of this backend opens with device -1 */
     uint64_t memory_bytes;  /* device-local memory (host memory for the CPU; 0 where unknown) */
+    /* What the backend would use of the device, and whether it would (the Vulkan backend fills
+     * these; the others leave them 0 and ""): */
+    int unusable;                  /* 1: the backend cannot open it (why_not says what it lacks) */
+    char why_not[256];             /* why a context does not open it by default ("" for the default) */
+    uint32_t subgroup_size;        /* the subgroup (warp, wave) size sift's kernels run with */
+    uint32_t subgroup_min, subgroup_max; /* the sizes the device can run compute at */
+    uint32_t shared_memory_bytes;  /* per workgroup */
+    uint32_t max_workgroup_size;   /* invocations per workgroup */
+    uint64_t max_buffer_range;     /* bytes one shader-visible buffer spans; larger tensors are split */
+    uint32_t features;             /* SIFT_DEVICE_FEATURE_* */
+    char profile[32];              /* the profile these figures are narrowed to (SIFT_VULKAN_PROFILE), or "" */
 } sift_device_info;
+
+/* sift_device_info.features: what the device has of what sift uses. */
+#define SIFT_DEVICE_FEATURE_F16_STORAGE 1u            /* f16 tensors kept as halves (else stored as f32) */
+#define SIFT_DEVICE_FEATURE_TIMESTAMPS 2u             /* per-node timings (sift_graph_compute_timed) */
+#define SIFT_DEVICE_FEATURE_SUBGROUP_SIZE_CONTROL 4u  /* a subgroup size chosen per pipeline */
+#define SIFT_DEVICE_FEATURE_FULL_SUBGROUPS 8u         /* workgroups made of whole subgroups */
+
+/* The Vulkan backend's device profiles: SIFT_VULKAN_PROFILE=<name> narrows what the device reports
+ * to the limits and features of a device class (backends/vulkan/README.md has the table), so that
+ * the kernels and plans that class gets run, and are tested, on any device. Profile `index`
+ * (0, 1, ...; SIFT_E_INVALID past the last), whether or not this build has the Vulkan backend. */
+typedef struct sift_device_profile {
+    char name[32];         /* SIFT_VULKAN_PROFILE=name */
+    char describes[160];   /* the devices it stands for */
+    char limits[256];      /* what it narrows, e.g. "subgroup 32 or 64; 64 KiB shared memory" */
+} sift_device_profile;
+SIFT_API sift_status sift_vulkan_profile_get(int index, sift_device_profile *out);
 
 /* The devices a backend can open, numbered 0 .. *n - 1 in the order of its API (Vulkan's
  * vkEnumeratePhysicalDevices, CUDA's device ordinals; the CPU backend has one). A backend not
@@ -146,9 +197,15 @@ typedef struct sift_context_config {
     /* The CPU backend's threads (0: SIFT_THREADS=<n> from the environment, else one per online
      * core); ignored by the GPU backends. */
     int threads;
+    /* Where the context's messages go, from its opening to its destruction (sift_log_fn), with
+     * log_user as the callback's first argument. NULL: WARN and ERROR are written to stderr as
+     * "sift: message", INFO and DEBUG are dropped. Messages that belong to no context (listing
+     * devices) go there too. */
+    sift_log_fn log;
+    void *log_user;
 } sift_context_config;
 
-/* Defaults: the CPU backend, device -1, threads 0. */
+/* Defaults: the CPU backend, device -1, threads 0, no log callback. */
 SIFT_API sift_context_config sift_context_config_default(void);
 /* Opens a device of a backend. Returns SIFT_E_UNAVAILABLE (with the reason) where the backend was
  * not built or no usable device/driver exists, SIFT_E_INVALID for a device index out of range. */
@@ -481,6 +538,45 @@ SIFT_API sift_status sift_session_set_profiling(sift_session *s, int on);
  * descending (equal times by op name); *n gets how many entries there are (ops that ran at least
  * once), which may exceed max; *steps (when not NULL) the steps profiled. */
 SIFT_API sift_status sift_session_profile(const sift_session *s, sift_op_time *out, int max, int *n, int64_t *steps);
+
+/* ---- memory: what a context holds, and what a model and a session will take ----------------- */
+
+/* The bytes of a context's tensors (weights, KV pools, a session's buffers, graphs' intermediates)
+ * as the library asked its backend for them. */
+typedef struct sift_memory_use {
+    uint64_t device_bytes;      /* in device memory now (the CPU backend: host memory) */
+    uint64_t host_bytes;        /* in host memory the device reads (KV offload's host pages) */
+    uint64_t device_peak_bytes; /* the most device_bytes has been since the context opened */
+} sift_memory_use;
+SIFT_API sift_status sift_context_memory_use(sift_context *ctx, sift_memory_use *out);
+
+/* What loading a model (and a predictor) on a context and creating one session of it would take,
+ * worked out before anything is allocated. */
+typedef struct sift_memory_estimate {
+    uint64_t weights;      /* the model's weights on the device (sift_model_info.weight_bytes) */
+    uint64_t predictor;    /* TokenButler's predictor (sift_predictor_info.bytes); 0 without one */
+    uint64_t kv;           /* the KV pools on the device, with a predictor's projected keys */
+    uint64_t kv_host;      /* with kv_device_tokens: the pools' pages in host memory */
+    uint64_t scratch;      /* the session's other buffers, and the most one step's graph takes
+                            * for its intermediates (at the full context) */
+    uint64_t device_total; /* weights + predictor + kv + scratch */
+    uint64_t device_free;  /* the device's free memory now; 0 where the backend cannot tell (the CPU
+                            * backend: the host's available memory, which kv_host shares) */
+    int fits;              /* 1: the total fits the free memory; 0: it does not; -1: unknown */
+    /* When it does not fit on a GPU: the largest kv_device_tokens (whole pages, the sink's and two
+     * more at least) with which it would; 0 where KV offload cannot make it fit (or it fits). */
+    int64_t kv_device_tokens;
+} sift_memory_estimate;
+
+/* The estimate for the model file model_path on ctx's device, with the predictor file
+ * predictor_path (NULL: cfg's predictor, or none) and one session of config cfg (NULL: the
+ * defaults; n_ctx 0 is the model's training context). The files are read, not loaded; the same
+ * config errors as sift_session_create. The figures are what the library asks its backend for: the
+ * estimate test holds them to a real load and session on the CPU and Vulkan backends (the peak
+ * within 10% under the estimate, never over it). Host memory the library keeps for itself (the
+ * tokenizer, eval_mode's and the host policies' mirrors of the cache) is not counted. */
+SIFT_API sift_status sift_model_estimate(sift_context *ctx, const char *model_path, const char *predictor_path,
+                                         const sift_session_config *cfg, sift_memory_estimate *out);
 
 /* ---- sampling (on the host) ----------------------------------------------------------------- */
 

@@ -693,6 +693,23 @@ static sift_status cpu_graph_compute(void *be, sift_graph *g, double *node_us, d
 
 static void cpu_graph_release(void *be, sift_graph *g) { (void)be; (void)g; }
 
+/* The host's available memory (Linux: MemAvailable of /proc/meminfo, what can be allocated without
+ * swapping); elsewhere the backend cannot tell. */
+static sift_status cpu_memory_free(void *be, uint64_t *bytes)
+{
+    (void)be;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return sift_set_error(SIFT_E_UNAVAILABLE, "cpu: no /proc/meminfo");
+    char line[256];
+    unsigned long long kib = 0;
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) found = sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+    fclose(f);
+    if (!found) return sift_set_error(SIFT_E_UNAVAILABLE, "cpu: /proc/meminfo has no MemAvailable");
+    *bytes = (uint64_t)kib * 1024;
+    return SIFT_OK;
+}
+
 static const sift_backend_vtable cpu_vtable = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -704,6 +721,7 @@ static const sift_backend_vtable cpu_vtable = {
     .graph_compute = cpu_graph_compute,
     .graph_release = cpu_graph_release,
     .set_threads = cpu_set_threads,
+    .memory_free = cpu_memory_free,
 };
 
 /* The thread count at open: SIFT_THREADS if set, else the online cores. */
