@@ -111,19 +111,15 @@ def _finish(rng, n_chars, records, queries):
 
 # ---- the tasks ----------------------------------------------------------------------------------
 
-FAMILY = 4  # near-duplicate keys per family
+FAMILY = 4  # near-duplicate keys per family (at least)
 
 
 def multikey_sample(rng, n_chars):
     """Recall whose keys come in families that differ in one character (recall's record and query
     counts). Values within a family are distinct, so a neighbour's value is always wrong."""
     n_records, n_queries = task.counts_for_length(n_chars)
-    sizes = [FAMILY] * (n_records // FAMILY)
-    rest = n_records % FAMILY
-    if rest == 1:
-        sizes[-1] += 1  # no family of one: every key has a neighbour
-    elif rest:
-        sizes.append(rest)
+    n_families = max(1, n_records // FAMILY)  # of FAMILY keys, a few of one more (fewer in short samples)
+    sizes = [n_records // n_families + (i < n_records % n_families) for i in range(n_families)]
     used, keyed = set(), []
     for size in sizes:
         while True:

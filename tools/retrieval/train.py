@@ -496,11 +496,11 @@ def parse_args(argv):
                     help="tiny config on the CPU: dim 32, 2 layers, 20 steps, short sequences; every code path")
     ap.add_argument("--device", help="default: cuda if available (cpu with --smoke)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--tasks", default="recall",
+    ap.add_argument("--tasks",
                     help="the training mixture: comma-separated tasks of ruler_tasks.py, each with an optional "
                          ":WEIGHT (default 1; a sample's task is drawn in proportion among those its length holds), "
-                         "or all (every task, weight 1); default recall (the shipped model's recipe). One test set "
-                         "per task is written and evaluated")
+                         "or all (every task, weight 1); default: the checkpoint's with --resume, else recall (the "
+                         "shipped model's recipe). One test set per task is written and evaluated")
     ap.add_argument("--init-gguf", help="start from the weights of this GGUF (written by this script with the same "
                                         "model config), with a fresh optimizer and curriculum; not with --resume")
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -554,10 +554,6 @@ def main(argv=None):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     torch.manual_seed(args.seed)
-    tasks, task_weights = parse_tasks(args.tasks)
-    shortest = min(ruler_tasks.min_chars(t) for t in tasks)
-    if args.start_len - 1 < shortest:
-        raise SystemExit("--start-len must be at least %d" % (shortest + 1))
     if args.resume and args.init_gguf:
         raise SystemExit("--init-gguf starts a new training; --resume continues one: give one of them")
 
@@ -565,10 +561,17 @@ def main(argv=None):
     if args.resume:
         ckpt = load_checkpoint(args.resume)
         cfg = ckpt["model_cfg"]
+        if args.tasks is None:  # the mixture goes on as it was (checkpoints without one: recall)
+            args.tasks = ckpt["state"].get("tasks", "recall")
     else:
         cfg = dict(SMOKE_MODEL if args.smoke else FULL_MODEL)
     if args.max_len > cfg["context_length"]:
         raise SystemExit("--max-len %d exceeds the model's context %d" % (args.max_len, cfg["context_length"]))
+    args.tasks = args.tasks or "recall"
+    tasks, task_weights = parse_tasks(args.tasks)
+    shortest = min(ruler_tasks.min_chars(t) for t in tasks)
+    if args.start_len - 1 < shortest:
+        raise SystemExit("--start-len must be at least %d" % (shortest + 1))
     model = Llama(cfg).to(device)
     opt = make_optimizer(model, args, device)
     rng = random.Random("sift-retrieval-train-%d" % args.seed)
@@ -582,6 +585,8 @@ def main(argv=None):
         state.update(ckpt["state"])
         rng.setstate(ckpt["rng"])
         state["length"] = min(state["length"], args.max_len)
+    if tasks != ["recall"]:
+        state["tasks"] = args.tasks  # (recall's checkpoints stay as they were)
         log("resumed %s: step %d, length %d, %.0f s trained" % (args.resume, state["step"], state["length"],
                                                                 state["train_seconds"]))
     log("model: %s, %.2fM parameters; device %s%s; torch %s" % (
