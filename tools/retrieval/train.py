@@ -8,15 +8,18 @@ dozen tokens with two records, grow the length 1.25x each time the recall accura
 window passes 0.9), with a quarter of each batch "repeat" samples (X then X again) while the
 sequences are short, to teach copying first. Half of the batches (--mix-frac) revisit a shorter
 length, log-uniform in [length / 8, length], so that 4K and 8K stay as good as the frontier.
+With --tasks, the samples come from a mixture of ruler_tasks.py's tasks (recall among them), and the
+gate asks every task for its accuracy.
 
 The model is the Llama that sift runs as GGUF arch 'llama': RMSNorm, RoPE rotating adjacent pairs
 (2i, 2i+1) (the Meta / llama2.c convention; sift applies it to unpermuted Q/K rows), GQA with query
 head h reading KV head h // (heads / kv_heads), SwiGLU, no biases, untied output.
 
 Everything goes to --out: checkpoint.pt (model, optimizer, curriculum, RNG), retrieval.gguf,
-retrieval_test.txt, retrieval_eval.json, reference_logits.json and train.log. Training stops after
---time-budget seconds from the start of the command (default 480, for a 10-minute limit) and then
-saves, exports and evaluates; --resume continues from a checkpoint. See README.md.
+retrieval_test.txt (and TASK_test.txt per other task), retrieval_eval.json, reference_logits.json
+and train.log. Training stops after --time-budget seconds from the start of the command (default
+480, for a 10-minute limit) and then saves, exports and evaluates; --resume continues from a
+checkpoint. See README.md.
 """
 
 import time
@@ -426,8 +429,10 @@ def check_export(model, gguf_path, out_dir, log):
 
 @torch.no_grad()
 def evaluate(model, samples, device, use_bf16, eval_tokens):
-    """Teacher-forced held-out recall with dense attention, per length: accuracy of the answer
-    characters, of whole values (all 3 digits) and of the first digit (the one only the record gives)."""
+    """Teacher-forced held-out answers with dense attention, per length: accuracy of the answer
+    characters, of whole parts (three characters: a value, a word) and of their first character
+    (the one only the context gives). Every task's answers come in parts of three characters;
+    "queries" counts the parts (recall: one per query)."""
     lut = torch.tensor(task.byte_to_id_table(), dtype=torch.long)
     results = {}
     for n_tokens in sorted(set(s[0] for s in samples)):
