@@ -148,24 +148,7 @@ typedef struct sift_device_info {
     sift_device_type type;
     int is_default;         /* 1 for the device a context of this backend opens with device -1 */
     uint64_t memory_bytes;  /* device-local memory (host memory for the CPU; 0 where unknown) */
-    /* What the backend would use of the device, and whether it would (the Vulkan backend fills
-     * these; the others leave them 0 and ""): */
-    int unusable;                  /* 1: the backend cannot open it (why_not says what it lacks) */
-    char why_not[256];             /* why a context does not open it by default ("" for the default) */
-    uint32_t subgroup_size;        /* the subgroup (warp, wave) size sift's kernels run with */
-    uint32_t subgroup_min, subgroup_max; /* the sizes the device can run compute at */
-    uint32_t shared_memory_bytes;  /* per workgroup */
-    uint32_t max_workgroup_size;   /* invocations per workgroup */
-    uint64_t max_buffer_range;     /* bytes one shader-visible buffer spans; larger tensors are split */
-    uint32_t features;             /* SIFT_DEVICE_FEATURE_* */
-    char profile[32];              /* the profile these figures are narrowed to (SIFT_VULKAN_PROFILE), or "" */
 } sift_device_info;
-
-/* sift_device_info.features: what the device has of what sift uses. */
-#define SIFT_DEVICE_FEATURE_F16_STORAGE 1u            /* f16 tensors kept as halves (else stored as f32) */
-#define SIFT_DEVICE_FEATURE_TIMESTAMPS 2u             /* per-node timings (sift_graph_compute_timed) */
-#define SIFT_DEVICE_FEATURE_SUBGROUP_SIZE_CONTROL 4u  /* a subgroup size chosen per pipeline */
-#define SIFT_DEVICE_FEATURE_FULL_SUBGROUPS 8u         /* workgroups made of whole subgroups */
 
 /* The Vulkan backend's device profiles: SIFT_VULKAN_PROFILE=<name> narrows what the device reports
  * to the limits and features of a device class (backends/vulkan/README.md has the table), so that
@@ -177,6 +160,29 @@ typedef struct sift_device_profile {
     char limits[256];      /* what it narrows, e.g. "subgroup 32 or 64; 64 KiB shared memory" */
 } sift_device_profile;
 SIFT_API sift_status sift_vulkan_profile_get(int index, sift_device_profile *out);
+
+/* What the Vulkan backend would use of its device `index` (as numbered by sift_device_count), under
+ * the profile in the environment: whether it can open it and, where it does not by default, why
+ * (sift_device_info.is_default: a discrete GPU over an integrated one over a CPU emulation, then
+ * the most memory). Set out->struct_size = sizeof *out first: the library fills that many bytes
+ * (fields are only added at the end). SIFT_E_UNAVAILABLE without the backend or a driver. */
+typedef struct sift_vulkan_device_info {
+    size_t struct_size;
+    int unusable;                  /* 1: the backend cannot open it (why_not says what it lacks) */
+    char why_not[256];             /* why a context does not open it by default ("" for the default) */
+    uint32_t subgroup_size;        /* the subgroup (wave, warp) size sift's kernels run with */
+    uint32_t subgroup_min, subgroup_max; /* the sizes the device can run compute at */
+    uint32_t shared_memory_bytes;  /* per workgroup */
+    uint32_t max_workgroup_size;   /* invocations per workgroup */
+    uint64_t max_buffer_range;     /* bytes one storage buffer spans; larger tensors are split at it */
+    uint32_t features;             /* SIFT_VULKAN_FEATURE_*: what it has of what sift uses */
+    char profile[32];              /* the profile the figures are narrowed to (SIFT_VULKAN_PROFILE), or "" */
+} sift_vulkan_device_info;
+#define SIFT_VULKAN_FEATURE_F16_STORAGE 1u           /* f16 tensors kept as halves (else stored as f32) */
+#define SIFT_VULKAN_FEATURE_TIMESTAMPS 2u            /* per-node timings (sift_graph_compute_timed) */
+#define SIFT_VULKAN_FEATURE_SUBGROUP_SIZE_CONTROL 4u /* a subgroup size required per pipeline */
+#define SIFT_VULKAN_FEATURE_FULL_SUBGROUPS 8u        /* workgroups made of whole subgroups */
+SIFT_API sift_status sift_vulkan_device_get_info(int index, sift_vulkan_device_info *out);
 
 /* The devices a backend can open, numbered 0 .. *n - 1 in the order of its API (Vulkan's
  * vkEnumeratePhysicalDevices, CUDA's device ordinals; the CPU backend has one). A backend not

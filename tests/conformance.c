@@ -2,7 +2,7 @@
  * against the CPU reference, or times them (--perf). Prints one line per check; a failure names
  * its case and backend.
  *
- *   sift-conformance [--backend cpu|vulkan|cuda] [--suite ops|model|cache|attn|all] [--list]
+ *   sift-conformance [--backend cpu|vulkan|vulkan:PROFILE|cuda] [--suite ops|model|cache|attn|all] [--list]
  *   sift-conformance --perf [--backend B] [--suite perf|ops|model|all] [--shape 8b|small] [--prefill T] [--repeat R]
  *
  * Exit status: 0 all passed, 1 a failure, 77 the backend cannot be opened here (Meson's skip).
@@ -69,7 +69,7 @@ static bool expected_backend(const char *name)
 {
     const char *expect = getenv("SIFT_EXPECT_BACKENDS");
     if (!expect) return false;
-    char list[256], key[32];
+    char list[256], key[48];
     snprintf(list, sizeof list, ",%s,", expect);
     snprintf(key, sizeof key, ",%s,", name);
     return strstr(list, key) != NULL;
@@ -168,7 +168,7 @@ static void run_check(const conf_case *c, const backend *ref, const backend *dut
 
 static int usage(FILE *f, int status)
 {
-    fputs("usage: sift-conformance [--backend cpu|vulkan|cuda] [--suite ops|model|cache|attn|all] [--match S] [--list]\n"
+    fputs("usage: sift-conformance [--backend cpu|vulkan|vulkan:PROFILE|cuda] [--suite ops|model|cache|attn|all] [--match S] [--skip S] [--list]\n"
           "       sift-conformance --perf [--backend B] [--suite perf|ops|model|all] [--shape 8b|small]\n"
           "                        [--prefill T] [--repeat R]\n"
           "\n"
@@ -179,7 +179,8 @@ static int usage(FILE *f, int status)
           "effective bandwidth (the bytes it must move at least, over its time); at --shape 8b the\n"
           "\"matvec stream\" cases time a graph of like one-token products over weights larger than\n"
           "the L2 cache as one span, and print it per product. --match S keeps the cases whose name\n"
-          "contains S.\n",
+          "contains S, --skip S drops them. vulkan:PROFILE runs the Vulkan backend under a device\n"
+          "profile (SIFT_VULKAN_PROFILE).\n",
           f);
     return status;
 }
@@ -188,7 +189,7 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     setenv("SIFT_VULKAN_VALIDATION", "1", 0);
-    const char *backend_name = "cpu", *suite = NULL, *shape = "8b", *match = NULL;
+    const char *backend_name = "cpu", *suite = NULL, *shape = "8b", *match = NULL, *skip = NULL;
     bool perf = false, list = false;
     long long repeat = 20, prefill = 512;
     for (int i = 1; i < argc; i++) {
@@ -199,6 +200,7 @@ int main(int argc, char **argv)
         else if (val && !strcmp(a, "--backend")) backend_name = argv[++i];
         else if (val && !strcmp(a, "--suite")) suite = argv[++i];
         else if (val && !strcmp(a, "--match")) match = argv[++i];
+        else if (val && !strcmp(a, "--skip")) skip = argv[++i];
         else if (val && !strcmp(a, "--shape") && (!strcmp(val, "8b") || !strcmp(val, "small"))) shape = argv[++i];
         else if (val && !strcmp(a, "--prefill") && (prefill = atoll(val)) >= 1 && prefill <= 65536) i++;
         else if (val && !strcmp(a, "--repeat") && (repeat = atoll(val)) >= 1 && repeat <= 100000) i++;
@@ -208,8 +210,20 @@ int main(int argc, char **argv)
         }
     }
     if (!suite) suite = perf ? "perf" : "all";
+    /* vulkan:PROFILE: the Vulkan backend narrowed to a device profile (SIFT_VULKAN_PROFILE) */
+    char kind_name[32];
+    snprintf(kind_name, sizeof kind_name, "%s", backend_name);
+    char *colon = strchr(kind_name, ':');
+    if (colon) {
+        *colon = 0;
+        if (strcmp(kind_name, "vulkan") != 0) {
+            fprintf(stderr, "sift-conformance: only the vulkan backend has profiles ('%s')\n", backend_name);
+            return 2;
+        }
+        setenv("SIFT_VULKAN_PROFILE", colon + 1, 1);
+    }
     sift_backend_kind kind;
-    if (sift_backend_kind_parse(backend_name, &kind) != SIFT_OK) {
+    if (sift_backend_kind_parse(kind_name, &kind) != SIFT_OK) {
         fprintf(stderr, "sift-conformance: unknown backend '%s'\n", backend_name);
         return 2;
     }
@@ -226,7 +240,7 @@ int main(int argc, char **argv)
             return 1;
         }
         if (kind != SIFT_BACKEND_CPU && sift_context_create(kind, &dut_own.ctx) != SIFT_OK) {
-            const bool expected = expected_backend(backend_name);
+            const bool expected = expected_backend(kind_name);
             printf("backend %-7s %s: %s\n", backend_name,
                    expected ? "MISSING (expected by SIFT_EXPECT_BACKENDS)" : "skipped", sift_last_error());
             sift_context_destroy(ref.ctx);
@@ -252,6 +266,7 @@ int main(int argc, char **argv)
         const conf_case *c = &cases[i];
         if (strcmp(suite, "all") && strcmp(suite, c->suite)) continue;
         if (match && !strstr(c->name, match)) continue;
+        if (skip && strstr(c->name, skip)) continue;
         if (list) {
             printf("%-6s %s\n", c->suite, c->name);
             continue;

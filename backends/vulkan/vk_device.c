@@ -21,6 +21,7 @@
  *                                  workgroups of the streaming kernels, default 1024)
  */
 #include "vk_internal.h"
+#include "vk_profile.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -181,7 +182,7 @@ static int64_t vk_validation_messages(void *p)
 static bool vk_is_emulated(void *p)
 {
     const vkb *be = p;
-    return be->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    return be->caps.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
 }
 
 static const sift_backend_vtable vk_vtable = {
@@ -236,8 +237,46 @@ static void device_list_text(const VkPhysicalDevice *devs, uint32_t n, char *lis
     }
 }
 
+/* The largest device-local heap (what a device is ranked by, and what sift_device_info reports). */
+static VkDeviceSize device_memory(VkPhysicalDevice d)
+{
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(d, &mp);
+    VkDeviceSize best = 0;
+    for (uint32_t h = 0; h < mp.memoryHeapCount; h++)
+        if ((mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) && mp.memoryHeaps[h].size > best)
+            best = mp.memoryHeaps[h].size;
+    return best;
+}
+
+/* The order of preference among device types: a discrete GPU, then an integrated one, a virtual
+ * one, anything else, and a CPU emulation (lavapipe) last. */
+static int type_rank(VkPhysicalDeviceType t)
+{
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 4;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 3;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 0;
+    default: return 1;
+    }
+}
+
+static const char *type_text(VkPhysicalDeviceType t)
+{
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "a discrete GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "an integrated GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "a virtual GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "a CPU emulation";
+    default: return "a device of another type";
+    }
+}
+
 /* The device a context opens when given none: SIFT_VULKAN_DEVICE=<index> from the environment,
- * else the first discrete GPU, else device 0. */
+ * else, of the devices sift can use (vk_caps_query), the best type (type_rank), then the most
+ * device-local memory, then the lowest index; device 0 where none is usable (opening it then says
+ * why). */
 static sift_status default_device(const VkPhysicalDevice *devs, uint32_t n, uint32_t *pick)
 {
     *pick = 0;
@@ -255,12 +294,17 @@ static sift_status default_device(const VkPhysicalDevice *devs, uint32_t n, uint
         *pick = (uint32_t)v;
         return SIFT_OK;
     }
+    int best_rank = -1;
+    VkDeviceSize best_mem = 0;
     for (uint32_t i = 0; i < n; i++) {
-        VkPhysicalDeviceProperties p;
-        vkGetPhysicalDeviceProperties(devs[i], &p);
-        if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU) {
+        vk_caps caps;
+        if (vk_caps_query(devs[i], &caps) != SIFT_OK) continue;
+        const int rank = type_rank(caps.props.deviceType);
+        const VkDeviceSize mem = device_memory(devs[i]);
+        if (rank > best_rank || (rank == best_rank && mem > best_mem)) {
+            best_rank = rank;
+            best_mem = mem;
             *pick = i;
-            break;
         }
     }
     return SIFT_OK;
@@ -304,6 +348,167 @@ static uint32_t find_memory(const VkPhysicalDeviceMemoryProperties *mp, VkMemory
     return found;
 }
 
+/* The memory type of tensors: the first device-local one, else type 0. */
+static uint32_t device_memory_type(const VkPhysicalDeviceMemoryProperties *mp)
+{
+    const uint32_t t = find_memory(mp, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+    return t != UINT32_MAX ? t : find_memory(mp, 0, 0);
+}
+
+/* The profile's subgroup size on a device that runs [lo, hi] (powers of two) with `def` its default:
+ * the default where the profile allows it, else the largest size both allow (required per pipeline);
+ * 0 where there is none. */
+static uint32_t profile_subgroup(uint32_t mask, uint32_t lo, uint32_t hi, uint32_t def, bool *required)
+{
+    *required = false;
+    if (!mask || (mask & def)) return def;
+    for (uint32_t sz = hi; sz >= lo && sz > 0; sz /= 2)
+        if (mask & sz) {
+            *required = true;
+            return sz;
+        }
+    return 0;
+}
+
+sift_status vk_caps_query(VkPhysicalDevice phys, vk_caps *c)
+{
+    memset(c, 0, sizeof *c);
+    vkGetPhysicalDeviceProperties(phys, &c->props);
+    const VkPhysicalDeviceProperties *pp = &c->props;
+    if (pp->apiVersion < VK_API_VERSION_1_2)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s supports Vulkan %u.%u; sift needs 1.2", pp->deviceName,
+                              VK_API_VERSION_MAJOR(pp->apiVersion), VK_API_VERSION_MINOR(pp->apiVersion));
+    const bool v13 = pp->apiVersion >= VK_API_VERSION_1_3;
+
+    VkPhysicalDeviceVulkan13Properties p13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES};
+    VkPhysicalDeviceVulkan12Properties p12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES,
+                                              .pNext = v13 ? &p13 : NULL};
+    VkPhysicalDeviceVulkan11Properties p11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES, .pNext = &p12};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &p11};
+    vkGetPhysicalDeviceProperties2(phys, &p2);
+
+    VkPhysicalDeviceVulkan13Features f13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
+    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                            .pNext = v13 ? &f13 : NULL};
+    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
+    vkGetPhysicalDeviceFeatures2(phys, &f2);
+    snprintf(c->driver, sizeof c->driver, "%s", p12.driverInfo[0] ? p12.driverInfo : p12.driverName);
+
+    if (!f12.bufferDeviceAddress)
+        return sift_set_error(SIFT_E_UNSUPPORTED,
+                              "vulkan: %s lacks bufferDeviceAddress, which sift's shaders use to reach every tensor",
+                              pp->deviceName);
+    if (!f2.features.shaderInt64)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s lacks shaderInt64 (64-bit addresses in shaders)", pp->deviceName);
+    const VkSubgroupFeatureFlags need_sg = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_VOTE_BIT |
+                                           VK_SUBGROUP_FEATURE_ARITHMETIC_BIT | VK_SUBGROUP_FEATURE_BALLOT_BIT |
+                                           VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
+    /* the kernels take any power of two from 4 to 128 (rows.glsl's clusters need 4 lanes at most of a
+     * subgroup; docs/kernels.md) */
+    const uint32_t def = p11.subgroupSize;
+    if (!(p11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) || (p11.subgroupSupportedOperations & need_sg) != need_sg)
+        return sift_set_error(SIFT_E_UNSUPPORTED,
+                              "vulkan: %s lacks subgroup basic/vote/arithmetic/ballot/shuffle operations in compute shaders",
+                              pp->deviceName);
+    if (def < 4 || def > 128 || (def & (def - 1)) != 0)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s has subgroups of %u; sift's kernels take powers of two 4..128",
+                              pp->deviceName, def);
+    c->size_control = v13 && f13.subgroupSizeControl && (p13.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                      p13.minSubgroupSize >= 4 && p13.maxSubgroupSize <= 128 && p13.minSubgroupSize <= def &&
+                      def <= p13.maxSubgroupSize;
+    c->subgroup_min = c->size_control ? p13.minSubgroupSize : def;
+    c->subgroup_max = c->size_control ? p13.maxSubgroupSize : def;
+    c->full_subgroups = v13 && f13.subgroupSizeControl && f13.computeFullSubgroups;
+    c->f16_storage = f11.storageBuffer16BitAccess && !env_flag("SIFT_VULKAN_F16_AS_F32");
+    c->max_shared = pp->limits.maxComputeSharedMemorySize;
+    c->max_invocations = pp->limits.maxComputeWorkGroupInvocations;
+    for (int i = 0; i < 3; i++) c->max_groups[i] = pp->limits.maxComputeWorkGroupCount[i];
+    c->max_allocs = pp->limits.maxMemoryAllocationCount;
+    c->storage_range = pp->limits.maxStorageBufferRange;
+    c->ts_period = pp->limits.timestampPeriod;
+    /* most kernels run workgroups of 256 and matvec's sums fill 32 KiB at 8 tokens; Vulkan's minima
+     * are 128 and 16 KiB, real devices have at least these */
+    if (c->max_invocations < 256 || c->max_shared < 32768)
+        return sift_set_error(SIFT_E_UNSUPPORTED,
+                              "vulkan: %s runs workgroups of %u invocations and %u bytes of shared memory; sift needs "
+                              "256 and 32768",
+                              pp->deviceName, c->max_invocations, c->max_shared);
+
+    /* queue: a compute family, preferably with timestamps */
+    uint32_t nq = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(phys, &nq, NULL);
+    VkQueueFamilyProperties *qf = calloc(nq ? nq : 1, sizeof *qf);
+    if (!qf) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of memory");
+    vkGetPhysicalDeviceQueueFamilyProperties(phys, &nq, qf);
+    uint32_t fam = UINT32_MAX;
+    for (uint32_t i = 0; i < nq; i++) {
+        if (!(qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) || qf[i].queueCount == 0) continue;
+        if (fam == UINT32_MAX || (qf[fam].timestampValidBits == 0 && qf[i].timestampValidBits > 0)) fam = i;
+    }
+    if (fam != UINT32_MAX) c->ts_bits = qf[fam].timestampValidBits;
+    free(qf);
+    if (fam == UINT32_MAX) return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s has no compute queue", pp->deviceName);
+    c->qfamily = fam;
+
+    /* the profile narrows what the device reports */
+    const char *pname = getenv("SIFT_VULKAN_PROFILE");
+    c->subgroup = def;
+    if (pname && *pname) {
+        const vk_profile *pr = vk_profile_find(pname);
+        if (!pr) {
+            char names[128];
+            vk_profile_names(names, sizeof names);
+            return sift_set_error(SIFT_E_INVALID, "vulkan: SIFT_VULKAN_PROFILE='%s' is not a profile (%s)", pname, names);
+        }
+        c->profile = pr->name;
+        c->subgroup = profile_subgroup(pr->subgroups, c->subgroup_min, c->subgroup_max, def, &c->require_subgroup);
+        if (c->subgroup == 0)
+            return sift_set_error(SIFT_E_UNSUPPORTED,
+                                  "vulkan: profile %s runs subgroups of other sizes than %s's %u..%u (on lavapipe, "
+                                  "LP_NATIVE_VECTOR_WIDTH=<32 x size> sets its size)",
+                                  pr->name, pp->deviceName, c->subgroup_min, c->subgroup_max);
+        if (pr->subgroups) { /* the sizes both allow */
+            while (!(pr->subgroups & c->subgroup_min)) c->subgroup_min *= 2;
+            while (!(pr->subgroups & c->subgroup_max)) c->subgroup_max /= 2;
+        }
+        if (pr->max_shared && pr->max_shared < c->max_shared) c->max_shared = pr->max_shared;
+        if (pr->max_invocations && pr->max_invocations < c->max_invocations) c->max_invocations = pr->max_invocations;
+        if (pr->storage_range && pr->storage_range < c->storage_range) c->storage_range = pr->storage_range;
+        if (pr->no_f16_storage) c->f16_storage = false;
+        if (pr->no_timestamps) c->ts_bits = 0;
+        /* no_f16_arith, no_int8_storage, no_int64_atomics: the backend enables none of these */
+    }
+    if (c->require_subgroup && c->subgroup * p13.maxComputeWorkgroupSubgroups < c->max_invocations)
+        c->max_invocations = c->subgroup * p13.maxComputeWorkgroupSubgroups;
+
+    /* chunks: the largest power of two within one allocation, one buffer, one storage buffer's
+     * range and the heap (a device reporting a narrow range gets tensors split at it, which every
+     * kernel reads through the chunk table: common.glsl saddr) */
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(phys, &mp);
+    c->heap_bytes = mp.memoryHeaps[mp.memoryTypes[device_memory_type(&mp)].heapIndex].size;
+    c->max_alloc = p11.maxMemoryAllocationSize;
+    VkDeviceSize limit = c->max_alloc;
+    if (v13 && p13.maxBufferSize && p13.maxBufferSize < limit) limit = p13.maxBufferSize;
+    if (c->storage_range < limit) limit = c->storage_range;
+    if (c->heap_bytes < limit) limit = c->heap_bytes;
+    unsigned shift = 12;
+    while (shift < 62 && ((VkDeviceSize)1 << (shift + 1)) <= limit) shift++;
+    const char *cb = getenv("SIFT_VULKAN_CHUNK_BYTES");
+    if (cb && *cb) {
+        char *end = NULL;
+        unsigned long long v = strtoull(cb, &end, 10);
+        if (*end != 0 || v < 4096 || (v & (v - 1)) != 0)
+            return sift_set_error(SIFT_E_INVALID, "vulkan: SIFT_VULKAN_CHUNK_BYTES='%s' is not a power of two >= 4096", cb);
+        unsigned want = 0;
+        while (((unsigned long long)1 << want) < v) want++;
+        if (want < shift) shift = want;
+    }
+    c->chunk_shift = shift;
+    return SIFT_OK;
+}
+
 /* ---- open ---- */
 
 static sift_status check_loader(void)
@@ -328,7 +533,51 @@ static sift_device_type device_type(VkPhysicalDeviceType t)
     }
 }
 
-sift_status sift_backend_vulkan_devices(int index, sift_device_info *info, int *n)
+/* What sift would use of device `index`, whether it can, and why a context does not open it by
+ * default (sift_vulkan_device_info, filled whole). */
+static void describe_use(const VkPhysicalDevice *devs, uint32_t n, uint32_t index, sift_vulkan_device_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+    vk_caps caps;
+    if (vk_caps_query(devs[index], &caps) != SIFT_OK) {
+        out->unusable = 1;
+        snprintf(out->why_not, sizeof out->why_not, "%s", sift_last_error());
+        return;
+    }
+    out->subgroup_size = caps.subgroup;
+    out->subgroup_min = caps.subgroup_min;
+    out->subgroup_max = caps.subgroup_max;
+    out->shared_memory_bytes = caps.max_shared;
+    out->max_workgroup_size = caps.max_invocations;
+    out->max_buffer_range = caps.storage_range;
+    out->features = (caps.f16_storage ? SIFT_VULKAN_FEATURE_F16_STORAGE : 0u) |
+                    (caps.ts_bits ? SIFT_VULKAN_FEATURE_TIMESTAMPS : 0u) |
+                    (caps.size_control ? SIFT_VULKAN_FEATURE_SUBGROUP_SIZE_CONTROL : 0u) |
+                    (caps.full_subgroups ? SIFT_VULKAN_FEATURE_FULL_SUBGROUPS : 0u);
+    if (caps.profile) snprintf(out->profile, sizeof out->profile, "%s", caps.profile);
+    uint32_t pick = 0;
+    if (default_device(devs, n, &pick) != SIFT_OK) {
+        snprintf(out->why_not, sizeof out->why_not, "%s", sift_last_error());
+    } else if (pick == index) {
+        out->why_not[0] = 0;
+    } else if (getenv("SIFT_VULKAN_DEVICE") && *getenv("SIFT_VULKAN_DEVICE")) {
+        snprintf(out->why_not, sizeof out->why_not, "SIFT_VULKAN_DEVICE chooses device %u", pick);
+    } else {
+        VkPhysicalDeviceProperties p, q;
+        vkGetPhysicalDeviceProperties(devs[index], &p);
+        vkGetPhysicalDeviceProperties(devs[pick], &q);
+        const bool by_type = type_rank(q.deviceType) != type_rank(p.deviceType);
+        snprintf(out->why_not, sizeof out->why_not, "device %u (%.120s, %s) comes first: %s", pick, q.deviceName,
+                 type_text(q.deviceType),
+                 by_type ? "its type ranks higher (discrete, integrated, virtual GPU, other, CPU emulation)"
+                         : device_memory(devs[pick]) != device_memory(devs[index]) ? "more memory" : "a lower index");
+    }
+}
+
+/* Device `index` of a listing instance: its sift_device_info (info) and what sift would use of it
+ * (use); either may be NULL, both NULL: only *n, the count. */
+static sift_status list_devices(int index, sift_device_info *info, sift_vulkan_device_info *use, int *n)
 {
     *n = 0;
     sift_status s = check_loader();
@@ -354,28 +603,49 @@ sift_status sift_backend_vulkan_devices(int index, sift_device_info *info, int *
     }
     volkLoadInstanceOnly(instance);
     VkPhysicalDevice *devs = NULL;
-    uint32_t count = 0, pick = 0;
+    uint32_t count = 0;
     s = list_physical(instance, &devs, &count);
     if (s == SIFT_OK) *n = (int)count;
-    if (s == SIFT_OK && info && (index < 0 || index >= (int)count))
+    if (s == SIFT_OK && (info || use) && (index < 0 || index >= (int)count))
         s = sift_set_error(SIFT_E_INVALID, "vulkan: device %d (there %s %u)", index, count == 1 ? "is" : "are", count);
     if (s == SIFT_OK && info) {
         VkPhysicalDeviceProperties p;
-        VkPhysicalDeviceMemoryProperties mp;
         vkGetPhysicalDeviceProperties(devs[index], &p);
-        vkGetPhysicalDeviceMemoryProperties(devs[index], &mp);
         memset(info, 0, sizeof *info);
         snprintf(info->name, sizeof info->name, "%s", p.deviceName);
         info->type = device_type(p.deviceType);
-        for (uint32_t h = 0; h < mp.memoryHeapCount; h++)
-            if ((mp.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) && mp.memoryHeaps[h].size > info->memory_bytes)
-                info->memory_bytes = mp.memoryHeaps[h].size;
+        info->memory_bytes = device_memory(devs[index]);
         /* a bad SIFT_VULKAN_DEVICE makes no device the default; opening with -1 then says why */
+        uint32_t pick = 0;
         info->is_default = default_device(devs, count, &pick) == SIFT_OK && pick == (uint32_t)index;
     }
+    if (s == SIFT_OK && use) describe_use(devs, count, (uint32_t)index, use);
     free(devs);
     vkDestroyInstance(instance, NULL);
     return s;
+}
+
+sift_status sift_backend_vulkan_devices(int index, sift_device_info *info, int *n)
+{
+    return list_devices(index, info, NULL, n);
+}
+
+sift_status sift_vulkan_device_get_info(int index, sift_vulkan_device_info *out)
+{
+    if (!out) return sift_set_error(SIFT_E_INVALID, "sift_vulkan_device_get_info: out is NULL");
+    const size_t size = out->struct_size;
+    if (size < offsetof(sift_vulkan_device_info, unusable) + sizeof out->unusable || size > sizeof *out)
+        return sift_set_error(SIFT_E_INVALID, "sift_vulkan_device_get_info: struct_size %zu (set it to sizeof, %zu here)",
+                              size, sizeof *out);
+    sift_vulkan_device_info full;
+    int n = 0;
+    memset(out, 0, size);
+    out->struct_size = size;
+    sift_status s = list_devices(index, NULL, &full, &n);
+    if (s != SIFT_OK) return s;
+    memcpy(out, &full, size);
+    out->struct_size = size;
+    return SIFT_OK;
 }
 
 sift_status sift_backend_vulkan_open(const sift_backend_open_args *args, void **out, const sift_backend_vtable **vt,
@@ -466,84 +736,15 @@ sift_status sift_backend_vulkan_open(const sift_backend_open_args *args, void **
     /* device choice and what it offers */
     s = pick_device(be, args->device, device);
     if (s != SIFT_OK) goto fail;
-    vkGetPhysicalDeviceProperties(be->phys, &be->props);
-    const VkPhysicalDeviceProperties *pp = &be->props;
-    if (pp->apiVersion < VK_API_VERSION_1_2) {
-        s = sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s supports Vulkan %u.%u; sift needs 1.2", pp->deviceName,
-                           VK_API_VERSION_MAJOR(pp->apiVersion), VK_API_VERSION_MINOR(pp->apiVersion));
-        goto fail;
-    }
-    const bool v13 = pp->apiVersion >= VK_API_VERSION_1_3;
-
-    VkPhysicalDeviceVulkan13Properties p13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_PROPERTIES};
-    VkPhysicalDeviceVulkan12Properties p12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES,
-                                              .pNext = v13 ? &p13 : NULL};
-    VkPhysicalDeviceVulkan11Properties p11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES, .pNext = &p12};
-    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &p11};
-    vkGetPhysicalDeviceProperties2(be->phys, &p2);
-
-    VkPhysicalDeviceVulkan13Features f13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES};
-    VkPhysicalDeviceVulkan12Features f12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                            .pNext = v13 ? &f13 : NULL};
-    VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12};
-    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
-    vkGetPhysicalDeviceFeatures2(be->phys, &f2);
-
-    if (!f12.bufferDeviceAddress) {
-        s = sift_set_error(SIFT_E_UNSUPPORTED,
-                           "vulkan: %s lacks bufferDeviceAddress, which sift's shaders use to reach every tensor",
-                           pp->deviceName);
-        goto fail;
-    }
-    if (!f2.features.shaderInt64) {
-        s = sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s lacks shaderInt64 (64-bit addresses in shaders)", pp->deviceName);
-        goto fail;
-    }
-    const VkSubgroupFeatureFlags need_sg = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_VOTE_BIT |
-                                           VK_SUBGROUP_FEATURE_ARITHMETIC_BIT | VK_SUBGROUP_FEATURE_BALLOT_BIT |
-                                           VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
-    if (!(p11.subgroupSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ||
-        (p11.subgroupSupportedOperations & need_sg) != need_sg || p11.subgroupSize < 1) {
-        s = sift_set_error(SIFT_E_UNSUPPORTED,
-                           "vulkan: %s lacks subgroup basic/vote/arithmetic/ballot/shuffle operations in compute shaders",
-                           pp->deviceName);
-        goto fail;
-    }
-    be->subgroup = p11.subgroupSize;
-    be->full_subgroups = v13 && f13.subgroupSizeControl && f13.computeFullSubgroups;
-    be->f16_storage = f11.storageBuffer16BitAccess && !env_flag("SIFT_VULKAN_F16_AS_F32");
-    be->max_shared = pp->limits.maxComputeSharedMemorySize;
-    for (int i = 0; i < 3; i++) be->max_groups[i] = pp->limits.maxComputeWorkGroupCount[i];
-    be->max_allocs = pp->limits.maxMemoryAllocationCount;
-    be->ts_period = pp->limits.timestampPeriod;
-
-    /* queue: a compute family, preferably with timestamps */
-    uint32_t nq = 0;
-    vkGetPhysicalDeviceQueueFamilyProperties(be->phys, &nq, NULL);
-    VkQueueFamilyProperties *qf = calloc(nq ? nq : 1, sizeof *qf);
-    if (!qf) {
-        s = sift_set_error(SIFT_E_NOMEM, "vulkan: out of memory");
-        goto fail;
-    }
-    vkGetPhysicalDeviceQueueFamilyProperties(be->phys, &nq, qf);
-    uint32_t fam = UINT32_MAX;
-    for (uint32_t i = 0; i < nq; i++) {
-        if (!(qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) || qf[i].queueCount == 0) continue;
-        if (fam == UINT32_MAX || (qf[fam].timestampValidBits == 0 && qf[i].timestampValidBits > 0)) fam = i;
-    }
-    if (fam != UINT32_MAX) be->ts_bits = qf[fam].timestampValidBits;
-    free(qf);
-    if (fam == UINT32_MAX) {
-        s = sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s has no compute queue", pp->deviceName);
-        goto fail;
-    }
-    be->qfamily = fam;
+    s = vk_caps_query(be->phys, &be->caps);
+    if (s != SIFT_OK) goto fail;
+    const vk_caps *caps = &be->caps;
+    const uint32_t fam = caps->qfamily;
 
     /* memory */
     vkGetPhysicalDeviceMemoryProperties(be->phys, &be->memprops);
     const VkPhysicalDeviceMemoryProperties mp = be->memprops;
-    be->mem_device = find_memory(&mp, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
-    if (be->mem_device == UINT32_MAX) be->mem_device = find_memory(&mp, 0, 0);
+    be->mem_device = device_memory_type(&mp);
     be->mem_host = find_memory(&mp, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                                VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
     /* the offload pools: host-visible, coherent, in system memory (a heap that is not device-local)
@@ -558,40 +759,21 @@ sift_status sift_backend_vulkan_open(const sift_backend_open_args *args, void **
     be->offload_separate = be->mem_offload != UINT32_MAX;
     if (!be->offload_separate) be->mem_offload = be->mem_host;
     if (be->mem_device == UINT32_MAX || be->mem_host == UINT32_MAX) {
-        s = sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s has no usable %s memory", pp->deviceName,
+        s = sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s has no usable %s memory", caps->props.deviceName,
                            be->mem_device == UINT32_MAX ? "device" : "host-visible coherent");
         goto fail;
     }
-    be->heap_bytes = mp.memoryHeaps[mp.memoryTypes[be->mem_device].heapIndex].size;
-    be->max_alloc = p11.maxMemoryAllocationSize;
-    VkDeviceSize limit = be->max_alloc;
-    if (v13 && p13.maxBufferSize && p13.maxBufferSize < limit) limit = p13.maxBufferSize;
-    if (be->heap_bytes < limit) limit = be->heap_bytes;
-    unsigned shift = 12;
-    while (shift < 62 && ((VkDeviceSize)1 << (shift + 1)) <= limit) shift++;
-    const char *cb = getenv("SIFT_VULKAN_CHUNK_BYTES");
-    if (cb && *cb) {
-        char *end = NULL;
-        unsigned long long v = strtoull(cb, &end, 10);
-        if (*end != 0 || v < 4096 || (v & (v - 1)) != 0) {
-            s = sift_set_error(SIFT_E_INVALID, "vulkan: SIFT_VULKAN_CHUNK_BYTES='%s' is not a power of two >= 4096", cb);
-            goto fail;
-        }
-        unsigned want = 0;
-        while (((unsigned long long)1 << want) < v) want++;
-        if (want < shift) shift = want;
-    }
-    be->chunk_shift = shift;
 
     /* device */
     const float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = fam, .queueCount = 1, .pQueuePriorities = &prio};
+    const bool size_control = caps->full_subgroups || caps->require_subgroup;
     VkPhysicalDeviceVulkan13Features e13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
-                                            .subgroupSizeControl = be->full_subgroups,
-                                            .computeFullSubgroups = be->full_subgroups};
+                                            .subgroupSizeControl = size_control,
+                                            .computeFullSubgroups = caps->full_subgroups};
     VkPhysicalDeviceVulkan12Features e12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                            .pNext = be->full_subgroups ? &e13 : NULL,
+                                            .pNext = size_control ? &e13 : NULL,
                                             .bufferDeviceAddress = VK_TRUE};
     VkPhysicalDeviceFeatures2 e2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &e12};
     e2.features.shaderInt64 = VK_TRUE;
@@ -629,15 +811,18 @@ sift_status sift_backend_vulkan_open(const sift_backend_open_args *args, void **
         goto fail;
     }
     VkDeviceSize staging = (VkDeviceSize)16 << 20;
-    if (staging > be->max_alloc / 4) staging = be->max_alloc / 4;
+    if (staging > caps->max_alloc / 4) staging = caps->max_alloc / 4;
     s = vk_buf_create(be, staging, VK_MEM_STAGING, &be->staging, "the staging buffer");
     if (s != SIFT_OK) goto fail;
     s = vk_pipelines_init(be);
     if (s != SIFT_OK) goto fail;
 
-    snprintf(name, name_len, "%s (Vulkan %u.%u, driver %s, %s)", pp->deviceName, VK_API_VERSION_MAJOR(pp->apiVersion),
-             VK_API_VERSION_MINOR(pp->apiVersion), p12.driverInfo[0] ? p12.driverInfo : p12.driverName,
-             be->f16_storage ? "f16 storage" : "f16 stored as f32");
+    const VkPhysicalDeviceProperties *pp = &caps->props;
+    char profile[64] = "";
+    if (caps->profile) snprintf(profile, sizeof profile, ", profile %s", caps->profile);
+    snprintf(name, name_len, "%s (Vulkan %u.%u, driver %s, %s, subgroup %u%s)", pp->deviceName,
+             VK_API_VERSION_MAJOR(pp->apiVersion), VK_API_VERSION_MINOR(pp->apiVersion), caps->driver,
+             caps->f16_storage ? "f16 storage" : "f16 stored as f32", caps->subgroup, profile);
     *out = be;
     return SIFT_OK;
 

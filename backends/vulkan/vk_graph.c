@@ -37,35 +37,37 @@
 #include "backends/vulkan/neighbor_fetch_spv.h"
 #include "backends/vulkan/sel_cache_spv.h"
 
+/* local: the kernel's workgroup size, 0 where specialization constant 0 (WGS) gives it */
 static const struct {
     const uint32_t *code;
     size_t size;
     const char *name;
+    uint32_t local;
 } spirv[VK_K_COUNT] = {
-    [VK_K_SCORE] = {sift_spv_score, sizeof sift_spv_score, "score"},
-    [VK_K_ATTEND] = {sift_spv_attend, sizeof sift_spv_attend, "attend"},
-    [VK_K_ATTEND_MERGE] = {sift_spv_attend_merge, sizeof sift_spv_attend_merge, "attend_merge"},
-    [VK_K_VOTE_STATS] = {sift_spv_vote_stats, sizeof sift_spv_vote_stats, "vote_stats"},
-    [VK_K_VOTE_MERGE] = {sift_spv_vote_merge, sizeof sift_spv_vote_merge, "vote_merge"},
-    [VK_K_VOTE_SUM] = {sift_spv_vote_sum, sizeof sift_spv_vote_sum, "vote_sum"},
-    [VK_K_VOTE_MAX] = {sift_spv_vote_max, sizeof sift_spv_vote_max, "vote_max"},
-    [VK_K_SELECT_HIST] = {sift_spv_select_hist, sizeof sift_spv_select_hist, "select_hist"},
-    [VK_K_SELECT_COUNT] = {sift_spv_select_count, sizeof sift_spv_select_count, "select_count"},
-    [VK_K_SELECT_COMPACT] = {sift_spv_select_compact, sizeof sift_spv_select_compact, "select_compact"},
-    [VK_K_GET_ROWS] = {sift_spv_get_rows, sizeof sift_spv_get_rows, "get_rows"},
-    [VK_K_RMSNORM] = {sift_spv_rmsnorm, sizeof sift_spv_rmsnorm, "rmsnorm"},
-    [VK_K_MATVEC] = {sift_spv_matvec, sizeof sift_spv_matvec, "matvec"},
-    [VK_K_MATMUL] = {sift_spv_matmul, sizeof sift_spv_matmul, "matmul"},
-    [VK_K_ROPE] = {sift_spv_rope, sizeof sift_spv_rope, "rope"},
-    [VK_K_ELTWISE] = {sift_spv_eltwise, sizeof sift_spv_eltwise, "eltwise"},
-    [VK_K_KV_WRITE] = {sift_spv_kv_write, sizeof sift_spv_kv_write, "kv_write"},
-    [VK_K_SEL_CACHE] = {sift_spv_sel_cache, sizeof sift_spv_sel_cache, "sel_cache"},
-    [VK_K_FILL_RANGE] = {sift_spv_fill_range, sizeof sift_spv_fill_range, "fill_range"},
-    [VK_K_MEAN_ROWS] = {sift_spv_mean_rows, sizeof sift_spv_mean_rows, "mean_rows"},
-    [VK_K_NEIGHBOR_FETCH] = {sift_spv_neighbor_fetch, sizeof sift_spv_neighbor_fetch, "neighbor_fetch"},
-    [VK_K_SCORE_MAX] = {sift_spv_score_max, sizeof sift_spv_score_max, "score_max"},
-    [VK_K_SELECT_WARM_COLLECT] = {sift_spv_select_warm_collect, sizeof sift_spv_select_warm_collect, "select_warm_collect"},
-    [VK_K_SELECT_WARM_TAIL] = {sift_spv_select_warm_tail, sizeof sift_spv_select_warm_tail, "select_warm_tail"},
+    [VK_K_SCORE] = {sift_spv_score, sizeof sift_spv_score, "score", 0},
+    [VK_K_ATTEND] = {sift_spv_attend, sizeof sift_spv_attend, "attend", 0},
+    [VK_K_ATTEND_MERGE] = {sift_spv_attend_merge, sizeof sift_spv_attend_merge, "attend_merge", 256},
+    [VK_K_VOTE_STATS] = {sift_spv_vote_stats, sizeof sift_spv_vote_stats, "vote_stats", 256},
+    [VK_K_VOTE_MERGE] = {sift_spv_vote_merge, sizeof sift_spv_vote_merge, "vote_merge", 256},
+    [VK_K_VOTE_SUM] = {sift_spv_vote_sum, sizeof sift_spv_vote_sum, "vote_sum", 256},
+    [VK_K_VOTE_MAX] = {sift_spv_vote_max, sizeof sift_spv_vote_max, "vote_max", 256},
+    [VK_K_SELECT_HIST] = {sift_spv_select_hist, sizeof sift_spv_select_hist, "select_hist", 256},
+    [VK_K_SELECT_COUNT] = {sift_spv_select_count, sizeof sift_spv_select_count, "select_count", 256},
+    [VK_K_SELECT_COMPACT] = {sift_spv_select_compact, sizeof sift_spv_select_compact, "select_compact", 256},
+    [VK_K_GET_ROWS] = {sift_spv_get_rows, sizeof sift_spv_get_rows, "get_rows", 64},
+    [VK_K_RMSNORM] = {sift_spv_rmsnorm, sizeof sift_spv_rmsnorm, "rmsnorm", 256},
+    [VK_K_MATVEC] = {sift_spv_matvec, sizeof sift_spv_matvec, "matvec", 0},
+    [VK_K_MATMUL] = {sift_spv_matmul, sizeof sift_spv_matmul, "matmul", 256},
+    [VK_K_ROPE] = {sift_spv_rope, sizeof sift_spv_rope, "rope", 256},
+    [VK_K_ELTWISE] = {sift_spv_eltwise, sizeof sift_spv_eltwise, "eltwise", 256},
+    [VK_K_KV_WRITE] = {sift_spv_kv_write, sizeof sift_spv_kv_write, "kv_write", 256},
+    [VK_K_SEL_CACHE] = {sift_spv_sel_cache, sizeof sift_spv_sel_cache, "sel_cache", 256},
+    [VK_K_FILL_RANGE] = {sift_spv_fill_range, sizeof sift_spv_fill_range, "fill_range", 256},
+    [VK_K_MEAN_ROWS] = {sift_spv_mean_rows, sizeof sift_spv_mean_rows, "mean_rows", 256},
+    [VK_K_NEIGHBOR_FETCH] = {sift_spv_neighbor_fetch, sizeof sift_spv_neighbor_fetch, "neighbor_fetch", 256},
+    [VK_K_SCORE_MAX] = {sift_spv_score_max, sizeof sift_spv_score_max, "score_max", 0},
+    [VK_K_SELECT_WARM_COLLECT] = {sift_spv_select_warm_collect, sizeof sift_spv_select_warm_collect, "select_warm_collect", 256},
+    [VK_K_SELECT_WARM_TAIL] = {sift_spv_select_warm_tail, sizeof sift_spv_select_warm_tail, "select_warm_tail", 256},
 };
 
 /* ---- push constants: the C images of the shaders' push_constant blocks ---- */
@@ -211,10 +213,21 @@ static sift_status get_pipeline(vkb *be, vk_kernel kernel, const uint32_t spec[V
     VkSpecializationMapEntry entries[VK_NSPEC];
     for (uint32_t i = 0; i < VK_NSPEC; i++) entries[i] = (VkSpecializationMapEntry){i, i * 4u, 4u};
     VkSpecializationInfo si = {.mapEntryCount = VK_NSPEC, .pMapEntries = entries, .dataSize = VK_NSPEC * 4u, .pData = spec};
+    /* The subgroup size the planners assumed (vk_caps.subgroup) is the pipeline's: the device's
+     * default, or required where a profile chose another. Full subgroups where the workgroup is a
+     * whole number of the largest subgroups the pipeline may get (get_rows' 64 is not on a device
+     * of 128; it uses no subgroup operation). */
+    const uint32_t local = spirv[kernel].local ? spirv[kernel].local : spec[0];
+    const vk_caps *caps = &be->caps;
+    const VkPipelineShaderStageRequiredSubgroupSizeCreateInfo required = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
+        .requiredSubgroupSize = caps->subgroup};
+    const bool full = caps->full_subgroups && local % (caps->require_subgroup ? caps->subgroup : caps->subgroup_max) == 0;
     VkComputePipelineCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                  .flags = be->full_subgroups ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0,
+                  .pNext = caps->require_subgroup ? &required : NULL,
+                  .flags = full ? VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT : 0,
                   .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                   .module = be->modules[kernel],
                   .pName = "main",
@@ -306,9 +319,9 @@ static sift_status dispatch(plan *pl, vk_kernel kernel, const uint32_t spec[VK_N
 {
     if (!pl->emit || gx == 0 || gy == 0 || gz == 0) return SIFT_OK;
     const vkb *be = pl->be;
-    if (gx > be->max_groups[0] || gy > be->max_groups[1] || gz > be->max_groups[2])
+    if (gx > be->caps.max_groups[0] || gy > be->caps.max_groups[1] || gz > be->caps.max_groups[2])
         return sift_set_error(SIFT_E_LIMIT, "vulkan: %s needs %u x %u x %u workgroups; the device allows %u x %u x %u",
-                              spirv[kernel].name, gx, gy, gz, be->max_groups[0], be->max_groups[1], be->max_groups[2]);
+                              spirv[kernel].name, gx, gy, gz, be->caps.max_groups[0], be->caps.max_groups[1], be->caps.max_groups[2]);
     vk_step st = {.kind = STEP_DISPATCH, .groups = {gx, gy, gz}, .push_size = (uint32_t)((push_size + 3) & ~(size_t)3)};
     memcpy(st.push, push, push_size);
     sift_status s = get_pipeline(pl->be, kernel, spec, &st.pipeline);
@@ -375,7 +388,7 @@ static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t queries, bo
      * lanes that keep 3/4 of them busy (16 for D = 120 in f16, 4 for D = 72) */
     const uint32_t vec = d * (f16 ? 2u : 4u) / 16u;
     uint32_t lanes = 1;
-    for (uint32_t l = 2; l <= max_lanes && l <= be->subgroup && l <= vec; l *= 2) {
+    for (uint32_t l = 2; l <= max_lanes && l <= be->caps.subgroup && l <= vec; l *= 2) {
         const uint32_t per = (vec + l - 1) / l;
         if (4 * vec >= 3 * l * per) lanes = l;
     }
@@ -398,11 +411,12 @@ static void row_config(const vkb *be, uint32_t d, bool f16, uint32_t queries, bo
      * 128 for attention, whose attend.comp holds about twice score.comp's registers, so that more
      * groups stay resident per multiprocessor (dense attention 17% faster at 32K than with 256) */
     c->wgs = attend ? (t->attn_wgs ? t->attn_wgs : 128) : (t->score_wgs ? t->score_wgs : 256);
-    if (c->wgs < be->subgroup) c->wgs = be->subgroup;
+    c->wgs = min_u32(c->wgs, be->caps.max_invocations); /* a power of two, as max_invocations is >= 256 */
+    if (c->wgs < be->caps.subgroup) c->wgs = be->caps.subgroup;
     if (c->wgs < lanes) c->wgs = lanes;
     /* attend.comp's shared memory: NCL * D floats + 2 * NCL floats */
-    while (attend && c->wgs > be->subgroup && c->wgs > lanes &&
-           (uint64_t)(c->wgs / lanes) * (d + 2) * 4 > be->max_shared)
+    while (attend && c->wgs > be->caps.subgroup && c->wgs > lanes &&
+           (uint64_t)(c->wgs / lanes) * (d + 2) * 4 > be->caps.max_shared)
         c->wgs /= 2;
     c->ncl = c->wgs / lanes;
 }
@@ -456,18 +470,19 @@ static bool plan_score_max_stream(plan *pl, const sift_node *n, sift_status *st)
     const uint32_t dmax = be->tune.smax_stream ? be->tune.smax_stream : 32u;
     const bool i8 = k->dtype == SIFT_I8;
     if (i8) {
-        if ((uint64_t)group * d * 4 > be->max_shared) {
+        if ((uint64_t)group * d * 4 > be->caps.max_shared) {
             *st = sift_set_error(SIFT_E_UNSUPPORTED,
                                  "vulkan: score_max: %u queries of %u values per KV head exceed the shared memory "
                                  "(%u bytes) of the int8 kernel",
-                                 group, d, be->max_shared);
+                                 group, d, be->caps.max_shared);
             return true;
         }
-    } else if (d > dmax || (uint64_t)group * d * 4 > be->max_shared / 4) {
+    } else if (d > dmax || (uint64_t)group * d * 4 > be->caps.max_shared / 4) {
         return false;
     }
     const bool f16 = vk_tensor_is_f16(k);
-    const uint32_t wgs = max_u32(be->tune.score_wgs ? be->tune.score_wgs : 256u, be->subgroup);
+    const uint32_t wgs = max_u32(min_u32(be->tune.score_wgs ? be->tune.score_wgs : 256u, be->caps.max_invocations),
+                                 be->caps.subgroup);
     push_score ps = {.begin = (uint32_t)n->p.begin, .m = m, .group = group, .tiles = ceil_div(m, wgs), .scale = n->p.scale};
     uint32_t spec[VK_NSPEC] = {0};
     spec[VK_SC_WGS] = wgs;
@@ -476,7 +491,7 @@ static bool plan_score_max_stream(plan *pl, const sift_node *n, sift_status *st)
     spec[VK_SC_GH] = group;
     spec[VK_SC_ALIGNED] = !i8 && vk_rows_aligned(k);
     spec[VK_SC_I8] = i8;
-    uint32_t gx = min_u32(ps.tiles, be->max_groups[0]);
+    uint32_t gx = min_u32(ps.tiles, be->caps.max_groups[0]);
     if (be->tune.groups) gx = min_u32(gx, max_u32(1, be->tune.groups / hkv));
     if ((*st = vk_tensor_ref(q, &ps.q)) != SIFT_OK || (*st = vk_kv_ref(pl->be, k, &ps.k)) != SIFT_OK ||
         (*st = vk_tensor_ref(n->dst, &ps.s)) != SIFT_OK || (*st = skip_flag(n, &ps.skip)) != SIFT_OK)
@@ -520,7 +535,7 @@ static sift_status plan_score(plan *pl, const sift_node *n)
     row_spec(&c, d, f16, vk_rows_aligned(k), false, 0, spec);
     spec[VK_SC_GMAX] = gmax;
     const uint32_t gz = gmax ? 1 : c.passes;
-    const uint32_t gx = min_u32(min_u32(ps.tiles, max_u32(1, 2 * target_groups(pl->be) / (hkv * gz))), pl->be->max_groups[0]);
+    const uint32_t gx = min_u32(min_u32(ps.tiles, max_u32(1, 2 * target_groups(pl->be) / (hkv * gz))), pl->be->caps.max_groups[0]);
     return dispatch(pl, VK_K_SCORE, spec, &ps, sizeof ps, gx, hkv, gz);
 }
 
@@ -544,7 +559,7 @@ static sift_status plan_attend(plan *pl, const sift_node *n)
     row_config(pl->be, d, f16, tokens * group, true, rope, 16, &c);
     const uint32_t per_step = c.ncl * c.rows, steps = ceil_div(len, per_step);
     uint32_t nsplit = min_u32(steps, min_u32(max_u32(1, target_groups(pl->be) / max_u32(1, hkv * c.passes)),
-                                             pl->be->max_groups[0]));
+                                             pl->be->caps.max_groups[0]));
     uint32_t cs = 0;
     if (nsplit > 0) {
         cs = ceil_div(steps, nsplit) * per_step;
@@ -588,20 +603,20 @@ static sift_status plan_attend(plan *pl, const sift_node *n)
     row_spec(&c, d, f16, vk_rows_aligned(k) && vk_rows_aligned(v), !idx,
              rope ? (n->p.rope.mode == SIFT_ROPE_NEOX ? 2u : 1u) : 0u, spec);
     /* passes beyond the device's grid z limit go in several dispatches */
-    for (uint32_t p0 = 0; p0 < c.passes; p0 += pl->be->max_groups[2]) {
+    for (uint32_t p0 = 0; p0 < c.passes; p0 += pl->be->caps.max_groups[2]) {
         pa.pass0 = p0;
-        TRY(dispatch(pl, VK_K_ATTEND, spec, &pa, sizeof pa, nsplit, hkv, min_u32(c.passes - p0, pl->be->max_groups[2])));
+        TRY(dispatch(pl, VK_K_ATTEND, spec, &pa, sizeof pa, nsplit, hkv, min_u32(c.passes - p0, pl->be->caps.max_groups[2])));
     }
 
     push_attend_merge pm = {.ml = pa.ml, .po = pa.po, .nsplit = nsplit};
     TRY(vk_tensor_ref(n->dst, &pm.out));
     uint32_t mspec[VK_NSPEC] = {0};
     mspec[VK_SC_D] = d;
-    for (uint64_t r0 = 0; r0 < qrows; r0 += pl->be->max_groups[0]) {
+    for (uint64_t r0 = 0; r0 < qrows; r0 += pl->be->caps.max_groups[0]) {
         pm.row0 = (uint32_t)r0;
         const uint64_t left = qrows - r0;
         TRY(dispatch(pl, VK_K_ATTEND_MERGE, mspec, &pm, sizeof pm,
-                     (uint32_t)(left < pl->be->max_groups[0] ? left : pl->be->max_groups[0]), ceil_div(d, 32), 1));
+                     (uint32_t)(left < pl->be->caps.max_groups[0] ? left : pl->be->caps.max_groups[0]), ceil_div(d, 32), 1));
     }
     return SIFT_OK;
 }
@@ -613,7 +628,7 @@ static sift_status plan_vote(plan *pl, const sift_node *n)
     const sift_tensor *sc = n->src[0];
     const uint32_t hq = (uint32_t)sc->shape[0], m = (uint32_t)sc->shape[1];
     if (m == 0) return SIFT_OK;
-    const uint32_t tiles = ceil_div(m, 256), gx = min_u32(tiles, pl->be->max_groups[0]);
+    const uint32_t tiles = ceil_div(m, 256), gx = min_u32(tiles, pl->be->caps.max_groups[0]);
     const uint32_t none[VK_NSPEC] = {0};
     uint64_t skip;
     TRY(skip_flag(n, &skip));
@@ -725,7 +740,7 @@ static sift_status plan_select(plan *pl, const sift_node *n)
          * 32 KB): the radix selects then read the keys from the entries */
         uint32_t wspec[VK_NSPEC] = {0};
         wspec[0] = cap;
-        wspec[1] = (uint64_t)cap * 4 + SELECT_WARM_SHARED_FIXED <= pl->be->max_shared ? cap : 1;
+        wspec[1] = (uint64_t)cap * 4 + SELECT_WARM_SHARED_FIXED <= pl->be->caps.max_shared ? cap : 1;
         TRY(dispatch(pl, VK_K_SELECT_WARM_COLLECT, wspec, &pw, sizeof pw, pw.nblocks, lists, 1));
         TRY(dispatch(pl, VK_K_SELECT_WARM_TAIL, wspec, &pw, sizeof pw, 1, lists, 1));
     }
@@ -754,12 +769,12 @@ static sift_status plan_neighbor_fetch(plan *pl, const sift_node *n)
     TRY(vk_tensor_ref(n->src[0], &p.in));
     TRY(vk_tensor_ref(n->dst, &p.out));
     const uint32_t none[VK_NSPEC] = {0};
-    const uint32_t gx = min_u32(ceil_div((uint64_t)len, 256), min_u32(1024, pl->be->max_groups[0]));
-    for (int64_t l0 = 0; l0 < lists; l0 += pl->be->max_groups[1]) {
+    const uint32_t gx = min_u32(ceil_div((uint64_t)len, 256), min_u32(1024, pl->be->caps.max_groups[0]));
+    for (int64_t l0 = 0; l0 < lists; l0 += pl->be->caps.max_groups[1]) {
         p.l0 = (uint32_t)l0;
         const int64_t left = lists - l0;
         TRY(dispatch(pl, VK_K_NEIGHBOR_FETCH, none, &p, sizeof p, gx,
-                     (uint32_t)(left < pl->be->max_groups[1] ? left : pl->be->max_groups[1]), 1));
+                     (uint32_t)(left < pl->be->caps.max_groups[1] ? left : pl->be->caps.max_groups[1]), 1));
     }
     return SIFT_OK;
 }
@@ -789,12 +804,12 @@ static sift_status plan_fill_range(plan *pl, const sift_node *n)
                          .start = (uint32_t)n->p.start};
     TRY(vk_tensor_ref(n->dst, &p.out));
     const uint32_t none[VK_NSPEC] = {0};
-    const uint32_t gx = min_u32(ceil_div(p.width, 256), min_u32(1024, pl->be->max_groups[0]));
-    for (int64_t l0 = 0; l0 < lists; l0 += pl->be->max_groups[1]) {
+    const uint32_t gx = min_u32(ceil_div(p.width, 256), min_u32(1024, pl->be->caps.max_groups[0]));
+    for (int64_t l0 = 0; l0 < lists; l0 += pl->be->caps.max_groups[1]) {
         p.l0 = (uint32_t)l0;
         const int64_t left = lists - l0;
         TRY(dispatch(pl, VK_K_FILL_RANGE, none, &p, sizeof p, gx,
-                     (uint32_t)(left < pl->be->max_groups[1] ? left : pl->be->max_groups[1]), 1));
+                     (uint32_t)(left < pl->be->caps.max_groups[1] ? left : pl->be->caps.max_groups[1]), 1));
     }
     return SIFT_OK;
 }
@@ -812,9 +827,9 @@ static sift_status plan_mean_rows(plan *pl, const sift_node *n)
     TRY(vk_tensor_ref(n->dst, &p.out));
     const uint32_t none[VK_NSPEC] = {0};
     const uint64_t groups = (e + 255) / 256;
-    const uint32_t gx = (uint32_t)(groups < pl->be->max_groups[0] ? groups : pl->be->max_groups[0]);
+    const uint32_t gx = (uint32_t)(groups < pl->be->caps.max_groups[0] ? groups : pl->be->caps.max_groups[0]);
     const uint64_t gy = (groups + gx - 1) / gx;
-    if (gy > pl->be->max_groups[1]) return sift_set_error(SIFT_E_LIMIT, "vulkan: mean_rows over %llu columns", (unsigned long long)e);
+    if (gy > pl->be->caps.max_groups[1]) return sift_set_error(SIFT_E_LIMIT, "vulkan: mean_rows over %llu columns", (unsigned long long)e);
     return dispatch(pl, VK_K_MEAN_ROWS, none, &p, sizeof p, gx, (uint32_t)gy, 1);
 }
 
@@ -1161,9 +1176,9 @@ sift_status vk_graph_submit(void *p, sift_graph *g) { return run(p, g, REC_PLAIN
 sift_status vk_graph_compute(void *p, sift_graph *g, double *node_us, double *span_us)
 {
     vkb *be = p;
-    if ((node_us || span_us) && be->ts_bits == 0)
-        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s has no timestamps on its compute queue",
-                              be->props.deviceName);
+    if ((node_us || span_us) && be->caps.ts_bits == 0)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s has no timestamps on its compute queue%s",
+                              be->caps.props.deviceName, be->caps.profile ? " (under its profile)" : "");
     const rec_kind kind = node_us ? REC_NODES : span_us ? REC_SPAN : REC_PLAIN;
     TRY(run(be, g, kind, true));
     const vk_cache *gc = g->backend_cache;
@@ -1177,12 +1192,12 @@ sift_status vk_graph_compute(void *p, sift_graph *g, double *node_us, double *sp
             free(ts);
             return vk_fail(r, "vkGetQueryPoolResults");
         }
-        const uint64_t mask = be->ts_bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << be->ts_bits) - 1);
+        const uint64_t mask = be->caps.ts_bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << be->caps.ts_bits) - 1);
         if (kind == REC_NODES)
             for (int i = 0; i < gc->n_nodes; i++)
-                node_us[i] = (double)((ts[i + 1] - ts[i]) & mask) * (double)be->ts_period * 1e-3;
+                node_us[i] = (double)((ts[i + 1] - ts[i]) & mask) * (double)be->caps.ts_period * 1e-3;
         else
-            *span_us = (double)((ts[1] - ts[0]) & mask) * (double)be->ts_period * 1e-3;
+            *span_us = (double)((ts[1] - ts[0]) & mask) * (double)be->caps.ts_period * 1e-3;
         free(ts);
     }
     return SIFT_OK;

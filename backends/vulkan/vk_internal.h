@@ -127,6 +127,37 @@ typedef struct vk_tune {
     uint32_t groups;                /* target workgroups of the streaming kernels (splits, tiles) */
 } vk_tune;
 
+/* What the planners and pipelines may use of the device, filled once at open (vk_caps_query in
+ * vk_device.c): what the device reports, narrowed by a profile (SIFT_VULKAN_PROFILE, vk_profile.h)
+ * and by the environment's test switches. Nothing else in the backend reads the device's limits. */
+typedef struct vk_caps {
+    VkPhysicalDeviceProperties props;
+    char driver[256];               /* driverInfo, else driverName */
+    const char *profile;            /* the profile's name, or NULL for the device as it is */
+    uint32_t subgroup;              /* the subgroup size of every pipeline */
+    uint32_t subgroup_min, subgroup_max; /* the sizes the device runs compute at (size control) */
+    bool size_control;              /* subgroupSizeControl, with compute in requiredSubgroupSizeStages */
+    bool require_subgroup;          /* subgroup is not the device's default: every pipeline requires it */
+    bool full_subgroups;            /* VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT usable */
+    uint32_t max_shared;            /* bytes of shared memory per workgroup */
+    uint32_t max_invocations;       /* per workgroup */
+    uint32_t max_groups[3];
+    uint32_t max_allocs;
+    VkDeviceSize storage_range;     /* maxStorageBufferRange */
+    VkDeviceSize heap_bytes;        /* the device-local heap */
+    VkDeviceSize max_alloc;         /* one allocation (maxMemoryAllocationSize) */
+    unsigned chunk_shift;           /* tensors split into chunks of 2^chunk_shift bytes */
+    bool f16_storage;               /* f16 tensors kept as halves (else widened to f32) */
+    uint32_t qfamily;               /* the compute queue family */
+    uint32_t ts_bits;               /* timestampValidBits of that family (0: no timestamps) */
+    float ts_period;                /* ns per tick */
+} vk_caps;
+
+/* Fills caps for phys (instance functions loaded). SIFT_E_UNSUPPORTED naming what the device
+ * lacks (or what the profile needs that it lacks); SIFT_E_INVALID for a bad SIFT_VULKAN_PROFILE or
+ * SIFT_VULKAN_CHUNK_BYTES. */
+sift_status vk_caps_query(VkPhysicalDevice phys, vk_caps *caps);
+
 typedef struct vkb {
     VkInstance instance;
     VkDebugUtilsMessengerEXT messenger;
@@ -134,8 +165,7 @@ typedef struct vkb {
     VkDevice dev;
     struct VolkDeviceTable vk;
     VkQueue queue;
-    uint32_t qfamily;
-    VkPhysicalDeviceProperties props;
+    vk_caps caps;
 
     VkPhysicalDeviceMemoryProperties memprops;
     uint32_t mem_device, mem_host;  /* memory type indices */
@@ -143,18 +173,8 @@ typedef struct vkb {
      * in a heap that is not device-local where there is one (offload_separate) */
     uint32_t mem_offload;
     bool offload_separate;
-    VkDeviceSize heap_bytes;        /* the device-local heap */
-    VkDeviceSize max_alloc;         /* one allocation (maxMemoryAllocationSize) */
-    unsigned chunk_shift;           /* tensors split into chunks of 2^chunk_shift bytes */
-    uint32_t n_allocs, max_allocs;
+    uint32_t n_allocs;
     VkDeviceSize used_bytes;        /* device memory this context holds */
-    bool f16_storage;               /* f16 tensors kept as halves (else widened to f32) */
-    bool full_subgroups;            /* VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT usable */
-    uint32_t subgroup;              /* subgroup size of compute shaders */
-    uint32_t max_shared;
-    uint32_t max_groups[3];
-    uint32_t ts_bits;               /* timestampValidBits of the queue family (0: no timestamps) */
-    float ts_period;                /* ns per tick */
     vk_tune tune;
 
     VkCommandPool pool;

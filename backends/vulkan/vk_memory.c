@@ -40,12 +40,12 @@ sift_status vk_buf_create(vkb *be, VkDeviceSize size, vk_mem_kind kind, vk_buf *
     memset(b, 0, sizeof *b);
     if (size < 16) size = 16;
     size = (size + 15) & ~(VkDeviceSize)15;
-    if (size > be->max_alloc)
+    if (size > be->caps.max_alloc)
         return sift_set_error(SIFT_E_LIMIT, "vulkan: %s needs an allocation of %llu bytes; the device allows at most %llu",
-                              what, (unsigned long long)size, (unsigned long long)be->max_alloc);
-    if (be->max_allocs && be->n_allocs >= be->max_allocs)
+                              what, (unsigned long long)size, (unsigned long long)be->caps.max_alloc);
+    if (be->caps.max_allocs && be->n_allocs >= be->caps.max_allocs)
         return sift_set_error(SIFT_E_LIMIT, "vulkan: %s: the device allows at most %u memory allocations", what,
-                              be->max_allocs);
+                              be->caps.max_allocs);
     VkBufferCreateInfo bi = {
         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
         .size = size,
@@ -71,14 +71,14 @@ sift_status vk_buf_create(vkb *be, VkDeviceSize size, vk_mem_kind kind, vk_buf *
         b->buf = VK_NULL_HANDLE;
         return sift_set_error(SIFT_E_BACKEND, "vulkan: no memory type fits %s", what);
     }
-    if (counted && req.size > be->heap_bytes - be->used_bytes) {
+    if (counted && req.size > be->caps.heap_bytes - be->used_bytes) {
         be->vk.vkDestroyBuffer(be->dev, b->buf, NULL);
         b->buf = VK_NULL_HANDLE;
         return sift_set_error(SIFT_E_DEVICE_NOMEM,
                               "vulkan: cannot allocate %llu bytes for %s: this context already holds %llu of the device "
                               "heap's %llu bytes",
                               (unsigned long long)req.size, what, (unsigned long long)be->used_bytes,
-                              (unsigned long long)be->heap_bytes);
+                              (unsigned long long)be->caps.heap_bytes);
     }
     VkMemoryAllocateFlagsInfo fl = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
                                     .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
@@ -102,8 +102,8 @@ sift_status vk_buf_create(vkb *be, VkDeviceSize size, vk_mem_kind kind, vk_buf *
             return sift_set_error(SIFT_E_DEVICE_NOMEM,
                                   "vulkan: cannot allocate %llu bytes for %s (device heap %llu bytes, one allocation at "
                                   "most %llu): vkAllocateMemory returned %s",
-                                  (unsigned long long)req.size, what, (unsigned long long)be->heap_bytes,
-                                  (unsigned long long)be->max_alloc, vk_result_name(r));
+                                  (unsigned long long)req.size, what, (unsigned long long)be->caps.heap_bytes,
+                                  (unsigned long long)be->caps.max_alloc, vk_result_name(r));
         return vk_fail(r, "vkAllocateMemory");
     }
     be->n_allocs++;
@@ -242,18 +242,18 @@ sift_status vk_tensor_alloc(void *p, sift_tensor *t)
     vk_tensor *vt = calloc(1, sizeof *vt);
     if (!vt) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
     vt->dtype = t->dtype;
-    vt->widened = t->dtype == SIFT_F16 && !be->f16_storage;
+    vt->widened = t->dtype == SIFT_F16 && !be->caps.f16_storage;
     if (sift_dtype_is_planar(t->dtype) && t->ndim > 0) vt->planar_k = (uint32_t)t->shape[t->ndim - 1];
     vt->host = t->host_memory;
     const VkDeviceSize bytes = (VkDeviceSize)t->nbytes * (vt->widened ? 2u : 1u);
     vt->dev_bytes = vt->host ? 0 : bytes;
     const char *nm = t->name[0] ? t->name : "(unnamed)";
-    if (!vt->host && bytes > be->heap_bytes) {
+    if (!vt->host && bytes > be->caps.heap_bytes) {
         free(vt);
         return sift_set_error(SIFT_E_LIMIT, "vulkan: tensor '%s' needs %llu bytes; the device heap has %llu", nm,
-                              (unsigned long long)bytes, (unsigned long long)be->heap_bytes);
+                              (unsigned long long)bytes, (unsigned long long)be->caps.heap_bytes);
     }
-    const VkDeviceSize chunk = (VkDeviceSize)1 << be->chunk_shift;
+    const VkDeviceSize chunk = (VkDeviceSize)1 << be->caps.chunk_shift;
     const VkDeviceSize n = bytes <= chunk ? 1 : (bytes + chunk - 1) / chunk;
     if (n > be->staging.size / 8 || n > INT32_MAX) {
         free(vt);
@@ -288,7 +288,7 @@ sift_status vk_tensor_alloc(void *p, sift_tensor *t)
         tensor_release(be, vt);
         return s;
     }
-    vt->shift = n > 1 ? be->chunk_shift : 0;
+    vt->shift = n > 1 ? be->caps.chunk_shift : 0;
     vt->chunk_bytes = n > 1 ? chunk : vt->chunks[0].size;
 
     /* zero the storage (as the CPU backend's calloc) and upload the chunk table */
@@ -586,7 +586,7 @@ sift_status vk_kv_ref(vkb *be, const sift_tensor *t, vk_kvref *out)
             return sift_set_error(SIFT_E_LIMIT, "vulkan: the device pool of '%s' has %u chunks (at most 2^24)", t->name,
                                   j->first_host);
         out->t.addr = j->buf.addr;
-        out->t.meta = (uint64_t)be->chunk_shift << 56; /* pools are not views: offset 0 */
+        out->t.meta = (uint64_t)be->caps.chunk_shift << 56; /* pools are not views: offset 0 */
         out->pshift |= j->first_host << 8;
     }
     return SIFT_OK;

@@ -137,9 +137,9 @@ static sift_status dispatch_flat(plan *pl, vk_kernel kernel, const uint32_t spec
 {
     if (groups == 0) return SIFT_OK;
     const vkb *be = vk_plan_backend(pl);
-    const uint32_t gx = (uint32_t)(groups < be->max_groups[0] ? groups : be->max_groups[0]);
+    const uint32_t gx = (uint32_t)(groups < be->caps.max_groups[0] ? groups : be->caps.max_groups[0]);
     const uint64_t gy = (groups + gx - 1) / gx;
-    if (gy > be->max_groups[1])
+    if (gy > be->caps.max_groups[1])
         return sift_set_error(SIFT_E_LIMIT, "vulkan: %s over %llu workgroups exceeds the device's grid", op,
                               (unsigned long long)groups);
     return vk_dispatch(pl, kernel, spec, push, size, gx, (uint32_t)gy, 1);
@@ -160,9 +160,9 @@ sift_status vk_plan_get_rows(plan *pl, const sift_node *n)
     TRY(weight_spec(table, e, &p.table, "get_rows", spec));
     const vkb *be = vk_plan_backend(pl);
     const uint32_t gx = ceil_div(ceil_div(e, 8), 64);
-    for (uint32_t t0 = 0; t0 < t; t0 += be->max_groups[1]) {
+    for (uint32_t t0 = 0; t0 < t; t0 += be->caps.max_groups[1]) {
         p.t0 = t0;
-        TRY(vk_dispatch(pl, VK_K_GET_ROWS, spec, &p, sizeof p, gx, min_u32(t - t0, be->max_groups[1]), 1));
+        TRY(vk_dispatch(pl, VK_K_GET_ROWS, spec, &p, sizeof p, gx, min_u32(t - t0, be->caps.max_groups[1]), 1));
     }
     return SIFT_OK;
 }
@@ -181,9 +181,9 @@ sift_status vk_plan_norm(plan *pl, const sift_node *n)
     uint32_t spec[VK_NSPEC] = {0};
     spec[VK_SC_M_MODE] = n->op == SIFT_OP_LAYERNORM;
     const vkb *be = vk_plan_backend(pl);
-    for (uint32_t t0 = 0; t0 < t; t0 += be->max_groups[0]) {
+    for (uint32_t t0 = 0; t0 < t; t0 += be->caps.max_groups[0]) {
         p.t0 = t0;
-        TRY(vk_dispatch(pl, VK_K_RMSNORM, spec, &p, sizeof p, min_u32(t - t0, be->max_groups[0]), 1, 1));
+        TRY(vk_dispatch(pl, VK_K_RMSNORM, spec, &p, sizeof p, min_u32(t - t0, be->caps.max_groups[0]), 1, 1));
     }
     return SIFT_OK;
 }
@@ -219,7 +219,7 @@ sift_status vk_plan_matmul(plan *pl, const sift_node *n)
     /* invocations per workgroup: about two units (16 values) each or more */
     const uint32_t units = k / 8;
     uint32_t wgs = units >= 1024 ? 256 : units >= 256 ? 128 : 64;
-    if (wgs < be->subgroup) wgs = be->subgroup;
+    if (wgs < be->caps.subgroup) wgs = be->caps.subgroup;
     spec[VK_SC_M_WGS] = wgs;
     spec[VK_SC_M_U] = 2;
     for (uint32_t t0 = 0; t0 < t; t0 += VK_MATVEC_MAX_T) {
@@ -237,9 +237,9 @@ sift_status vk_plan_matmul(plan *pl, const sift_node *n)
         outc.meta += (uint64_t)t0 * nout * sizeof(float);
         push_matvec p = {.x = xc, .w = wr, .bias = br, .out = outc, .k = k, .n = nout, .t = nt, .has_bias = bias != NULL};
         const uint32_t groups = ceil_div(nout, r);
-        for (uint32_t g0 = 0; g0 < groups; g0 += be->max_groups[0]) {
+        for (uint32_t g0 = 0; g0 < groups; g0 += be->caps.max_groups[0]) {
             p.group0 = g0;
-            TRY(vk_dispatch(pl, VK_K_MATVEC, spec, &p, sizeof p, min_u32(groups - g0, be->max_groups[0]), 1, 1));
+            TRY(vk_dispatch(pl, VK_K_MATVEC, spec, &p, sizeof p, min_u32(groups - g0, be->caps.max_groups[0]), 1, 1));
         }
     }
     return SIFT_OK;
