@@ -40,6 +40,7 @@
 #include "common.cuh"
 #include "matmul_kquant.cuh"
 #include "weights.cuh"
+#include "xdigits.cuh"
 
 
 namespace sift_cuda {
@@ -183,21 +184,6 @@ struct XDigits {
     int sum[3];           // q4_0: the sums of each digit over the block (for its offset of 8)
 };
 static_assert(sizeof(XDigits) == XDIGIT_BYTES, "XDigits: 7 16-byte words");
-
-// Whole warp: lane `lane`'s value v of one block of 32, divided by the block's digit scale s, which
-// *s receives. m = max |x| = f 2^(e - 126) with f in [0.5, 1) (e: m's exponent field); s =
-// 2^(e - 132), so |x| / s < 64 and the digits' remainders lose no bits. m = 0: the result is 0.
-// The powers of two are built from their bits (e < 5 and e < 6: tiny m, in two factors; e = 255:
-// inf or NaN, s NaN, so that the block's sums are NaN too).
-__device__ __forceinline__ float x_over_scale(float v, float *s)
-{
-    const unsigned m = __reduce_max_sync(FULL, __float_as_uint(v) & 0x7fffffffu);
-    const int e = (int)(m >> 23);
-    *s = e == 255 ? __uint_as_float(0x7fc00000u)
-         : e < 6  ? 0x1p-126f * __uint_as_float((unsigned)(e + 121) << 23)
-                  : __uint_as_float((unsigned)(e - 5) << 23);
-    return e < 5 ? v * 0x1p64f * __uint_as_float((unsigned)(195 - e) << 23) : v * __uint_as_float((unsigned)(259 - e) << 23);
-}
 
 // Whole warp: lane `lane`'s value v of one block into its three digits (SUMS: and their sums).
 template <bool SUMS> __device__ __forceinline__ void x_digits(float v, int lane, XDigits *xd)
@@ -486,42 +472,8 @@ template <int W, int R, int TOK> __global__ void __launch_bounds__(32 * MVD_WARP
 // used; 16 quants cost 8 dp4a and one FMA per token, and each weight read serves all TOK tokens. The
 // sums reduce over the warp by shuffles. Two digits rather than mv_kernel's three cut the integer
 // work by a third; the prototype (cuda/bench/mv_direct.cu) measured NMSE 3.6e-9 against f64, far
-// inside the conformance bound.
-struct XDigits2 {
-    uint4 d[2][2]; // digit j of values 16 h .. 16 h + 15 in d[j][h]
-    float scale;   // s, as in XDigits
-    float pad[7];  // 96 bytes: the lanes' 16-byte reads (lane pairs on consecutive blocks) spread over all banks
-};
-static_assert(sizeof(XDigits2) == 96, "XDigits2: 6 16-byte words");
+// inside the conformance bound. XDigits2 and the digitizing: xdigits.cuh.
 constexpr int MVQ_WARPS = 8;
-
-// Whole warp: one block of 32 values of x (v: this lane's) into its digits.
-__device__ __forceinline__ void digitize_block(float v, int lane, XDigits2 *b)
-{
-    float sc;
-    const float v0 = x_over_scale(v, &sc);
-    const float d0 = rintf(v0), d1 = rintf((v0 - d0) * 128.0f);
-    reinterpret_cast<signed char *>(b->d[0])[lane] = (signed char)(int)d0;
-    reinterpret_cast<signed char *>(b->d[1])[lane] = (signed char)(int)d1;
-    if (lane == 0) b->scale = sc;
-}
-
-// Warp w of the whole grid (1 .. 8 a block) takes blocks w, w + warps, ... of x ([nb] blocks of 32
-// values, one after the other: several tokens' rows), 8 at a time so that their loads overlap.
-__device__ __forceinline__ void digitize_x(const float *x, int64_t nb, int64_t warp, int64_t warps, XDigits2 *xd)
-{
-    const int lane = (int)threadIdx.x & 31;
-    for (int64_t b0 = warp; b0 < nb; b0 += warps * 8) {
-        float v[8];
-#pragma unroll
-        for (int j = 0; j < 8; j++) v[j] = b0 + j * warps < nb ? __ldg(x + (b0 + j * warps) * 32 + lane) : 0.0f;
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            if (b0 + j * warps >= nb) break;
-            digitize_block(v[j], lane, xd + b0 + j * warps);
-        }
-    }
-}
 
 // x's digits for mvq_kernel of several tokens: T K / 32 blocks, one warp each.
 __global__ void __launch_bounds__(NT) mvq_digits(const float *x, int64_t nb, XDigits2 *xd)
@@ -765,6 +717,7 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
             e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
         if (e != cudaSuccess) return e;
     }
+    if (const cudaError_t e = kquant_matmul_init(dev); e != cudaSuccess) return e;
     for (const sift_dtype w : {SIFT_Q8_0, SIFT_F32, SIFT_F16, SIFT_BF16})
         for (int R = 1; R <= 2; R++)
             for (int nt = 1; nt <= MV_NT_MAX; nt *= 2) {
@@ -780,6 +733,7 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
 extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
     if (is_kquant((int)n->src[1]->dtype)) return kquant_matmul_plan(dev, n, plan); // matmul_kquant.cu
+    if (n->src[1]->dtype == SIFT_Q4_0 && kquant_direct_plan(dev, n, plan)) return cudaSuccess; // its direct kernel
     MatmulArgs a = matmul_args(n, nullptr);
     if (a.t <= 0 || a.n <= 0) return cudaSuccess;
     // A few tokens (a batched decode step: a row per sequence) run the matrix-vector kernels: the
@@ -877,7 +831,7 @@ static cudaError_t matvec_launch(const sift_cuda_device *dev, const sift_cuda_pl
 extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, const sift_node *n,
                                                const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
-    if (is_kquant((int)n->src[1]->dtype)) return kquant_matmul_launch(dev, n, plan, st); // matmul_kquant.cu
+    if (is_kquant((int)n->src[1]->dtype) || plan->path == KQ_DIRECT) return kquant_matmul_launch(dev, n, plan, st); // matmul_kquant.cu
     MatmulArgs a = matmul_args(n, plan);
     switch (plan->path) {
     case MM_VEC:

@@ -20,10 +20,11 @@
 #include "common.cuh"
 #include "matmul_kquant.cuh"
 #include "weights.cuh"
+#include "xdigits.cuh"
 
 namespace sift_cuda {
 
-enum { KQ_NONE = 0, KQ_VEC, KQ_TILED }; // sift_cuda_plan.path
+enum { KQ_NONE = 0, KQ_VEC, KQ_TILED }; // sift_cuda_plan.path (and KQ_DIRECT, matmul_kquant.cuh)
 
 struct KqArgs {
     const float *x;
@@ -199,6 +200,176 @@ template <int W, int R> __global__ void __launch_bounds__(32 * KQ_WARPS) kq_mv_k
     }
 }
 
+// kqd_kernel<W, U>, T = 1 with K % 256 == 0 and 16-byte aligned rows: the direct design
+// (matmul.cu's mvq_kernel) for the K-quants. x is taken as two int8 digits per value with each half
+// block's sum (xdigits.cuh), made by every block into its shared memory; the blocks then take rows
+// in turn, a warp one row at a time. q4_0's one-token products run it too (a lane a block of 32). Lane l reads, straight into registers, the 16 quant bytes of
+// chunk l % 8 of super-block l / 8 of each group of 4 (and the bytes that hold their scales and high
+// bits), U groups in flight before any is used. The 16 bytes hold two sets of 16 values, each set
+// half an x block under one sub-block scale: its sum is scale * s (dp4a(q, d0) + dp4a(q, d1) / 2^7)
+// - min * (x's half-block sum); q4_0's and q6_k's quants, stored + 8 and + 32, become signed bytes
+// first, so that their sums cancel no large term (x's digits keep 2^-14 of a block's largest
+// value, which a min term would multiply by the offset). So a
+// weight costs about one integer instruction, where kq_mv_kernel's staging and float conversions
+// cost three or more. The lanes' sums reduce over the warp by shuffles.
+//
+// A lane's loads: q4_k: the super-block's first 16 bytes (d, dmin, the 12 scale bytes; shared by
+// the 8 lanes of the super-block, one transaction) and quant chunk c; q5_k: those and the 16 high-bit
+// bytes of its half; q6_k: its 16 low-bit and 16 high-bit bytes, 2 scale bytes and d. A q6_k
+// super-block (210 bytes) is only 2-byte aligned: its 16-byte reads are five 4-byte ones, shifted.
+constexpr int KQD_WARPS = 8;
+
+struct KqdLoad {
+    uint4 q;     // the chunk's 16 quant bytes (q6_k: low bits)
+    uint4 h;     // q4_k, q5_k: the super-block's first 16 bytes; q6_k: the 16 high-bit bytes
+    uint4 qh;    // q5_k: the 16 high-bit bytes of the chunk's half
+    unsigned sd; // q6_k: the two scale bytes (bytes 0, 1) and d (bits 16-31)
+};
+
+// 16 bytes at p, 2-byte aligned (q6_k): five aligned words, funnel-shifted.
+__device__ __forceinline__ uint4 ld16_align2(const unsigned char *p)
+{
+    const unsigned *w = reinterpret_cast<const unsigned *>(reinterpret_cast<uintptr_t>(p) & ~(uintptr_t)3);
+    const unsigned sh = (unsigned)(reinterpret_cast<uintptr_t>(p) & 3) * 8u;
+    unsigned v[5];
+#pragma unroll
+    for (int i = 0; i < 4; i++) v[i] = __ldg(w + i);
+    v[4] = sh ? __ldg(w + 4) : 0u; // aligned: no word past the 16 bytes (it may lie past the tensor)
+    return make_uint4(__funnelshift_rc(v[0], v[1], sh), __funnelshift_rc(v[1], v[2], sh), __funnelshift_rc(v[2], v[3], sh),
+                      __funnelshift_rc(v[3], v[4], sh));
+}
+
+// Lane chunk c (0..7) of super-block b.
+template <int W> __device__ __forceinline__ KqdLoad kqd_load(const unsigned char *b, int c)
+{
+    KqdLoad l = {};
+    if constexpr (W == SIFT_Q4_0) { // a block: d, then 16 bytes of quants
+        l.sd = __ldg(reinterpret_cast<const unsigned short *>(b));
+        l.q = ld16_align2(b + 2);
+    } else if constexpr (W == SIFT_Q6_K) {
+        const int h = c >> 2, part = c & 3;
+        l.q = ld16_align2(b + 64 * h + 16 * part);
+        l.h = ld16_align2(b + 128 + 32 * h + 16 * (part & 1));
+        l.sd = (unsigned)__ldg(b + 192 + 8 * h + part) | (unsigned)__ldg(b + 196 + 8 * h + part) << 8 |
+               (unsigned)__ldg(reinterpret_cast<const unsigned short *>(b + 208)) << 16;
+    } else {
+        l.h = __ldg(reinterpret_cast<const uint4 *>(b));
+        l.q = ld_once16(b + (W == SIFT_Q5_K ? 48 : 16) + 16 * c);
+        if constexpr (W == SIFT_Q5_K) l.qh = __ldg(reinterpret_cast<const uint4 *>(b + 16 + 16 * (c & 1)));
+    }
+    return l;
+}
+
+// Σ q x over one set of 16 values (4 words of quant bytes) against its half x block b, h.
+__device__ __forceinline__ float kqd_dot(const unsigned (&q)[4], const XDigits2 &b, int h)
+{
+    const uint4 x0 = b.d[0][h], x1 = b.d[1][h];
+    const unsigned xw0[4] = {x0.x, x0.y, x0.z, x0.w}, xw1[4] = {x1.x, x1.y, x1.z, x1.w};
+    int a0 = 0, a1 = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        a0 = __dp4a((int)q[i], (int)xw0[i], a0);
+        a1 = __dp4a((int)q[i], (int)xw1[i], a1);
+    }
+    return b.scale * fmaf((float)a1, 0x1p-7f, (float)a0);
+}
+
+// Four quants stored + o (bytes below 128) as signed bytes q - o, for dp4a: each byte + 128 - o
+// stays in its byte, and the top bit's flip takes 128 away again.
+__device__ __forceinline__ unsigned signed_bytes(unsigned q, unsigned o)
+{
+    return ((q | 0x80808080u) - o * 0x01010101u) ^ 0x80808080u;
+}
+
+// The sums of lane chunk c of super-block sb (xs: its 8 x blocks' digits) for the loaded l.
+template <int W> __device__ __forceinline__ float kqd_chunk(const KqdLoad &l, int c, const XDigits2 *xs)
+{
+    const unsigned qw[4] = {l.q.x, l.q.y, l.q.z, l.q.w};
+    unsigned lo[4], hi[4];
+    float slo, shi, mlo, mhi;
+    int blo, bhi, hlo, hhi; // the sets' x blocks (of the unit's) and halves of them
+    if constexpr (W == SIFT_Q4_0) { // values 0-15 in the low nibbles, 16-31 in the high ones, stored + 8
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            lo[i] = signed_bytes(qw[i] & 0x0f0f0f0fu, 8), hi[i] = signed_bytes((qw[i] >> 4) & 0x0f0f0f0fu, 8);
+        slo = shi = half_bits_to_float(l.sd);
+        mlo = mhi = 0.0f;
+        blo = bhi = 0, hlo = 0, hhi = 1;
+    } else if constexpr (W == SIFT_Q6_K) {
+        const int h = c >> 2, part = c & 3, sh = 2 * (part >> 1);
+        const unsigned hw[4] = {l.h.x, l.h.y, l.h.z, l.h.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo[i] = signed_bytes((qw[i] & 0x0f0f0f0fu) | ((hw[i] >> sh) & 0x03030303u) << 4, 32);
+            hi[i] = signed_bytes(((qw[i] >> 4) & 0x0f0f0f0fu) | ((hw[i] >> (sh + 4)) & 0x03030303u) << 4, 32);
+        }
+        const float d = half_bits_to_float(l.sd >> 16);
+        slo = d * (float)(signed char)(l.sd & 0xffu);
+        shi = d * (float)(signed char)((l.sd >> 8) & 0xffu);
+        mlo = mhi = 0.0f;
+        blo = 4 * h + (part >> 1), bhi = blo + 2, hlo = hhi = part & 1;
+    } else {
+        const int j = c >> 1;
+#pragma unroll
+        for (int i = 0; i < 4; i++) lo[i] = qw[i] & 0x0f0f0f0fu, hi[i] = (qw[i] >> 4) & 0x0f0f0f0fu;
+        if constexpr (W == SIFT_Q5_K) {
+            const unsigned hw[4] = {l.qh.x, l.qh.y, l.qh.z, l.qh.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                lo[i] |= ((hw[i] >> (2 * j)) & 0x01010101u) << 4;
+                hi[i] |= ((hw[i] >> (2 * j + 1)) & 0x01010101u) << 4;
+            }
+        }
+        const float d = half_bits_to_float(l.h.x & 0xffffu), dmin = half_bits_to_float(l.h.x >> 16);
+        const unsigned long long s07 = (unsigned long long)l.h.y | ((unsigned long long)l.h.z << 32);
+        const unsigned s811 = l.h.w;
+        const auto byte_of = [s07, s811](int i) { return (int)((i < 8 ? (unsigned)(s07 >> (8 * i)) : s811 >> (8 * (i - 8))) & 0xffu); };
+        int sc, m;
+        kquant_scale_min(byte_of, 2 * j, sc, m);
+        slo = d * (float)sc, mlo = dmin * (float)m;
+        kquant_scale_min(byte_of, 2 * j + 1, sc, m);
+        shi = d * (float)sc, mhi = dmin * (float)m;
+        blo = 2 * j, bhi = 2 * j + 1, hlo = hhi = c & 1;
+    }
+    return slo * kqd_dot(lo, xs[blo], hlo) - mlo * xs[blo].hsum[hlo] + shi * kqd_dot(hi, xs[bhi], hhi) -
+           mhi * xs[bhi].hsum[hhi];
+}
+
+template <int W, int U> __global__ void __launch_bounds__(32 * KQD_WARPS) kqd_kernel(const KqArgs a)
+{
+    grid_dep_enter();
+    SIFT_DYNAMIC_SMEM(smem);
+    XDigits2 *xs = reinterpret_cast<XDigits2 *>(smem); // [K / 32]
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    digitize_x<true>(a.x, a.k / 32, warp, KQD_WARPS, xs);
+    __syncthreads();
+    // units: super-blocks of 256 values (a lane takes chunk c of one of 4), q4_0 blocks of 32 (a lane
+    // takes one of 32): 1024 values a warp step either way
+    constexpr bool Q4 = W == SIFT_Q4_0;
+    constexpr int BB = Q4 ? 18 : kquant_block_bytes(W), STEP = Q4 ? 32 : 4, XB = Q4 ? 1 : 8;
+    const int64_t units = a.k / (32 * XB);
+    const int c = lane & 7, ul = Q4 ? lane : lane >> 3; // the lane's chunk, and unit of each step
+    for (int64_t row = (int64_t)blockIdx.x * KQD_WARPS + warp; row < a.n; row += (int64_t)gridDim.x * KQD_WARPS) {
+        const unsigned char *w = a.w + (size_t)row * a.row_bytes;
+        float acc = 0.0f;
+        for (int64_t u0 = 0; u0 < units; u0 += STEP * U) {
+            KqdLoad l[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int64_t unit = u0 + STEP * u + ul;
+                if (unit < units) l[u] = kqd_load<W>(w + unit * BB, c);
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const int64_t unit = u0 + STEP * u + ul;
+                if (unit < units) acc += kqd_chunk<W>(l[u], c, xs + unit * XB);
+            }
+        }
+        acc = warp_sum(acc);
+        if (lane == 0) a.out[row] = a.bias ? acc + a.bias[row] : acc;
+    }
+}
+
 // ---- matrix-matrix --------------------------------------------------------------------------------
 
 constexpr int KG_T = 64, KG_N = 64, KG_K = 32;
@@ -255,6 +426,18 @@ static KqKernel kq_kernel_for(int wtype, int path, int R)
     }
 }
 
+constexpr int KQD_U = 4; // groups of 4 super-blocks in flight per lane
+
+static KqKernel kqd_kernel_for(int wtype)
+{
+    switch (wtype) {
+    case SIFT_Q4_0: return &kqd_kernel<SIFT_Q4_0, KQD_U>;
+    case SIFT_Q4_K: return &kqd_kernel<SIFT_Q4_K, KQD_U>;
+    case SIFT_Q5_K: return &kqd_kernel<SIFT_Q5_K, KQD_U>;
+    default: return &kqd_kernel<SIFT_Q6_K, KQD_U>;
+    }
+}
+
 static KqArgs kq_args(const sift_node *n)
 {
     const sift_tensor *w = n->src[1];
@@ -278,10 +461,38 @@ static int64_t kq_mv_blocks(const sift_cuda_device *dev, int64_t n, int R)
     return blocks < most ? blocks : most;
 }
 
+cudaError_t kquant_matmul_init(const sift_cuda_device *dev)
+{
+    for (const int w : {SIFT_Q4_0, SIFT_Q4_K, SIFT_Q5_K, SIFT_Q6_K}) { // x's digits: up to the device's shared memory
+        const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(kqd_kernel_for(w)),
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(dev->smem_optin - 1024));
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}
+
+bool kquant_direct_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
+{
+    const KqArgs a = kq_args(n);
+    const bool q4 = n->src[1]->dtype == SIFT_Q4_0;
+    const uintptr_t wp = reinterpret_cast<uintptr_t>(a.w);
+    // one token, x 16-byte aligned, its digits in shared memory; rows of whole units, K-quants'
+    // 16-byte aligned (q6_k: K % 2048 == 0), q4_0's 2-byte aligned
+    const size_t x_bytes = (size_t)(a.k / 32) * sizeof(XDigits2);
+    const bool rows_fit = q4 ? a.k % 32 == 0 && wp % 2 == 0 : a.k % 256 == 0 && a.row_bytes % 16 == 0 && wp % 16 == 0;
+    if (a.t != 1 || a.n <= 0 || a.k <= 0 || reinterpret_cast<uintptr_t>(a.x) % 16 != 0 || !rows_fit ||
+        x_bytes + 1024 > dev->smem_optin)
+        return false;
+    plan->path = KQ_DIRECT;
+    plan->smem = x_bytes;
+    return true;
+}
+
 cudaError_t kquant_matmul_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
     const KqArgs a = kq_args(n);
     if (a.t <= 0 || a.n <= 0 || a.k <= 0) return cudaSuccess;
+    if (kquant_direct_plan(dev, n, plan)) return cudaSuccess;
     if (a.t == 1 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0) {
         // R rows per warp share each x load; fewer where that leaves multiprocessors idle
         int R = 4;
@@ -304,6 +515,11 @@ cudaError_t kquant_matmul_launch(const sift_cuda_device *dev, const sift_node *n
     switch (plan->path) {
     case KQ_VEC:
         return launch(k, dim3((unsigned)kq_mv_blocks(dev, a.n, plan->rows_per_block)), dim3(32 * KQ_WARPS), 0, st, a);
+    case KQ_DIRECT: { // two blocks a multiprocessor at most: each digitizes x once for many rows
+        const int64_t blocks = (a.n + KQD_WARPS - 1) / KQD_WARPS, most = 2 * (int64_t)dev->sm_count;
+        return launch(kqd_kernel_for((int)n->src[1]->dtype), dim3((unsigned)(blocks < most ? blocks : most)),
+                      dim3(32 * KQD_WARPS), plan->smem, st, a);
+    }
     case KQ_TILED:
         return launch(k, dim3((unsigned)((a.t + KG_T - 1) / KG_T), (unsigned)((a.n + KG_N - 1) / KG_N)), dim3(NT), 0,
                       st, a);

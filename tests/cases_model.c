@@ -418,8 +418,9 @@ void cases_model(const suite_options *o)
             add_case(&c, name);
         }
     /* x's blocks across 48 binades; bound 1e-9: f32 accumulation everywhere, x kept to 2^-21 of each
-     * block's largest value or better; q8_0 1e-7: CUDA's decode kernel keeps x as two digits (2^-14
-     * of each block's largest value; NMSE about 4e-9 on random x) */
+     * block's largest value or better; the quantized types 1e-7: CUDA's decode kernels of q8_0, q4_0
+     * and the K-quants keep x as two digits (2^-14 of each block's largest value; NMSE about 4e-9
+     * on random x) */
     /* f32 rows of K % 8 != 0 followed by a row of +inf: a kernel that reads whole units of 8 values
      * past a row's end (zeros times inf) turns the last row's sums into NaN */
     for (int64_t t = 1; t <= 70; t += 69) {
@@ -428,9 +429,10 @@ void cases_model(const suite_options *o)
         snprintf(name, sizeof name, "matmul   [%lld][172] x f32 [300][172], a row of inf past w", (long long)t);
         add_case(&c, name);
     }
-    for (int ti = 0; ti < 5; ti++) {
+    for (int ti = 0; ti < n_wtypes; ti++) {
+        const bool quantized = ti >= 3;
         const mcase c = {.op = M_MATMUL, .t = 1, .k = 4096, .n = 300, .wt = wtypes[ti], .n_in = 3, .has = {1, 1, 0},
-                         .bound = wtypes[ti] == SIFT_Q8_0 ? 1e-7 : 1e-9, .variant = 1};
+                         .bound = quantized ? 1e-7 : 1e-9, .variant = 1};
         snprintf(name, sizeof name, "matmul   [1][4096] x %s [300][4096], x blocks across magnitudes",
                  sift_dtype_name(wtypes[ti]));
         add_case(&c, name);
