@@ -1,5 +1,6 @@
-/* Streaming generation (sift_session_generate): the tokenize / eval / sample / token_piece loop an
- * application would write, with its stop conditions, as one call. It uses only the public calls
+/* Streaming generation (sift_session_generate, and sift_session_generate_tokens for a prompt of
+ * tokens and a sampler that goes on from call to call): the tokenize / eval / sample / token_piece
+ * loop an application would write, with its stop conditions, as one call. It uses only the public calls
  * of the session, the model and the sampler, so its tokens are those of that loop. */
 #include "session.h"
 
@@ -64,13 +65,47 @@ static sift_status check_config(const sift_generate_config *c, size_t *longest, 
     return SIFT_OK;
 }
 
-sift_status sift_session_generate(sift_session *s, const char *prompt, size_t len, const sift_generate_config *cfg,
-                                  int64_t *n_tokens, sift_stop_reason *reason)
+/* The prompt: len bytes of text, or n tokens. */
+typedef struct prompt_in {
+    bool is_text;
+    const char *text;
+    size_t len;
+    const int32_t *tokens;
+    size_t n;
+} prompt_in;
+
+/* The prompt's tokens: the caller's, or the text's tokenized into a new array (*owned). */
+static sift_status prompt_tokens(const sift_model *m, const sift_model_info *info, const prompt_in *p, int add_bos,
+                                 const int32_t **ids, size_t *n, int32_t **owned, const char *fn)
 {
-    const char *fn = "sift_session_generate";
+    *owned = NULL;
+    if (!p->is_text) {
+        *ids = p->tokens;
+        *n = p->n;
+    } else {
+        const size_t cap = sift_tokenizer_max_tokens(p->len);
+        *owned = cap < SIZE_MAX / sizeof **owned ? malloc(cap * sizeof **owned) : NULL;
+        if (!*owned) return sift_set_error(SIFT_E_NOMEM, "%s: out of memory", fn);
+        TRY(sift_model_tokenize(m, p->text, p->len, add_bos && info->bos >= 0, *owned, cap, n));
+        *ids = *owned;
+    }
+    return *n ? SIFT_OK : sift_set_error(SIFT_E_INVALID, "%s: the prompt has no tokens", fn);
+}
+
+/* Whether tok ends the generation (stop_at_eos: 1 at EOS, SIFT_STOP_AT_EOG at any end-of-generation token). */
+static bool ends(const sift_model *m, const sift_model_info *info, int stop_at_eos, int32_t tok)
+{
+    if (stop_at_eos == SIFT_STOP_AT_EOG) return sift_model_token_is_eog(m, tok) != 0;
+    return stop_at_eos && tok == info->eos;
+}
+
+static sift_status generate(sift_session *s, const prompt_in *p, const sift_generate_config *cfg, sift_sampler *shared,
+                            int64_t *n_tokens, sift_stop_reason *reason, const char *fn)
+{
     if (n_tokens) *n_tokens = 0;
     if (reason) *reason = SIFT_STOP_MAX_TOKENS;
-    if (!s || (!prompt && len)) return sift_set_error(SIFT_E_INVALID, "%s: null argument", fn);
+    if (!s || (p->is_text ? !p->text && p->len : !p->tokens && p->n))
+        return sift_set_error(SIFT_E_INVALID, "%s: null argument", fn);
     sift_generate_config c = sift_generate_config_default();
     if (cfg) TRY(sift_config_read(cfg, &c, sizeof c, sizeof c, fn));
     size_t longest = 0;
@@ -78,23 +113,23 @@ sift_status sift_session_generate(sift_session *s, const char *prompt, size_t le
     const sift_model *m = s->m;
     sift_model_info info;
     sift_model_get_info(m, &info);
-    sift_sampler *sampler = NULL;
-    TRY(sift_sampler_create(&c.sampler, &sampler));
+    sift_sampler *own = NULL, *sampler = shared;
+    if (!sampler) TRY(sift_sampler_create(&c.sampler, &own));
+    if (!sampler) sampler = own;
 
-    const size_t cap = sift_tokenizer_max_tokens(len);
-    int32_t *ids = cap < SIZE_MAX / sizeof *ids ? malloc(cap * sizeof *ids) : NULL;
+    int32_t *owned = NULL;
+    const int32_t *ids = NULL;
     float *logits = malloc((size_t)info.n_vocab * sizeof *logits);
     text_tail tail = {.bytes = malloc(longest + PIECE_CAP + 1), .keep = longest ? longest - 1 : 0};
-    sift_status st = ids && logits && tail.bytes ? SIFT_OK : sift_set_error(SIFT_E_NOMEM, "%s: out of memory", fn);
+    sift_status st = logits && tail.bytes ? SIFT_OK : sift_set_error(SIFT_E_NOMEM, "%s: out of memory", fn);
     size_t n_prompt = 0;
-    if (st == SIFT_OK) st = sift_model_tokenize(m, prompt, len, c.add_bos && info.bos >= 0, ids, cap, &n_prompt);
-    if (st == SIFT_OK && n_prompt == 0) st = sift_set_error(SIFT_E_INVALID, "%s: the prompt has no tokens", fn);
+    if (st == SIFT_OK) st = prompt_tokens(m, &info, p, c.add_bos, &ids, &n_prompt, &owned, fn);
     if (st == SIFT_OK) st = sift_session_eval(s, ids, n_prompt, logits);
     int64_t n = 0;
     sift_stop_reason why = SIFT_STOP_MAX_TOKENS;
     while (st == SIFT_OK) {
         const int32_t tok = sift_sampler_sample(sampler, logits, info.n_vocab);
-        if (c.stop_at_eos && tok == info.eos) {
+        if (ends(m, &info, c.stop_at_eos, tok)) {
             why = SIFT_STOP_EOS;
             break;
         }
@@ -125,7 +160,21 @@ sift_status sift_session_generate(sift_session *s, const char *prompt, size_t le
     if (reason) *reason = why;
     free(tail.bytes);
     free(logits);
-    free(ids);
-    sift_sampler_destroy(sampler);
+    free(owned);
+    sift_sampler_destroy(own);
     return st;
+}
+
+sift_status sift_session_generate(sift_session *s, const char *prompt, size_t len, const sift_generate_config *cfg,
+                                  int64_t *n_tokens, sift_stop_reason *reason)
+{
+    const prompt_in p = {.is_text = true, .text = prompt, .len = len};
+    return generate(s, &p, cfg, NULL, n_tokens, reason, "sift_session_generate");
+}
+
+sift_status sift_session_generate_tokens(sift_session *s, const int32_t *tokens, size_t n, const sift_generate_config *cfg,
+                                         sift_sampler *sampler, int64_t *n_tokens, sift_stop_reason *reason)
+{
+    const prompt_in p = {.tokens = tokens, .n = n};
+    return generate(s, &p, cfg, sampler, n_tokens, reason, "sift_session_generate_tokens");
 }

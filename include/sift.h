@@ -651,6 +651,17 @@ SIFT_API sift_generate_config sift_generate_config_default(void);
 SIFT_API sift_status sift_session_generate(sift_session *s, const char *prompt, size_t len,
                                            const sift_generate_config *cfg, int64_t *n_tokens,
                                            sift_stop_reason *reason);
+/* stop_at_eos = SIFT_STOP_AT_EOG: stop at any of the model's end-of-generation tokens
+ * (sift_model_token_is_eog: EOS, a chat model's end of turn) with SIFT_STOP_EOS, not at EOS alone. */
+#define SIFT_STOP_AT_EOG 2
+/* sift_session_generate with the prompt as tokens: tokens[n] are fed as they are (special tokens,
+ * a chat template's turn, the kept tail of a context shift; cfg->add_bos is not read), and where
+ * sampler is not NULL it picks the tokens instead of one made from cfg->sampler, its random state
+ * going on from call to call (a chat's turns, or a generation continued after a context shift,
+ * then give the tokens of one sampling loop). */
+SIFT_API sift_status sift_session_generate_tokens(sift_session *s, const int32_t *tokens, size_t n,
+                                                  const sift_generate_config *cfg, sift_sampler *sampler,
+                                                  int64_t *n_tokens, sift_stop_reason *reason);
 
 /* ==== the graph API: tensors, graphs and ops ================================================== */
 
