@@ -203,7 +203,8 @@ template <int W, int R> __global__ void __launch_bounds__(32 * KQ_WARPS) kq_mv_k
 // kqd_kernel<W, U>, T = 1 with K % 256 == 0 and 16-byte aligned rows: the direct design
 // (matmul.cu's mvq_kernel) for the K-quants. x is taken as two int8 digits per value with each half
 // block's sum (xdigits.cuh), made by every block into its shared memory; the blocks then take rows
-// in turn, a warp one row at a time. q4_0's one-token products run it too (a lane a block of 32). Lane l reads, straight into registers, the 16 quant bytes of
+// in turn, a warp one row at a time, the loads of its next step in flight while it sums the current
+// one. q4_0's one-token products run it too (a lane a block of 32). Lane l reads, straight into registers, the 16 quant bytes of
 // chunk l % 8 of super-block l / 8 of each group of 4 (and the bytes that hold their scales and high
 // bits), U groups in flight before any is used. The 16 bytes hold two sets of 16 values, each set
 // half an x block under one sub-block scale: its sum is scale * s (dp4a(q, d0) + dp4a(q, d1) / 2^7)
@@ -335,38 +336,56 @@ template <int W> __device__ __forceinline__ float kqd_chunk(const KqdLoad &l, in
            mhi * xs[bhi].hsum[hhi];
 }
 
+// A warp's U units at step u0 of row (units past the row's end: none).
+template <int W, int U, int STEP, int BB>
+__device__ __forceinline__ void kqd_load_step(const KqArgs &a, int64_t row, int64_t u0, int64_t units, int ul, int c, KqdLoad (&l)[U])
+{
+    const unsigned char *w = a.w + (size_t)row * a.row_bytes;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const int64_t unit = u0 + STEP * u + ul;
+        if (unit < units) l[u] = kqd_load<W>(w + unit * BB, c);
+    }
+}
+
 template <int W, int U> __global__ void __launch_bounds__(32 * KQD_WARPS) kqd_kernel(const KqArgs a)
 {
     grid_dep_enter();
     SIFT_DYNAMIC_SMEM(smem);
     XDigits2 *xs = reinterpret_cast<XDigits2 *>(smem); // [K / 32]
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
-    digitize_x<true>(a.x, a.k / 32, warp, KQD_WARPS, xs);
-    __syncthreads();
     // units: super-blocks of 256 values (a lane takes chunk c of one of 4), q4_0 blocks of 32 (a lane
     // takes one of 32): 1024 values a warp step either way
     constexpr bool Q4 = W == SIFT_Q4_0;
     constexpr int BB = Q4 ? 18 : kquant_block_bytes(W), STEP = Q4 ? 32 : 4, XB = Q4 ? 1 : 8;
-    const int64_t units = a.k / (32 * XB);
+    const int64_t units = a.k / (32 * XB), stride = (int64_t)gridDim.x * KQD_WARPS;
     const int c = lane & 7, ul = Q4 ? lane : lane >> 3; // the lane's chunk, and unit of each step
-    for (int64_t row = (int64_t)blockIdx.x * KQD_WARPS + warp; row < a.n; row += (int64_t)gridDim.x * KQD_WARPS) {
-        const unsigned char *w = a.w + (size_t)row * a.row_bytes;
-        float acc = 0.0f;
-        for (int64_t u0 = 0; u0 < units; u0 += STEP * U) {
-            KqdLoad l[U];
+    // The warp walks (row, step) pairs, the next pair's loads in flight while the current one is
+    // summed; the first pair's while the block digitizes x (its weights do not wait for x).
+    int64_t row = (int64_t)blockIdx.x * KQD_WARPS + warp, u0 = 0;
+    KqdLoad cur[U];
+    if (row < a.n) kqd_load_step<W, U, STEP, BB>(a, row, 0, units, ul, c, cur);
+    digitize_x<true>(a.x, a.k / 32, warp, KQD_WARPS, xs);
+    __syncthreads();
+    float acc = 0.0f;
+    while (row < a.n) {
+        int64_t next_row = row, next_u0 = u0 + STEP * U;
+        if (next_u0 >= units) next_u0 = 0, next_row += stride;
+        KqdLoad next[U];
+        if (next_row < a.n) kqd_load_step<W, U, STEP, BB>(a, next_row, next_u0, units, ul, c, next);
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int64_t unit = u0 + STEP * u + ul;
-                if (unit < units) l[u] = kqd_load<W>(w + unit * BB, c);
-            }
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                const int64_t unit = u0 + STEP * u + ul;
-                if (unit < units) acc += kqd_chunk<W>(l[u], c, xs + unit * XB);
-            }
+        for (int u = 0; u < U; u++) {
+            const int64_t unit = u0 + STEP * u + ul;
+            if (unit < units) acc += kqd_chunk<W>(cur[u], c, xs + unit * XB);
         }
-        acc = warp_sum(acc);
-        if (lane == 0) a.out[row] = a.bias ? acc + a.bias[row] : acc;
+        if (next_u0 == 0) { // the row's last step
+            acc = warp_sum(acc);
+            if (lane == 0) a.out[row] = a.bias ? acc + a.bias[row] : acc;
+            acc = 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) cur[u] = next[u];
+        row = next_row, u0 = next_u0;
     }
 }
 
