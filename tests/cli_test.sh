@@ -53,6 +53,32 @@ for flag in "-f, --file FILE" "-1: a random seed" "a power of two from 1 to 2^20
     expect_in out "$flag" "run --help"
 done
 
+# the options table: every command's --help is generated from it, with that command's defaults;
+# an option of another command is refused
+for c in run chat logits eval demo bench-attn bench-decode; do
+    sift $c --help
+    expect_rc 0 "$c --help"
+    expect_in out "  --backend B        cpu, vulkan or cuda" "$c --help lists --backend"
+done
+sift eval --help
+expect_in out "  --sink S           first tokens always attended (default 4)" "eval --help: eval's S"
+sift run --help
+expect_in out "  --sink S           first tokens always attended (default 128)" "run --help: run's S"
+sift logits --help
+expect_in out "temperature; 0 is greedy (default 0)" "logits --help: greedy"
+expect_not_in out "--context-shift" "logits --help: no --context-shift"
+sift chat --help
+expect_in out "the most tokens per reply (default -1: until the end of the turn)" "chat --help: -n"
+sift bench-decode --help
+expect_in out "(default -1: every step after the first reuses" "bench-decode --help: --sel-cache"
+expect_in out "contexts, each timed in every mode (default 8192,32768,131072)" "bench-decode --help: --ctx"
+sift eval --context-shift
+expect_rc 2 "eval --context-shift"
+expect_in err "sift eval: unknown option '--context-shift' (see --help)" "eval --context-shift"
+sift devices --help
+expect_rc 0 "devices --help"
+expect_in out "  --json " "devices --help"
+
 # the automatic backend: never a CPU emulation of a GPU (lavapipe), whatever else is present
 sift devices --json
 expect_rc 0 "devices --json"
@@ -252,6 +278,13 @@ if [ -n "$CHAT_LLAMA3" ]; then
     sift run -cnv -m "$CHAT_LLAMA3" --backend cpu -n 5 -p "Be terse." --temp 0 <"$T/chat.txt"
     expect_rc 0 "run -cnv"
     expect_eq "$(cat "$T/out")" "$first" "run -cnv: the replies of sift chat"
+    # --seed -1 as in sift run: a random seed, printed, that repeats the chat
+    sift chat -m "$CHAT_LLAMA3" --backend cpu -n 8 --seed -1 <"$T/chat.txt"
+    expect_rc 0 "chat --seed -1"
+    seed=$(sed -n 's/^sift chat: seed \([0-9]*\) (random.*/\1/p' "$T/err")
+    random_replies=$(cat "$T/out")
+    sift chat -m "$CHAT_LLAMA3" --backend cpu -n 8 --seed "${seed:-x}" <"$T/chat.txt"
+    expect_eq "$(cat "$T/out")" "$random_replies" "chat --seed <the printed seed>"
     # KV offload: one device page of 256 tokens (the sink's), the rest of the pool on the host;
     # replies of up to 150 tokens take the conversation past that page, into a host page, and the
     # replies are the resident chat's

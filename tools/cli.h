@@ -1,27 +1,32 @@
-/* Helpers the sift command line's files share (defined in sift.c). */
+/* Helpers the sift command line's files share (tools/cli.c), and its commands, one file each. */
 #ifndef SIFT_CLI_H
 #define SIFT_CLI_H
 
 #include "sift.h"
 #include "sift_testing.h" /* the benchmarks: synthetic contexts, node bytes, attention quality */
+#include "options.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 
+/* The demo's files, relative to the repository root. */
+#define CLI_DEMO_MODEL "tools/retrieval/model/retrieval.gguf"
+#define CLI_DEMO_SAMPLES "tools/retrieval/model/retrieval_test.txt"
+#define CLI_DEMO_PREDICTOR "tools/butler/predictors/retrieval.butler.gguf"
+
 /* A whole decimal integer. */
 bool cli_parse_i64(const char *s, int64_t *out);
-/* "off" (SIFT_SEL_CACHE_OFF) or a Selection Cache threshold in [-1, 1]. */
-bool cli_parse_sel_cache(const char *val, float *out);
 /* The named backend, or the automatic choice when name is NULL (CUDA, else a Vulkan GPU, else the
  * CPU); threads > 0 sets the CPU backend's threads (0: one per core; other backends ignore it). */
 sift_status cli_open_backend(const char *name, int64_t threads, sift_context **ctx);
-/* cli_open_backend, then the model at path on it; 0, or 1 after printing "who: the error". */
 /* Loads a model, showing the load's progress where stderr is a terminal. */
 sift_status cli_load_model(const char *who, sift_context *ctx, const char *path, sift_model **m);
+/* cli_open_backend, then the model at path on it; 0, or 1 after printing "who: the error". */
 int cli_open_model(const char *who, const char *backend, int64_t threads, const char *path, sift_context **ctx,
                    sift_model **m);
-/* -t/--threads: a thread count in 1 .. 4096. */
-bool cli_parse_threads(const char *s, int64_t *out);
+/* TokenButler's predictor at path for m ("random": a random one, d' = 16; NULL: none, *out NULL);
+ * 0, or 1 after printing the error. */
+int cli_load_predictor(const char *who, sift_model *m, const char *path, sift_predictor **out);
 /* JSON output on stdout: a string with its quotes and escapes; a number with `decimals` digits
  * after the point, or null where it is not finite (JSON has no inf or nan). */
 void cli_json_string(const char *str);
@@ -34,58 +39,55 @@ void cli_json_fixed(double v, int decimals);
 char *cli_read_file(const char *path, size_t *len);
 /* Why cli_read_file failed with errno err, for a message. */
 const char *cli_read_error(int err);
-/* TokenButler's options, shared by run, logits, eval and bench-decode. */
-typedef struct cli_butler {
-    const char *predictor; /* --predictor FILE, or "random" (a random predictor, for timing) */
-    int64_t interval;      /* --predict-interval I (default 1) */
-    bool neighbor_fetch;   /* --neighbor-fetch */
-    sift_dtype keys;       /* --butler-keys f16|int8 (0 = f32 is never chosen: see cli_butler_keys) */
-} cli_butler;
-/* The projected keys' type b asks for (f16 unless --butler-keys int8). */
-static inline sift_dtype cli_butler_keys(const cli_butler *b) { return b->keys == SIFT_I8 ? SIFT_I8 : SIFT_F16; }
-#define CLI_BUTLER_HELP                                                                                       \
-    "  --predictor FILE   TokenButler's predictor for this model (GGUF, made by tools/butler/train.py);\n"    \
-    "                     'random' makes a random one (for timing only); the butler policy needs it\n"      \
-    "  --predict-interval I  butler: recompute the index lists every I-th decode step (default 1)\n"       \
-    "  --neighbor-fetch   butler: also attend the token after each selected one\n"                           \
-    "  --butler-keys f16|int8  butler: the projected keys' type (default f16; int8 keeps a scale per\n"     \
-    "                     token and KV head)\n"
-/* argv[*i] as one of TokenButler's options: 1 when it is one (*i then at its last word), 0 when it
- * is not, -1 after printing why its value is wrong. */
-int cli_parse_butler(const char *who, int argc, char **argv, int *i, cli_butler *b);
-/* The predictor b names for m (NULL in *out when none is named); 0, or 1 after printing the error.
- * A random one has d' = 16. */
-int cli_load_predictor(const char *who, sift_model *m, const cli_butler *b, sift_predictor **out);
-/* KV offload's options, shared by run, logits, eval and bench-decode: --kv-offload SIZE (the device
- * pool) and --kv-offload-v-only. */
-typedef struct cli_offload {
-    const char *size;   /* --kv-offload's value as given (NULL: no offload) */
-    int64_t tokens;     /* a plain number: tokens */
-    int64_t bytes;      /* a number with K, M, G or T (KiB ... TiB): bytes */
-    bool v_only;        /* --kv-offload-v-only */
-} cli_offload;
-#define CLI_OFFLOAD_HELP                                                                                      \
-    "  --kv-offload SIZE  KV offload: keep SIZE of the KV pool on the device and the rest in host\n"       \
-    "                     memory the device reads in place (pinned on CUDA, a host-visible heap on\n"      \
-    "                     Vulkan); SIZE is tokens (65536) or bytes of device K/V pool (512M, 24G: KiB,\n" \
-    "                     MiB, GiB, TiB). The sink's and the newest pages stay on the device; older\n"    \
-    "                     pages move to the host when it fills. The output does not change\n"      \
-    "  --kv-offload-v-only  with --kv-offload: only V moves to the host, K stays on the device whole\n"  \
-    "                     (SIZE counts V alone; for tokenselect and dense, which read every key)\n"
-/* argv[*i] as one of the offload options: 1 when it is one (*i then at its last word), 0 when it is
- * not, -1 after printing why its value is wrong. */
-int cli_parse_offload(const char *who, int argc, char **argv, int *i, cli_offload *o);
-/* Sets cfg's kv_device_tokens and kv_offload_v_only from o for model m (bytes become tokens through
- * the K/V bytes per token of cfg->kv_type); 0, or 1 after printing why o does not fit. */
-int cli_offload_apply(const char *who, const cli_offload *o, const sift_model *m, sift_session_config *cfg);
 /* One line on f of the session's KV pools: device and host bytes, pages, pages moved (nothing
  * without offload). */
 void cli_print_kv_pools(FILE *f, const char *who, const sift_session *s);
-/* `sift eval` (tools/eval.c). */
-int cli_eval(int argc, char **argv);
-/* `sift demo` (tools/eval.c). */
-int cli_demo(int argc, char **argv);
-/* `sift chat`, and `sift run -cnv` (tools/chat.c). */
-int cli_chat(int argc, char **argv);
+/* "KV offload: device pool ... moved to the host" of pools p, a line on f. */
+void cli_print_pools(FILE *f, const sift_kv_pool_info *p);
+/* The median of v[n] (sorts v). */
+double cli_median(double *v, int n);
+/* a / b, where a figure exists: NAN (null in JSON, '-' in tables) when b is not positive. */
+double cli_ratio(double a, double b);
+/* Seconds on the monotonic clock. */
+double cli_wall_s(void);
+/* Where NVIDIA's driver may clock a Vulkan-only process down, a note on stderr (the benches). */
+void cli_note_vulkan_clocks(const char *who, sift_context *ctx);
+
+/* A backend, a model, its predictor and a session, as run, logits and chat open them. */
+typedef struct cli_session {
+    sift_context *ctx;
+    sift_model *model;
+    sift_predictor *predictor;
+    sift_session *session;
+    sift_model_info info;
+    int64_t n_ctx;           /* the session's context */
+    sift_session_config cfg; /* what cli_start creates the session with */
+} cli_session;
+/* The model, the prompt and S, W, k as run, logits and chat need them: 0, or 2 after a message. */
+int cli_check_generation(const cli_params *p);
+/* The prompt of -p or -f (read into *buf, freed by the caller): 0, or 1 after a message. */
+int cli_read_prompt(const cli_params *p, char **buf, const char **text, size_t *len);
+/* Opens p's backend, model and predictor, and sets s->cfg from the options: 0, or 1 after a
+ * message (cli_close frees what was opened). */
+int cli_open(const cli_params *p, cli_session *s);
+/* Creates s->session from s->cfg: 0, or 1 after a message. */
+int cli_start(const cli_params *p, cli_session *s);
+void cli_close(cli_session *s);
+/* The prompt's tokens (BOS first where the model has one) into a new array with room for `room`
+ * more: 0, or 1 after a message (no tokens, more than the context, out of memory). */
+int cli_tokenize_prompt(const cli_params *p, const cli_session *s, const char *text, size_t len, size_t room, int32_t **ids,
+                        size_t *n);
+
+/* The commands: each takes its arguments after the command's name; 0, 1 (a failure) or 2 (bad
+ * arguments). */
+int cli_run(int argc, char **argv);          /* tools/run.c */
+int cli_logits(int argc, char **argv);       /* tools/logits.c */
+int cli_chat(int argc, char **argv);         /* tools/chat.c; `sift run -cnv` too */
+int cli_eval(int argc, char **argv);         /* tools/eval.c */
+int cli_demo(int argc, char **argv);         /* tools/demo.c */
+int cli_bench_attn(int argc, char **argv);   /* tools/bench_attn.c */
+int cli_bench_decode(int argc, char **argv); /* tools/bench_decode.c */
+int cli_devices(int argc, char **argv);      /* tools/devices.c */
+int cli_tokenize(int argc, char **argv);     /* tools/tokenize.c */
 
 #endif

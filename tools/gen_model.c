@@ -493,12 +493,10 @@ static bool preset(const char *name, shape *s)
     return false;
 }
 
-int main(int argc, char **argv)
+/* The options into s, *path and *chat: -1 to go on, else the exit status (after the help or a
+ * message). */
+static int parse_args(int argc, char **argv, shape *s, const char **path, const chat_vocab **chat)
 {
-    shape s;
-    preset("tiny", &s);
-    const char *path = NULL;
-    const chat_vocab *chat = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -510,26 +508,26 @@ int main(int argc, char **argv)
             return 2;
         }
         i++;
-        if (!strcmp(a, "-o")) path = v;
+        if (!strcmp(a, "-o")) *path = v;
         else if (!strcmp(a, "--preset")) {
-            if (!preset(v, &s)) {
+            if (!preset(v, s)) {
                 fprintf(stderr, "sift-gen-model: unknown preset '%s'\n", v);
                 return 2;
             }
-        } else if (!strcmp(a, "--arch")) s.arch = !strcmp(v, "qwen2") ? "qwen2" : "llama";
-        else if (!strcmp(a, "--layers")) s.layers = atoi(v);
-        else if (!strcmp(a, "--embd")) s.embd = atoi(v);
-        else if (!strcmp(a, "--ff")) s.ff = atoi(v);
+        } else if (!strcmp(a, "--arch")) s->arch = !strcmp(v, "qwen2") ? "qwen2" : "llama";
+        else if (!strcmp(a, "--layers")) s->layers = atoi(v);
+        else if (!strcmp(a, "--embd")) s->embd = atoi(v);
+        else if (!strcmp(a, "--ff")) s->ff = atoi(v);
         else if (!strcmp(a, "--heads")) {
-            if (sscanf(v, "%d/%d", &s.heads, &s.kv_heads) != 2) s.heads = 0;
-        } else if (!strcmp(a, "--head-dim")) s.head_dim = atoi(v);
-        else if (!strcmp(a, "--vocab")) s.vocab = atoi(v);
-        else if (!strcmp(a, "--ctx")) s.ctx = atoi(v);
-        else if (!strcmp(a, "--seed")) s.seed = strtoull(v, NULL, 10);
+            if (sscanf(v, "%d/%d", &s->heads, &s->kv_heads) != 2) s->heads = 0;
+        } else if (!strcmp(a, "--head-dim")) s->head_dim = atoi(v);
+        else if (!strcmp(a, "--vocab")) s->vocab = atoi(v);
+        else if (!strcmp(a, "--ctx")) s->ctx = atoi(v);
+        else if (!strcmp(a, "--seed")) s->seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--chat")) {
             for (size_t c = 0; c < sizeof chat_vocabs / sizeof chat_vocabs[0]; c++)
-                if (!strcmp(v, chat_vocabs[c].name)) chat = &chat_vocabs[c];
-            if (!chat) {
+                if (!strcmp(v, chat_vocabs[c].name)) *chat = &chat_vocabs[c];
+            if (!*chat) {
                 fprintf(stderr, "sift-gen-model: unknown chat format '%s' (llama3, chatml, llama2)\n", v);
                 return 2;
             }
@@ -544,7 +542,7 @@ int main(int argc, char **argv)
                          {"q6_k", SIFT_Q6_K, false}, {"q4_k_m", SIFT_Q4_K, true}};
             size_t ti = 0;
             while (ti < sizeof types / sizeof types[0] && strcmp(v, types[ti].name)) ti++;
-            if (ti < sizeof types / sizeof types[0]) s.type = types[ti].type, s.q4_k_m = types[ti].mix;
+            if (ti < sizeof types / sizeof types[0]) s->type = types[ti].type, s->q4_k_m = types[ti].mix;
             else {
                 fprintf(stderr, "sift-gen-model: unknown type '%s'\n", v);
                 return 2;
@@ -554,28 +552,31 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!path) {
+    if (!*path) {
         usage(stderr);
         return 2;
     }
-    if (s.layers < 1 || s.heads < 1 || s.kv_heads < 1 || s.heads % s.kv_heads || s.head_dim < 8 || s.head_dim % 8 ||
-        s.vocab < 260 || s.embd < 32 || s.embd % 32 || s.ff < 32 || s.ff % 32 || s.ctx < 1 ||
-        (s.heads * s.head_dim) % 32) {
+    if (s->layers < 1 || s->heads < 1 || s->kv_heads < 1 || s->heads % s->kv_heads || s->head_dim < 8 || s->head_dim % 8 ||
+        s->vocab < 260 || s->embd < 32 || s->embd % 32 || s->ff < 32 || s->ff % 32 || s->ctx < 1 ||
+        (s->heads * s->head_dim) % 32) {
         fprintf(stderr, "sift-gen-model: impossible shape (heads must divide, sizes multiples of 32, vocab >= 260)\n");
         return 2;
     }
-    if (sift_dtype_block(s.type) == 256 && (s.embd % 256 || s.ff % 256 || (s.heads * s.head_dim) % 256)) {
+    if (sift_dtype_block(s->type) == 256 && (s->embd % 256 || s->ff % 256 || (s->heads * s->head_dim) % 256)) {
         fprintf(stderr, "sift-gen-model: %s rows hold multiples of 256 values, so embd, ff and heads x head-dim must be too\n",
-                sift_dtype_name(s.type));
+                sift_dtype_name(s->type));
         return 2;
     }
-    uint64_t rng = s.seed * 0x9e3779b97f4a7c15ull + 12345;
+    return -1;
+}
 
-    /* the tensor list */
+/* The model's tensors, each at its offset in the data (32-byte aligned); *total: the data's bytes. */
+static tensor *tensor_list(shape s, int *n_out, uint64_t *total)
+{
     const int per_layer = strcmp(s.arch, "qwen2") ? 9 : 12;
     const int n_tensors = 3 + s.layers * per_layer;
     tensor *ts = calloc((size_t)n_tensors, sizeof *ts);
-    if (!ts) return 1;
+    if (!ts) return NULL;
     int nt = 0;
     const int64_t qd = (int64_t)s.heads * s.head_dim, kvd = (int64_t)s.kv_heads * s.head_dim;
 #define MAT(nm, r, c)                                                                                                  \
@@ -619,11 +620,14 @@ int main(int argc, char **argv)
         offset += (tensor_bytes(&ts[i]) + 31) / 32 * 32;
     }
 
-    out = fopen(path, "wb");
-    if (!out) {
-        perror(path);
-        return 1;
-    }
+    *n_out = nt;
+    *total = offset;
+    return ts;
+}
+
+/* The header: the metadata (the shape, the tokenizer) and the tensors' names, shapes and offsets. */
+static void write_header(shape s, const chat_vocab *chat, const tensor *ts, int nt)
+{
     const int n_kv = 12 + tokenizer_kv_count(chat);
     put("GGUF", 4);
     put_u32(3);
@@ -658,6 +662,13 @@ int main(int argc, char **argv)
     long pos = ftell(out);
     static const char zeros[32] = {0};
     if (pos % 32) put(zeros, (size_t)(32 - pos % 32));
+}
+
+/* The tensors' data after the header, batches of rows made on every core; false where memory ran
+ * out (with a message). */
+static bool write_weights(const tensor *ts, int nt, uint64_t offset, uint64_t *rng)
+{
+    static const char zeros[32] = {0};
     uint64_t written = 0;
     jump_init();
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -672,10 +683,10 @@ int main(int argc, char **argv)
     for (int w = 0; have && w < n_jobs; w++) have = jobs[w].buf != NULL;
     if (!have) {
         fprintf(stderr, "sift-gen-model: out of memory\n");
-        return 1;
+        return false;
     }
     for (int i = 0; i < nt && !write_failed; i++) {
-        write_tensor(&ts[i], &rng, jobs, n_jobs, batch, cap);
+        write_tensor(&ts[i], rng, jobs, n_jobs, batch, cap);
         const uint64_t bytes = tensor_bytes(&ts[i]);
         if (bytes % 32) put(zeros, (size_t)(32 - bytes % 32));
         written += bytes;
@@ -683,10 +694,35 @@ int main(int argc, char **argv)
     }
     if (offset > (1u << 30)) fputc('\n', stderr);
     if (fclose(out) != 0) write_failed = true;
-    free(ts);
     for (int w = 0; w < n_jobs; w++) free(jobs[w].buf);
     free(jobs);
     free(batch);
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    shape s;
+    preset("tiny", &s);
+    const char *path = NULL;
+    const chat_vocab *chat = NULL;
+    const int rc = parse_args(argc, argv, &s, &path, &chat);
+    if (rc >= 0) return rc;
+    uint64_t rng = s.seed * 0x9e3779b97f4a7c15ull + 12345;
+    int nt = 0;
+    uint64_t offset = 0;
+    tensor *ts = tensor_list(s, &nt, &offset);
+    if (!ts) return 1;
+    out = fopen(path, "wb");
+    if (!out) {
+        perror(path);
+        free(ts);
+        return 1;
+    }
+    write_header(s, chat, ts, nt);
+    const bool wrote = write_weights(ts, nt, offset, &rng);
+    free(ts);
+    if (!wrote) return 1;
     if (write_failed) {
         fprintf(stderr, "sift-gen-model: writing %s failed\n", path);
         return 1;
@@ -696,3 +732,4 @@ int main(int argc, char **argv)
             (double)offset / 1e6);
     return 0;
 }
+
