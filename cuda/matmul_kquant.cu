@@ -365,7 +365,7 @@ template <int W, int U> __global__ void __launch_bounds__(32 * KQD_WARPS) kqd_ke
     int64_t row = (int64_t)blockIdx.x * KQD_WARPS + warp, u0 = 0;
     KqdLoad cur[U];
     if (row < a.n) kqd_load_step<W, U, STEP, BB>(a, row, 0, units, ul, c, cur);
-    digitize_x<true>(a.x, a.k / 32, warp, KQD_WARPS, xs);
+    digitize_x<true, 16>(a.x, a.k / 32, warp, KQD_WARPS, xs);
     __syncthreads();
     float acc = 0.0f;
     while (row < a.n) {

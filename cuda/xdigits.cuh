@@ -49,17 +49,18 @@ template <bool HSUMS = false> __device__ __forceinline__ void digitize_block(flo
 }
 
 // Warp w of the whole grid (1 .. 8 a block) takes blocks w, w + warps, ... of x ([nb] blocks of 32
-// values, one after the other: several tokens' rows), 8 at a time so that their loads overlap.
-template <bool HSUMS = false>
+// values, one after the other: several tokens' rows), BATCH at a time so that their loads overlap
+// (each batch waits for one round trip to L2: a long x takes few batches).
+template <bool HSUMS = false, int BATCH = 8>
 __device__ __forceinline__ void digitize_x(const float *x, int64_t nb, int64_t warp, int64_t warps, XDigits2 *xd)
 {
     const int lane = (int)threadIdx.x & 31;
-    for (int64_t b0 = warp; b0 < nb; b0 += warps * 8) {
-        float v[8];
+    for (int64_t b0 = warp; b0 < nb; b0 += warps * BATCH) {
+        float v[BATCH];
 #pragma unroll
-        for (int j = 0; j < 8; j++) v[j] = b0 + j * warps < nb ? __ldg(x + (b0 + j * warps) * 32 + lane) : 0.0f;
+        for (int j = 0; j < BATCH; j++) v[j] = b0 + j * warps < nb ? __ldg(x + (b0 + j * warps) * 32 + lane) : 0.0f;
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
+        for (int j = 0; j < BATCH; j++) {
             if (b0 + j * warps >= nb) break;
             digitize_block<HSUMS>(v[j], lane, xd + b0 + j * warps);
         }
