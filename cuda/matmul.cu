@@ -733,7 +733,6 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
 extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
     if (is_kquant((int)n->src[1]->dtype)) return kquant_matmul_plan(dev, n, plan); // matmul_kquant.cu
-    if (n->src[1]->dtype == SIFT_Q4_0 && kquant_direct_plan(dev, n, plan)) return cudaSuccess; // its direct kernel
     MatmulArgs a = matmul_args(n, nullptr);
     if (a.t <= 0 || a.n <= 0) return cudaSuccess;
     // A few tokens (a batched decode step: a row per sequence) run the matrix-vector kernels: the
@@ -831,7 +830,7 @@ static cudaError_t matvec_launch(const sift_cuda_device *dev, const sift_cuda_pl
 extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, const sift_node *n,
                                                const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
-    if (is_kquant((int)n->src[1]->dtype) || plan->path == KQ_DIRECT) return kquant_matmul_launch(dev, n, plan, st); // matmul_kquant.cu
+    if (is_kquant((int)n->src[1]->dtype)) return kquant_matmul_launch(dev, n, plan, st); // matmul_kquant.cu
     MatmulArgs a = matmul_args(n, plan);
     switch (plan->path) {
     case MM_VEC:

@@ -24,7 +24,7 @@
 
 namespace sift_cuda {
 
-enum { KQ_NONE = 0, KQ_VEC, KQ_TILED }; // sift_cuda_plan.path (and KQ_DIRECT, matmul_kquant.cuh)
+enum { KQ_NONE = 0, KQ_VEC, KQ_TILED, KQ_DIRECT }; // sift_cuda_plan.path
 
 struct KqArgs {
     const float *x;
@@ -204,12 +204,11 @@ template <int W, int R> __global__ void __launch_bounds__(32 * KQ_WARPS) kq_mv_k
 // (matmul.cu's mvq_kernel) for the K-quants. x is taken as two int8 digits per value with each half
 // block's sum (xdigits.cuh), made by every block into its shared memory; the blocks then take rows
 // in turn, a warp one row at a time, the loads of its next step in flight while it sums the current
-// one. q4_0's one-token products run it too (a lane a block of 32). Lane l reads, straight into registers, the 16 quant bytes of
+// one. Lane l reads, straight into registers, the 16 quant bytes of
 // chunk l % 8 of super-block l / 8 of each group of 4 (and the bytes that hold their scales and high
 // bits), U groups in flight before any is used. The 16 bytes hold two sets of 16 values, each set
 // half an x block under one sub-block scale: its sum is scale * s (dp4a(q, d0) + dp4a(q, d1) / 2^7)
-// - min * (x's half-block sum); q4_0's and q6_k's quants, stored + 8 and + 32, become signed bytes
-// first, so that their sums cancel no large term (x's digits keep 2^-14 of a block's largest
+// - min * (x's half-block sum); q6_k's quants, stored + 32, become signed bytes first, so that their sums cancel no large term (x's digits keep 2^-14 of a block's largest
 // value, which a min term would multiply by the offset). So a
 // weight costs about one integer instruction, where kq_mv_kernel's staging and float conversions
 // cost three or more. The lanes' sums reduce over the warp by shuffles.
@@ -244,10 +243,7 @@ __device__ __forceinline__ uint4 ld16_align2(const unsigned char *p)
 template <int W> __device__ __forceinline__ KqdLoad kqd_load(const unsigned char *b, int c)
 {
     KqdLoad l = {};
-    if constexpr (W == SIFT_Q4_0) { // a block: d, then 16 bytes of quants
-        l.sd = __ldg(reinterpret_cast<const unsigned short *>(b));
-        l.q = ld16_align2(b + 2);
-    } else if constexpr (W == SIFT_Q6_K) {
+    if constexpr (W == SIFT_Q6_K) {
         const int h = c >> 2, part = c & 3;
         l.q = ld16_align2(b + 64 * h + 16 * part);
         l.h = ld16_align2(b + 128 + 32 * h + 16 * (part & 1));
@@ -289,14 +285,7 @@ template <int W> __device__ __forceinline__ float kqd_chunk(const KqdLoad &l, in
     unsigned lo[4], hi[4];
     float slo, shi, mlo, mhi;
     int blo, bhi, hlo, hhi; // the sets' x blocks (of the unit's) and halves of them
-    if constexpr (W == SIFT_Q4_0) { // values 0-15 in the low nibbles, 16-31 in the high ones, stored + 8
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            lo[i] = signed_bytes(qw[i] & 0x0f0f0f0fu, 8), hi[i] = signed_bytes((qw[i] >> 4) & 0x0f0f0f0fu, 8);
-        slo = shi = half_bits_to_float(l.sd);
-        mlo = mhi = 0.0f;
-        blo = bhi = 0, hlo = 0, hhi = 1;
-    } else if constexpr (W == SIFT_Q6_K) {
+    if constexpr (W == SIFT_Q6_K) {
         const int h = c >> 2, part = c & 3, sh = 2 * (part >> 1);
         const unsigned hw[4] = {l.h.x, l.h.y, l.h.z, l.h.w};
 #pragma unroll
@@ -354,12 +343,10 @@ template <int W, int U> __global__ void __launch_bounds__(32 * KQD_WARPS) kqd_ke
     SIFT_DYNAMIC_SMEM(smem);
     XDigits2 *xs = reinterpret_cast<XDigits2 *>(smem); // [K / 32]
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
-    // units: super-blocks of 256 values (a lane takes chunk c of one of 4), q4_0 blocks of 32 (a lane
-    // takes one of 32): 1024 values a warp step either way
-    constexpr bool Q4 = W == SIFT_Q4_0;
-    constexpr int BB = Q4 ? 18 : kquant_block_bytes(W), STEP = Q4 ? 32 : 4, XB = Q4 ? 1 : 8;
-    const int64_t units = a.k / (32 * XB), stride = (int64_t)gridDim.x * KQD_WARPS;
-    const int c = lane & 7, ul = Q4 ? lane : lane >> 3; // the lane's chunk, and unit of each step
+    // units: super-blocks of 256 values, a lane taking chunk c of one of 4 (1024 values a warp step)
+    constexpr int BB = kquant_block_bytes(W), STEP = 4, XB = 8;
+    const int64_t units = a.k / 256, stride = (int64_t)gridDim.x * KQD_WARPS;
+    const int c = lane & 7, ul = lane >> 3; // the lane's chunk, and super-block of each step
     // The warp walks (row, step) pairs, the next pair's loads in flight while the current one is
     // summed; the first pair's while the block digitizes x (its weights do not wait for x).
     int64_t row = (int64_t)blockIdx.x * KQD_WARPS + warp, u0 = 0;
@@ -450,7 +437,6 @@ constexpr int KQD_U = 4; // groups of 4 super-blocks in flight per lane
 static KqKernel kqd_kernel_for(int wtype)
 {
     switch (wtype) {
-    case SIFT_Q4_0: return &kqd_kernel<SIFT_Q4_0, KQD_U>;
     case SIFT_Q4_K: return &kqd_kernel<SIFT_Q4_K, KQD_U>;
     case SIFT_Q5_K: return &kqd_kernel<SIFT_Q5_K, KQD_U>;
     default: return &kqd_kernel<SIFT_Q6_K, KQD_U>;
@@ -482,7 +468,7 @@ static int64_t kq_mv_blocks(const sift_cuda_device *dev, int64_t n, int R)
 
 cudaError_t kquant_matmul_init(const sift_cuda_device *dev)
 {
-    for (const int w : {SIFT_Q4_0, SIFT_Q4_K, SIFT_Q5_K, SIFT_Q6_K}) { // x's digits: up to the device's shared memory
+    for (const int w : {SIFT_Q4_K, SIFT_Q5_K, SIFT_Q6_K}) { // x's digits: up to the device's shared memory
         const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(kqd_kernel_for(w)),
                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(dev->smem_optin - 1024));
         if (e != cudaSuccess) return e;
@@ -490,17 +476,13 @@ cudaError_t kquant_matmul_init(const sift_cuda_device *dev)
     return cudaSuccess;
 }
 
-bool kquant_direct_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
+// One token, x 16-byte aligned with its digits in shared memory, rows 16-byte aligned (q6_k: K %
+// 2048 == 0): the direct kernel.
+static bool kquant_direct_plan(const sift_cuda_device *dev, const KqArgs &a, sift_cuda_plan *plan)
 {
-    const KqArgs a = kq_args(n);
-    const bool q4 = n->src[1]->dtype == SIFT_Q4_0;
-    const uintptr_t wp = reinterpret_cast<uintptr_t>(a.w);
-    // one token, x 16-byte aligned, its digits in shared memory; rows of whole units, K-quants'
-    // 16-byte aligned (q6_k: K % 2048 == 0), q4_0's 2-byte aligned
     const size_t x_bytes = (size_t)(a.k / 32) * sizeof(XDigits2);
-    const bool rows_fit = q4 ? a.k % 32 == 0 && wp % 2 == 0 : a.k % 256 == 0 && a.row_bytes % 16 == 0 && wp % 16 == 0;
-    if (a.t != 1 || a.n <= 0 || a.k <= 0 || reinterpret_cast<uintptr_t>(a.x) % 16 != 0 || !rows_fit ||
-        x_bytes + 1024 > dev->smem_optin)
+    if (a.t != 1 || reinterpret_cast<uintptr_t>(a.x) % 16 != 0 || a.k % 256 != 0 || a.row_bytes % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(a.w) % 16 != 0 || x_bytes + 1024 > dev->smem_optin)
         return false;
     plan->path = KQ_DIRECT;
     plan->smem = x_bytes;
@@ -511,7 +493,7 @@ cudaError_t kquant_matmul_plan(const sift_cuda_device *dev, const sift_node *n, 
 {
     const KqArgs a = kq_args(n);
     if (a.t <= 0 || a.n <= 0 || a.k <= 0) return cudaSuccess;
-    if (kquant_direct_plan(dev, n, plan)) return cudaSuccess;
+    if (kquant_direct_plan(dev, a, plan)) return cudaSuccess;
     if (a.t == 1 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0) {
         // R rows per warp share each x load; fewer where that leaves multiprocessors idle
         int R = 4;

@@ -1,22 +1,15 @@
-// matmul with K-quant weights (q4_k, q5_k, q6_k), and q4_0's one-token products: cuda/matmul_kquant.cu.
-// matmul.cu's plan and launch hand these over here.
+// matmul with K-quant weights (q4_k, q5_k, q6_k): cuda/matmul_kquant.cu. matmul.cu's plan and
+// launch hand these weight types over here.
 #pragma once
 
 #include "sift_cuda.h"
 
 namespace sift_cuda {
 
-// sift_cuda_plan.path of the direct kernel (q4_0's one-token products take it too), apart from
-// matmul.cu's paths.
-constexpr int KQ_DIRECT = 8;
-
 // Once per device: the direct kernels' shared memory limit.
 cudaError_t kquant_matmul_init(const sift_cuda_device *dev);
 // The plan (path, rows_per_block) and the launch of a matmul node whose w is a K-quant.
 cudaError_t kquant_matmul_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan);
-// q4_0's or a K-quant's one-token product on the direct kernel where it takes the shape (then true,
-// with the plan made).
-bool kquant_direct_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan);
 cudaError_t kquant_matmul_launch(const sift_cuda_device *dev, const sift_node *n, const sift_cuda_plan *plan,
                                  cudaStream_t st);
 
