@@ -217,7 +217,7 @@ template <int W, int R> __global__ void __launch_bounds__(32 * KQ_WARPS) kq_mv_k
 // the 8 lanes of the super-block, one transaction) and quant chunk c; q5_k: those and the 16 high-bit
 // bytes of its half; q6_k: its 16 low-bit and 16 high-bit bytes, 2 scale bytes and d. A q6_k
 // super-block (210 bytes) is only 2-byte aligned: its 16-byte reads are five 4-byte ones, shifted.
-constexpr int KQD_WARPS = 8;
+constexpr int KQD_WARPS = 8, KQD_BLOCKS_PER_SM = 2; // blocks a multiprocessor (the launch makes no more; 128 registers a thread)
 
 struct KqdLoad {
     uint4 q;     // the chunk's 16 quant bytes (q6_k: low bits)
@@ -311,14 +311,14 @@ template <int W> __device__ __forceinline__ float kqd_chunk(const KqdLoad &l, in
             }
         }
         const float d = half_bits_to_float(l.h.x & 0xffffu), dmin = half_bits_to_float(l.h.x >> 16);
-        const unsigned long long s07 = (unsigned long long)l.h.y | ((unsigned long long)l.h.z << 32);
-        const unsigned s811 = l.h.w;
-        const auto byte_of = [s07, s811](int i) { return (int)((i < 8 ? (unsigned)(s07 >> (8 * i)) : s811 >> (8 * (i - 8))) & 0xffu); };
-        int sc, m;
-        kquant_scale_min(byte_of, 2 * j, sc, m);
-        slo = d * (float)sc, mlo = dmin * (float)m;
-        kquant_scale_min(byte_of, 2 * j + 1, sc, m);
-        shi = d * (float)sc, mhi = dmin * (float)m;
+        // sub-blocks 2j and 2j + 1's 6-bit scales and mins as byte pairs (kquant_scale_min's rule,
+        // two at once): bytes 0-3 (l.h.y) and 4-7 (l.h.z) hold sub-blocks 0-3's, and the top two bits
+        // of 4-7's, whose low four are in bytes 8-11 (l.h.w)
+        const unsigned sh = 16u * (unsigned)(j & 1), s = l.h.y >> sh, m = l.h.z >> sh, q = l.h.w >> sh;
+        const unsigned sc2 = j < 2 ? s & 0x3f3fu : (q & 0x0f0fu) | ((s >> 2) & 0x3030u);
+        const unsigned mn2 = j < 2 ? m & 0x3f3fu : ((q >> 4) & 0x0f0fu) | ((m >> 2) & 0x3030u);
+        slo = d * (float)(sc2 & 0xffu), shi = d * (float)(sc2 >> 8);
+        mlo = dmin * (float)(mn2 & 0xffu), mhi = dmin * (float)(mn2 >> 8);
         blo = 2 * j, bhi = 2 * j + 1, hlo = hhi = c & 1;
     }
     return slo * kqd_dot(lo, xs[blo], hlo) - mlo * xs[blo].hsum[hlo] + shi * kqd_dot(hi, xs[bhi], hhi) -
@@ -337,7 +337,7 @@ __device__ __forceinline__ void kqd_load_step(const KqArgs &a, int64_t row, int6
     }
 }
 
-template <int W, int U> __global__ void __launch_bounds__(32 * KQD_WARPS) kqd_kernel(const KqArgs a)
+template <int W, int U> __global__ void __launch_bounds__(32 * KQD_WARPS, KQD_BLOCKS_PER_SM) kqd_kernel(const KqArgs a)
 {
     grid_dep_enter();
     SIFT_DYNAMIC_SMEM(smem);
@@ -432,7 +432,7 @@ static KqKernel kq_kernel_for(int wtype, int path, int R)
     }
 }
 
-constexpr int KQD_U = 4; // groups of 4 super-blocks in flight per lane
+constexpr int KQD_U = 4; // groups of 4 super-blocks in flight per lane (2, with 3 or 4 blocks a multiprocessor: slower but for gate/up and the logits)
 
 static KqKernel kqd_kernel_for(int wtype)
 {
@@ -516,8 +516,8 @@ cudaError_t kquant_matmul_launch(const sift_cuda_device *dev, const sift_node *n
     switch (plan->path) {
     case KQ_VEC:
         return launch(k, dim3((unsigned)kq_mv_blocks(dev, a.n, plan->rows_per_block)), dim3(32 * KQ_WARPS), 0, st, a);
-    case KQ_DIRECT: { // two blocks a multiprocessor at most: each digitizes x once for many rows
-        const int64_t blocks = (a.n + KQD_WARPS - 1) / KQD_WARPS, most = 2 * (int64_t)dev->sm_count;
+    case KQ_DIRECT: { // few blocks a multiprocessor: each digitizes x once for many rows
+        const int64_t blocks = (a.n + KQD_WARPS - 1) / KQD_WARPS, most = KQD_BLOCKS_PER_SM * (int64_t)dev->sm_count;
         return launch(kqd_kernel_for((int)n->src[1]->dtype), dim3((unsigned)(blocks < most ? blocks : most)),
                       dim3(32 * KQD_WARPS), plan->smem, st, a);
     }
