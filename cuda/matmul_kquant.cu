@@ -2,7 +2,10 @@
 // q4_k, q5_k or q6_k (super-blocks of 256 values in 144, 176 and 210 bytes: engine/quant.h), f32
 // activations and sums.
 //
-// kq_mv_kernel<W, R>, T = 1 (decode): each warp takes R consecutive rows at a time and walks them
+// kqd_kernel<W, U>, T = 1 (decode) with 16-byte aligned rows: the direct design, described above
+// the kernel below.
+//
+// kq_mv_kernel<W, R>, T = 1 (decode) otherwise: each warp takes R consecutive rows at a time and walks them
 // in tiles of 8 super-blocks (2048 values). A tile of each row is copied into the warp's shared
 // memory with 16-byte loads of the aligned chunks that cover it (the lanes take consecutive
 // chunks: coalesced, whatever the super-block's alignment, which for q6_k's 210 bytes is only
