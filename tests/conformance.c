@@ -92,6 +92,29 @@ static double now_ms(void)
 /* Times one case's graph: warm-up runs for at least 3 runs and 200 ms (a GPU left idle while the
  * host drew the case's inputs may still be at low clocks after a few runs of a short graph), then
  * the median over `repeat` runs of each node. */
+/* Whether a timed run ended well; if not, says why (not supported, or a failure). */
+static bool timed_run_ok(const conf_case *c, const backend *dut, sift_status s)
+{
+    const char *bname = sift_backend_kind_name(dut->kind);
+    if (s == SIFT_E_UNSUPPORTED) {
+        printf("%-58s %-7s not supported: %s\n", c->name, bname, sift_last_error());
+    } else if (s != SIFT_OK) {
+        char msg[700];
+        snprintf(msg, sizeof msg, "%s (%s)", sift_status_name(s), sift_last_error());
+        fail(c->name, bname, msg);
+    }
+    return s == SIFT_OK;
+}
+
+/* One timing line: the case (or blank), the node, its us and bytes over them (none for a node too
+ * fast for the clock). */
+static void print_timing(const char *name, const char *node, double us, double bytes, int decimals)
+{
+    char gbs[32] = "-";
+    if (us > 0.0) snprintf(gbs, sizeof gbs, "%.1f", bytes / (us * 1e3));
+    printf("%-58s %-16s %10.*f %10s\n", name, node, decimals, us, gbs);
+}
+
 /* A span-timed case: the median span over repeat runs, per node, and the bytes of a node over it. */
 static void time_case_span(const conf_case *c, const backend *dut, int repeat)
 {
@@ -102,19 +125,9 @@ static void time_case_span(const conf_case *c, const backend *dut, int repeat)
     const double warm_from = now_ms();
     for (int w = 0; s == SIFT_OK && (w < 3 || now_ms() - warm_from < 200.0); w++) s = sift_graph_compute_span(b.g, &spans[0]);
     for (int r = 0; r < repeat && s == SIFT_OK; r++) s = sift_graph_compute_span(b.g, &spans[r]);
-    const char *bname = sift_backend_kind_name(dut->kind);
-    if (s == SIFT_E_UNSUPPORTED) {
-        printf("%-58s %-7s not supported: %s\n", c->name, bname, sift_last_error());
-    } else if (s != SIFT_OK) {
-        char msg[700];
-        snprintf(msg, sizeof msg, "%s (%s)", sift_status_name(s), sift_last_error());
-        fail(c->name, bname, msg);
-    } else {
+    if (timed_run_ok(c, dut, s)) {
         qsort(spans, (size_t)repeat, sizeof *spans, cmp_double);
-        const double us = spans[repeat / 2] / c->span_nodes, bytes = sift_graph_node_bytes(b.g, 0);
-        char gbs[32] = "-";
-        if (us > 0.0) snprintf(gbs, sizeof gbs, "%.1f", bytes / (us * 1e3));
-        printf("%-58s %-16s %10.2f %10s\n", c->name, "per node", us, gbs);
+        print_timing(c->name, "per node", spans[repeat / 2] / c->span_nodes, sift_graph_node_bytes(b.g, 0), 2);
     }
     free(spans);
     built_graph_free(&b);
@@ -126,7 +139,6 @@ static void time_case(const conf_case *c, const backend *dut, int repeat)
         time_case_span(c, dut, repeat);
         return;
     }
-    const char *bname = sift_backend_kind_name(dut->kind);
     built_graph b = {0};
     double *samples = NULL;
     sift_status s = c->build(c, dut->ctx, &b);
@@ -141,21 +153,12 @@ static void time_case(const conf_case *c, const backend *dut, int repeat)
         s = sift_graph_compute_timed(g, node_us);
         for (int i = 0; i < n; i++) samples[i * repeat + r] = node_us[i];
     }
-    if (s == SIFT_E_UNSUPPORTED) {
-        printf("%-58s %-7s not supported: %s\n", c->name, bname, sift_last_error());
-    } else if (s != SIFT_OK) {
-        char msg[700];
-        snprintf(msg, sizeof msg, "%s (%s)", sift_status_name(s), sift_last_error());
-        fail(c->name, bname, msg);
-    } else {
+    if (timed_run_ok(c, dut, s))
         for (int i = 0; i < n; i++) {
             qsort(samples + i * repeat, (size_t)repeat, sizeof *samples, cmp_double);
-            const double us = samples[i * repeat + repeat / 2], bytes = sift_graph_node_bytes(g, i);
-            char gbs[32] = "-"; /* a node too fast for the clock has no bandwidth */
-            if (us > 0.0) snprintf(gbs, sizeof gbs, "%.1f", bytes / (us * 1e3));
-            printf("%-58s %-16s %10.1f %10s\n", i ? "" : c->name, sift_graph_node_op_name(g, i), us, gbs);
+            print_timing(i ? "" : c->name, sift_graph_node_op_name(g, i), samples[i * repeat + repeat / 2],
+                         sift_graph_node_bytes(g, i), 1);
         }
-    }
     free(samples);
     built_graph_free(&b);
 }
