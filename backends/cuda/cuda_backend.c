@@ -687,6 +687,19 @@ static bool cuda_supports_op(void *p, const sift_node *n)
     return (unsigned)n->op < SIFT_OP_COUNT && cuda_ops[n->op].launch;
 }
 
+/* cudaMemGetInfo's free bytes on the context's device: what the driver could still give this process
+ * (other processes' and this context's allocations taken out). */
+static sift_status cuda_memory_free(void *p, uint64_t *bytes)
+{
+    const cuda_backend *b = p;
+    sift_status s = set_device(b);
+    if (s != SIFT_OK) return s;
+    size_t free_b = 0, total_b = 0;
+    CU(cudaMemGetInfo(&free_b, &total_b));
+    *bytes = free_b;
+    return SIFT_OK;
+}
+
 static const sift_backend_vtable cuda_vtable = {
     .name = "cuda",
     .destroy = cuda_destroy,
@@ -701,6 +714,7 @@ static const sift_backend_vtable cuda_vtable = {
     .graph_submit = cuda_graph_submit,
     .sync = cuda_sync,
     .validation_messages = NULL,
+    .memory_free = cuda_memory_free,
 };
 
 /* ---- opening --------------------------------------------------------------------------------- */
