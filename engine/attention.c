@@ -44,7 +44,6 @@ static sift_status vote_candidates(const attn *a, const sift_tensor *q_score, co
 
 /* ---- decode ------------------------------------------------------------------------------------ */
 
-/* The index lists of a decode step under SELECT (TokenSelect, the Selection Cache) or STREAMING. */
 /* TokenButler's lists: score_max -> select (-> neighbor_fetch), kept in sel_indices when given; a
  * reused step (the prediction interval) only moves the window of the kept lists. */
 static sift_status butler_lists(const attn *a, const sift_select_params *sel, sift_tensor **idx_out)
@@ -74,6 +73,7 @@ static sift_status butler_lists(const attn *a, const sift_select_params *sel, si
     return c->neighbor_fetch ? sift_op_neighbor_fetch(g, chosen, sel, idx) : SIFT_OK;
 }
 
+/* The index lists of a decode step under SELECT (TokenSelect, the Selection Cache) or STREAMING. */
 static sift_status decode_lists(const attn *a, const sift_tensor *q_score, const sift_select_params *sel,
                                 sift_tensor **idx_out)
 {

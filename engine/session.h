@@ -58,10 +58,10 @@ typedef struct sequence {
     bool lists_kept;           /* BUTLER: sel_idx holds full lists the interval may reuse */
 } sequence;
 
-/* The part of a step that belongs to one sequence: rows [row0, row0 + t) at positions pos0 ... */
 /* What a decode step does under BUTLER. */
 typedef enum { BUTLER_DENSE, BUTLER_SELECT, BUTLER_REUSE } butler_step;
 
+/* The part of a step that belongs to one sequence: rows [row0, row0 + t) at positions pos0 ... */
 typedef struct segment {
     int seq;
     butler_step butler;    /* decode under BUTLER */
