@@ -345,11 +345,11 @@ static sift_status bench_attn_ctx(sift_context *ctx, const bench_attn_opts *o, i
 }
 
 /* Times each context's graphs on the backend; 0, or 1 after a message. */
-static int bench_attn(const bench_attn_opts *o, const char *backend, int64_t threads, const int64_t *ctxs, int n_ctxs,
+static int bench_attn(const bench_attn_opts *o, const char *backend, int64_t threads, bool verbose, const int64_t *ctxs, int n_ctxs,
                       const char *plot_path)
 {
     sift_context *ctx = NULL;
-    sift_status s = cli_open_backend(backend, threads, &ctx);
+    sift_status s = cli_open_backend(backend, threads, verbose, &ctx);
     if (s != SIFT_OK) {
         fprintf(stderr, "sift bench-attn: %s\n", sift_last_error());
         return 1;
@@ -388,5 +388,5 @@ int cli_bench_attn(int argc, char **argv)
     const bench_attn_opts o = {.budget = p.session.budget, .sink = p.session.sink, .window = p.session.window,
                                .hq = p.q_heads, .hkv = p.kv_heads, .dim = p.dim, .repeat = p.repeat, .key_dim = p.key_dim,
                                .kv = p.session.kv_type, .vote = p.vote, .json = p.json};
-    return bench_attn(&o, p.backend, p.threads, p.ctxs, p.n_ctxs, p.plot);
+    return bench_attn(&o, p.backend, p.threads, p.verbose != 0, p.ctxs, p.n_ctxs, p.plot);
 }

@@ -311,7 +311,7 @@ static sift_status run_mode(decode_bench *b, int64_t n_ctx, int mode, bool *repo
 /* The model on the backend, its predictor, and the buffers of the steps: 0, or 1 after a message. */
 static int open_bench(const cli_params *p, decode_bench *b)
 {
-    sift_status s = cli_open_backend(p->backend, p->threads, &b->ctx);
+    sift_status s = cli_open_backend(p->backend, p->threads, p->verbose != 0, &b->ctx);
     if (s == SIFT_OK) {
         if (!p->json) fprintf(stderr, "sift bench-decode: loading %s on %s...\n", p->model, sift_context_device_name(b->ctx));
         if (!p->json) cli_note_vulkan_clocks("sift bench-decode", b->ctx);

@@ -34,20 +34,36 @@ double cli_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static sift_status open_backend(const char *name, sift_context **ctx)
+/* The library's messages on stderr as "sift: LEVEL: message", from *user (the least level shown) up. */
+static void print_log(void *user, sift_log_level level, const char *message)
+{
+    if (level >= *(const sift_log_level *)user) fprintf(stderr, "sift: %s: %s\n", sift_log_level_name(level), message);
+}
+
+static sift_status create_context(sift_backend_kind kind, bool verbose, sift_context **ctx)
+{
+    static const sift_log_level shown[2] = {SIFT_LOG_WARN, SIFT_LOG_INFO};
+    sift_context_config c = sift_context_config_default();
+    c.backend = kind;
+    c.log = print_log;
+    c.log_user = (void *)&shown[verbose];
+    return sift_context_create_with(&c, ctx);
+}
+
+static sift_status open_backend(const char *name, bool verbose, sift_context **ctx)
 {
     if (name) {
         sift_backend_kind kind;
         sift_status s = sift_backend_kind_parse(name, &kind);
         if (s != SIFT_OK) return s;
-        return sift_context_create(kind, ctx);
+        return create_context(kind, verbose, ctx);
     }
     /* the automatic choice: a GPU, never a CPU emulation of one (lavapipe is far slower than the
      * CPU backend), else the CPU */
     const sift_backend_kind order[] = {SIFT_BACKEND_CUDA, SIFT_BACKEND_VULKAN, SIFT_BACKEND_CPU};
     sift_status s = SIFT_E_UNAVAILABLE;
     for (int i = 0; i < 3 && s != SIFT_OK; i++) {
-        s = sift_context_create(order[i], ctx);
+        s = create_context(order[i], verbose, ctx);
         if (s == SIFT_OK && order[i] != SIFT_BACKEND_CPU && sift_context_is_emulated(*ctx)) {
             sift_context_destroy(*ctx);
             *ctx = NULL;
@@ -71,9 +87,9 @@ void cli_note_vulkan_clocks(const char *who, sift_context *ctx)
                 who);
 }
 
-sift_status cli_open_backend(const char *name, int64_t threads, sift_context **ctx)
+sift_status cli_open_backend(const char *name, int64_t threads, bool verbose, sift_context **ctx)
 {
-    sift_status s = open_backend(name, ctx);
+    sift_status s = open_backend(name, verbose, ctx);
     if (s == SIFT_OK && threads > 0 && (s = sift_context_set_threads(*ctx, (int)threads)) != SIFT_OK) {
         sift_context_destroy(*ctx);
         *ctx = NULL;
@@ -108,12 +124,12 @@ sift_status cli_load_model(const char *who, sift_context *ctx, const char *path,
     return sift_model_load_with(ctx, path, &c, m);
 }
 
-int cli_open_model(const char *who, const char *backend, int64_t threads, const char *path, sift_context **ctx,
-                   sift_model **m)
+int cli_open_model(const char *who, const char *backend, int64_t threads, bool verbose, const char *path,
+                   sift_context **ctx, sift_model **m)
 {
     *ctx = NULL;
     *m = NULL;
-    sift_status s = cli_open_backend(backend, threads, ctx);
+    sift_status s = cli_open_backend(backend, threads, verbose, ctx);
     if (s == SIFT_OK) s = cli_load_model(who, *ctx, path, m);
     if (s == SIFT_OK) return 0;
     fprintf(stderr, "%s: %s\n", who, sift_last_error());

@@ -17,13 +17,15 @@
 /* A whole decimal integer. */
 bool cli_parse_i64(const char *s, int64_t *out);
 /* The named backend, or the automatic choice when name is NULL (CUDA, else a Vulkan GPU, else the
- * CPU); threads > 0 sets the CPU backend's threads (0: one per core; other backends ignore it). */
-sift_status cli_open_backend(const char *name, int64_t threads, sift_context **ctx);
+ * CPU); threads > 0 sets the CPU backend's threads (0: one per core; other backends ignore it).
+ * The context's messages go to stderr as "sift: LEVEL: message": warnings and errors, and INFO
+ * too when verbose (-v). */
+sift_status cli_open_backend(const char *name, int64_t threads, bool verbose, sift_context **ctx);
 /* Loads a model, showing the load's progress where stderr is a terminal. */
 sift_status cli_load_model(const char *who, sift_context *ctx, const char *path, sift_model **m);
 /* cli_open_backend, then the model at path on it; 0, or 1 after printing "who: the error". */
-int cli_open_model(const char *who, const char *backend, int64_t threads, const char *path, sift_context **ctx,
-                   sift_model **m);
+int cli_open_model(const char *who, const char *backend, int64_t threads, bool verbose, const char *path,
+                   sift_context **ctx, sift_model **m);
 /* TokenButler's predictor at path for m ("random": a random one, d' = 16; NULL: none, *out NULL);
  * 0, or 1 after printing the error. */
 int cli_load_predictor(const char *who, sift_model *m, const char *path, sift_predictor **out);

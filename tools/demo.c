@@ -60,7 +60,7 @@ static void demo_answers(const sift_model *m, const sample *sp, const int32_t *t
 }
 
 static int demo_run(const char *model_path, const char *samples_path, const char *predictor_path, int64_t n_want,
-                    const char *backend, int64_t threads)
+                    const char *backend, int64_t threads, bool verbose)
 {
     static const sift_policy all[] = {SIFT_POLICY_DENSE, SIFT_POLICY_TOKENSELECT, SIFT_POLICY_BUTLER, SIFT_POLICY_QUEST,
                                       SIFT_POLICY_STREAMING};
@@ -72,7 +72,7 @@ static int demo_run(const char *model_path, const char *samples_path, const char
                       .predictor_keys = SIFT_F16};
     sift_context *ctx = NULL;
     sift_model *m = NULL;
-    if (cli_open_model("sift demo", backend, threads, model_path, &ctx, &m) != 0) return 1;
+    if (cli_open_model("sift demo", backend, threads, verbose, model_path, &ctx, &m) != 0) return 1;
     if (cli_load_predictor("sift demo", m, predictor_path, &o.predictor) != 0) {
         sift_model_destroy(m);
         sift_context_destroy(ctx);
@@ -185,5 +185,5 @@ int cli_demo(int argc, char **argv)
                 !model ? DEMO_MODEL : DEMO_SAMPLES, SIFT_SOURCE_ROOT);
         return 1;
     }
-    return demo_run(model, samples_path, predictor, p.samples, p.backend, p.threads);
+    return demo_run(model, samples_path, predictor, p.samples, p.backend, p.threads, p.verbose != 0);
 }

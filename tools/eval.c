@@ -427,7 +427,7 @@ int cli_eval(int argc, char **argv)
         eval_options o = options_from(&p);
         sift_context *ctx = NULL;
         sift_model *m = NULL;
-        rc = cli_open_model(p.who, p.backend, p.threads, p.model, &ctx, &m);
+        rc = cli_open_model(p.who, p.backend, p.threads, p.verbose != 0, p.model, &ctx, &m);
         if (rc == 0) rc = eval_loaded(&p, &o, ctx, m);
         sift_model_destroy(m);
         sift_context_destroy(ctx);

@@ -444,6 +444,9 @@ static const cli_option options[] = {
     {"--backend", "B", DEVICE, 0, OPT_STR, OFF(backend), .need = "cpu, vulkan or cuda",
      .help = {{0, "cpu, vulkan or cuda (default: cuda, else a Vulkan GPU, else cpu;\n"
                   "`sift devices` shows the choice)"}}},
+    {"-v, --verbose", NULL, DEVICE, 0, OPT_FLAG, OFF(verbose),
+     .help = {{0, "also print the library's INFO messages (the device opened, the model\n"
+                  "loaded); its warnings and errors are printed always"}}},
     {"-t, --threads", "N", DEVICE, 0, OPT_I64, OFF(threads), .min = 1, .max = 4096, .need = "a thread count in 1 .. 4096",
      .help = {{0, "the CPU backend's threads (default: one per core)"}}},
     {"--policy", "P", SESSION, 0, OPT_FN, .set = set_policy, .show = show_policy,
@@ -603,6 +606,10 @@ static const cli_option options[] = {
                   "profile_steps, profile_us_per_step and profile: [{stage, op,\n"
                   "nodes_per_step, us_per_step, share, gbps}], a row per stage and op as\n"
                   "in the table (null where a figure does not exist)"}}},
+    {"--profiles", NULL, CLI_DEVICES, 0, OPT_FLAG, OFF(profiles),
+     .help = {{0, "list the Vulkan device profiles instead (SIFT_VULKAN_PROFILE=NAME narrows\n"
+                  "what a device reports to one): each one's name, the devices it stands\n"
+                  "for and the limits it sets"}}},
     {"--plot", "FILE.svg", CLI_EVAL | CLI_BENCH_ATTN, 0, OPT_STR, OFF(plot),
      .help = {{CLI_EVAL, "also draw the results against the budget, one line per policy\n"
                          "(retrieval: accuracy on all lengths; text: top-1 agreement with\n"

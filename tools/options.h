@@ -76,6 +76,8 @@ typedef struct cli_params {
     int64_t prefix, max_tokens, samples, skip, length;
     /* output */
     int json;
+    int verbose;  /* -v: the library's INFO messages too (WARN and ERROR always) */
+    int profiles; /* devices --profiles */
     const char *plot;
     /* the benchmarks */
     int64_t steps, batch, repeat, q_heads, kv_heads, dim, key_dim;

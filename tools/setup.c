@@ -45,10 +45,52 @@ int cli_read_prompt(const cli_params *p, char **buf, const char **text, size_t *
     return 0;
 }
 
+static double mib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+/* Before the model loads: whether it and a session of p's context fit the device
+ * (sift_model_estimate); 0 to go on (also where the estimate cannot tell, or fails: the load and the
+ * session then report what is wrong), 1 after saying what does not fit. The session config is p's as
+ * far as it is known without the model: --kv-offload in bytes becomes tokens only through the loaded
+ * model's shape, so the estimate is made without it (an upper bound: offload only moves KV off the
+ * device), and a random predictor (--predictor random) has no file to count. */
+static int check_fits(const cli_params *p, sift_context *ctx)
+{
+    sift_session_config c = p->session;
+    if (c.policy == SIFT_POLICY_DENSE) { /* S, W, k as cli_session_config leaves them */
+        const sift_session_config lib = sift_session_config_default();
+        c.sink = lib.sink, c.window = lib.window, c.budget = lib.budget;
+    }
+    c.kv_device_tokens = p->offload_tokens;
+    if (p->offload_bytes || !p->offload) c.kv_offload_v_only = 0, c.kv_device_tokens = 0;
+    const char *predictor = p->predictor && strcmp(p->predictor, "random") != 0 ? p->predictor : NULL;
+    sift_memory_estimate e;
+    if (sift_model_estimate(ctx, p->model, predictor, &c, &e) != SIFT_OK || e.fits != 0) return 0;
+    if (p->offload_bytes) return 0; /* it may fit with the device pool --kv-offload asks for */
+    sift_device_info dev;
+    const char *device = sift_device_get_info(sift_context_backend(ctx), sift_context_device(ctx), &dev) == SIFT_OK
+                             ? dev.name
+                             : sift_context_device_name(ctx);
+    char context[64];
+    if (c.n_ctx) snprintf(context, sizeof context, "a context of %lld tokens", (long long)c.n_ctx);
+    else snprintf(context, sizeof context, "the model's training context");
+    fprintf(stderr, "%s: %s needs %.0f MiB on %s (weights %.0f, KV %.0f, scratch %.0f, predictor %.0f); the device has %.0f MiB free",
+            p->who, context, mib(e.device_total), device, mib(e.weights), mib(e.kv), mib(e.scratch),
+            mib(e.predictor), mib(e.device_free));
+    sift_memory_estimate o;
+    c.kv_device_tokens = e.kv_device_tokens;
+    if (e.kv_device_tokens > 0 && sift_model_estimate(ctx, p->model, predictor, &c, &o) == SIFT_OK)
+        fprintf(stderr, "; --kv-offload %lld fits (%.0f MiB on the device, %.0f MiB of KV in host memory)\n",
+                (long long)e.kv_device_tokens, mib(o.device_total), mib(o.kv_host));
+    else
+        fprintf(stderr, "; use a smaller --ctx\n");
+    return 1;
+}
+
 int cli_open(const cli_params *p, cli_session *s)
 {
     memset(s, 0, sizeof *s);
-    sift_status st = cli_open_backend(p->backend, p->threads, &s->ctx);
+    sift_status st = cli_open_backend(p->backend, p->threads, p->verbose != 0, &s->ctx);
+    if (st == SIFT_OK && check_fits(p, s->ctx) != 0) return 1;
     if (st == SIFT_OK) st = cli_load_model(p->who, s->ctx, p->model, &s->model);
     if (st != SIFT_OK) {
         const char *e = sift_last_error();

@@ -23,8 +23,9 @@ static void usage(FILE *f)
           "               with dense on a text, retrieval accuracy, attention recall and error\n"
           "  bench-attn   time one layer's decode attention, dense vs the selection pipeline, per stage\n"
           "  bench-decode time a model's decode steps at long contexts, dense vs selected attention\n"
-          "  devices      list the backends, their devices, the one each would use, and the automatic choice\n"
-          "               (--json: as JSON)\n"
+          "  devices      list the backends, their devices, the one each would use, and the automatic choice,\n"
+          "               with what sift would use of each Vulkan device (--json: as JSON; --profiles: the\n"
+          "               Vulkan device profiles SIFT_VULKAN_PROFILE selects)\n"
           "  help         this text; 'sift <command> --help' for a command's options\n"
           "  --version    print the version\n",
           f);

@@ -35,7 +35,7 @@ int cli_tokenize(int argc, char **argv)
     }
     sift_context *ctx;
     sift_model *m;
-    if (cli_open_model("sift tokenize", "cpu", 1, model, &ctx, &m) != 0) {
+    if (cli_open_model("sift tokenize", "cpu", 1, false, model, &ctx, &m) != 0) {
         free(text);
         return 1;
     }
