@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The sift command line: exit codes and messages of run, logits, eval, demo, bench-attn and
-# bench-decode on the CPU; their JSON is read back.
+# The sift command line: exit codes and messages of run, logits, chat, eval, demo, bench-attn,
+# bench-decode and devices on the CPU (devices' Vulkan figures, plain and under
+# SIFT_VULKAN_PROFILE=small, where a Vulkan device is present); their JSON is read back.
 # usage: cli_test.sh SIFT_BINARY SHARED_DIR RETRIEVAL_MODEL PROJECT_VERSION [CHAT_LLAMA3 CHAT_CHATML CHAT_LLAMA2]
 # (the chat models: sift-gen-model --chat llama3|chatml|llama2; the chat checks need them)
 # The checks that need ../shared's stories260K are skipped (exit 77 after the others) where it is absent.
@@ -97,6 +98,58 @@ PY
 fi
 sift devices
 expect_in out "automatic choice: " "devices names its choice"
+
+# sift devices --profiles: the four Vulkan device profiles (whether or not this build has Vulkan)
+sift devices --profiles
+expect_rc 0 "devices --profiles"
+expect_eq "$(grep -vE '^ |^SIFT_VULKAN_PROFILE=' "$T/out" | tr '\n' ' ')" "amd intel-xe small nvidia " "devices --profiles: the names"
+expect_eq "$(grep -c '^  stands for: .' "$T/out")" 4 "devices --profiles: what each stands for"
+expect_in out "  limits:     subgroup: the device's; 32 KiB shared memory; workgroups of at most 256; buffer range 128 MiB" \
+    "devices --profiles: the small profile's limits"
+sift devices --profiles --json
+expect_rc 0 "devices --profiles --json"
+expect_json "devices --profiles --json"
+if command -v python3 >/dev/null; then
+    checks=$((checks + 1))
+    python3 - "$T/out" <<'PY' || fail "devices --profiles --json: $(cat "$T/out")"
+import json, sys
+p = json.load(open(sys.argv[1]))["profiles"]
+assert [x["name"] for x in p] == ["amd", "intel-xe", "small", "nvidia"], p
+assert all(x["describes"] and x["limits"] for x in p), p
+PY
+fi
+# each Vulkan device with what sift uses of it; SIFT_VULKAN_PROFILE=small narrows the figures to the
+# small profile's (backends/vulkan/README.md: 256 invocations, 2^27 bytes a buffer, no 16-bit
+# storage, no timestamps), where a Vulkan device is present
+if "$SIFT" devices --json 2>/dev/null | grep -q '"backend": "vulkan", "available": true'; then
+    sift devices
+    checks=$((checks + 1))
+    grep -qE '^          subgroup [0-9]+ \(the device runs [0-9]+ \.\. [0-9]+\), [0-9]+ KiB shared memory, workgroups of up to [0-9]+, buffer range ' "$T/out" ||
+        fail "devices: a Vulkan device's figures: $(cat "$T/out")"
+    expect_not_in out "(SIFT_VULKAN_PROFILE)" "devices: no profile without SIFT_VULKAN_PROFILE"
+    SIFT_VULKAN_PROFILE=small sift devices
+    expect_rc 0 "SIFT_VULKAN_PROFILE=small devices"
+    expect_in out ", workgroups of up to 256, buffer range 128 MiB" "SIFT_VULKAN_PROFILE=small devices: the small profile's limits"
+    expect_in out "          f16 stored as f32, no timestamps, " "SIFT_VULKAN_PROFILE=small devices: its features off"
+    expect_in out "; profile small (SIFT_VULKAN_PROFILE)" "SIFT_VULKAN_PROFILE=small devices: the profile named"
+    SIFT_VULKAN_PROFILE=small sift devices --json
+    expect_json "SIFT_VULKAN_PROFILE=small devices --json"
+    if command -v python3 >/dev/null; then
+        checks=$((checks + 1))
+        python3 - "$T/out" <<'PY' || fail "SIFT_VULKAN_PROFILE=small devices --json: $(cat "$T/out")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+vk = [b for b in d["backends"] if b["backend"] == "vulkan"][0]
+dev = [x for x in vk["devices"] if x["default"]][0]
+assert dev["usable"] and dev["profile"] == "small", dev
+assert dev["max_workgroup_size"] == 256 and dev["max_buffer_range"] == 1 << 27 and dev["shared_memory_bytes"] <= 32768, dev
+assert not dev["features"]["f16_storage"] and not dev["features"]["timestamps"], dev
+assert dev["subgroup_min"] <= dev["subgroup_size"] <= dev["subgroup_max"], dev
+PY
+    fi
+else
+    echo "SKIP: no Vulkan device: sift devices' Vulkan figures and SIFT_VULKAN_PROFILE=small are not checked"
+fi
 
 # bench-attn on the CPU: the stages a Selection Cache hit skips take 0 us; no inf in JSON or table
 sift bench-attn --backend cpu --ctx 2048 --budget 128 --sink 16 --window 64 --heads 4/2 --dim 64 --repeat 1 --json
@@ -322,6 +375,23 @@ if [ -n "$CHAT_LLAMA3" ]; then
     expect_rc 0 "chat llama2"
     expect_in err "template llama2-sys (from the model)" "chat llama2"
     expect_in err "turn 2: " "chat llama2: two turns"
+    # a context whose KV cache alone (2 layers x K and V x 8 heads x 32 x 2 bytes = 2 KiB a token:
+    # 4 TiB) exceeds any host's memory: refused by the estimate before anything loads, with the figures
+    for c in run logits chat; do
+        sift $c -m "$CHAT_LLAMA3" --backend cpu --ctx 2147483392 -p hi -n 1 </dev/null
+        expect_rc 1 "$c --ctx 2147483392"
+        expect_in err "sift $c: a context of 2147483392 tokens needs " "$c --ctx 2147483392: the message"
+        expect_in err " MiB on CPU (" "$c --ctx 2147483392: the device"
+        expect_in err "(weights 6, KV 4194304, scratch " "$c --ctx 2147483392: the weights' and the KV's MiB"
+        expect_in err "MiB free; use a smaller --ctx" "$c --ctx 2147483392: the free memory and the advice"
+        expect_eq "$(wc -c <"$T/out")" 0 "$c --ctx 2147483392: nothing generated"
+    done
+    # the library's messages: warnings always, INFO under -v, as "sift: LEVEL: message"
+    sift run -m "$CHAT_LLAMA3" --backend cpu -p hi -n 1
+    expect_not_in err "sift: info: " "run: no INFO without -v"
+    sift run -v -m "$CHAT_LLAMA3" --backend cpu -p hi -n 1
+    expect_rc 0 "run -v"
+    expect_in err "sift: info: model $CHAT_LLAMA3: llama, 2 layers" "run -v: the library's INFO message of the load"
     # a vocabulary of single characters: "Once upon a time" is 26 tokens, more than its 16 bytes + 8
     sift run -m "$CHAT_LLAMA2" --backend cpu -p "Once upon a time" -n 2 --temp 0
     expect_rc 0 "run: a prompt of more tokens than bytes"
