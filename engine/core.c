@@ -708,7 +708,11 @@ uint16_t sift_float_to_half(float f)
     memcpy(&x, &f, 4);
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
     uint32_t ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) return (uint16_t)(sign | (ax > 0x7f800000u ? 0x7e00u : 0x7c00u));
+    if (ax > 0x7f800000u) { /* NaN: its payload's top 10 bits, so that a half's NaN comes back as it was */
+        const uint16_t payload = (uint16_t)((ax >> 13) & 0x3ffu);
+        return (uint16_t)(sign | 0x7c00u | (payload ? payload : 0x200u));
+    }
+    if (ax == 0x7f800000u) return (uint16_t)(sign | 0x7c00u);
     if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to >= 65520: infinity */
     if (ax < 0x38800000u) {                                   /* below the smallest normal half */
         float a;
