@@ -11,8 +11,17 @@
  *   - a model loaded from memory and from a region of an open file (after other bytes) computes
  *     the logits of the one loaded from its path, to the bit; bad sources are refused;
  *   - loading reports its progress (bytes done, never less than before, ending at the total) and
- *     stops with SIFT_E_CANCELLED, holding nothing, when the callback asks.
- * Usage: sift-generate-test MODEL.gguf (a missing model file is skipped with a message). */
+ *     stops with SIFT_E_CANCELLED, holding nothing, when the callback asks;
+ *   - sift_session_generate_tokens: the prompt's tokens give the tokens of sift_session_generate on
+ *     its text (sampled); one sampler passed to two calls, the second fed the first's last token
+ *     again, gives the tokens of one call of the combined length (and a fresh sampler for the second
+ *     does not: the check can tell);
+ *   - stop_at_eos = SIFT_STOP_AT_EOG on a chat model (CHAT_MODEL, made by sift-gen-model --chat
+ *     llama3: EOS <|end_of_text|>, end of turn <|eot_id|>): a sampled run whose first
+ *     end-of-generation token is the end of turn stops there with SIFT_STOP_EOS and that token not
+ *     passed, where stop_at_eos = 1 (EOS only) passes it on.
+ * Usage: sift-generate-test MODEL.gguf [CHAT_MODEL.gguf] (a missing model file is skipped with a
+ * message; without CHAT_MODEL the end-of-generation checks are skipped). */
 #include "backend_filter.h"
 #include "sift.h"
 #include "test_files.h"
@@ -230,6 +239,176 @@ out:
     free(bytes);
 }
 
+/* Every token the callback saw, up to a cap (the end-of-generation runs); stop_at >= 0: return 1
+ * after a token that is stop_at, or any end-of-generation token of m for stop_at = -2. */
+typedef struct {
+    int32_t tokens[1024];
+    int n;
+    int32_t stop_at;
+    const sift_model *m;
+} collected;
+
+static int collect(void *user, int32_t token, const char *piece, size_t len)
+{
+    (void)piece, (void)len;
+    collected *c = user;
+    if (c->n < (int)(sizeof c->tokens / sizeof c->tokens[0])) c->tokens[c->n] = token;
+    c->n++;
+    return c->stop_at == -2 ? sift_model_token_is_eog(c->m, token) : c->stop_at >= 0 && token == c->stop_at;
+}
+
+/* sift_session_generate_tokens against sift_session_generate, and a sampler across two calls. */
+static void generate_tokens(sift_backend_kind kind, const char *path)
+{
+    sift_context *ctx = test_context_open(kind, "", false);
+    sift_model *m = NULL;
+    sift_session *s = NULL;
+    sift_sampler *smp = NULL;
+    int32_t *ids = NULL;
+    if (!ctx) return;
+    if (sift_model_load(ctx, path, &m) != SIFT_OK || sift_session_create(m, NULL, &s) != SIFT_OK) {
+        check(false, sift_last_error());
+        goto out;
+    }
+    sift_model_info info;
+    sift_model_get_info(m, &info);
+    const size_t cap = sift_tokenizer_max_tokens(strlen(prompt));
+    size_t n_ids = 0;
+    ids = malloc(cap * sizeof *ids);
+    check(ids && sift_model_tokenize(m, prompt, strlen(prompt), 1, ids, cap, &n_ids) == SIFT_OK && n_ids > 1,
+          "generate_tokens: the prompt tokenized (BOS first)");
+    if (!ids || n_ids <= 1) goto out;
+    /* sampled, so that the sampler's state matters; EOS does not stop the runs compared */
+    enum { LEN = 24, FIRST = 10 };
+    sift_generate_config gc = sift_generate_config_default();
+    gc.max_tokens = LEN;
+    gc.stop_at_eos = 0;
+    gc.sampler.temperature = 0.9f;
+    gc.sampler.top_k = 40;
+    gc.sampler.seed = 5;
+    gc.on_token = collect;
+    collected text = {.stop_at = -1}, toks = {.stop_at = -1};
+    int64_t n_text = -1, n_toks = -1;
+    sift_stop_reason why_text = SIFT_STOP_EOS, why_toks = SIFT_STOP_EOS;
+    gc.user = &text;
+    const sift_status st_text = sift_session_generate(s, prompt, strlen(prompt), &gc, &n_text, &why_text);
+    const int64_t pos_text = sift_session_pos(s);
+    sift_session_rewind(s, 0, 0);
+    gc.user = &toks;
+    const sift_status st_toks = sift_session_generate_tokens(s, ids, n_ids, &gc, NULL, &n_toks, &why_toks);
+    check(st_text == SIFT_OK && st_toks == SIFT_OK && n_text == LEN && n_toks == LEN && why_toks == SIFT_STOP_MAX_TOKENS &&
+              text.n == LEN && toks.n == LEN && !memcmp(text.tokens, toks.tokens, LEN * sizeof *toks.tokens) &&
+              sift_session_pos(s) == pos_text,
+          "generate_tokens: the prompt's tokens give generate's 24 sampled tokens on its text");
+
+    /* one sampler, two calls: FIRST tokens, then the rest after the last one is fed again */
+    collected parts = {.stop_at = -1};
+    gc.user = &parts;
+    int64_t n1 = -1, n2 = -1;
+    sift_status st = sift_sampler_create(&gc.sampler, &smp);
+    sift_session_rewind(s, 0, 0);
+    gc.max_tokens = FIRST;
+    if (st == SIFT_OK) st = sift_session_generate_tokens(s, ids, n_ids, &gc, smp, &n1, NULL);
+    /* the session holds the last token: the second call's prompt is that token, fed again */
+    const int32_t last = parts.tokens[FIRST - 1];
+    if (st == SIFT_OK) st = sift_session_rewind(s, 0, sift_session_pos(s) - 1);
+    gc.max_tokens = LEN - FIRST;
+    if (st == SIFT_OK) st = sift_session_generate_tokens(s, &last, 1, &gc, smp, &n2, NULL);
+    check(st == SIFT_OK && n1 == FIRST && n2 == LEN - FIRST && parts.n == LEN &&
+              !memcmp(parts.tokens, text.tokens, LEN * sizeof *text.tokens),
+          "generate_tokens: one sampler over two calls (10 + 14) gives one call's 24 tokens");
+    /* the same two calls with a fresh sampler for the second: its draws start over, so the tokens
+     * differ from the single call's (what the check above would see if the state were lost) */
+    collected fresh = {.stop_at = -1};
+    gc.user = &fresh;
+    sift_session_rewind(s, 0, 0);
+    gc.max_tokens = FIRST;
+    st = sift_session_generate_tokens(s, ids, n_ids, &gc, NULL, &n1, NULL);
+    if (st == SIFT_OK) st = sift_session_rewind(s, 0, sift_session_pos(s) - 1);
+    gc.max_tokens = LEN - FIRST;
+    if (st == SIFT_OK) st = sift_session_generate_tokens(s, &last, 1, &gc, NULL, &n2, NULL);
+    check(st == SIFT_OK && fresh.n == LEN && !memcmp(fresh.tokens, text.tokens, FIRST * sizeof *text.tokens) &&
+              memcmp(fresh.tokens + FIRST, text.tokens + FIRST, (LEN - FIRST) * sizeof *text.tokens) != 0,
+          "  a fresh sampler for the second call gives other tokens after the first 10");
+    check(sift_session_generate_tokens(s, ids, 0, &gc, smp, &n1, NULL) == SIFT_E_INVALID,
+          "generate_tokens: a prompt of no tokens is refused");
+out:
+    free(ids);
+    sift_sampler_destroy(smp);
+    sift_session_destroy(s);
+    sift_model_destroy(m);
+    sift_context_destroy(ctx);
+}
+
+static const char *chat_model; /* argv[2]: a llama3 chat model, or NULL */
+
+/* SIFT_STOP_AT_EOG on the chat model: nearly uniform sampling (temperature 100 over 512 tokens)
+ * until an end-of-generation token, over seeds until the first one is the end of turn, not EOS. */
+static void stop_at_eog(sift_backend_kind kind)
+{
+    if (!chat_model) {
+        printf("%-7s SKIP: no chat model given: SIFT_STOP_AT_EOG is not checked\n", bname);
+        return;
+    }
+    sift_context *ctx = test_context_open(kind, "", false);
+    sift_model *m = NULL;
+    sift_session *s = NULL;
+    if (!ctx) return;
+    sift_session_config sc = sift_session_config_default();
+    sc.n_ctx = 1024;
+    if (sift_model_load(ctx, chat_model, &m) != SIFT_OK || sift_session_create(m, &sc, &s) != SIFT_OK) {
+        check(false, sift_last_error());
+        goto out;
+    }
+    sift_model_info info;
+    sift_model_get_info(m, &info);
+    int32_t eot = -1;
+    for (int32_t t = 0; t < info.n_vocab && eot < 0; t++)
+        if (t != info.eos && sift_model_token_is_eog(m, t)) eot = t;
+    check(info.eos >= 0 && eot >= 0 && sift_model_token_is_eog(m, info.eos), "chat model: EOS and an end of turn both end a generation");
+    if (eot < 0 || info.bos < 0) goto out;
+    const int32_t start = info.bos;
+    sift_generate_config gc = sift_generate_config_default();
+    gc.max_tokens = 1000;
+    gc.stop_at_eos = 0;
+    gc.sampler.temperature = 100.0f;
+    gc.on_token = collect;
+    collected ref = {.stop_at = -2, .m = m};
+    int j = -1;
+    for (uint64_t seed = 1; seed <= 32 && j < 0; seed++) {
+        ref = (collected){.stop_at = -2, .m = m};
+        gc.sampler.seed = seed;
+        gc.user = &ref;
+        sift_session_rewind(s, 0, 0);
+        if (sift_session_generate_tokens(s, &start, 1, &gc, NULL, NULL, NULL) != SIFT_OK) break;
+        if (ref.n <= 1000 && ref.n >= 2 && ref.tokens[ref.n - 1] == eot) j = ref.n - 1;
+    }
+    printf("%-7s seed %llu: the first end-of-generation token, %d, after %d tokens\n", bname,
+           (unsigned long long)gc.sampler.seed, j >= 0 ? (int)ref.tokens[j] : -1, j);
+    check(j >= 1, "a seed whose first end-of-generation token is the end of turn (within 32 seeds of 1000 tokens)");
+    if (j < 1) goto out;
+    collected eog = {.stop_at = -1};
+    gc.user = &eog;
+    gc.stop_at_eos = SIFT_STOP_AT_EOG;
+    int64_t n = -1;
+    sift_stop_reason why = SIFT_STOP_MAX_TOKENS;
+    sift_session_rewind(s, 0, 0);
+    sift_status st = sift_session_generate_tokens(s, &start, 1, &gc, NULL, &n, &why);
+    check(st == SIFT_OK && why == SIFT_STOP_EOS && n == j && eog.n == j && !memcmp(eog.tokens, ref.tokens, (size_t)j * sizeof *ref.tokens),
+          "SIFT_STOP_AT_EOG stops at the end of turn (SIFT_STOP_EOS), which is not passed");
+    collected eos_only = {.stop_at = eot};
+    gc.user = &eos_only;
+    gc.stop_at_eos = 1;
+    sift_session_rewind(s, 0, 0);
+    st = sift_session_generate_tokens(s, &start, 1, &gc, NULL, &n, &why);
+    check(st == SIFT_OK && why == SIFT_STOP_CALLBACK && n == j + 1 && eos_only.tokens[j] == eot,
+          "stop_at_eos = 1 (EOS only) passes the end of turn on");
+out:
+    sift_session_destroy(s);
+    sift_model_destroy(m);
+    sift_context_destroy(ctx);
+}
+
 static void run_backend(sift_backend_kind kind, const char *path)
 {
     bname = sift_backend_kind_name(kind);
@@ -343,11 +522,14 @@ out:
     sift_model_destroy(m);
     sift_context_destroy(ctx);
     empty_prompt_without_bos(kind, path);
+    generate_tokens(kind, path);
+    stop_at_eog(kind);
 }
 
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     setenv("SIFT_VULKAN_VALIDATION", "1", 0);
+    if (argc > 2 && test_model_exists(argv[2])) chat_model = argv[2];
     return test_main_one_model(argc, argv, run_backend, &n_checks, &n_failures);
 }
