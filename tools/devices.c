@@ -154,7 +154,7 @@ int cli_devices(int argc, char **argv)
     for (int b = SIFT_BACKEND_COUNT - 1; b >= 0; b--) { /* CUDA first, then Vulkan, then the CPU */
         if (sift_device_count((sift_backend_kind)b, &n_dev[b]) != SIFT_OK) n_dev[b] = 0;
         sift_context *ctx = NULL;
-        available[b] = sift_context_create((sift_backend_kind)b, &ctx) == SIFT_OK;
+        available[b] = cli_open_backend(sift_backend_kind_name((sift_backend_kind)b), 0, false, &ctx) == SIFT_OK;
         emulated[b] = available[b] && sift_context_is_emulated(ctx);
         snprintf(device[b], sizeof device[b], "%s", available[b] ? sift_context_device_name(ctx) : "");
         snprintf(reason[b], sizeof reason[b], "%s", available[b] ? "" : sift_last_error());
