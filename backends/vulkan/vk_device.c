@@ -6,7 +6,8 @@
  *   SIFT_VULKAN_DEVICE=<index>     use device <index> of vkEnumeratePhysicalDevices (default: the
  *                                  first discrete GPU, else the first device)
  *   SIFT_VULKAN_VALIDATION=1       load VK_LAYER_KHRONOS_validation; every warning and error it
- *                                  reports is printed to stderr and counted
+ *                                  reports is counted and sent to the context's log (its
+ *                                  sift_context_config.log; without one, stderr)
  *   SIFT_VULKAN_CHUNK_BYTES=<2^n>  split tensors into chunks of at most this many bytes (>= 4096;
  *                                  for testing the split-tensor path on small devices)
  *   SIFT_VULKAN_F16_AS_F32=1       store f16 tensors as f32, as on a device without 16-bit storage
@@ -61,6 +62,10 @@ static void load_loader(void) { loader_result = volkInitialize(); }
 
 /* ---- validation messages ---- */
 
+/* The validation layer calls back on the thread of the Vulkan call it checks, and every such call
+ * runs inside a call the engine makes under the context's lock (or while it opens or closes the
+ * context): sift_log finds that context there. A message from a thread that is calling no context
+ * (a driver's own thread) goes where sift_log sends it then, the default: stderr. */
 static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                                  VkDebugUtilsMessageTypeFlagsEXT types,
                                                  const VkDebugUtilsMessengerCallbackDataEXT *data, void *user)
@@ -68,9 +73,9 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlag
     (void)types;
     vkb *be = user;
     atomic_fetch_add(&be->validation_count, 1);
-    fprintf(stderr, "sift: vulkan validation: %s: %s\n",
-            (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? "error" : "warning",
-            data && data->pMessage ? data->pMessage : "(no message)");
+    const bool error = severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    sift_log(error ? SIFT_LOG_ERROR : SIFT_LOG_WARN, "vulkan validation: %s: %s", error ? "error" : "warning",
+             data && data->pMessage ? data->pMessage : "(no message)");
     return VK_FALSE;
 }
 
@@ -91,6 +96,20 @@ static bool has_layer(const char *name, bool *ok_out)
     VkResult r = vkEnumerateInstanceLayerProperties(&n, p);
     if (r == VK_SUCCESS || r == VK_INCOMPLETE)
         for (uint32_t i = 0; i < n && !found; i++) found = strcmp(p[i].layerName, name) == 0;
+    free(p);
+    return found;
+}
+
+static bool has_device_ext(VkPhysicalDevice phys, const char *name)
+{
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(phys, NULL, &n, NULL) != VK_SUCCESS || n == 0) return false;
+    VkExtensionProperties *p = calloc(n, sizeof *p);
+    if (!p) return false;
+    bool found = false;
+    VkResult r = vkEnumerateDeviceExtensionProperties(phys, NULL, &n, p);
+    if (r == VK_SUCCESS || r == VK_INCOMPLETE)
+        for (uint32_t i = 0; i < n && !found; i++) found = strcmp(p[i].extensionName, name) == 0;
     free(p);
     return found;
 }
@@ -185,22 +204,36 @@ static bool vk_is_emulated(void *p)
     return be->caps.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
 }
 
-static const sift_backend_vtable vk_vtable = {
-    .name = "vulkan",
-    .destroy = vk_destroy,
-    .supports_op = vk_supports_op,
-    .tensor_alloc = vk_tensor_alloc,
-    .tensor_free = vk_tensor_free,
-    .tensor_write = vk_tensor_write,
-    .tensor_read = vk_tensor_read,
-    .graph_compute = vk_graph_compute,
-    .graph_release = vk_graph_release,
-    .graph_prepare = vk_graph_prepare,
-    .graph_submit = vk_graph_submit,
-    .sync = vk_sync,
-    .validation_messages = vk_validation_messages,
-    .is_emulated = vk_is_emulated,
-};
+/* VK_EXT_memory_budget's figures: over the device-local heaps, what the driver would still give this
+ * process (heapBudget, which takes out what other processes use) less what it already holds
+ * (heapUsage, this context's tensors included). */
+static sift_status vk_memory_free(void *p, uint64_t *bytes)
+{
+    const vkb *be = p;
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT budget = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+    VkPhysicalDeviceMemoryProperties2 mp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2, .pNext = &budget};
+    be->get_memory_budget(be->phys, &mp);
+    uint64_t sum = 0;
+    for (uint32_t h = 0; h < mp.memoryProperties.memoryHeapCount && h < VK_MAX_MEMORY_HEAPS; h++)
+        if ((mp.memoryProperties.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
+            budget.heapBudget[h] > budget.heapUsage[h])
+            sum += budget.heapBudget[h] - budget.heapUsage[h];
+    *bytes = sum;
+    return SIFT_OK;
+}
+
+/* Two tables, the same but for memory_free: a device without VK_EXT_memory_budget reports no free
+ * memory (the estimate then says it cannot tell) rather than its heap's size, which other programs
+ * share. */
+#define VK_VTABLE_ENTRIES                                                                                              \
+    .name = "vulkan", .destroy = vk_destroy, .supports_op = vk_supports_op, .tensor_alloc = vk_tensor_alloc,           \
+    .tensor_free = vk_tensor_free, .tensor_write = vk_tensor_write, .tensor_read = vk_tensor_read,                     \
+    .graph_compute = vk_graph_compute, .graph_release = vk_graph_release, .graph_prepare = vk_graph_prepare,           \
+    .graph_submit = vk_graph_submit, .sync = vk_sync, .validation_messages = vk_validation_messages,                   \
+    .is_emulated = vk_is_emulated
+static const sift_backend_vtable vk_vtable = {VK_VTABLE_ENTRIES};
+static const sift_backend_vtable vk_vtable_budget = {VK_VTABLE_ENTRIES, .memory_free = vk_memory_free};
+#undef VK_VTABLE_ENTRIES
 
 /* ---- device choice ---- */
 
@@ -777,13 +810,26 @@ sift_status sift_backend_vulkan_open(const sift_backend_open_args *args, void **
                                             .bufferDeviceAddress = VK_TRUE};
     VkPhysicalDeviceFeatures2 e2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &e12};
     e2.features.shaderInt64 = VK_TRUE;
-    VkDeviceCreateInfo dci = {
-        .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &e2, .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci};
+    /* the free memory the estimate compares with (vk_memory_free), where the device tells it */
+    const char *dev_exts[1];
+    uint32_t n_dev_exts = 0;
+    const bool memory_budget = has_device_ext(be->phys, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+    if (memory_budget) dev_exts[n_dev_exts++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                              .pNext = &e2,
+                              .queueCreateInfoCount = 1,
+                              .pQueueCreateInfos = &qci,
+                              .enabledExtensionCount = n_dev_exts,
+                              .ppEnabledExtensionNames = n_dev_exts ? dev_exts : NULL};
     r = vkCreateDevice(be->phys, &dci, NULL, &be->dev);
     if (r != VK_SUCCESS) {
         s = vk_fail(r, "vkCreateDevice");
         goto fail;
     }
+    /* this instance's entry point: volk's global one belongs to the context opened last */
+    if (memory_budget)
+        be->get_memory_budget = (PFN_vkGetPhysicalDeviceMemoryProperties2)vkGetInstanceProcAddr(
+            be->instance, "vkGetPhysicalDeviceMemoryProperties2");
     volkLoadDeviceTable(&be->vk, be->dev);
     be->vk.vkGetDeviceQueue(be->dev, fam, 0, &be->queue);
 
@@ -824,6 +870,7 @@ sift_status sift_backend_vulkan_open(const sift_backend_open_args *args, void **
              VK_API_VERSION_MAJOR(pp->apiVersion), VK_API_VERSION_MINOR(pp->apiVersion), caps->driver,
              caps->f16_storage ? "f16 storage" : "f16 stored as f32", caps->subgroup, profile);
     *out = be;
+    *vt = be->get_memory_budget ? &vk_vtable_budget : &vk_vtable;
     return SIFT_OK;
 
 fail:

@@ -168,6 +168,9 @@ typedef struct vkb {
     vk_caps caps;
 
     VkPhysicalDeviceMemoryProperties memprops;
+    /* vkGetPhysicalDeviceMemoryProperties2 of this instance where the device has VK_EXT_memory_budget
+     * (vk_memory_free), else NULL */
+    PFN_vkGetPhysicalDeviceMemoryProperties2 get_memory_budget;
     uint32_t mem_device, mem_host;  /* memory type indices */
     /* host memory the shaders read in place (sift_tensor_create_host): host-visible and coherent,
      * in a heap that is not device-local where there is one (offload_separate) */
