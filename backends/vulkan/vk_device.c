@@ -329,9 +329,10 @@ static sift_status default_device(const VkPhysicalDevice *devs, uint32_t n, uint
     }
     int best_rank = -1;
     VkDeviceSize best_mem = 0;
+    sift_status why_not = SIFT_OK; /* the last device's reason, where none can be used */
     for (uint32_t i = 0; i < n; i++) {
         vk_caps caps;
-        if (vk_caps_query(devs[i], &caps) != SIFT_OK) continue;
+        if ((why_not = vk_caps_query(devs[i], &caps)) != SIFT_OK) continue;
         const int rank = type_rank(caps.props.deviceType);
         const VkDeviceSize mem = device_memory(devs[i]);
         if (rank > best_rank || (rank == best_rank && mem > best_mem)) {
@@ -340,7 +341,7 @@ static sift_status default_device(const VkPhysicalDevice *devs, uint32_t n, uint
             *pick = i;
         }
     }
-    return SIFT_OK;
+    return best_rank < 0 && n > 0 ? why_not : SIFT_OK; /* no usable device: none is the default */
 }
 
 /* Opens device `requested` (-1: the default), setting be->phys; *index gets its index. */
