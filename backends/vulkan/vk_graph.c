@@ -361,16 +361,6 @@ sift_status vk_scratch_update(plan *pl, VkDeviceSize off, const void *data, size
     return add_step(pl, &st);
 }
 
-#define TRY(x)                                                                                                         \
-    do {                                                                                                               \
-        sift_status s_ = (x);                                                                                          \
-        if (s_ != SIFT_OK) return s_;                                                                                  \
-    } while (0)
-
-static uint32_t ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
-static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
-static uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
-
 /* ---- score and attention: the row machinery of shaders/rows.glsl ---- */
 
 typedef struct rowcfg {

@@ -10,6 +10,17 @@
 #include <stdatomic.h>
 #include <volk.h>
 
+/* The planners' shared helpers: return a failed status at once; sizes in workgroups. */
+#define TRY(x)                                                                                                         \
+    do {                                                                                                               \
+        sift_status s_ = (x);                                                                                          \
+        if (s_ != SIFT_OK) return s_;                                                                                  \
+    } while (0)
+
+static inline uint32_t ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
+static inline uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+static inline uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
+
 /* The compute kernels, one pipeline (per specialization) each: shaders/<name>.comp. */
 typedef enum vk_kernel {
     VK_K_SCORE = 0,

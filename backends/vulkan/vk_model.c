@@ -8,15 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TRY(x)                                                                                                         \
-    do {                                                                                                               \
-        sift_status s_ = (x);                                                                                          \
-        if (s_ != SIFT_OK) return s_;                                                                                  \
-    } while (0)
-
-static uint32_t ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a + b - 1) / b); }
-static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
-
 /* Tokens per dispatch of matvec.comp, and the most a product may have to run on it (a batched decode
  * step's few rows, in dispatches of up to VK_MATVEC_MAX_T); more go to matmul.comp's tiles. On the
  * H200 (8B Q8_0 shapes) two dispatches of 8 tokens took 0.3-0.8x the time of the tiles of 16. */
