@@ -72,6 +72,9 @@ sift_status sift_config_read(const void *given, void *dst, size_t min_size, size
 sift_status sift_need_tensor(const sift_graph *g, const sift_tensor *t, const char *op, const char *role);
 sift_status sift_need_dtype(const sift_tensor *t, sift_dtype want, const char *op, const char *role);
 sift_status sift_need_rank(const sift_tensor *t, int ndim, const char *op, const char *role);
+/* RoPE's parameters for rows of d values (every op that rotates checks them so): n_rot even in
+ * 2 .. min(d, SIFT_MAX_HEAD_DIM), base in (1, 1e12], a known mode. */
+sift_status sift_check_rope(const sift_rope_params *p, int64_t d, const char *op);
 /* q f32 [Hq][D]; k (and v, if given) [Hkv][Ncap][D] f16/f32; D a multiple of 8 up to SIFT_MAX_HEAD_DIM; Hq % Hkv == 0. */
 sift_status sift_check_qkv(const sift_graph *g, const sift_tensor *q, const sift_tensor *k, const sift_tensor *v,
                            const char *op);

@@ -167,10 +167,7 @@ static sift_status gather_node(sift_graph *g, const char *op, const sift_tensor 
     n.p.scale = scale;
     n.p.walk = (sift_attend_walk){.tokens = 1, .list_len = indices->shape[1], .n = indices->shape[1]};
     if (rope) {
-        if (rope->n_rot < 2 || rope->n_rot % 2 != 0 || rope->n_rot > q->shape[1] || !(rope->base > 1.0f) ||
-            (rope->mode != SIFT_ROPE_ADJACENT && rope->mode != SIFT_ROPE_NEOX))
-            return sift_set_error(SIFT_E_INVALID, "%s: rope of %d dimensions, base %g, mode %d", op, rope->n_rot,
-                                  (double)rope->base, (int)rope->mode);
+        TRY(sift_check_rope(rope, q->shape[1], op));
         n.p.rope = *rope;
         n.p.rope_keys = true;
         sift_rope_freqs(rope, n.p.rope_freq);

@@ -127,13 +127,7 @@ sift_status sift_op_rope(sift_graph *g, const sift_tensor *x, int64_t pos0, cons
 {
     const char *op = "rope";
     TRY(need_thd(g, x, op, "x"));
-    if (!p) return sift_set_error(SIFT_E_INVALID, "rope: params are NULL");
-    if (p->n_rot < 2 || p->n_rot % 2 || p->n_rot > x->shape[2] || p->n_rot > SIFT_MAX_HEAD_DIM)
-        return sift_set_error(SIFT_E_SHAPE, "rope: n_rot = %d must be even and in 2..D = %lld (at most %d)", p->n_rot,
-                              (long long)x->shape[2], SIFT_MAX_HEAD_DIM);
-    if (!(p->base > 1.0f) || p->base > 1e12f) return sift_set_error(SIFT_E_INVALID, "rope: base %g", (double)p->base);
-    if (p->mode != SIFT_ROPE_ADJACENT && p->mode != SIFT_ROPE_NEOX)
-        return sift_set_error(SIFT_E_INVALID, "rope: unknown mode %d", (int)p->mode);
+    TRY(sift_check_rope(p, x->shape[2], op));
     if (pos0 < 0 || pos0 > INT32_MAX) return sift_set_error(SIFT_E_SHAPE, "rope: position %lld", (long long)pos0);
     if (factors) {
         TRY(need_f32(g, factors, op, "factors"));

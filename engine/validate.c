@@ -88,3 +88,14 @@ sift_status sift_check_scale(float scale, const char *op)
     return SIFT_OK;
 }
 
+sift_status sift_check_rope(const sift_rope_params *p, int64_t d, const char *op)
+{
+    if (!p) return sift_set_error(SIFT_E_INVALID, "%s: rope params are NULL", op);
+    if (p->n_rot < 2 || p->n_rot % 2 || p->n_rot > d || p->n_rot > SIFT_MAX_HEAD_DIM)
+        return sift_set_error(SIFT_E_SHAPE, "%s: n_rot = %d must be even and in 2..D = %lld (at most %d)", op, p->n_rot,
+                              (long long)d, SIFT_MAX_HEAD_DIM);
+    if (!(p->base > 1.0f) || p->base > 1e12f) return sift_set_error(SIFT_E_INVALID, "%s: rope base %g", op, (double)p->base);
+    if (p->mode != SIFT_ROPE_ADJACENT && p->mode != SIFT_ROPE_NEOX)
+        return sift_set_error(SIFT_E_INVALID, "%s: unknown rope mode %d", op, (int)p->mode);
+    return SIFT_OK;
+}
