@@ -211,7 +211,7 @@ static sift_status check_config(const sift_attn_config *c, const sift_tensor *q,
                                   "%s: the butler scorer selects decode steps, without the Selection Cache or extrapolation", fn);
         const sift_tensor *qp = c->score_q, *kp = c->score_k;
         if (!qp || !kp) return sift_set_error(SIFT_E_INVALID, "%s: the butler scorer needs score_q and score_k", fn);
-        const int64_t row_extra = kp->dtype == SIFT_I8 ? 4 : 0; /* quantized rows end in their scale */
+        const int64_t row_extra = sift_key_row_extra(kp->dtype);
         if (qp->ndim != 2 || qp->shape[0] != c->n_q_heads || kp->ndim != 3 || kp->shape[0] != c->n_kv_heads ||
             kp->shape[2] != qp->shape[1] + row_extra || kp->shape[1] < c->sel.n_ctx)
             return sift_set_error(SIFT_E_SHAPE,

@@ -253,6 +253,10 @@ void sift_log(sift_log_level level, const char *fmt, ...)
 
 /* ---- facts every backend shares ------------------------------------------------------------ */
 
+/* The elements a key row of type t holds past its d values: an int8 row (SIFT_I8, TokenButler's
+ * quantized keys) ends in its f32 scale, 4 bytes; other types hold d values only. */
+static inline int64_t sift_key_row_extra(sift_dtype t) { return t == SIFT_I8 ? 4 : 0; }
+
 const char *sift_op_name(sift_op op);
 
 /* base^(-2i / n_rot) for the n_rot / 2 pairs of p: the one definition of RoPE's frequencies, which

@@ -58,7 +58,7 @@ sift_status sift_kv_create_pools(sift_session *s)
     s->kppool = calloc(hp->n_layer, sizeof *s->kppool);
     if (!s->kppool) return sift_set_error(SIFT_E_NOMEM, "sift_session_create: out of memory");
     const int64_t kp_shape[3] = {hp->n_head_kv, s->pool_pages * P,
-                                 c->predictor->key_dim + (c->predictor_keys == SIFT_I8 ? 4 : 0)};
+                                 c->predictor->key_dim + sift_key_row_extra(c->predictor_keys)};
     for (uint32_t l = 1; l < hp->n_layer; l++) TRY(sift_tensor_create(s->m->ctx, c->predictor_keys, 3, kp_shape, &s->kppool[l]));
     return SIFT_OK;
 }
@@ -391,7 +391,7 @@ sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n,
     /* the projected keys, one random page the same way: f16 or f32 rows of d' values, or i8 rows of
      * d' values and the scale 1.0 */
     const sift_dtype kt = s->cfg.predictor_keys;
-    const int64_t dk = s->cfg.predictor ? s->cfg.predictor->key_dim : 0, row_elems = dk + (kt == SIFT_I8 ? 4 : 0);
+    const int64_t dk = s->cfg.predictor ? s->cfg.predictor->key_dim : 0, row_elems = dk + sift_key_row_extra(kt);
     const size_t row_bytes = (size_t)row_elems * sift_dtype_size(kt);
     const int64_t kp_pages = dk ? fill_span_pages(n, p, row_bytes) : 1;
     buf = st == SIFT_OK && dk ? malloc((size_t)(kp_pages * p) * row_bytes) : NULL;

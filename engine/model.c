@@ -520,7 +520,7 @@ static kv_bytes kv_pools(const sift_model *m, const sift_session_config *c, cons
         if (!whole) b.per_device_page = add_sat(b.per_device_page, mul_sat(page, (uint64_t)(1 + !c->kv_offload_v_only)));
     }
     if (pr->present) { /* projected keys of layers >= 1, every page on the device */
-        const uint64_t row = (uint64_t)(pr->key_dim + (c->predictor_keys == SIFT_I8 ? 4 : 0)) * sift_dtype_size(c->predictor_keys);
+        const uint64_t row = (uint64_t)(pr->key_dim + sift_key_row_extra(c->predictor_keys)) * sift_dtype_size(c->predictor_keys);
         b.device = add_sat(b.device, mul4(hp->n_layer - 1, hp->n_head_kv, mul_sat((uint64_t)pool_pages, (uint64_t)c->page_size), row));
     }
     return b;

@@ -184,8 +184,7 @@ sift_status sift_op_kv_write(sift_graph *g, const sift_tensor *src, int64_t pos0
     TRY(sift_need_rank(cache, 3, op, "cache"));
     if (cache->dtype != SIFT_F16 && cache->dtype != SIFT_F32 && cache->dtype != SIFT_I8)
         return sift_set_error(SIFT_E_DTYPE, "kv_write: cache is %s, expected f16, f32 or i8", sift_dtype_name(cache->dtype));
-    /* an i8 cache's rows end in their f32 scale */
-    const int64_t row_extra = cache->dtype == SIFT_I8 ? 4 : 0;
+    const int64_t row_extra = sift_key_row_extra(cache->dtype);
     if (src->shape[1] != cache->shape[0] || src->shape[2] + row_extra != cache->shape[2])
         return sift_set_error(SIFT_E_SHAPE, "kv_write: rows [%lld][%lld] do not fit a cache of [%lld][.][%lld]",
                               (long long)src->shape[1], (long long)src->shape[2], (long long)cache->shape[0],

@@ -178,7 +178,7 @@ void *cpu_kv_row_addr(const sift_tensor *t, int64_t g, int64_t pos)
  * i8 cache is D - 4 values: q[i] * m / 127, with m in its last 4 bytes. */
 static bool kv_row(const sift_tensor *t, int64_t g, int64_t pos, float *dst)
 {
-    const int64_t d = t->dtype == SIFT_I8 ? t->shape[2] - 4 : t->shape[2];
+    const int64_t d = t->shape[2] - sift_key_row_extra(t->dtype);
     const void *src = cpu_kv_row_addr(t, g, pos);
     if (!src) {
         memset(dst, 0, (size_t)d * sizeof(float));
