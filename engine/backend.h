@@ -277,6 +277,31 @@ static inline uint32_t sift_order_key(uint32_t bits)
     return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
 }
 
+/* The bytes of a key row of d values of type t: the values, and an int8 row's scale after them. */
+static inline size_t sift_key_row_bytes(sift_dtype t, int64_t d)
+{
+    return (size_t)(d + sift_key_row_extra(t)) * sift_dtype_size(t);
+}
+
+/* Paging (sift_tensor_paged_view): logical row j of a paged K/V view lies in logical page j / P at
+ * row j % P, and its page table names the physical page. P is a power of two, so GPU kernels
+ * shift and mask: this is the shift. */
+static inline int sift_kv_page_shift(int64_t page_size)
+{
+    int shift = 0;
+    while (((int64_t)1 << shift) < page_size) shift++;
+    return shift;
+}
+
+/* The physical pages of a paged view's pools: its parent's and, with two pools, its host pool's,
+ * numbered in that order. A page table entry outside [0, this) names no page. */
+static inline int64_t sift_kv_pool_pages(const sift_tensor *t)
+{
+    int64_t pool_rows = t->parent->shape[1];
+    if (t->host_pool) pool_rows += t->host_pool->shape[1];
+    return pool_rows / t->page_size;
+}
+
 /* The physical row of logical row j of a K/V tensor (paged or not) given its page table's data,
  * or -1 where the page table names no page of the pool: the one definition of paging, which
  * every backend's address function follows. A view of two pools numbers their rows on: rows
@@ -286,10 +311,8 @@ static inline int64_t sift_kv_phys_row(const sift_tensor *t, const int32_t *page
 {
     if (j < 0 || j >= t->shape[1]) return -1; /* a skipped list entry (-1), or past the cache */
     if (!t->pages) return j;
-    int64_t pool_rows = t->parent->shape[1];
-    if (t->host_pool) pool_rows += t->host_pool->shape[1];
-    const int64_t page = pages[j / t->page_size], pool_pages = pool_rows / t->page_size;
-    if (page < 0 || page >= pool_pages) return -1;
+    const int64_t page = pages[j / t->page_size];
+    if (page < 0 || page >= sift_kv_pool_pages(t)) return -1;
     return page * t->page_size + j % t->page_size;
 }
 
@@ -301,6 +324,17 @@ static inline const sift_tensor *sift_kv_pool_row(const sift_tensor *t, int64_t 
     if (!t->host_pool || *row < t->parent->shape[1]) return t;
     *row -= t->parent->shape[1];
     return t->host_pool;
+}
+
+/* Where physical row `row` (>= 0, from sift_kv_phys_row) of KV head h of t is stored: the tensor
+ * that owns the storage (never a view: a pool, or the host pool) and the row's byte offset in it.
+ * How the host reaches a row, through a pointer (the CPU backend) or through sift_tensor_read and
+ * sift_tensor_write (the engine's KV cache, which reads and writes pools). */
+static inline const sift_tensor *sift_kv_row_storage(const sift_tensor *t, int64_t h, int64_t row, size_t *offset)
+{
+    const sift_tensor *pool = sift_kv_pool_row(t, &row);
+    *offset = pool->offset + (size_t)(h * pool->stride[0] + row * pool->stride[1]) * sift_dtype_size(pool->dtype);
+    return pool->parent ? pool->parent : pool;
 }
 
 /* f32 dot product with eight running sums: the same arithmetic as one sum, in an order the

@@ -124,6 +124,7 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
     const int64_t hq = hp->n_head, hkv = hp->n_head_kv, d = hp->head_dim;
     const bool prefill = f->st->prefill;
     seq_layer *sl = &s->seqs[sg->seq].layers[l];
+    sift_tensor *k = sift_kv_cache_view(s->kv, sg->seq, l, KV_K), *v = sift_kv_cache_view(s->kv, sg->seq, l, KV_V);
     const sift_rope_params rope = rope_params(s->m);
     /* a prefill chunk's N is the positions before it; a decode step's includes its token */
     sift_attn_config a = sift_attn_config_default();
@@ -139,7 +140,7 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
         if (c->sparse_prefill) a.mode = SIFT_ATTN_SELECT;
         TRY(roped3(f, l, true, sg->row0, sg->t, &q));              /* [t][Hq][D] */
         TRY(rows3(f, s->act[A_ATT], sg->row0, sg->t, hq, d, &out)); /* [t][Hq][D] */
-        return sift_attn_append(f->g, &a, q, sl->kview, sl->vview, out, &sg->attn_idx);
+        return sift_attn_append(f->g, &a, q, k, v, out, &sg->attn_idx);
     }
     switch (c->policy) {
     case SIFT_POLICY_DENSE: a.mode = SIFT_ATTN_DENSE; break;
@@ -159,7 +160,7 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
         a.mode = SIFT_ATTN_SELECT;
         a.scorer = SIFT_SCORER_BUTLER;
         a.score_q = qp;
-        a.score_k = sl->kpview;
+        a.score_k = sift_kv_cache_view(s->kv, sg->seq, l, KV_KP);
         a.neighbor_fetch = c->neighbor_fetch;
         a.sel_indices = kept;
         a.sel_warm = sl->sel_warm;
@@ -189,7 +190,7 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
     else
         TRY(roped(f, l, true, sg->row0, 2, (int64_t[]){hq, d}, &q)); /* [Hq][D] */
     TRY(rows2(f, s->act[A_ATT], sg->row0 * hq, hq, d, &out));                     /* [Hq][D] */
-    return sift_attn_append(f->g, &a, q, sl->kview, sl->vview, out, &sg->attn_idx);
+    return sift_attn_append(f->g, &a, q, k, v, out, &sg->attn_idx);
 }
 
 /* TokenButler's predictor at producer layer l (decode under BUTLER): the stream leaving the
@@ -227,7 +228,8 @@ static sift_status rope_and_cache(pass *f, uint32_t l)
     const sift_predictor *pr = s->cfg.predictor;
     for (int i = 0; i < st->n_seg; i++) {
         const segment *sg = &st->seg[i];
-        const seq_layer *sl = &s->seqs[sg->seq].layers[l];
+        sift_tensor *kc = sift_kv_cache_view(s->kv, sg->seq, l, KV_K), *vc = sift_kv_cache_view(s->kv, sg->seq, l, KV_V);
+        sift_tensor *kpc = sift_kv_cache_view(s->kv, sg->seq, l, KV_KP);
         sift_tensor *q3, *k3, *v3, *qr3, *kr3;
         if (qkv_fused(f, l)) { /* the one row's parts of qkv */
             TRY(qkv_part(f, 0, &q3)); /* [1][Hq][D] */
@@ -241,7 +243,7 @@ static sift_status rope_and_cache(pass *f, uint32_t l)
         TRY(roped3(f, l, false, sg->row0, sg->t, &kr3)); /* [t][Hkv][D] */
         if (s->cfg.extrapolate) { /* SPEC §6: keys cached before RoPE; the attention places the query */
             sift_graph_set_stage(f->g, "kv_write");
-            TRY(sift_op_kv_write(f->g, k3, sg->pos0, sl->kview));
+            TRY(sift_op_kv_write(f->g, k3, sg->pos0, kc));
         } else {
             sift_graph_set_stage(f->g, "rope");
             if (qkv_fused(f, l)) { /* q and k are adjacent in qkv_row and in qk_row: one rotation */
@@ -255,9 +257,9 @@ static sift_status rope_and_cache(pass *f, uint32_t l)
                 TRY(sift_op_rope(f->g, k3, sg->pos0, m->rope_factors, &rope, kr3));
             }
             sift_graph_set_stage(f->g, "kv_write");
-            TRY(sift_op_kv_write(f->g, kr3, sg->pos0, sl->kview));
+            TRY(sift_op_kv_write(f->g, kr3, sg->pos0, kc));
         }
-        if (sl->kpview) { /* TokenButler: the same keys projected to d', cached beside them */
+        if (kpc) { /* TokenButler: the same keys projected to d', cached beside them */
             const int64_t dk = pr->key_dim;
             sift_tensor *kr2, *kp2, *kp3;
             TRY(roped(f, l, false, sg->row0, 2, (int64_t[]){sg->t, hkv * d}, &kr2)); /* [t][Hkv * D] */
@@ -265,10 +267,10 @@ static sift_status rope_and_cache(pass *f, uint32_t l)
             TRY(rows3(f, s->b_kp, sg->row0, sg->t, hkv, dk, &kp3));        /* [t][Hkv][d'] */
             sift_graph_set_stage(f->g, "predictor_keys");
             TRY(sift_op_matmul(f->g, kr2, pr->kproj[l], NULL, kp2));
-            TRY(sift_op_kv_write(f->g, kp3, sg->pos0, sl->kpview));
+            TRY(sift_op_kv_write(f->g, kp3, sg->pos0, kpc));
             sift_graph_set_stage(f->g, "kv_write");
         }
-        TRY(sift_op_kv_write(f->g, v3, sg->pos0, sl->vview)); /* K/V [Hkv][pos0 .. pos0 + t)[D] */
+        TRY(sift_op_kv_write(f->g, v3, sg->pos0, vc)); /* K/V [Hkv][pos0 .. pos0 + t)[D] */
     }
     return SIFT_OK;
 }

@@ -1,194 +1,241 @@
-/* The paged KV cache of a session: per layer a K and a V pool of pages (P tokens each) shared by
- * the sequences; each sequence has a page table and paged views of the pools, so a sequence grows
- * by taking pages from a free list, never by copying. With KV offload (kv_device_tokens) the
- * physical pages are of two kinds: [0, dev_pages) on the device, [dev_pages, pool_pages) in host
- * memory the device reads in place; an offloaded family of pools (K and V, or V only) is a device
- * pool and a host pool viewed as one (sift_tensor_paged_view_pools), a resident one (K under
- * kv_offload_v_only, TokenButler's dense layer 0, the projected keys always) one device pool of
- * every page. When the device pages run out, a sequence's oldest device page past the sink is
- * copied to a host page and its device page reused. Host mirrors of a sequence's cache (for the host policies and eval_mode)
- * are copied from the pools here too. */
-#include "session.h"
+/* The paged KV cache (kv_cache.h): its pools and free lists, each sequence's page table and views,
+ * the moves of offload, and the host's reads and writes of its rows. */
+#include "kv_cache.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static bool offloaded(const sift_session *s) { return s->dev_pages < s->pool_pages; }
+typedef struct kv_seq {
+    int64_t len;         /* rows written: positions [0, len) */
+    int32_t *page_of;    /* the page table on the host [seq_pages], -1 where none */
+    sift_tensor *pages;  /* the same on the device */
+    int64_t n_pages;     /* pages held (the first n_pages entries) */
+    int64_t dev_cursor;  /* offload: logical pages past the pinned ones and below this are on the host */
+    sift_tensor **views; /* [n_layer][KV_FAMILIES]: the pools through this page table (NULL: no such family) */
+} kv_seq;
 
-sift_status sift_kv_create_pools(sift_session *s)
+struct kv_cache {
+    sift_context *ctx;
+    kv_cache_config cfg;
+    int64_t seq_pages;  /* logical pages of a sequence */
+    int64_t pool_pages; /* physical pages: [0, dev_pages) on the device, [dev_pages, pool_pages) in host memory */
+    int64_t dev_pages;
+    int32_t *free_dev;  /* a stack of free device pages; the lowest pop first */
+    int64_t n_free_dev;
+    int32_t *free_host; /* a stack of free host pages */
+    int64_t n_free_host;
+    int64_t pages_moved; /* device -> host moves so far */
+    /* [n_layer][KV_FAMILIES]: the device pool (every page where the family is resident), and the
+     * host pool of pages [dev_pages, pool_pages) where it moves (else NULL) */
+    sift_tensor **pool, **host;
+    kv_seq *seqs;
+};
+
+static bool offloaded(const kv_cache *c) { return c->dev_pages < c->pool_pages; }
+
+static int64_t pages_of(const kv_cache *c, int64_t tokens) { return (tokens + c->cfg.page_size - 1) / c->cfg.page_size; }
+
+/* The index of layer l's family f in the [n_layer][KV_FAMILIES] arrays. */
+static size_t slot(uint32_t l, int f) { return (size_t)l * KV_FAMILIES + (size_t)f; }
+
+/* The bytes of a row of family f. */
+static size_t row_bytes(const kv_cache *c, kv_family f)
 {
-    const sift_gguf_hparams *hp = &s->m->hp;
-    const sift_session_config *c = &s->cfg;
-    s->dev_pages = s->pool_pages;
-    if (c->kv_device_tokens > 0) {
-        const int64_t dev = (c->kv_device_tokens + c->page_size - 1) / c->page_size;
-        if (dev < s->pool_pages) s->dev_pages = dev;
-    }
-    const int64_t host_pages = s->pool_pages - s->dev_pages;
-    s->kpool = calloc(hp->n_layer, sizeof *s->kpool);
-    s->vpool = calloc(hp->n_layer, sizeof *s->vpool);
-    s->khost = calloc(hp->n_layer, sizeof *s->khost);
-    s->vhost = calloc(hp->n_layer, sizeof *s->vhost);
-    s->free_pages = malloc((size_t)s->dev_pages * sizeof *s->free_pages);
-    s->free_host = malloc((size_t)(host_pages ? host_pages : 1) * sizeof *s->free_host);
-    if (!s->kpool || !s->vpool || !s->khost || !s->vhost || !s->free_pages || !s->free_host)
-        return sift_set_error(SIFT_E_NOMEM, "sift_session_create: out of memory");
-    /* free pages pop from the end: the lowest pages are handed out first */
-    for (int64_t p = 0; p < s->dev_pages; p++) s->free_pages[p] = (int32_t)(s->dev_pages - 1 - p);
-    s->n_free = s->dev_pages;
-    for (int64_t p = 0; p < host_pages; p++) s->free_host[p] = (int32_t)(s->pool_pages - 1 - p);
-    s->n_free_host = host_pages;
-    const int64_t P = c->page_size;
-    const int64_t all[3] = {hp->n_head_kv, s->pool_pages * P, hp->head_dim}; /* [Hkv][R][D] */
-    const int64_t dev[3] = {hp->n_head_kv, s->dev_pages * P, hp->head_dim};
-    const int64_t host[3] = {hp->n_head_kv, host_pages * P, hp->head_dim};
-    for (uint32_t l = 0; l < hp->n_layer; l++) {
-        /* TokenButler's layer 0 is dense: it reads every row every step, so under offload its K
-         * and V stay whole on the device (1/n_layer of the cache) rather than cross the link */
-        const bool whole = c->policy == SIFT_POLICY_BUTLER && l == 0;
-        const bool k_moves = offloaded(s) && !c->kv_offload_v_only && !whole, v_moves = offloaded(s) && !whole;
-        TRY(sift_tensor_create(s->m->ctx, c->kv_type, 3, k_moves ? dev : all, &s->kpool[l]));
-        TRY(sift_tensor_create(s->m->ctx, c->kv_type, 3, v_moves ? dev : all, &s->vpool[l]));
-        if (k_moves) TRY(sift_tensor_create_host(s->m->ctx, c->kv_type, 3, host, &s->khost[l]));
-        if (v_moves) TRY(sift_tensor_create_host(s->m->ctx, c->kv_type, 3, host, &s->vhost[l]));
-    }
-    if (!c->predictor) return SIFT_OK;
-    /* TokenButler's projected keys [Hkv][R][d'] (i8: [Hkv][R][d' + 4], each row's scale after it),
-     * on the same pages as K and V (layer 0 is dense), all on the device: scoring reads them all */
-    s->kppool = calloc(hp->n_layer, sizeof *s->kppool);
-    if (!s->kppool) return sift_set_error(SIFT_E_NOMEM, "sift_session_create: out of memory");
-    const int64_t kp_shape[3] = {hp->n_head_kv, s->pool_pages * P,
-                                 c->predictor->key_dim + sift_key_row_extra(c->predictor_keys)};
-    for (uint32_t l = 1; l < hp->n_layer; l++) TRY(sift_tensor_create(s->m->ctx, c->predictor_keys, 3, kp_shape, &s->kppool[l]));
+    if (f == KV_KP) return sift_key_row_bytes(c->cfg.key_type, c->cfg.key_dim);
+    return (size_t)c->cfg.head_dim * sift_dtype_size(c->cfg.kv_type);
+}
+
+bool sift_kv_cache_moves(const kv_cache_config *cfg, uint32_t l, kv_family f)
+{
+    if (f == KV_KP || l < cfg->resident_layers) return false;
+    return f == KV_V || !cfg->offload_v_only;
+}
+
+/* ---- creation ----------------------------------------------------------------------------------- */
+
+static sift_status check_config(const kv_cache_config *g)
+{
+    const char *fn = "sift_kv_cache_create";
+    if (g->n_layer < 1 || g->n_kv_heads < 1 || g->head_dim < 1 || g->n_seq < 1 || g->seq_tokens < 1 || g->pool_tokens < 1 ||
+        g->device_tokens < 0 || g->pinned_tokens < 0 || g->key_dim < 0 || g->resident_layers > g->n_layer)
+        return sift_set_error(SIFT_E_INVALID,
+                              "%s: %u layers, %lld KV heads of %lld, %d sequences of %lld tokens, a pool of %lld (%lld on the "
+                              "device), %lld pinned, projected keys of %lld, %u resident layers",
+                              fn, g->n_layer, (long long)g->n_kv_heads, (long long)g->head_dim, g->n_seq,
+                              (long long)g->seq_tokens, (long long)g->pool_tokens, (long long)g->device_tokens,
+                              (long long)g->pinned_tokens, (long long)g->key_dim, g->resident_layers);
+    if (g->page_size < 1 || (g->page_size & (g->page_size - 1)) != 0 || g->page_size > (1 << 20))
+        return sift_set_error(SIFT_E_INVALID, "%s: page size %lld is not a power of two up to 2^20", fn, (long long)g->page_size);
+    if (g->seq_tokens > INT32_MAX || g->pool_tokens > INT32_MAX)
+        return sift_set_error(SIFT_E_INVALID, "%s: %lld tokens a sequence and a pool of %lld exceed 2^31", fn,
+                              (long long)g->seq_tokens, (long long)g->pool_tokens);
+    if (g->kv_type != SIFT_F16 && g->kv_type != SIFT_F32)
+        return sift_set_error(SIFT_E_INVALID, "%s: K/V of type %s (f16 or f32)", fn, sift_dtype_name(g->kv_type));
+    if (g->key_dim > 0 && g->key_type != SIFT_F16 && g->key_type != SIFT_F32 && g->key_type != SIFT_I8)
+        return sift_set_error(SIFT_E_INVALID, "%s: projected keys of type %s (f16, f32 or i8)", fn, sift_dtype_name(g->key_type));
     return SIFT_OK;
 }
 
-/* A paged view of a family's pools: one pool, or the device pool and the host pool. */
-static sift_status family_view(sift_session *s, sift_tensor *pool, sift_tensor *host, const sift_tensor *pages, sift_tensor **out)
+/* Every layer's pools: each family one device pool of every page where it stays resident, else a
+ * device pool of dev_pages and a host pool of the rest. */
+static sift_status create_pools(kv_cache *c)
 {
-    return host ? sift_tensor_paged_view_pools(pool, host, pages, s->cfg.page_size, out)
-                : sift_tensor_paged_view(pool, pages, s->cfg.page_size, out);
-}
-
-/* A sequence's page table (no pages yet), its paged views of every layer's pools, and its mirrors. */
-sift_status sift_kv_create_sequence(sift_session *s, sequence *q)
-{
-    const sift_gguf_hparams *hp = &s->m->hp;
-    q->page_of = malloc((size_t)s->max_pages * sizeof *q->page_of);
-    q->layers = calloc(hp->n_layer, sizeof *q->layers);
-    if (!q->page_of || !q->layers) return sift_set_error(SIFT_E_NOMEM, "sift_session_create: out of memory");
-    for (int64_t p = 0; p < s->max_pages; p++) q->page_of[p] = -1;
-    TRY(sift_tensor_create(s->m->ctx, SIFT_I32, 1, &s->max_pages, &q->pages));
-    TRY(sift_tensor_write(q->pages, 0, q->page_of, (size_t)s->max_pages * sizeof(int32_t)));
-    for (uint32_t l = 0; l < hp->n_layer; l++) {
-        seq_layer *sl = &q->layers[l];
-        TRY(family_view(s, s->kpool[l], s->khost[l], q->pages, &sl->kview));
-        TRY(family_view(s, s->vpool[l], s->vhost[l], q->pages, &sl->vview));
-        if (s->kppool && s->kppool[l]) TRY(sift_tensor_paged_view(s->kppool[l], q->pages, s->cfg.page_size, &sl->kpview));
-        if (sift_keeps_mirror(s))
-            TRY(sift_kv_mirror_init(&sl->mirror, hp->n_head_kv, hp->head_dim, s->cfg.n_ctx, s->cfg.eval_mode != 0));
-    }
-    return SIFT_OK;
-}
-
-/* Frees every sequence's page table, views and mirrors, and the pools. */
-void sift_kv_destroy(sift_session *s)
-{
-    const uint32_t n_layer = s->m->hp.n_layer;
-    for (int i = 0; s->seqs && i < s->cfg.n_seq; i++) {
-        sequence *q = &s->seqs[i];
-        for (uint32_t l = 0; q->layers && l < n_layer; l++) {
-            sift_tensor_destroy(q->layers[l].kview);
-            sift_tensor_destroy(q->layers[l].vview);
-            sift_tensor_destroy(q->layers[l].kpview);
-            sift_kv_mirror_free(&q->layers[l].mirror);
+    const kv_cache_config *g = &c->cfg;
+    const int64_t P = g->page_size, host_pages = c->pool_pages - c->dev_pages;
+    for (uint32_t l = 0; l < g->n_layer; l++)
+        for (int f = 0; f < KV_FAMILIES; f++) {
+            if (f == KV_KP && (g->key_dim == 0 || l == 0)) continue;
+            const sift_dtype type = f == KV_KP ? g->key_type : g->kv_type;
+            const int64_t width = f == KV_KP ? g->key_dim + sift_key_row_extra(type) : g->head_dim;
+            const bool moves = offloaded(c) && sift_kv_cache_moves(g, l, (kv_family)f);
+            const int64_t shape[3] = {g->n_kv_heads, (moves ? c->dev_pages : c->pool_pages) * P, width}; /* [Hkv][R][D] */
+            TRY(sift_tensor_create(c->ctx, type, 3, shape, &c->pool[slot(l, f)]));
+            if (moves)
+                TRY(sift_tensor_create_host(c->ctx, type, 3, (int64_t[]){g->n_kv_heads, host_pages * P, width},
+                                            &c->host[slot(l, f)]));
         }
+    return SIFT_OK;
+}
+
+/* A sequence's page table (no pages yet) and its paged views of every pool. */
+static sift_status create_sequence(kv_cache *c, kv_seq *q)
+{
+    const kv_cache_config *g = &c->cfg;
+    q->page_of = malloc((size_t)c->seq_pages * sizeof *q->page_of);
+    q->views = calloc((size_t)g->n_layer * KV_FAMILIES, sizeof *q->views);
+    if (!q->page_of || !q->views) return sift_set_error(SIFT_E_NOMEM, "sift_kv_cache_create: out of memory");
+    for (int64_t p = 0; p < c->seq_pages; p++) q->page_of[p] = -1;
+    TRY(sift_tensor_create(c->ctx, SIFT_I32, 1, &c->seq_pages, &q->pages));
+    TRY(sift_tensor_write(q->pages, 0, q->page_of, (size_t)c->seq_pages * sizeof(int32_t)));
+    for (size_t i = 0; i < (size_t)g->n_layer * KV_FAMILIES; i++) {
+        if (!c->pool[i]) continue;
+        if (c->host[i]) TRY(sift_tensor_paged_view_pools(c->pool[i], c->host[i], q->pages, g->page_size, &q->views[i]));
+        else TRY(sift_tensor_paged_view(c->pool[i], q->pages, g->page_size, &q->views[i]));
+    }
+    return SIFT_OK;
+}
+
+sift_status sift_kv_cache_create(sift_context *ctx, const kv_cache_config *cfg, kv_cache **out)
+{
+    if (!out) return sift_set_error(SIFT_E_INVALID, "sift_kv_cache_create: out is NULL");
+    *out = NULL;
+    if (!ctx || !cfg) return sift_set_error(SIFT_E_INVALID, "sift_kv_cache_create: null argument");
+    TRY(check_config(cfg));
+    kv_cache *c = calloc(1, sizeof *c);
+    if (!c) return sift_set_error(SIFT_E_NOMEM, "sift_kv_cache_create: out of memory");
+    c->ctx = ctx;
+    c->cfg = *cfg;
+    c->seq_pages = pages_of(c, cfg->seq_tokens);
+    c->pool_pages = pages_of(c, cfg->pool_tokens);
+    c->dev_pages = c->pool_pages;
+    if (cfg->device_tokens > 0 && pages_of(c, cfg->device_tokens) < c->pool_pages) c->dev_pages = pages_of(c, cfg->device_tokens);
+    const int64_t host_pages = c->pool_pages - c->dev_pages;
+    const size_t n_pools = (size_t)cfg->n_layer * KV_FAMILIES;
+    c->pool = calloc(n_pools, sizeof *c->pool);
+    c->host = calloc(n_pools, sizeof *c->host);
+    c->free_dev = malloc((size_t)c->dev_pages * sizeof *c->free_dev);
+    c->free_host = malloc((size_t)(host_pages ? host_pages : 1) * sizeof *c->free_host);
+    c->seqs = calloc((size_t)cfg->n_seq, sizeof *c->seqs);
+    sift_status st = SIFT_OK;
+    if (!c->pool || !c->host || !c->free_dev || !c->free_host || !c->seqs)
+        st = sift_set_error(SIFT_E_NOMEM, "sift_kv_cache_create: out of memory");
+    if (st == SIFT_OK) {
+        /* free pages pop from the end: the lowest pages are handed out first */
+        for (int64_t p = 0; p < c->dev_pages; p++) c->free_dev[p] = (int32_t)(c->dev_pages - 1 - p);
+        c->n_free_dev = c->dev_pages;
+        for (int64_t p = 0; p < host_pages; p++) c->free_host[p] = (int32_t)(c->pool_pages - 1 - p);
+        c->n_free_host = host_pages;
+        st = create_pools(c);
+    }
+    for (int i = 0; st == SIFT_OK && i < cfg->n_seq; i++) st = create_sequence(c, &c->seqs[i]);
+    if (st != SIFT_OK) {
+        sift_kv_cache_destroy(c);
+        return st;
+    }
+    *out = c;
+    return SIFT_OK;
+}
+
+void sift_kv_cache_destroy(kv_cache *c)
+{
+    if (!c) return;
+    const size_t n_pools = (size_t)c->cfg.n_layer * KV_FAMILIES;
+    for (int i = 0; c->seqs && i < c->cfg.n_seq; i++) {
+        kv_seq *q = &c->seqs[i];
+        for (size_t v = 0; q->views && v < n_pools; v++) sift_tensor_destroy(q->views[v]);
+        free(q->views);
         sift_tensor_destroy(q->pages);
         free(q->page_of);
     }
-    for (uint32_t l = 0; s->kpool && l < n_layer; l++) {
-        sift_tensor_destroy(s->kpool[l]);
-        sift_tensor_destroy(s->vpool[l]);
+    for (size_t i = 0; c->pool && c->host && i < n_pools; i++) {
+        sift_tensor_destroy(c->pool[i]);
+        sift_tensor_destroy(c->host[i]);
     }
-    for (uint32_t l = 0; s->khost && s->vhost && l < n_layer; l++) {
-        sift_tensor_destroy(s->khost[l]);
-        sift_tensor_destroy(s->vhost[l]);
-    }
-    for (uint32_t l = 0; s->kppool && l < n_layer; l++) sift_tensor_destroy(s->kppool[l]);
-    free(s->kppool);
-    free(s->kpool);
-    free(s->vpool);
-    free(s->khost);
-    free(s->vhost);
-    free(s->free_pages);
-    free(s->free_host);
+    free(c->pool);
+    free(c->host);
+    free(c->seqs);
+    free(c->free_dev);
+    free(c->free_host);
+    free(c);
 }
 
-/* ---- where a page's rows live ------------------------------------------------------------------ */
+void sift_kv_cache_set_pinned(kv_cache *c, int64_t tokens) { c->cfg.pinned_tokens = tokens; }
 
-/* The storage of physical page `page` of a family of pools (pool, and host: NULL where the family
- * is resident) in KV head h, rows of row_bytes bytes: the tensor holding it, and the byte offset of
- * the page's first row there. The host side of sift_kv_phys_row and sift_kv_pool_row. */
-static sift_tensor *page_at(const sift_session *s, sift_tensor *pool, sift_tensor *host, int64_t h, int64_t page,
-                            size_t row_bytes, size_t *offset)
+int64_t sift_kv_cache_len(const kv_cache *c, int seq) { return c->seqs[seq].len; }
+
+sift_tensor *sift_kv_cache_view(const kv_cache *c, int seq, uint32_t l, kv_family f) { return c->seqs[seq].views[slot(l, f)]; }
+
+const int32_t *sift_kv_cache_pages(const kv_cache *c, int seq, int64_t *n_pages)
 {
-    const int64_t P = s->cfg.page_size;
-    if (host && page >= s->dev_pages) {
-        *offset = (size_t)(h * host->shape[1] + (page - s->dev_pages) * P) * row_bytes;
-        return host;
-    }
-    *offset = (size_t)(h * pool->shape[1] + page * P) * row_bytes;
-    return pool;
+    *n_pages = c->seqs[seq].n_pages;
+    return c->seqs[seq].page_of;
 }
 
-/* Rows [j, end) of KV head h of sequence q in a family of pools: the tensor holding row j and its
- * byte offset, and how many of the rows from j on lie in j's page (a contiguous run). */
-static int64_t pool_run_rows(const sift_session *s, const sequence *q, sift_tensor *pool, sift_tensor *host, int64_t h,
-                             int64_t j, int64_t end, size_t row_bytes, sift_tensor **where, size_t *offset)
+/* ---- where rows live ----------------------------------------------------------------------------- */
+
+/* Layer l's family f through some page table: every sequence's view numbers the physical rows
+ * alike (they share the pools), so any one addresses physical pages. */
+static const sift_tensor *family(const kv_cache *c, uint32_t l, kv_family f) { return c->seqs[0].views[slot(l, f)]; }
+
+/* Rows [j, end) of KV head h of sequence q in a view of its: the tensor holding row j and its byte
+ * offset there, and how many of the rows from j on lie in j's page (a contiguous run). */
+static int64_t run_rows(const kv_cache *c, const kv_seq *q, const sift_tensor *view, int64_t h, int64_t j, int64_t end,
+                        const sift_tensor **where, size_t *offset)
 {
-    const int64_t P = s->cfg.page_size;
-    *where = page_at(s, pool, host, h, q->page_of[j / P], row_bytes, offset);
-    *offset += (size_t)(j % P) * row_bytes;
+    const int64_t P = c->cfg.page_size;
+    *where = sift_kv_row_storage(view, h, sift_kv_phys_row(view, q->page_of, j), offset);
     return P - j % P < end - j ? P - j % P : end - j;
 }
 
-/* pool_run_rows's run, continued over the following pages while they lie next to it in the same
- * tensor (a fresh sequence's pages do), up to max_rows rows: one transfer in place of one a page. */
-static int64_t pool_span_rows(const sift_session *s, const sequence *q, sift_tensor *pool, sift_tensor *host, int64_t h,
-                              int64_t j, int64_t end, size_t row_bytes, int64_t max_rows, sift_tensor **where,
-                              size_t *offset)
+/* run_rows's run, continued over the following pages while they lie next to it in the same tensor
+ * (a fresh sequence's pages do), up to max_rows rows: one transfer in place of one a page. */
+static int64_t span_rows(const kv_cache *c, const kv_seq *q, const sift_tensor *view, int64_t h, int64_t j, int64_t end,
+                         size_t bytes_per_row, int64_t max_rows, const sift_tensor **where, size_t *offset)
 {
-    int64_t run = pool_run_rows(s, q, pool, host, h, j, end, row_bytes, where, offset);
+    int64_t run = run_rows(c, q, view, h, j, end, where, offset);
     while (j + run < end) {
         size_t next_off;
-        sift_tensor *next;
-        const int64_t more = pool_run_rows(s, q, pool, host, h, j + run, end, row_bytes, &next, &next_off);
-        if (next != *where || next_off != *offset + (size_t)run * row_bytes || run + more > max_rows) break;
+        const sift_tensor *next;
+        const int64_t more = run_rows(c, q, view, h, j + run, end, &next, &next_off);
+        if (next != *where || next_off != *offset + (size_t)run * bytes_per_row || run + more > max_rows) break;
         run += more;
     }
     return run;
 }
 
-/* The same in layer l's K (which 0) or V (1) pools, rows of D values of the cache's type. */
-static int64_t pool_run(const sift_session *s, const sequence *q, uint32_t l, int which, int64_t h, int64_t j, int64_t end,
-                        sift_tensor **where, size_t *offset)
+/* Copies the rows of physical page `from` to page `to` in layer l's family f, every KV head,
+ * through buf (a page of rows). */
+static sift_status copy_page(const kv_cache *c, uint32_t l, kv_family f, int64_t from, int64_t to, unsigned char *buf)
 {
-    return pool_run_rows(s, q, which ? s->vpool[l] : s->kpool[l], which ? s->vhost[l] : s->khost[l], h, j, end,
-                         (size_t)s->m->hp.head_dim * sift_dtype_size(s->cfg.kv_type), where, offset);
-}
-
-/* Copies the rows of physical page `from` to page `to` in a family of pools, every KV head, through
- * buf (a page of rows). */
-static sift_status copy_page(sift_session *s, sift_tensor *pool, sift_tensor *host, size_t row_bytes, int64_t from, int64_t to,
-                             unsigned char *buf)
-{
-    const size_t bytes = (size_t)s->cfg.page_size * row_bytes;
-    for (int64_t h = 0; h < s->m->hp.n_head_kv; h++) {
+    const sift_tensor *view = family(c, l, f);
+    const int64_t P = c->cfg.page_size;
+    const size_t bytes = (size_t)P * row_bytes(c, f);
+    for (int64_t h = 0; h < c->cfg.n_kv_heads; h++) {
         size_t src_off, dst_off;
-        sift_tensor *src = page_at(s, pool, host, h, from, row_bytes, &src_off);
-        sift_tensor *dst = page_at(s, pool, host, h, to, row_bytes, &dst_off);
+        const sift_tensor *src = sift_kv_row_storage(view, h, from * P, &src_off);
+        const sift_tensor *dst = sift_kv_row_storage(view, h, to * P, &dst_off);
         TRY(sift_tensor_read(src, src_off, buf, bytes));
-        TRY(sift_tensor_write(dst, dst_off, buf, bytes));
+        TRY(sift_tensor_write((sift_tensor *)dst, dst_off, buf, bytes)); /* a pool of the cache's own */
     }
     return SIFT_OK;
 }
@@ -196,57 +243,46 @@ static sift_status copy_page(sift_session *s, sift_tensor *pool, sift_tensor *ho
 /* Moves the rows of physical page `from` (on the device) to page `to` (a host page) in every
  * family of every layer: K and V, and the projected keys (which stay on the device, in their
  * pool's page `to`). */
-static sift_status move_page(sift_session *s, int64_t from, int64_t to)
+static sift_status move_page(kv_cache *c, int64_t from, int64_t to)
 {
-    const sift_gguf_hparams *hp = &s->m->hp;
-    const size_t kv_row = (size_t)hp->head_dim * sift_dtype_size(s->cfg.kv_type);
-    size_t kp_row = 0;
-    if (s->kppool) {
-        const sift_tensor *kp = s->kppool[hp->n_layer > 1 ? 1 : 0];
-        if (kp) kp_row = (size_t)kp->shape[2] * sift_dtype_size(kp->dtype);
-    }
-    unsigned char *buf = malloc((size_t)s->cfg.page_size * (kv_row > kp_row ? kv_row : kp_row));
-    if (!buf) return sift_set_error(SIFT_E_NOMEM, "session: out of memory for a page move");
+    const size_t kv_row = row_bytes(c, KV_K), kp_row = c->cfg.key_dim ? row_bytes(c, KV_KP) : 0;
+    unsigned char *buf = malloc((size_t)c->cfg.page_size * (kv_row > kp_row ? kv_row : kp_row));
+    if (!buf) return sift_set_error(SIFT_E_NOMEM, "kv cache: out of memory for a page move");
     sift_status st = SIFT_OK;
-    for (uint32_t l = 0; l < hp->n_layer && st == SIFT_OK; l++) {
-        st = copy_page(s, s->kpool[l], s->khost[l], kv_row, from, to, buf);
-        if (st == SIFT_OK) st = copy_page(s, s->vpool[l], s->vhost[l], kv_row, from, to, buf);
-        if (st == SIFT_OK && s->kppool && s->kppool[l]) st = copy_page(s, s->kppool[l], NULL, kp_row, from, to, buf);
-    }
+    for (uint32_t l = 0; l < c->cfg.n_layer && st == SIFT_OK; l++)
+        for (int f = 0; f < KV_FAMILIES && st == SIFT_OK; f++)
+            if (family(c, l, (kv_family)f)) st = copy_page(c, l, (kv_family)f, from, to, buf);
     free(buf);
-    if (st == SIFT_OK) s->pages_moved++;
+    if (st == SIFT_OK) c->pages_moved++;
     return st;
 }
 
 /* ---- pages ------------------------------------------------------------------------------------- */
 
-/* Pages at the start of a sequence that stay on the device under offload: the sink's. */
-static int64_t pinned_pages(const sift_session *s) { return (s->cfg.sink + s->cfg.page_size - 1) / s->cfg.page_size; }
-
-/* A physical page for logical page p of sequence q (whose pages [0, p) are held; rows [0, q->pos)
+/* A physical page for logical page p of sequence q (whose pages [0, p) are held; rows [0, q->len)
  * written): a free device page; under offload, when there is none, the device page of q's oldest
- * logical page past the sink, whose rows (those written) move to a host page first; else a host
- * page. *lo gets the lowest logical page whose entry changed. */
-static sift_status take_page(sift_session *s, sequence *q, int64_t p, int64_t *lo)
+ * logical page past the pinned ones, whose rows (those written) move to a host page first; else a
+ * host page. *lo gets the lowest logical page whose entry changed. */
+static sift_status take_page(kv_cache *c, kv_seq *q, int64_t p, int64_t *lo)
 {
-    if (s->n_free > 0) {
-        q->page_of[p] = s->free_pages[--s->n_free];
+    if (c->n_free_dev > 0) {
+        q->page_of[p] = c->free_dev[--c->n_free_dev];
         return SIFT_OK;
     }
-    const int64_t P = s->cfg.page_size, pinned = pinned_pages(s);
+    const int64_t P = c->cfg.page_size, pinned = pages_of(c, c->cfg.pinned_tokens);
     int64_t v = q->dev_cursor > pinned ? q->dev_cursor : pinned;
-    while (v < p && q->page_of[v] >= s->dev_pages) v++;
+    while (v < p && q->page_of[v] >= c->dev_pages) v++;
     q->dev_cursor = v;
-    const int32_t host = s->free_host[--s->n_free_host];
-    if (v >= p) { /* every older page past the sink is on the host already, or none is q's */
+    const int32_t host = c->free_host[--c->n_free_host];
+    if (v >= p) { /* every older unpinned page is on the host already, or none is q's */
         q->page_of[p] = host;
         return SIFT_OK;
     }
     const int32_t dev = q->page_of[v];
-    if (v * P < q->pos) {
-        const sift_status st = move_page(s, dev, host);
+    if (v * P < q->len) {
+        const sift_status st = move_page(c, dev, host);
         if (st != SIFT_OK) {
-            s->free_host[s->n_free_host++] = host;
+            c->free_host[c->n_free_host++] = host;
             return st;
         }
     }
@@ -257,19 +293,19 @@ static sift_status take_page(sift_session *s, sequence *q, int64_t p, int64_t *l
     return SIFT_OK;
 }
 
-/* Gives sequence q the pages that positions [0, end) need, taking them from the pool. */
-sift_status sift_kv_ensure_pages(sift_session *s, sequence *q, int64_t end)
+sift_status sift_kv_cache_reserve(kv_cache *c, int seq, int64_t end)
 {
-    const int64_t want = (end + s->cfg.page_size - 1) / s->cfg.page_size, first = q->n_pages;
+    kv_seq *q = &c->seqs[seq];
+    const int64_t want = pages_of(c, end), first = q->n_pages;
     if (want <= first) return SIFT_OK;
-    if (want - first > s->n_free + s->n_free_host)
+    if (want - first > c->n_free_dev + c->n_free_host)
         return sift_set_error(SIFT_E_LIMIT, "session: the KV pool is full (%lld pages of %lld tokens, %lld free, %lld needed)",
-                              (long long)s->pool_pages, (long long)s->cfg.page_size, (long long)(s->n_free + s->n_free_host),
-                              (long long)(want - first));
+                              (long long)c->pool_pages, (long long)c->cfg.page_size,
+                              (long long)(c->n_free_dev + c->n_free_host), (long long)(want - first));
     int64_t lo = first;
     sift_status st = SIFT_OK;
     for (int64_t p = first; p < want && st == SIFT_OK; p++) {
-        st = take_page(s, q, p, &lo);
+        st = take_page(c, q, p, &lo);
         if (st == SIFT_OK) q->n_pages = p + 1;
     }
     const sift_status wst = sift_tensor_write(q->pages, (size_t)lo * sizeof(int32_t), q->page_of + lo,
@@ -277,14 +313,17 @@ sift_status sift_kv_ensure_pages(sift_session *s, sequence *q, int64_t end)
     return st != SIFT_OK ? st : wst;
 }
 
-/* Returns the pages past position end to the pool. */
-sift_status sift_kv_release_pages(sift_session *s, sequence *q, int64_t end)
+void sift_kv_cache_advance(kv_cache *c, int seq, int64_t n) { c->seqs[seq].len += n; }
+
+sift_status sift_kv_cache_rewind(kv_cache *c, int seq, int64_t pos)
 {
-    const int64_t keep = (end + s->cfg.page_size - 1) / s->cfg.page_size, had = q->n_pages;
+    kv_seq *q = &c->seqs[seq];
+    q->len = pos;
+    const int64_t keep = pages_of(c, pos), had = q->n_pages;
     if (keep >= had) return SIFT_OK;
     for (int64_t p = keep; p < had; p++) {
-        if (q->page_of[p] >= s->dev_pages) s->free_host[s->n_free_host++] = q->page_of[p];
-        else s->free_pages[s->n_free++] = q->page_of[p];
+        if (q->page_of[p] >= c->dev_pages) c->free_host[c->n_free_host++] = q->page_of[p];
+        else c->free_dev[c->n_free_dev++] = q->page_of[p];
         q->page_of[p] = -1;
     }
     q->n_pages = keep;
@@ -292,115 +331,110 @@ sift_status sift_kv_release_pages(sift_session *s, sequence *q, int64_t end)
     return sift_tensor_write(q->pages, (size_t)keep * sizeof(int32_t), q->page_of + keep, (size_t)(had - keep) * sizeof(int32_t));
 }
 
-/* ---- host mirrors -------------------------------------------------------------------------------- */
+/* ---- the host's reads and writes ------------------------------------------------------------------ */
 
-/* Copies rows [pos0, pos0 + t) of layer l of sequence q from the pools into its mirror. */
-sift_status sift_kv_mirror_rows(sift_session *s, sequence *q, uint32_t l, int64_t pos0, int64_t t)
+sift_status sift_kv_cache_read_rows(const kv_cache *c, int seq, uint32_t l, kv_family f, int64_t pos0, int64_t n, float *dst,
+                                    int64_t dst_rows)
 {
-    seq_layer *sl = &q->layers[l];
-    sift_kv_mirror *mr = &sl->mirror;
-    const int64_t d = mr->head_dim, p = s->cfg.page_size;
-    const size_t elt = sift_dtype_size(s->cfg.kv_type);
-    unsigned char *buf = malloc((size_t)(p * d) * elt);
-    if (!buf) return sift_set_error(SIFT_E_NOMEM, "session: out of memory");
+    const kv_seq *q = &c->seqs[seq];
+    const sift_tensor *view = f == KV_KP ? NULL : q->views[slot(l, f)];
+    const int64_t held = q->n_pages * c->cfg.page_size;
+    if (!view || pos0 < 0 || n < 0 || pos0 + n > held || pos0 + n > dst_rows)
+        return sift_set_error(SIFT_E_INVALID, "sift_kv_cache_read_rows: rows [%lld, %lld) of the %lld on %lld pages held, into %lld rows",
+                              (long long)pos0, (long long)(pos0 + n), (long long)held, (long long)q->n_pages, (long long)dst_rows);
+    const int64_t d = c->cfg.head_dim;
+    const size_t elt = sift_dtype_size(c->cfg.kv_type);
+    unsigned char *buf = malloc((size_t)(c->cfg.page_size * d) * elt);
+    if (!buf) return sift_set_error(SIFT_E_NOMEM, "kv cache: out of memory");
     sift_status st = SIFT_OK;
-    for (int which = 0; which < 2 && st == SIFT_OK; which++) {
-        float *dst = which ? mr->v : mr->k;
-        if (!dst) continue;
-        for (int64_t h = 0; h < mr->n_kv_heads && st == SIFT_OK; h++)
-            for (int64_t j = pos0; j < pos0 + t && st == SIFT_OK;) {
-                size_t off;
-                sift_tensor *pool;
-                const int64_t run = pool_run(s, q, l, which, h, j, pos0 + t, &pool, &off);
-                st = sift_tensor_read(pool, off, buf, (size_t)(run * d) * elt);
-                float *out = dst + (h * mr->cap + j) * d;
-                if (elt == 2) sift_f16_to_f32(out, (const uint16_t *)buf, (size_t)(run * d));
-                else memcpy(out, buf, (size_t)(run * d) * sizeof(float));
-                j += run;
-            }
-    }
+    for (int64_t h = 0; h < c->cfg.n_kv_heads && st == SIFT_OK; h++)
+        for (int64_t j = pos0; j < pos0 + n && st == SIFT_OK;) {
+            size_t off;
+            const sift_tensor *pool;
+            const int64_t run = run_rows(c, q, view, h, j, pos0 + n, &pool, &off);
+            st = sift_tensor_read(pool, off, buf, (size_t)(run * d) * elt);
+            float *out = dst + (h * dst_rows + j) * d;
+            if (elt == 2) sift_f16_to_f32(out, (const uint16_t *)buf, (size_t)(run * d));
+            else memcpy(out, buf, (size_t)(run * d) * sizeof(float));
+            j += run;
+        }
     free(buf);
-    if (st == SIFT_OK) sift_kv_mirror_update(mr, pos0, t);
     return st;
-}
-
-/* ---- synthetic contexts and sizes ---------------------------------------------------------------- */
-
-sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uint64_t seed)
-{
-    return sift_session_fill_synthetic_seq(s, 0, n, seed);
 }
 
 /* The pages of rows of row_bytes bytes that fill_synthetic's buffer holds: as many as n rows from
  * a page's middle can span (one more than they fill), at most 8 MiB of them, at least one. */
-static int64_t fill_span_pages(int64_t n, int64_t page_rows, size_t row_bytes)
+static int64_t fill_span_pages(int64_t n, int64_t page_rows, size_t bytes_per_row)
 {
     const int64_t need = (n + page_rows - 1) / page_rows + 1;
-    const int64_t cap = (int64_t)(((size_t)8 << 20) / ((size_t)page_rows * row_bytes));
+    const int64_t cap = (int64_t)(((size_t)8 << 20) / ((size_t)page_rows * bytes_per_row));
     return need < cap ? need : cap > 1 ? cap : 1;
 }
 
-/* Writes rows [q->pos, q->pos + n) of every KV head in a family of pools (pool, and host: NULL
- * where the family is resident) from buf, max_rows rows of row_bytes bytes: a write per run of
- * adjacent pages. */
-static sift_status fill_family(const sift_session *s, const sequence *q, sift_tensor *pool, sift_tensor *host, int64_t n,
-                               size_t row_bytes, const unsigned char *buf, int64_t max_rows)
+/* Writes rows [q->len, q->len + n) of every KV head through view from buf, max_rows rows: a write
+ * per run of adjacent pages. */
+static sift_status fill_family(const kv_cache *c, const kv_seq *q, const sift_tensor *view, int64_t n, size_t bytes_per_row,
+                               const unsigned char *buf, int64_t max_rows)
 {
-    for (int64_t h = 0; h < s->m->hp.n_head_kv; h++)
-        for (int64_t j = q->pos; j < q->pos + n;) {
+    for (int64_t h = 0; h < c->cfg.n_kv_heads; h++)
+        for (int64_t j = q->len; j < q->len + n;) {
             size_t off;
-            sift_tensor *t;
-            const int64_t run = pool_span_rows(s, q, pool, host, h, j, q->pos + n, row_bytes, max_rows, &t, &off);
-            TRY(sift_tensor_write(t, off, buf, (size_t)run * row_bytes));
+            const sift_tensor *t;
+            const int64_t run = span_rows(c, q, view, h, j, q->len + n, bytes_per_row, max_rows, &t, &off);
+            TRY(sift_tensor_write((sift_tensor *)t, off, buf, (size_t)run * bytes_per_row));
             j += run;
         }
     return SIFT_OK;
 }
 
-sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n, uint64_t seed)
+/* The next value in [-1, 1) of fill_synthetic's xorshift stream. */
+static float next_value(uint64_t *x)
 {
-    if (!s) return sift_set_error(SIFT_E_INVALID, "sift_session_fill_synthetic: session is NULL");
-    if (seq < 0 || seq >= s->cfg.n_seq)
-        return sift_set_error(SIFT_E_INVALID, "sift_session_fill_synthetic: no sequence %d of %d", seq, s->cfg.n_seq);
-    sequence *q = &s->seqs[seq];
-    if (n < 0 || n > s->cfg.n_ctx - q->pos)
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    return (float)(int32_t)(*x >> 32) * (1.0f / 2147483648.0f);
+}
+
+sift_status sift_kv_cache_fill_synthetic(kv_cache *c, int seq, int64_t n, uint64_t seed)
+{
+    if (seq < 0 || seq >= c->cfg.n_seq)
+        return sift_set_error(SIFT_E_INVALID, "sift_session_fill_synthetic: no sequence %d of %d", seq, c->cfg.n_seq);
+    kv_seq *q = &c->seqs[seq];
+    if (n < 0 || n > c->cfg.seq_tokens - q->len)
         return sift_set_error(SIFT_E_LIMIT, "sift_session_fill_synthetic: %lld tokens do not fit after %lld of %lld",
-                              (long long)n, (long long)q->pos, (long long)s->cfg.n_ctx);
-    TRY(sift_kv_ensure_pages(s, q, q->pos + n));
+                              (long long)n, (long long)q->len, (long long)c->cfg.seq_tokens);
+    TRY(sift_kv_cache_reserve(c, seq, q->len + n));
     /* one page of random rows, repeated over up to 8 MiB and written over and over: the values do
      * not matter, the upload does (in runs of adjacent pages: on a GPU each write is a round trip) */
-    const int64_t d = s->m->hp.head_dim, p = s->cfg.page_size;
-    const size_t elt = sift_dtype_size(s->cfg.kv_type), kv_row = (size_t)d * elt, page_bytes = (size_t)p * kv_row;
+    const int64_t d = c->cfg.head_dim, p = c->cfg.page_size;
+    const size_t elt = sift_dtype_size(c->cfg.kv_type), kv_row = row_bytes(c, KV_K), page_bytes = (size_t)p * kv_row;
     const int64_t span_pages = fill_span_pages(n, p, kv_row);
     unsigned char *buf = malloc((size_t)span_pages * page_bytes);
     if (!buf) return sift_set_error(SIFT_E_NOMEM, "sift_session_fill_synthetic: out of memory");
     uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
     for (int64_t i = 0; i < p * d; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        const float v = (float)(int32_t)(x >> 32) * (1.0f / 2147483648.0f);
+        const float v = next_value(&x);
         if (elt == 2) ((uint16_t *)buf)[i] = sift_float_to_half(v);
         else ((float *)buf)[i] = v;
     }
     for (int64_t pg = 1; pg < span_pages; pg++) memcpy(buf + (size_t)pg * page_bytes, buf, page_bytes);
     sift_status st = SIFT_OK;
-    for (uint32_t l = 0; st == SIFT_OK && l < s->m->hp.n_layer; l++) {
-        st = fill_family(s, q, s->kpool[l], s->khost[l], n, kv_row, buf, span_pages * p);
-        if (st == SIFT_OK) st = fill_family(s, q, s->vpool[l], s->vhost[l], n, kv_row, buf, span_pages * p);
+    for (uint32_t l = 0; st == SIFT_OK && l < c->cfg.n_layer; l++) {
+        st = fill_family(c, q, q->views[slot(l, KV_K)], n, kv_row, buf, span_pages * p);
+        if (st == SIFT_OK) st = fill_family(c, q, q->views[slot(l, KV_V)], n, kv_row, buf, span_pages * p);
     }
     free(buf);
     /* the projected keys, one random page the same way: f16 or f32 rows of d' values, or i8 rows of
      * d' values and the scale 1.0 */
-    const sift_dtype kt = s->cfg.predictor_keys;
-    const int64_t dk = s->cfg.predictor ? s->cfg.predictor->key_dim : 0, row_elems = dk + sift_key_row_extra(kt);
-    const size_t row_bytes = (size_t)row_elems * sift_dtype_size(kt);
-    const int64_t kp_pages = dk ? fill_span_pages(n, p, row_bytes) : 1;
-    buf = st == SIFT_OK && dk ? malloc((size_t)(kp_pages * p) * row_bytes) : NULL;
+    const sift_dtype kt = c->cfg.key_type;
+    const int64_t dk = c->cfg.key_dim;
+    const size_t kp_row = dk ? row_bytes(c, KV_KP) : 0;
+    const int64_t kp_pages = dk ? fill_span_pages(n, p, kp_row) : 1;
+    buf = st == SIFT_OK && dk ? malloc((size_t)(kp_pages * p) * kp_row) : NULL;
     if (st == SIFT_OK && dk && !buf) st = sift_set_error(SIFT_E_NOMEM, "sift_session_fill_synthetic: out of memory");
     for (int64_t r = 0; buf && r < p; r++)
         for (int64_t i = 0; i < dk; i++) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            const float v = (float)(int32_t)(x >> 32) * (1.0f / 2147483648.0f);
-            unsigned char *row = buf + (size_t)r * row_bytes;
+            const float v = next_value(&x);
+            unsigned char *row = buf + (size_t)r * kp_row;
             if (kt == SIFT_I8) {
                 ((int8_t *)row)[i] = (int8_t)(v * 127.0f);
                 if (i == 0) memcpy(row + dk, &(float){1.0f}, sizeof(float));
@@ -410,51 +444,50 @@ sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n,
                 ((float *)row)[i] = v;
             }
         }
-    for (int64_t pg = 1; buf && pg < kp_pages; pg++) memcpy(buf + (size_t)(pg * p) * row_bytes, buf, (size_t)p * row_bytes);
-    for (uint32_t l = 1; st == SIFT_OK && buf && l < s->m->hp.n_layer; l++)
-        st = fill_family(s, q, s->kppool[l], NULL, n, row_bytes, buf, kp_pages * p);
+    for (int64_t pg = 1; buf && pg < kp_pages; pg++) memcpy(buf + (size_t)(pg * p) * kp_row, buf, (size_t)p * kp_row);
+    for (uint32_t l = 1; st == SIFT_OK && buf && l < c->cfg.n_layer; l++)
+        st = fill_family(c, q, q->views[slot(l, KV_KP)], n, kp_row, buf, kp_pages * p);
     free(buf);
-    if (st == SIFT_OK) q->pos += n;
+    if (st == SIFT_OK) q->len += n;
     return st;
 }
 
-size_t sift_session_predictor_key_bytes(const sift_session *s)
+/* ---- sizes --------------------------------------------------------------------------------------- */
+
+size_t sift_kv_cache_bytes(const kv_cache *c)
 {
     size_t total = 0;
-    for (uint32_t l = 0; s && s->kppool && l < s->m->hp.n_layer; l++)
-        if (s->kppool[l]) total += sift_tensor_nbytes(s->kppool[l]);
+    for (uint32_t l = 0; l < c->cfg.n_layer; l++)
+        for (int f = KV_K; f <= KV_V; f++)
+            total += sift_tensor_nbytes(c->pool[slot(l, f)]) + sift_tensor_nbytes(c->host[slot(l, f)]);
     return total;
 }
 
-size_t sift_session_kv_bytes(const sift_session *s)
+size_t sift_kv_cache_used_bytes(const kv_cache *c)
+{
+    const int64_t used = c->pool_pages - c->n_free_dev - c->n_free_host;
+    return (size_t)((double)sift_kv_cache_bytes(c) * (double)used / (double)c->pool_pages);
+}
+
+size_t sift_kv_cache_key_bytes(const kv_cache *c)
 {
     size_t total = 0;
-    for (uint32_t l = 0; s && l < s->m->hp.n_layer; l++)
-        total += sift_tensor_nbytes(s->kpool[l]) + sift_tensor_nbytes(s->vpool[l]) + sift_tensor_nbytes(s->khost[l]) +
-                 sift_tensor_nbytes(s->vhost[l]);
+    for (uint32_t l = 0; l < c->cfg.n_layer; l++) total += sift_tensor_nbytes(c->pool[slot(l, KV_KP)]);
     return total;
 }
 
-size_t sift_session_kv_used_bytes(const sift_session *s)
+void sift_kv_cache_pools(const kv_cache *c, sift_kv_pool_info *out)
 {
-    if (!s || s->pool_pages == 0) return 0;
-    const int64_t used = s->pool_pages - s->n_free - s->n_free_host;
-    return (size_t)((double)sift_session_kv_bytes(s) * (double)used / (double)s->pool_pages);
-}
-
-sift_status sift_session_kv_pools(const sift_session *s, sift_kv_pool_info *out)
-{
-    if (!s || !out) return sift_set_error(SIFT_E_INVALID, "sift_session_kv_pools: null argument");
     memset(out, 0, sizeof *out);
-    for (uint32_t l = 0; l < s->m->hp.n_layer; l++) {
-        out->device_bytes += sift_tensor_nbytes(s->kpool[l]) + sift_tensor_nbytes(s->vpool[l]);
-        out->host_bytes += sift_tensor_nbytes(s->khost[l]) + sift_tensor_nbytes(s->vhost[l]);
-    }
-    out->device_pages = s->dev_pages;
-    out->host_pages = s->pool_pages - s->dev_pages;
-    out->device_used = s->dev_pages - s->n_free;
-    out->host_used = out->host_pages - s->n_free_host;
-    out->pages_moved = s->pages_moved;
-    out->page_size = s->cfg.page_size;
-    return SIFT_OK;
+    for (uint32_t l = 0; l < c->cfg.n_layer; l++)
+        for (int f = KV_K; f <= KV_V; f++) {
+            out->device_bytes += sift_tensor_nbytes(c->pool[slot(l, f)]);
+            out->host_bytes += sift_tensor_nbytes(c->host[slot(l, f)]);
+        }
+    out->device_pages = c->dev_pages;
+    out->host_pages = c->pool_pages - c->dev_pages;
+    out->device_used = c->dev_pages - c->n_free_dev;
+    out->host_used = out->host_pages - c->n_free_host;
+    out->pages_moved = c->pages_moved;
+    out->page_size = c->cfg.page_size;
 }

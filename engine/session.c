@@ -44,11 +44,14 @@ void sift_session_destroy(sift_session *s)
     for (int i = 0; s->seqs && i < s->cfg.n_seq; i++) {
         sequence *q = &s->seqs[i];
         free_sequence_state(s, q);
-        for (uint32_t l = 0; q->layers && l < n_layer; l++) free(q->layers[l].obs_q);
+        for (uint32_t l = 0; q->layers && l < n_layer; l++) {
+            free(q->layers[l].obs_q);
+            sift_kv_mirror_free(&q->layers[l].mirror);
+        }
+        free(q->layers);
     }
-    sift_kv_destroy(s);
-    for (int i = 0; s->seqs && i < s->cfg.n_seq; i++) free(s->seqs[i].layers);
     free(s->seqs);
+    sift_kv_cache_destroy(s->kv);
     for (uint32_t l = 0; s->layer_out && l < n_layer; l++) sift_tensor_destroy(s->layer_out[l]);
     free(s->layer_out);
     for (int i = 0; i < A_COUNT; i++) sift_tensor_destroy(s->act[i]);
@@ -137,9 +140,10 @@ static sift_status make_select_warm(sift_session *s, sequence *q)
 
 /* The per-sequence state a policy needs: TokenSelect's Selection Cache; BUTLER's kept lists; for the host policies,
  * host lists and the policy's state (replaying the prompt queries kept from prefill). */
-static sift_status make_policy_state(sift_session *s, sequence *q)
+static sift_status make_policy_state(sift_session *s, int seq)
 {
     const sift_gguf_hparams *hp = &s->m->hp;
+    sequence *q = &s->seqs[seq];
     if (s->cfg.policy == SIFT_POLICY_TOKENSELECT || s->cfg.policy == SIFT_POLICY_BUTLER) TRY(make_select_warm(s, q));
     if (s->cfg.policy == SIFT_POLICY_TOKENSELECT && s->cfg.sel_cache <= 1.0f) return make_sel_cache(s, q);
     if (s->cfg.policy == SIFT_POLICY_BUTLER) return make_butler_lists(s, q);
@@ -151,11 +155,12 @@ static sift_status make_policy_state(sift_session *s, sequence *q)
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const seq_layer *sl = &q->layers[l];
         for (int i = 0; i < sl->n_obs; i++)
-            if (sl->obs_pos[i] < q->pos) TRY(sift_policy_observe(q->pstate, (int)l, sl->obs_q + i * qn, sl->obs_pos[i], 1));
+            if (sl->obs_pos[i] < sift_kv_cache_len(s->kv, seq)) TRY(sift_policy_observe(q->pstate, (int)l, sl->obs_q + i * qn, sl->obs_pos[i], 1));
     }
     return SIFT_OK;
 }
 
+/* Each sequence's layers: its mirrors of the cache, the prompt queries kept, its policy's state. */
 static sift_status create_sequences(sift_session *s)
 {
     const sift_gguf_hparams *hp = &s->m->hp;
@@ -164,15 +169,43 @@ static sift_status create_sequences(sift_session *s)
     if (!s->seqs) return sift_set_error(SIFT_E_NOMEM, "sift_session_create: out of memory");
     for (int i = 0; i < s->cfg.n_seq; i++) {
         sequence *q = &s->seqs[i];
-        TRY(sift_kv_create_sequence(s, q));
-        for (uint32_t l = 0; l < hp->n_layer; l++)
+        q->layers = calloc(hp->n_layer, sizeof *q->layers);
+        if (!q->layers) return sift_set_error(SIFT_E_NOMEM, "sift_session_create: out of memory");
+        for (uint32_t l = 0; l < hp->n_layer; l++) {
+            if (sift_keeps_mirror(s))
+                TRY(sift_kv_mirror_init(&q->layers[l].mirror, hp->n_head_kv, hp->head_dim, s->cfg.n_ctx, s->cfg.eval_mode != 0));
             if (s->cfg.eval_mode || s->cfg.policy == SIFT_POLICY_H2O || s->cfg.policy == SIFT_POLICY_SNAPKV) {
                 q->layers[l].obs_q = malloc((size_t)(SIFT_POLICY_OBS * qn) * sizeof(float));
                 if (!q->layers[l].obs_q) return sift_set_error(SIFT_E_NOMEM, "sift_session_create: out of memory");
             }
-        TRY(make_policy_state(s, q));
+        }
+        TRY(make_policy_state(s, i));
     }
     return SIFT_OK;
+}
+
+/* The session's KV cache: a sequence's pages per n_ctx, the pool and its device part as the
+ * config says; TokenButler's dense layer 0 stays on the device under offload, the sink's pages
+ * never leave it. */
+static sift_status create_kv_cache(sift_session *s)
+{
+    const sift_session_config *c = &s->cfg;
+    const sift_gguf_hparams *hp = &s->m->hp;
+    const kv_cache_config kc = {.n_layer = hp->n_layer,
+                                .n_kv_heads = hp->n_head_kv,
+                                .head_dim = hp->head_dim,
+                                .kv_type = c->kv_type,
+                                .page_size = c->page_size,
+                                .n_seq = c->n_seq,
+                                .seq_tokens = c->n_ctx,
+                                .pool_tokens = c->pool_tokens,
+                                .device_tokens = c->kv_device_tokens,
+                                .offload_v_only = c->kv_offload_v_only,
+                                .resident_layers = c->policy == SIFT_POLICY_BUTLER ? 1 : 0,
+                                .pinned_tokens = c->sink,
+                                .key_dim = c->predictor ? c->predictor->key_dim : 0,
+                                .key_type = c->predictor_keys};
+    return sift_kv_cache_create(s->m->ctx, &kc, &s->kv);
 }
 
 sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, sift_session **out)
@@ -221,14 +254,12 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
     s->cfg = c;
     sift_model_retain(m); /* the session keeps its model (and predictor) alive: sift.h, ownership */
     if (c.predictor) sift_predictor_retain((sift_predictor *)c.predictor);
-    s->max_pages = pages_per_seq;
     const char *ahead_env = getenv("SIFT_STEP_AHEAD"); /* 0: every step built on the path (measurement) */
     s->run_ahead = !(ahead_env && strcmp(ahead_env, "0") == 0);
     s->ahead_seg = calloc((size_t)c.n_seq, sizeof *s->ahead_seg);
-    s->pool_pages = (c.pool_tokens + c.page_size - 1) / c.page_size;
     const sift_gguf_hparams *hp = &m->hp;
     const int64_t t = c.chunk, e = hp->n_embd, hq = hp->n_head, hkv = hp->n_head_kv, d = hp->head_dim, f = hp->n_ff;
-    sift_status st = sift_kv_create_pools(s);
+    sift_status st = create_kv_cache(s);
     const int64_t widths[A_COUNT] = {[A_X0] = e,      [A_X1] = e,      [A_XN] = e,       [A_Q] = hq * d,   [A_K] = hkv * d,
                                      [A_V] = hkv * d, [A_QR] = hq * d, [A_KR] = hkv * d, [A_ATT] = hq * d, [A_O] = e,
                                      [A_GATE] = f,    [A_UP] = f,      [A_ACT] = f,      [A_DOWN] = e};
@@ -302,7 +333,7 @@ static sift_status run_step(sift_session *s, step *st, const int32_t *tokens, fl
                               st->prefill ? "prefill chunk" : "decode step", (long long)st->seg[0].pos0);
     for (int i = 0; i < st->n_seg; i++) {
         segment *sg = &st->seg[i];
-        TRY(sift_kv_ensure_pages(s, &s->seqs[sg->seq], sg->pos0 + sg->t));
+        TRY(sift_kv_cache_reserve(s->kv, sg->seq, sg->pos0 + sg->t));
         if (!st->prefill && sift_host_policy(s->cfg.policy)) {
             sg->lists_host = malloc((size_t)(s->m->hp.n_head_kv * sift_max_count(&s->cfg) + 1) * sizeof(int32_t));
             if (!sg->lists_host) return sift_set_error(SIFT_E_NOMEM, "session: out of memory");
@@ -328,7 +359,7 @@ static sift_status run_step(sift_session *s, step *st, const int32_t *tokens, fl
     for (int i = 0; i < st->n_seg; i++) {
         sequence *q = &s->seqs[st->seg[i].seq];
         const segment *sg = &st->seg[i];
-        q->pos += sg->t;
+        sift_kv_cache_advance(s->kv, sg->seq, sg->t);
         if (st->prefill) {
             q->decode_steps = 0;
             q->lists_kept = false;
@@ -364,19 +395,19 @@ sift_status sift_session_eval_seq(sift_session *s, int seq, const int32_t *token
     if (!s || (!tokens && n)) return sift_set_error(SIFT_E_INVALID, "%s: null argument", fn);
     if (seq < 0 || seq >= s->cfg.n_seq) return sift_set_error(SIFT_E_INVALID, "%s: no sequence %d of %d", fn, seq, s->cfg.n_seq);
     if (n == 0) return SIFT_OK;
-    sequence *q = &s->seqs[seq];
+    const int64_t len = sift_kv_cache_len(s->kv, seq);
     /* compared unsigned: n >= 2^63 (a caller's len - 1 with len 0) would pass as a negative int64_t
      * and check_tokens would read past the caller's array */
-    if ((uint64_t)n > (uint64_t)(s->cfg.n_ctx - q->pos))
+    if ((uint64_t)n > (uint64_t)(s->cfg.n_ctx - len))
         return sift_set_error(SIFT_E_LIMIT, "%s: %zu more tokens do not fit: %lld of %lld positions used", fn, n,
-                              (long long)q->pos, (long long)s->cfg.n_ctx);
+                              (long long)len, (long long)s->cfg.n_ctx);
     TRY(check_tokens(s, tokens, n, fn));
     segment sg = {.seq = seq, .row0 = 0, .t = 1};
     step st = {.seg = &sg, .n_seg = 1, .rows = 1, .prefill = false};
     /* decode steps: one token, or every token when keys are cached before RoPE (SPEC §6) */
     if (n == 1 || s->cfg.extrapolate) {
         for (size_t i = 0; i < n; i++) {
-            sg.pos0 = q->pos;
+            sg.pos0 = sift_kv_cache_len(s->kv, seq);
             TRY(run_step(s, &st, tokens + i, i + 1 == n ? logits : NULL));
             if (n > 1 && s->cfg.progress && ((i + 1) % 256 == 0 || i + 1 == n))
                 s->cfg.progress(s->cfg.progress_user, (int64_t)(i + 1), (int64_t)n);
@@ -386,7 +417,7 @@ sift_status sift_session_eval_seq(sift_session *s, int seq, const int32_t *token
     st.prefill = true;
     for (size_t done = 0; done < n;) {
         const int64_t t = (int64_t)(n - done) < s->cfg.chunk ? (int64_t)(n - done) : s->cfg.chunk;
-        sg.pos0 = q->pos;
+        sg.pos0 = sift_kv_cache_len(s->kv, seq);
         sg.t = t;
         st.rows = t;
         TRY(run_step(s, &st, tokens + done, done + (size_t)t == n ? logits : NULL));
@@ -416,9 +447,9 @@ sift_status sift_session_decode_batch(sift_session *s, int n, const int *seqs, c
         if (seqs[i] < 0 || seqs[i] >= s->cfg.n_seq) e = sift_set_error(SIFT_E_INVALID, "%s: no sequence %d", fn, seqs[i]);
         for (int j = 0; j < i && e == SIFT_OK; j++)
             if (seqs[j] == seqs[i]) e = sift_set_error(SIFT_E_INVALID, "%s: sequence %d listed twice", fn, seqs[i]);
-        if (e == SIFT_OK && s->seqs[seqs[i]].pos >= s->cfg.n_ctx)
+        if (e == SIFT_OK && sift_kv_cache_len(s->kv, seqs[i]) >= s->cfg.n_ctx)
             e = sift_set_error(SIFT_E_LIMIT, "%s: sequence %d is full (%lld tokens)", fn, seqs[i], (long long)s->cfg.n_ctx);
-        if (e == SIFT_OK) sg[i] = (segment){.seq = seqs[i], .row0 = i, .t = 1, .pos0 = s->seqs[seqs[i]].pos};
+        if (e == SIFT_OK) sg[i] = (segment){.seq = seqs[i], .row0 = i, .t = 1, .pos0 = sift_kv_cache_len(s->kv, seqs[i])};
     }
     step st = {.seg = sg, .n_seg = n, .rows = n, .prefill = false};
     if (e == SIFT_OK) e = run_step(s, &st, tokens, logits);
@@ -426,11 +457,11 @@ sift_status sift_session_decode_batch(sift_session *s, int n, const int *seqs, c
     return e;
 }
 
-int64_t sift_session_pos(const sift_session *s) { return s ? s->seqs[0].pos : 0; }
+int64_t sift_session_pos(const sift_session *s) { return s ? sift_kv_cache_len(s->kv, 0) : 0; }
 
 int64_t sift_session_seq_pos(const sift_session *s, int seq)
 {
-    return s && seq >= 0 && seq < s->cfg.n_seq ? s->seqs[seq].pos : 0;
+    return s && seq >= 0 && seq < s->cfg.n_seq ? sift_kv_cache_len(s->kv, seq) : 0;
 }
 
 sift_status sift_session_rewind(sift_session *s, int seq, int64_t pos)
@@ -438,12 +469,12 @@ sift_status sift_session_rewind(sift_session *s, int seq, int64_t pos)
     if (!s) return sift_set_error(SIFT_E_INVALID, "sift_session_rewind: session is NULL");
     if (seq < 0 || seq >= s->cfg.n_seq) return sift_set_error(SIFT_E_INVALID, "sift_session_rewind: no sequence %d", seq);
     sequence *q = &s->seqs[seq];
-    if (pos < 0 || pos > q->pos)
+    const int64_t len = sift_kv_cache_len(s->kv, seq);
+    if (pos < 0 || pos > len)
         return sift_set_error(SIFT_E_INVALID, "sift_session_rewind: position %lld outside 0 .. %lld", (long long)pos,
-                              (long long)q->pos);
-    q->pos = pos;
+                              (long long)len);
     q->decode_steps = 0;
-    TRY(sift_kv_release_pages(s, q, pos));
+    TRY(sift_kv_cache_rewind(s->kv, seq, pos));
     for (uint32_t l = 0; l < s->m->hp.n_layer; l++) {
         seq_layer *sl = &q->layers[l];
         if (sl->mirror.k) sift_kv_mirror_update(&sl->mirror, pos, 0);
@@ -457,7 +488,7 @@ sift_status sift_session_rewind(sift_session *s, int seq, int64_t pos)
         sl->n_obs = kept;
     }
     free_sequence_state(s, q);
-    return make_policy_state(s, q);
+    return make_policy_state(s, seq);
 }
 
 sift_status sift_session_set_policy(sift_session *s, sift_policy policy, int64_t sink, int64_t window, int64_t budget)
@@ -471,17 +502,18 @@ sift_status sift_session_set_policy(sift_session *s, sift_policy policy, int64_t
     c.budget = budget;
     TRY(check_policy(&c, fn));
     for (int i = 0; i < s->cfg.n_seq; i++)
-        if (sift_host_policy(policy) && s->seqs[i].pos > 0 && !s->seqs[i].layers[0].mirror.k)
+        if (sift_host_policy(policy) && sift_kv_cache_len(s->kv, i) > 0 && !s->seqs[i].layers[0].mirror.k)
             return sift_set_error(SIFT_E_INVALID, "%s: %s needs a mirror of the cache built since the start: create the session "
                                   "with eval_mode or this policy", fn, sift_policy_name(policy));
     for (int i = 0; i < s->cfg.n_seq; i++) free_sequence_state(s, &s->seqs[i]);
     s->cfg = c;
+    sift_kv_cache_set_pinned(s->kv, sink);
     for (int i = 0; i < s->cfg.n_seq; i++) {
         sequence *q = &s->seqs[i];
         for (uint32_t l = 0; l < s->m->hp.n_layer && sift_host_policy(policy); l++)
             if (!q->layers[l].mirror.k)
                 TRY(sift_kv_mirror_init(&q->layers[l].mirror, s->m->hp.n_head_kv, s->m->hp.head_dim, s->cfg.n_ctx, false));
-        TRY(make_policy_state(s, q));
+        TRY(make_policy_state(s, i));
     }
     return SIFT_OK;
 }
@@ -496,7 +528,7 @@ sift_status sift_session_set_butler(sift_session *s, int predict_interval, int n
     TRY(check_policy(&c, fn));
     for (int i = 0; i < s->cfg.n_seq; i++) free_sequence_state(s, &s->seqs[i]);
     s->cfg = c;
-    for (int i = 0; i < s->cfg.n_seq; i++) TRY(make_policy_state(s, &s->seqs[i]));
+    for (int i = 0; i < s->cfg.n_seq; i++) TRY(make_policy_state(s, i));
     return SIFT_OK;
 }
 
@@ -508,6 +540,32 @@ sift_status sift_session_layer_output(const sift_session *s, int layer, float *o
         return sift_set_error(SIFT_E_INVALID, "sift_session_layer_output: no layer %d output", layer);
     const size_t e = s->m->hp.n_embd;
     return sift_tensor_read(s->layer_out[layer], (size_t)s->last_row * e * sizeof(float), out, e * sizeof(float));
+}
+
+/* ---- the KV cache's synthetic contexts and figures ------------------------------------------------ */
+
+sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uint64_t seed)
+{
+    return sift_session_fill_synthetic_seq(s, 0, n, seed);
+}
+
+sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n, uint64_t seed)
+{
+    if (!s) return sift_set_error(SIFT_E_INVALID, "sift_session_fill_synthetic: session is NULL");
+    return sift_kv_cache_fill_synthetic(s->kv, seq, n, seed);
+}
+
+size_t sift_session_predictor_key_bytes(const sift_session *s) { return s ? sift_kv_cache_key_bytes(s->kv) : 0; }
+
+size_t sift_session_kv_bytes(const sift_session *s) { return s ? sift_kv_cache_bytes(s->kv) : 0; }
+
+size_t sift_session_kv_used_bytes(const sift_session *s) { return s ? sift_kv_cache_used_bytes(s->kv) : 0; }
+
+sift_status sift_session_kv_pools(const sift_session *s, sift_kv_pool_info *out)
+{
+    if (!s || !out) return sift_set_error(SIFT_E_INVALID, "sift_session_kv_pools: null argument");
+    sift_kv_cache_pools(s->kv, out);
+    return SIFT_OK;
 }
 
 int64_t sift_session_steps_run_ahead(const sift_session *s) { return s ? s->steps_run_ahead : 0; }

@@ -1,13 +1,14 @@
 /* A session's state, shared by the files that run it (engine-private):
  *   session.c       creation, policies and the public calls;
- *   kv_cache.c      the paged KV cache: pools, pages, page tables, host mirrors;
  *   forward.c       one step's forward pass, layer by layer;
  *   session_host.c  the host's part of a step: mirrors, prompt observations, host policies' lists;
  *   quality.c       attention quality against dense (eval_mode).
- * The attention of each layer is built by attention.c (sift_attn_append). */
+ * The KV cache is a kv_cache (kv_cache.h) the session holds; the attention of each layer is built
+ * by attention.c (sift_attn_append). */
 #ifndef SIFT_SESSION_H
 #define SIFT_SESSION_H
 
+#include "kv_cache.h"
 #include "model.h"
 #include "policy.h"
 #include "predictor.h"
@@ -33,10 +34,8 @@ enum {
 };
 
 typedef struct seq_layer {
-    sift_tensor *kview, *vview; /* the pools, through this sequence's page table */
     sift_tensor *sel_state;     /* TokenSelect's Selection Cache state (sift_attn_config) */
     sift_tensor *sel_idx;       /* the index set it keeps [1][S + k + W]; BUTLER's lists [Hkv][S + k (+ k) + W] */
-    sift_tensor *kpview;        /* TokenButler's projected keys through the page table (layers >= 1) */
     sift_tensor *sel_warm;      /* the warm start of select's top-k, i32 [lists][SIFT_SELECT_WARM_WORDS] (TokenSelect, BUTLER) */
     int64_t butler_steps, butler_reused; /* BUTLER: full selections, and those the interval reused */
     sift_kv_mirror mirror;      /* host copy of the cache (host policies, eval_mode) */
@@ -46,11 +45,6 @@ typedef struct seq_layer {
 } seq_layer;
 
 typedef struct sequence {
-    int64_t pos;
-    int32_t *page_of;          /* page table on the host: [max_pages], -1 where none */
-    sift_tensor *pages;        /* the same on the device */
-    int64_t n_pages;           /* pages held (the first n_pages entries) */
-    int64_t dev_cursor;        /* KV offload: logical pages past the sink and below this are on the host */
     seq_layer *layers;
     sift_tensor *host_idx;     /* lists written by host policies [Hkv * (S + k + W)] */
     sift_policy_state *pstate; /* host policies */
@@ -94,19 +88,7 @@ typedef struct prof_entry {
 struct sift_session {
     sift_model *m;
     sift_session_config cfg;
-    int64_t max_pages, pool_pages;
-    int32_t *free_pages; /* a stack of free device pages [0, dev_pages) */
-    int64_t n_free;
-    /* KV offload (kv_cache.c): physical pages [0, dev_pages) are on the device, pages
-     * [dev_pages, pool_pages) in host memory (dev_pages = pool_pages without offload) */
-    int64_t dev_pages;
-    int32_t *free_host; /* a stack of free host pages */
-    int64_t n_free_host;
-    int64_t pages_moved; /* device -> host moves so far */
-    /* per layer, K and V: the device pool (all pool_pages where the family stays resident, else
-     * dev_pages) and the host pool of pages [dev_pages, pool_pages) (NULL: resident) */
-    sift_tensor **kpool, **vpool;
-    sift_tensor **khost, **vhost;
+    kv_cache *kv;   /* every sequence's K and V, and TokenButler's projected keys */
     sequence *seqs;
     sift_tensor *act[A_COUNT];
     /* A one-row step's fused products (model.h: wqkv, w_gate_up): q, k, v before RoPE
@@ -115,11 +97,9 @@ struct sift_session {
     sift_tensor *qkv_row, *gate_up_row, *qk_row;
     sift_tensor *ids, *xlast_norm, *logits;
     sift_tensor **layer_out; /* keep_layer_outputs: each layer's output [chunk][n_embd] */
-    /* TokenButler (a predictor given): the projected-key pools of layers >= 1 [Hkv][R][d'], and
-     * the activations [chunk][width] of the key projection (Hkv * d') and of the predictor: the
+    /* TokenButler (a predictor given): the activations [chunk][width] of the key projection (Hkv * d') and of the predictor: the
      * normed stream (E), fc1 (hidden), SiLU (hidden) and the latest producer's queries
      * (P * Hq * d'; the next producer runs after the last layer these serve). */
-    sift_tensor **kppool;
     sift_tensor *b_kp, *b_norm, *b_fc1, *b_act, *b_q;
     int64_t last_t;          /* rows of the last step */
     int64_t last_row;        /* the row whose layer outputs sift_session_layer_output reads */
@@ -172,14 +152,6 @@ static inline sift_tensor *sift_roped(const sift_session *s, const step *st, uin
 
 /* S + k + W: the longest list. */
 static inline int64_t sift_max_count(const sift_session_config *c) { return c->sink + c->window + c->budget; }
-
-/* kv_cache.c */
-sift_status sift_kv_create_pools(sift_session *s);
-sift_status sift_kv_create_sequence(sift_session *s, sequence *q);
-void sift_kv_destroy(sift_session *s);
-sift_status sift_kv_ensure_pages(sift_session *s, sequence *q, int64_t end);
-sift_status sift_kv_release_pages(sift_session *s, sequence *q, int64_t end);
-sift_status sift_kv_mirror_rows(sift_session *s, sequence *q, uint32_t l, int64_t pos0, int64_t t);
 
 /* session.c: adds a timed node of `op` appended under `stage` to the profile. */
 void sift_profile_add(sift_session *s, const char *stage, sift_op op, double us, double bytes);

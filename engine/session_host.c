@@ -6,6 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Copies rows [pos0, pos0 + t) of layer l of sequence seq from the cache into its mirror. */
+static sift_status mirror_rows(sift_session *s, int seq, uint32_t l, int64_t pos0, int64_t t)
+{
+    sift_kv_mirror *mr = &s->seqs[seq].layers[l].mirror;
+    if (mr->k) TRY(sift_kv_cache_read_rows(s->kv, seq, l, KV_K, pos0, t, mr->k, mr->cap));
+    if (mr->v) TRY(sift_kv_cache_read_rows(s->kv, seq, l, KV_V, pos0, t, mr->v, mr->cap));
+    sift_kv_mirror_update(mr, pos0, t);
+    return SIFT_OK;
+}
+
 /* Keeps the last SIFT_POLICY_OBS prompt queries of a layer (for policies chosen after a rewind). */
 static void keep_observations(seq_layer *sl, const float *q, int64_t pos0, int64_t t, int64_t qn)
 {
@@ -31,7 +41,7 @@ sift_status sift_host_after_kv_write(sift_session *s, step *st, uint32_t l)
         segment *sg = &st->seg[i];
         sequence *q = &s->seqs[sg->seq];
         seq_layer *sl = &q->layers[l];
-        if (sift_keeps_mirror(s)) TRY(sift_kv_mirror_rows(s, q, l, sg->pos0, sg->t));
+        if (sift_keeps_mirror(s)) TRY(mirror_rows(s, sg->seq, l, sg->pos0, sg->t));
         const bool want_q = st->prefill ? sl->obs_q != NULL || q->pstate != NULL : (q->pstate != NULL || s->cfg.eval_mode);
         if (!want_q) continue;
         float *qh = malloc((size_t)(sg->t * qn) * sizeof *qh);
@@ -66,6 +76,6 @@ sift_status sift_host_after_step(sift_session *s, const step *st)
 {
     for (int i = 0; i < st->n_seg && sift_keeps_mirror(s); i++)
         for (uint32_t l = 0; l < s->m->hp.n_layer; l++)
-            TRY(sift_kv_mirror_rows(s, &s->seqs[st->seg[i].seq], l, st->seg[i].pos0, st->seg[i].t));
+            TRY(mirror_rows(s, st->seg[i].seq, l, st->seg[i].pos0, st->seg[i].t));
     return SIFT_OK;
 }
