@@ -22,7 +22,7 @@
 layout(constant_id = 8) const bool DENSE = false;
 
 // Per node, fixed when the graph is planned (written into the graph's scratch by the command buffer).
-layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer AttendParams {
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer attend_params {
     KVRef k;         // [Hkv][Ncap][D]
     KVRef v;         // [Hkv][Ncap][D]
     uint same;       // v's rows lie where k's do (same rows, layout and page table): one lookup per row
@@ -31,10 +31,10 @@ layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer At
     float freq[64];  // ROPE: powf(base, -2i / n_rot), computed as the CPU computes it
 };
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_attend {
     TRef q;          // f32 [T][Hq][D]
     TRef idx;        // i32 [lists][nlist] (unused when DENSE)
-    uint64_t prm;    // AttendParams
+    uint64_t prm;    // attend_params
     uint64_t ml;     // scratch: vec2 (m, l) per (query row, split)
     uint64_t po;     // scratch: float o[D] per (query row, split)
     uint n;          // entries (dense: N; causal: pos0 + T; gather: the list's; sparse: the list's + T)
@@ -71,11 +71,11 @@ void main()
     [[unroll]] for (uint hh = 0u; hh < GH; hh++) qend[hh] = min(qend[hh], t_end);
     const uint64_t list_base = uint64_t(pc.lists == 1u ? 0u : g) * pc.nlist;
     const uint cbase = (gl_SubgroupInvocationID / LANES) * LANES;
-    const KVRef kk = AttendParams(pc.prm).k, vv = AttendParams(pc.prm).v;
-    const bool same = AttendParams(pc.prm).same != 0u;
+    const KVRef kk = attend_params(pc.prm).k, vv = attend_params(pc.prm).v;
+    const bool same = attend_params(pc.prm).same != 0u;
 
     load_q(pc.q, g, f0, nh, pc.group, pc.hq, lane);
-    if (ROPE != 0u) load_q_rope(pc.q, g, f0, nh, pc.group, pc.hq, lane, AttendParams(pc.prm).n_rot, pc.prm + 112ul);
+    if (ROPE != 0u) load_q_rope(pc.q, g, f0, nh, pc.group, pc.hq, lane, attend_params(pc.prm).n_rot, pc.prm + 112ul);
 
     float mr[GH], lr[GH], o[GH * DPL];
     [[unroll]] for (uint hh = 0u; hh < GH; hh++) { mr[hh] = NEG; lr[hh] = 0.0; }

@@ -12,7 +12,7 @@
 layout(local_size_x = 256) in;
 layout(constant_id = 1) const uint D = 128;
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_attend_merge {
     TRef out_;       // f32 [rows][D] (causal: [T][Hq][D])
     uint64_t ml;     // vec2 (m, l) per (head, split)
     uint64_t po;     // float o[D] per (head, split)

@@ -9,7 +9,7 @@ layout(constant_id = 7) const uint OP = 0;
 
 layout(local_size_x = 256) in;
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_eltwise {
     TRef a;
     TRef b;          // unused by silu
     TRef out_;

@@ -6,7 +6,7 @@
 
 layout(local_size_x = 256) in;
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_fill_range {
     TRef out_;       // i32 [L][n]
     uint n;          // columns per list
     uint col0;

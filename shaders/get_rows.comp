@@ -9,7 +9,7 @@
 
 layout(local_size_x = 64) in;
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_get_rows {
     TRef table;      // [V][E]
     TRef ids;        // i32 [T]
     TRef out_;       // f32 [T][E]

@@ -16,7 +16,7 @@ layout(constant_id = 7) const uint MODE = 0;
 
 layout(local_size_x = 256) in;
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_kv_write {
     TRef src;        // f32 [T][Hkv][D]
     KVRef cache;     // [Hkv][Ncap][D]
     uint64_t n;      // elements to write (MODE 1: pairs; MODE 3: rows)

@@ -19,7 +19,7 @@ layout(local_size_x = 256) in;
 
 const uint BM = 64u, BK = 32u, PAD = 4u, TN = BN / 16u;
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_matmul {
     TRef x;          // f32 [T][K]
     TRef w;          // [N][K]
     TRef bias;       // f32 [N] (has_bias)

@@ -21,7 +21,7 @@ layout(constant_id = 6) const uint U = 2;       // units per invocation per trip
 
 layout(local_size_x_id = 0) in;
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_matvec {
     TRef x;          // f32 [T][K]
     TRef w;          // [N][K]
     TRef bias;       // f32 [N] (has_bias)

@@ -9,7 +9,7 @@
 
 layout(local_size_x = 256) in;
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_mean_rows {
     TRef x;          // f32 [T][E]
     TRef out_;       // f32 [1][E]
     uint rows;       // T

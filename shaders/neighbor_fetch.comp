@@ -9,7 +9,7 @@
 
 layout(local_size_x = 256) in;
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_neighbor_fetch {
     TRef in_;        // i32 [L][count]
     TRef out_;       // i32 [L][count + chosen]
     uint sink;       // entries of the sink

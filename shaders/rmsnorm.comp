@@ -11,7 +11,7 @@ layout(constant_id = 7) const uint MODE = 0;
 
 layout(local_size_x = 256) in;
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_norm {
     TRef x;          // f32 [T][E]
     TRef w;          // f32 [E]
     TRef b;          // f32 [E] (layernorm with a bias)

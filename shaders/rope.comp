@@ -16,7 +16,7 @@
 
 layout(local_size_x = 256) in;
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_rope {
     TRef x;          // f32 [T][H][D]
     TRef out_;       // f32 [T][H][D]
     TRef factors;    // f32 [n_rot / 2] (has_factors)

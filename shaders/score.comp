@@ -14,7 +14,7 @@
 
 layout(constant_id = 10) const bool GMAX = false; // score_max: the max over the group's heads
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_score {
     TRef q;      // f32 [Hq][D]
     TRef s;      // f32 [Hq][m] (score_max: [Hkv][m])
     KVRef k;     // [Hkv][Ncap][D]

@@ -39,7 +39,7 @@ const uint WORDS = I8 ? D / 4u + 1u : 1u;               // I8: 32-bit words per 
 const uint D4 = D / 4u;                                 // vec4s per query
 
 // score.comp's push constants (the planner fills one struct for both kernels)
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_score {
     TRef q;      // f32 [Hq][D]
     TRef s;      // f32 [Hkv][m]
     KVRef k;     // [Hkv][Ncap][D]

@@ -10,7 +10,7 @@
 
 layout(local_size_x = 256) in;
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_sel_cache {
     TRef q;          // f32 [Hq * D]
     TRef st;         // f32 [Hq * D + 4]: q_ref, then REUSE, HITS, STEPS, VALID
     uint qn;         // Hq * D

@@ -46,13 +46,13 @@
 // / 2 (the planner sends other nodes down the radix path alone, warm untouched). A skipped node
 // (pc.skip set) leaves warm untouched: every dispatch returns before reading it.
 //   wbuf: ctl uvec4 [lists] = (miss flag, counter, -, -), then entries uvec2 [lists][CAP] = (key, j).
-// CAP (entries per list, constant_id 0 of the warm kernels): 8192 (vk_graph.c SELECT_WARM_CAP). The
+// CAP (entries per list, constant_id 0 of the warm kernels): 8192 (vk_attention.c SELECT_WARM_CAP). The
 // tail keeps the keys in shared memory where CAP of them fit beside its other arrays, else it reads
 // them from the entries (select_warm_tail.comp's SHK).
 
 layout(local_size_x = 256) in;
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_select {
     TRef votes;       // f32 [lists][cand]
     TRef out_;        // i32 [lists][sink + chosen + win_count] (count_())
     TRef warm;        // i32 [lists][4] (THRESHOLD, VALID, HITS, MISSES); only read when wbuf != 0

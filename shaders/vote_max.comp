@@ -6,7 +6,7 @@
 
 layout(local_size_x = 256) in;
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_vote_max {
     TRef s;          // f32 [Hq][m]
     TRef u;          // f32 [Hkv][m]
     uint64_t skip;   // the predicate's address (0: none)

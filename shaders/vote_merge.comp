@@ -6,7 +6,7 @@
 
 layout(local_size_x = 256) in;
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_vote_merge {
     uint64_t part;   // vec2 (m, l) per (head, block)
     uint64_t stats;  // vec2 (m, l) per head
     uint64_t skip;   // the predicate's address (0: none)

@@ -6,7 +6,7 @@
 
 layout(local_size_x = 256) in;
 
-layout(push_constant) uniform PC {
+layout(push_constant) uniform push_vote_sum {
     TRef s;          // f32 [Hq][m]
     TRef v;          // f32 [1][m]
     uint64_t stats;  // vec2 (m, l) per head

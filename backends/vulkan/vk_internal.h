@@ -21,34 +21,20 @@ static inline uint32_t ceil_div(uint64_t a, uint64_t b) { return (uint32_t)((a +
 static inline uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 static inline uint32_t max_u32(uint32_t a, uint32_t b) { return a > b ? a : b; }
 
-/* The compute kernels, one pipeline (per specialization) each: shaders/<name>.comp. */
-typedef enum vk_kernel {
-    VK_K_SCORE = 0,
-    VK_K_ATTEND,
-    VK_K_ATTEND_MERGE,
-    VK_K_VOTE_STATS,
-    VK_K_VOTE_MERGE,
-    VK_K_VOTE_SUM,
-    VK_K_VOTE_MAX,
-    VK_K_SELECT_HIST,
-    VK_K_SELECT_COUNT,
-    VK_K_SELECT_COMPACT,
-    VK_K_GET_ROWS,
-    VK_K_RMSNORM,
-    VK_K_MATVEC,
-    VK_K_MATMUL,
-    VK_K_ROPE,
-    VK_K_ELTWISE,
-    VK_K_KV_WRITE,
-    VK_K_SEL_CACHE,
-    VK_K_FILL_RANGE,
-    VK_K_MEAN_ROWS,
-    VK_K_NEIGHBOR_FETCH,
-    VK_K_SCORE_MAX,
-    VK_K_SELECT_WARM_COLLECT,
-    VK_K_SELECT_WARM_TAIL,
-    VK_K_COUNT
-} vk_kernel;
+/* The compute kernels, one pipeline (per specialization) each: shaders/<name>.comp. The shader list
+ * of backends/vulkan/meson.build is the only list of them: gen_kernels.py makes the enum vk_kernel
+ * from it (VK_K_<NAME> per shader, in the list's order, and VK_K_COUNT) and the table below. */
+#include "backends/vulkan/vk_kernels.h"
+
+/* A kernel's SPIR-V, its name, and the workgroup size it declares (0: specialization constant 0,
+ * WGS, gives it), indexed by vk_kernel (generated: vk_kernels.c). */
+typedef struct vk_kernel_code {
+    const uint32_t *code;
+    size_t size;
+    const char *name;
+    uint32_t local;
+} vk_kernel_code;
+extern const vk_kernel_code vk_kernel_table[VK_K_COUNT];
 
 /* Specialization constant ids (shaders/rows.glsl, attend.comp, score.comp; score_max.comp uses WGS, D, F16,
  * GH (its group G), ALIGNED and I8). */
@@ -247,7 +233,7 @@ bool vk_rows_aligned(const sift_tensor *t);
 /* True when t is stored as halves on the device. */
 bool vk_tensor_is_f16(const sift_tensor *t);
 
-/* Planning a graph (vk_graph.c): the model ops' planners (vk_model.c) use these. Planning runs twice,
+/* Planning a graph (vk_graph.c): the planners (vk_attention.c, vk_model.c) use these. Planning runs twice,
  * once to size the scratch buffer and once to emit the steps, so it must take the same scratch both
  * times. */
 typedef struct plan plan;
@@ -262,8 +248,17 @@ sift_status vk_dispatch(plan *pl, vk_kernel kernel, const uint32_t spec[VK_NSPEC
  * every run (data fixed when the graph is planned) */
 sift_status vk_scratch_update(plan *pl, VkDeviceSize off, const void *data, size_t size);
 /* An op's planner: node n's dispatches, scratch and scratch updates. The table of them, indexed by
- * op, is in vk_graph.c; these are the transformer ops' (vk_model.c). */
+ * op, is in vk_graph.c. The attention ops' (vk_attention.c): */
 typedef sift_status (*vk_planner)(plan *pl, const sift_node *n);
+sift_status vk_plan_score(plan *pl, const sift_node *n); /* score and score_max */
+sift_status vk_plan_attend(plan *pl, const sift_node *n); /* gather, dense, causal and causal sparse attention */
+sift_status vk_plan_vote(plan *pl, const sift_node *n);
+sift_status vk_plan_select(plan *pl, const sift_node *n);
+sift_status vk_plan_neighbor_fetch(plan *pl, const sift_node *n);
+sift_status vk_plan_sel_cache(plan *pl, const sift_node *n); /* sel_cache_check */
+sift_status vk_plan_fill_range(plan *pl, const sift_node *n);
+sift_status vk_plan_mean_rows(plan *pl, const sift_node *n);
+/* ... and the transformer ops' (vk_model.c): */
 sift_status vk_plan_get_rows(plan *pl, const sift_node *n);
 sift_status vk_plan_norm(plan *pl, const sift_node *n);    /* rmsnorm and layernorm */
 sift_status vk_plan_matmul(plan *pl, const sift_node *n);

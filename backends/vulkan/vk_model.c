@@ -1,9 +1,9 @@
 /* The planners of the Vulkan backend's transformer ops (include/sift.h; the kernels in shaders/;
  * entries of vk_graph.c's table by op): get_rows, rmsnorm and layernorm, matmul (matvec.comp for a few
- * tokens, matmul.comp's tiles for more), rope, swiglu, add, silu, kv_write.
- * causal_attend is attention (vk_graph.c plan_attend). Every kernel reads tensors through
+ * tokens, matmul.comp's tiles for more), rope, swiglu, add, silu, kv_write. Their push constants are
+ * in vk_push.h. causal_attend is attention (vk_attention.c vk_plan_attend). Every kernel reads tensors through
  * common.glsl's addressing, so views and chunked tensors work everywhere. */
-#include "vk_internal.h"
+#include "vk_push.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,52 +16,6 @@
 /* matmul.comp's tiles shrink (64, 32, 16 rows) while its grid would have fewer workgroups than this
  * (two per SM of a large GPU). */
 #define VK_MATMUL_GROUPS 256u
-
-/* ---- push constants: the C images of the shaders' push_constant blocks ---- */
-
-typedef struct {
-    vk_tref table, ids, out;
-    uint32_t v, e, t0;
-} push_get_rows;
-
-typedef struct {
-    vk_tref x, w, b, out;
-    uint32_t e;
-    float eps;
-    uint32_t t0, has_bias;
-} push_norm;
-
-typedef struct {
-    vk_tref x, w, bias, out;
-    uint32_t k, n, t, has_bias, group0;
-} push_matvec;
-
-typedef struct {
-    vk_tref x, w, bias, out;
-    uint32_t k, n, t, has_bias;
-} push_matmul;
-
-typedef struct {
-    vk_tref x, out, factors;
-    uint64_t freq, n;
-    uint32_t hd, d, n_rot, pos0, neox, has_factors;
-} push_rope;
-
-typedef struct {
-    vk_tref a, b, out;
-    uint64_t n;
-} push_eltwise;
-
-typedef struct {
-    vk_tref src;
-    vk_kvref cache;
-    uint64_t n;
-    uint32_t h, d, pos0;
-} push_kv_write;
-
-_Static_assert(sizeof(push_matvec) <= VK_PUSH_MAX && sizeof(push_matmul) <= VK_PUSH_MAX &&
-                   sizeof(push_rope) <= VK_PUSH_MAX && sizeof(push_kv_write) <= VK_PUSH_MAX,
-               "push constants exceed 128 bytes");
 
 /* ---- weights ---- */
 
@@ -143,7 +97,7 @@ sift_status vk_plan_get_rows(plan *pl, const sift_node *n)
     const sift_tensor *table = n->src[0], *ids = n->src[1];
     const uint32_t t = (uint32_t)ids->shape[0], e = (uint32_t)table->shape[1];
     if (t == 0 || e == 0) return SIFT_OK;
-    push_get_rows p = {.v = (uint32_t)table->shape[0], .e = e};
+    push_get_rows p = {.V = (uint32_t)table->shape[0], .E = e};
     TRY(vk_tensor_ref(table, &p.table));
     TRY(vk_tensor_ref(ids, &p.ids));
     TRY(vk_tensor_ref(n->dst, &p.out));
@@ -164,7 +118,7 @@ sift_status vk_plan_norm(plan *pl, const sift_node *n)
     const sift_tensor *x = n->src[0], *bias = n->n_src > 2 ? n->src[2] : NULL;
     const uint32_t t = (uint32_t)x->shape[0];
     if (t == 0 || x->shape[1] == 0) return SIFT_OK;
-    push_norm p = {.e = (uint32_t)x->shape[1], .eps = n->p.eps, .has_bias = bias != NULL};
+    push_norm p = {.E = (uint32_t)x->shape[1], .eps = n->p.eps, .has_bias = bias != NULL};
     TRY(vk_tensor_ref(x, &p.x));
     TRY(vk_tensor_ref(n->src[1], &p.w));
     if (bias) TRY(vk_tensor_ref(bias, &p.b));
@@ -200,7 +154,7 @@ sift_status vk_plan_matmul(plan *pl, const sift_node *n)
     const bool quant = spec[VK_SC_M_WT] >= 3;
 
     if (t > VK_MATVEC_TOKENS) {
-        push_matmul p = {.x = xr, .w = wr, .bias = br, .out = outr, .k = k, .n = nout, .t = t, .has_bias = bias != NULL};
+        push_matmul p = {.x = xr, .w = wr, .bias = br, .out = outr, .K = k, .N = nout, .T = t, .has_bias = bias != NULL};
         /* tiles of 64 rows, or 32 or 16 while the grid would have fewer than VK_MATMUL_GROUPS workgroups */
         uint32_t bn = 64;
         while (bn > 16 && (uint64_t)ceil_div(nout, bn) * ceil_div(t, 64) < VK_MATMUL_GROUPS) bn /= 2;
@@ -226,7 +180,7 @@ sift_status vk_plan_matmul(plan *pl, const sift_node *n)
         vk_tref xc = xr, outc = outr;
         xc.meta += (uint64_t)t0 * k * sizeof(float);
         outc.meta += (uint64_t)t0 * nout * sizeof(float);
-        push_matvec p = {.x = xc, .w = wr, .bias = br, .out = outc, .k = k, .n = nout, .t = nt, .has_bias = bias != NULL};
+        push_matvec p = {.x = xc, .w = wr, .bias = br, .out = outc, .K = k, .N = nout, .T = nt, .has_bias = bias != NULL};
         const uint32_t groups = ceil_div(nout, r);
         for (uint32_t g0 = 0; g0 < groups; g0 += be->caps.max_groups[0]) {
             p.group0 = g0;
@@ -246,8 +200,8 @@ sift_status vk_plan_rope(plan *pl, const sift_node *n)
     TRY(vk_scratch_update(pl, off, n->p.rope_freq, (size_t)half * 4));
     push_rope p = {.freq = vk_scratch_addr(pl, off),
                    .n = count,
-                   .hd = (uint32_t)(x->shape[1] * x->shape[2]),
-                   .d = (uint32_t)x->shape[2],
+                   .HD = (uint32_t)(x->shape[1] * x->shape[2]),
+                   .D = (uint32_t)x->shape[2],
                    .n_rot = (uint32_t)n_rot,
                    .pos0 = (uint32_t)n->p.pos0,
                    .neox = n->p.rope.mode == SIFT_ROPE_NEOX,
@@ -276,7 +230,7 @@ sift_status vk_plan_kv_write(plan *pl, const sift_node *n)
     const sift_tensor *src = n->src[0], *cache = n->dst;
     const uint64_t count = (uint64_t)src->shape[0] * (uint64_t)src->shape[1] * (uint64_t)src->shape[2];
     if (count == 0) return SIFT_OK;
-    push_kv_write p = {.h = (uint32_t)src->shape[1], .d = (uint32_t)src->shape[2], .pos0 = (uint32_t)n->p.pos0};
+    push_kv_write p = {.H = (uint32_t)src->shape[1], .D = (uint32_t)src->shape[2], .pos0 = (uint32_t)n->p.pos0};
     TRY(vk_tensor_ref(src, &p.src));
     TRY(vk_kv_ref(vk_plan_backend(pl), cache, &p.cache)); /* paged or not: shaders/common.glsl kv_row */
     uint32_t spec[VK_NSPEC] = {0};
@@ -289,14 +243,14 @@ sift_status vk_plan_kv_write(plan *pl, const sift_node *n)
                                   "vulkan: kv_write: the i8 cache '%s' does not start on a 4-byte boundary "
                                   "(the kernel writes 32-bit words)",
                                   cache->name);
-        p.n = count / p.d; /* rows T * Hkv */
+        p.n = count / p.D; /* rows T * Hkv */
     } else if (mode == 1) {
         if ((p.cache.t.meta & 3u) != 0)
             return sift_set_error(SIFT_E_UNSUPPORTED,
                                   "vulkan: kv_write: the f16 cache '%s' starts 2 bytes past a 4-byte boundary "
                                   "(the kernel writes pairs of halves as 32-bit words)",
                                   cache->name);
-        p.d /= 2; /* pairs per row (D is a multiple of 8) */
+        p.D /= 2; /* pairs per row (D is a multiple of 8) */
         p.n = count / 2;
     } else {
         p.n = count;
