@@ -202,10 +202,10 @@ def generate(outdir, spv_paths):
                 lvalue = f'(({c_struct} *)0)->{member}'
                 check.append(f'_Static_assert(offsetof({c_struct}, {member}) == {offset}, "{where} is at byte {offset}");\n')
                 if count is None:
-                    check.append(f'_Static_assert(_Generic({lvalue}, {c_type}: 1, default: 0), "{where} is a {c_type}");\n')
+                    check.append(f'_Static_assert(_Generic({lvalue}, {c_type}: 1, default: 0), "{where} has type {c_type}");\n')
                 else:
                     check.append(f'_Static_assert(_Generic({lvalue}[0], {c_type}: 1, default: 0) && '
-                                 f'sizeof {lvalue} == {count} * sizeof({c_type}), "{where} is a {c_type} [{count}]");\n')
+                                 f'sizeof {lvalue} == {count} * sizeof({c_type}), "{where} has type {c_type} [{count}]");\n')
             size = mod.size(block)
             check.append(f'_Static_assert(sizeof({c_struct}) == ({size} + _Alignof({c_struct}) - 1) / _Alignof({c_struct}) '
                          f'* _Alignof({c_struct}), "{shader}: {c_struct} has {size} bytes");\n')
@@ -223,5 +223,7 @@ if __name__ == '__main__':
         sys.exit('usage: gen_kernels.py OUTDIR name.spv...')
     try:
         generate(sys.argv[1], sys.argv[2:])
-    except (Fail, KeyError) as e:
+    except Fail as e:
         sys.exit(f'gen_kernels.py: {e}')
+    except KeyError as e:
+        sys.exit(f'gen_kernels.py: SPIR-V this script does not read (no entry for id {e})')
