@@ -254,7 +254,7 @@ sift_status vk_plan_attend(plan *pl, const sift_node *n)
         pm.row0 = (uint32_t)r0;
         const uint64_t left = qrows - r0;
         TRY(vk_dispatch(pl, VK_K_ATTEND_MERGE, mspec, &pm, sizeof pm,
-                     (uint32_t)(left < be->caps.max_groups[0] ? left : be->caps.max_groups[0]), ceil_div(d, 32), 1));
+                        (uint32_t)(left < be->caps.max_groups[0] ? left : be->caps.max_groups[0]), ceil_div(d, 32), 1));
     }
     return SIFT_OK;
 }
@@ -315,8 +315,8 @@ sift_status vk_plan_vote(plan *pl, const sift_node *n)
  * 0 < chosen < |C| and chosen + chosen / 4 <= CAP / 2, select_warm_collect and select_warm_tail run
  * first, and the six radix dispatches run only for the lists the tail missed (each of their
  * workgroups reads its list's miss flag and returns when it is 0). Every step of a node is
- * followed by a barrier (vk_graph.c record()), so collect, tail and the fallback see each other's writes to
- * warm and the scratch in that order. Other nodes with warm run as without it and leave it alone. */
+ * followed by a barrier (vk_graph.c record()), so collect, tail and the fallback see each other's
+ * writes to warm and the scratch in that order. Other nodes with warm run as without it and leave it alone. */
 
 /* CAP: the entries a list's warm start holds (the keys at or above its threshold; more: a miss). */
 #define SELECT_WARM_CAP 8192u
@@ -415,7 +415,7 @@ sift_status vk_plan_neighbor_fetch(plan *pl, const sift_node *n)
         p.l0 = (uint32_t)l0;
         const int64_t left = lists - l0;
         TRY(vk_dispatch(pl, VK_K_NEIGHBOR_FETCH, none, &p, sizeof p, gx,
-                     (uint32_t)(left < be->caps.max_groups[1] ? left : be->caps.max_groups[1]), 1));
+                        (uint32_t)(left < be->caps.max_groups[1] ? left : be->caps.max_groups[1]), 1));
     }
     return SIFT_OK;
 }
@@ -451,7 +451,7 @@ sift_status vk_plan_fill_range(plan *pl, const sift_node *n)
         p.l0 = (uint32_t)l0;
         const int64_t left = lists - l0;
         TRY(vk_dispatch(pl, VK_K_FILL_RANGE, none, &p, sizeof p, gx,
-                     (uint32_t)(left < be->caps.max_groups[1] ? left : be->caps.max_groups[1]), 1));
+                        (uint32_t)(left < be->caps.max_groups[1] ? left : be->caps.max_groups[1]), 1));
     }
     return SIFT_OK;
 }
