@@ -296,6 +296,9 @@ static sift_status take_page(kv_cache *c, kv_seq *q, int64_t p, int64_t *lo)
 sift_status sift_kv_cache_reserve(kv_cache *c, int seq, int64_t end)
 {
     kv_seq *q = &c->seqs[seq];
+    if (end > c->cfg.seq_tokens)
+        return sift_set_error(SIFT_E_LIMIT, "kv cache: position %lld past a sequence of %lld", (long long)end,
+                              (long long)c->cfg.seq_tokens);
     const int64_t want = pages_of(c, end), first = q->n_pages;
     if (want <= first) return SIFT_OK;
     if (want - first > c->n_free_dev + c->n_free_host)
@@ -318,6 +321,8 @@ void sift_kv_cache_advance(kv_cache *c, int seq, int64_t n) { c->seqs[seq].len +
 sift_status sift_kv_cache_rewind(kv_cache *c, int seq, int64_t pos)
 {
     kv_seq *q = &c->seqs[seq];
+    if (pos < 0 || pos > q->len)
+        return sift_set_error(SIFT_E_INVALID, "kv cache: a rewind to %lld of %lld rows", (long long)pos, (long long)q->len);
     q->len = pos;
     const int64_t keep = pages_of(c, pos), had = q->n_pages;
     if (keep >= had) return SIFT_OK;

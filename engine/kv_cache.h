@@ -62,9 +62,9 @@ void sift_kv_cache_set_pinned(kv_cache *c, int64_t tokens);
 /* The rows sequence seq holds: positions [0, len) written. */
 int64_t sift_kv_cache_len(const kv_cache *c, int seq);
 
-/* Gives sequence seq the pages positions [0, end) need (end <= seq_tokens), from the free device
- * pages, then (offload) by moving its oldest unpinned device page to the host, then from the host
- * pages. SIFT_E_LIMIT where the pool has too few pages free, taking none. */
+/* Gives sequence seq the pages positions [0, end) need, from the free device pages, then (offload)
+ * by moving its oldest unpinned device page to the host, then from the host pages. SIFT_E_LIMIT
+ * past seq_tokens, or where the pool has too few pages free, taking none. */
 sift_status sift_kv_cache_reserve(kv_cache *c, int seq, int64_t end);
 
 /* Rows [len, len + n) of seq were written (their pages reserved): they count from now on. */
