@@ -69,24 +69,13 @@ typedef cudaError_t sift_cuda_plan_fn(const sift_cuda_device *dev, const sift_no
 typedef cudaError_t sift_cuda_launch_fn(const sift_cuda_device *dev, const sift_node *n, const sift_cuda_plan *plan,
                                         void *scratch, void *zeroed, cudaStream_t st);
 
-/* score_attend.cu: score; gather_attend, dense_attend, causal_attend and causal_attend_sparse */
-sift_cuda_plan_fn sift_cuda_score_plan, sift_cuda_attend_plan;
-sift_cuda_launch_fn sift_cuda_score_launch, sift_cuda_attend_launch;
-/* score_max.cu: score_max (score and the KVHEAD_MAX vote in one pass) */
-sift_cuda_plan_fn sift_cuda_score_max_plan;
-sift_cuda_launch_fn sift_cuda_score_max_launch;
-/* vote.cu, select.cu */
-sift_cuda_plan_fn sift_cuda_vote_plan, sift_cuda_select_plan;
-sift_cuda_launch_fn sift_cuda_vote_launch, sift_cuda_select_launch;
-/* matmul.cu */
-sift_cuda_plan_fn sift_cuda_matmul_plan;
-sift_cuda_launch_fn sift_cuda_matmul_launch;
-/* model_ops.cu (eltwise: add, swiglu and silu; rmsnorm's plan also serves layernorm) */
-sift_cuda_plan_fn sift_cuda_get_rows_plan, sift_cuda_rmsnorm_plan, sift_cuda_kv_write_plan,
-    sift_cuda_sel_cache_check_plan, sift_cuda_fill_range_plan;
-sift_cuda_launch_fn sift_cuda_get_rows_launch, sift_cuda_rmsnorm_launch, sift_cuda_layernorm_launch,
-    sift_cuda_rope_launch, sift_cuda_eltwise_launch, sift_cuda_kv_write_launch, sift_cuda_sel_cache_check_launch,
-    sift_cuda_fill_range_launch, sift_cuda_mean_rows_launch, sift_cuda_neighbor_fetch_launch;
+/* Every op's plan and launch, from the CUDA op list (cuda_ops.def); an op sharing another's
+ * kernels declares the same function again, which is allowed. */
+#define CUDA_OP(id, plan, launch) sift_cuda_plan_fn sift_cuda_##plan##_plan; sift_cuda_launch_fn sift_cuda_##launch##_launch;
+#define CUDA_OP_UNPLANNED(id, launch) sift_cuda_launch_fn sift_cuda_##launch##_launch;
+#include "cuda_ops.def"
+#undef CUDA_OP
+#undef CUDA_OP_UNPLANNED
 
 #ifdef __cplusplus
 }

@@ -229,7 +229,7 @@ CPU_HOT_LOOP static void score_block(void *arg, int64_t item, int thread)
 }
 
 /* score and score_max. */
-static sift_status op_score(cpu_backend *be, const sift_node *n)
+static sift_status cpu_score(cpu_backend *be, const sift_node *n)
 {
     const int64_t hq = n->src[0]->shape[0], hkv = n->src[1]->shape[0], d = n->src[0]->shape[1];
     const int64_t m = n->p.end - n->p.begin;
@@ -239,7 +239,7 @@ static sift_status op_score(cpu_backend *be, const sift_node *n)
 }
 
 /* SOFTMAX_SUM: v[j] = sum_h softmax_j(s[h][j]).  KVHEAD_MAX: u[g][j] = max over g's heads of s[h][j]. */
-static sift_status op_vote(cpu_backend *be, const sift_node *n)
+static sift_status cpu_vote(cpu_backend *be, const sift_node *n)
 {
     (void)be;
     const sift_tensor *sc = n->src[0];
@@ -289,7 +289,7 @@ static int ascending(const void *a, const void *b)
     return (i > j) - (i < j);
 }
 
-static sift_status op_select(cpu_backend *be, const sift_node *n)
+static sift_status cpu_select(cpu_backend *be, const sift_node *n)
 {
     (void)be;
     const sift_select_layout *ly = &n->p.layout;
@@ -499,7 +499,7 @@ CPU_HOT_LOOP_AVX512 static void attend_block(void *arg, int64_t item, int thread
 
 /* Every attention op: items are (KV head, block of query rows); decode has one row, so its items
  * are the KV heads. */
-static sift_status op_attend(cpu_backend *be, const sift_node *n)
+static sift_status cpu_attend(cpu_backend *be, const sift_node *n)
 {
     const sift_tensor *q = n->src[0], *k = n->src[1];
     const sift_attend_walk *w = &n->p.walk;
@@ -512,7 +512,7 @@ static sift_status op_attend(cpu_backend *be, const sift_node *n)
 }
 
 /* SPEC §4: reuse the last index set while the query stays close to the one that chose it. */
-static sift_status op_sel_cache_check(cpu_backend *be, const sift_node *n)
+static sift_status cpu_sel_cache_check(cpu_backend *be, const sift_node *n)
 {
     (void)be;
     const float *q = cpu_data(n->src[0]);
@@ -538,7 +538,7 @@ static sift_status op_sel_cache_check(cpu_backend *be, const sift_node *n)
     return SIFT_OK;
 }
 
-static sift_status op_fill_range(cpu_backend *be, const sift_node *n)
+static sift_status cpu_fill_range(cpu_backend *be, const sift_node *n)
 {
     (void)be;
     const int64_t lists = n->dst->shape[0], len = n->dst->shape[1];
@@ -551,7 +551,7 @@ static sift_status op_fill_range(cpu_backend *be, const sift_node *n)
 /* TokenButler's neighbour fetch: after the chosen positions, j + 1 for each chosen j where that
  * is a candidate not chosen already, else -1. The lists are ascending, so "chosen already" is
  * "the next chosen entry". */
-static sift_status op_neighbor_fetch(cpu_backend *be, const sift_node *n)
+static sift_status cpu_neighbor_fetch(cpu_backend *be, const sift_node *n)
 {
     (void)be;
     const sift_select_layout *l = &n->p.layout;
@@ -572,7 +572,7 @@ static sift_status op_neighbor_fetch(cpu_backend *be, const sift_node *n)
     return SIFT_OK;
 }
 
-static sift_status op_mean_rows(cpu_backend *be, const sift_node *n)
+static sift_status cpu_mean_rows(cpu_backend *be, const sift_node *n)
 {
     (void)be;
     const int64_t rows = n->src[0]->shape[0], e = n->src[0]->shape[1];
@@ -588,36 +588,27 @@ static sift_status op_mean_rows(cpu_backend *be, const sift_node *n)
 
 /* ---- the backend ---------------------------------------------------------------------------- */
 
-/* The CPU reference of every op, indexed by op: the CPU runs every op of the table. */
+/* The CPU reference of every op, indexed by op and expanded from the op table (engine/ops.def):
+ * op <name> runs cpu_<name>, so an op without a CPU reference does not build ("'cpu_<name>'
+ * undeclared"). An op that shares another op's kernel is mapped to it by a #define here. */
+#define cpu_gather_attend cpu_attend
+#define cpu_dense_attend cpu_attend
+#define cpu_causal_attend cpu_attend
+#define cpu_causal_attend_sparse cpu_attend
+#define cpu_score_max cpu_score
+#define cpu_add cpu_elementwise
+#define cpu_swiglu cpu_elementwise
 typedef sift_status (*cpu_kernel)(cpu_backend *be, const sift_node *n);
 static const cpu_kernel cpu_kernels[SIFT_OP_COUNT] = {
-    [SIFT_OP_SCORE] = op_score,
-    [SIFT_OP_VOTE] = op_vote,
-    [SIFT_OP_SELECT] = op_select,
-    [SIFT_OP_GATHER_ATTEND] = op_attend,
-    [SIFT_OP_DENSE_ATTEND] = op_attend,
-    [SIFT_OP_GET_ROWS] = cpu_get_rows,
-    [SIFT_OP_RMSNORM] = cpu_rmsnorm,
-    [SIFT_OP_MATMUL] = cpu_matmul,
-    [SIFT_OP_ROPE] = cpu_rope,
-    [SIFT_OP_SWIGLU] = cpu_elementwise,
-    [SIFT_OP_ADD] = cpu_elementwise,
-    [SIFT_OP_KV_WRITE] = cpu_kv_write,
-    [SIFT_OP_CAUSAL_ATTEND] = op_attend,
-    [SIFT_OP_SEL_CACHE_CHECK] = op_sel_cache_check,
-    [SIFT_OP_FILL_RANGE] = op_fill_range,
-    [SIFT_OP_MEAN_ROWS] = op_mean_rows,
-    [SIFT_OP_CAUSAL_ATTEND_SPARSE] = op_attend,
-    [SIFT_OP_LAYERNORM] = cpu_layernorm,
-    [SIFT_OP_SILU] = cpu_silu,
-    [SIFT_OP_NEIGHBOR_FETCH] = op_neighbor_fetch,
-    [SIFT_OP_SCORE_MAX] = op_score,
+#define SIFT_OP(id, name, min_src, max_src, flags) [SIFT_OP_##id] = cpu_##name,
+#include "ops.def"
+#undef SIFT_OP
 };
 
 static bool cpu_supports_op(void *be, const sift_node *n)
 {
     (void)be;
-    return cpu_kernels[n->op] != NULL;
+    return (unsigned)n->op < SIFT_OP_COUNT;
 }
 
 static void cpu_destroy(void *be)

@@ -1,6 +1,6 @@
 /* The CUDA backend: device memory through the CUDA runtime (linked statically), one stream, the
  * kernels in the .cu files of cuda/ (docs/kernels.md), reached through one table indexed by op
- * (cuda_ops: each op's plan and launch, sift_cuda.h).
+ * (cuda_ops: each op's plan and launch, from cuda/cuda_ops.def).
  *
  * Tensors are plain cudaMalloc allocations, zeroed like the CPU backend's; a tensor in host memory
  * (sift_tensor_create_host: KV offload's host pools) is mapped pinned memory that the kernels
@@ -58,35 +58,19 @@ typedef struct cuda_backend {
     bool zeroed_dirty;
 } cuda_backend;
 
-/* The ops the backend runs (sift_cuda.h): plan (NULL: nothing to plan) and launch. An op without
- * a launch is not supported. */
+/* The ops the backend runs, from its op list (cuda/cuda_ops.def): plan (NULL: nothing to plan)
+ * and launch. An op without a launch is not supported. */
 typedef struct cuda_op {
     sift_cuda_plan_fn *plan;
     sift_cuda_launch_fn *launch;
 } cuda_op;
 
 static const cuda_op cuda_ops[SIFT_OP_COUNT] = {
-    [SIFT_OP_SCORE] = {sift_cuda_score_plan, sift_cuda_score_launch},
-    [SIFT_OP_VOTE] = {sift_cuda_vote_plan, sift_cuda_vote_launch},
-    [SIFT_OP_SELECT] = {sift_cuda_select_plan, sift_cuda_select_launch},
-    [SIFT_OP_GATHER_ATTEND] = {sift_cuda_attend_plan, sift_cuda_attend_launch},
-    [SIFT_OP_DENSE_ATTEND] = {sift_cuda_attend_plan, sift_cuda_attend_launch},
-    [SIFT_OP_GET_ROWS] = {sift_cuda_get_rows_plan, sift_cuda_get_rows_launch},
-    [SIFT_OP_RMSNORM] = {sift_cuda_rmsnorm_plan, sift_cuda_rmsnorm_launch},
-    [SIFT_OP_MATMUL] = {sift_cuda_matmul_plan, sift_cuda_matmul_launch},
-    [SIFT_OP_ROPE] = {NULL, sift_cuda_rope_launch},
-    [SIFT_OP_SWIGLU] = {NULL, sift_cuda_eltwise_launch},
-    [SIFT_OP_ADD] = {NULL, sift_cuda_eltwise_launch},
-    [SIFT_OP_KV_WRITE] = {sift_cuda_kv_write_plan, sift_cuda_kv_write_launch},
-    [SIFT_OP_CAUSAL_ATTEND] = {sift_cuda_attend_plan, sift_cuda_attend_launch},
-    [SIFT_OP_SEL_CACHE_CHECK] = {sift_cuda_sel_cache_check_plan, sift_cuda_sel_cache_check_launch},
-    [SIFT_OP_FILL_RANGE] = {sift_cuda_fill_range_plan, sift_cuda_fill_range_launch},
-    [SIFT_OP_MEAN_ROWS] = {NULL, sift_cuda_mean_rows_launch},
-    [SIFT_OP_CAUSAL_ATTEND_SPARSE] = {sift_cuda_attend_plan, sift_cuda_attend_launch},
-    [SIFT_OP_LAYERNORM] = {sift_cuda_rmsnorm_plan, sift_cuda_layernorm_launch},
-    [SIFT_OP_SILU] = {NULL, sift_cuda_eltwise_launch},
-    [SIFT_OP_NEIGHBOR_FETCH] = {NULL, sift_cuda_neighbor_fetch_launch},
-    [SIFT_OP_SCORE_MAX] = {sift_cuda_score_max_plan, sift_cuda_score_max_launch},
+#define CUDA_OP(id, plan, launch) [SIFT_OP_##id] = {sift_cuda_##plan##_plan, sift_cuda_##launch##_launch},
+#define CUDA_OP_UNPLANNED(id, launch) [SIFT_OP_##id] = {NULL, sift_cuda_##launch##_launch},
+#include "cuda/cuda_ops.def"
+#undef CUDA_OP
+#undef CUDA_OP_UNPLANNED
 };
 
 typedef struct cuda_plan {
