@@ -7,6 +7,7 @@
 #define SIFT_TEST_BACKEND_FILTER_H
 
 #include "sift.h"
+#include "report.h" /* test_case_begin, test_summary */
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -61,19 +62,22 @@ static inline sift_context *test_context_open(sift_backend_kind kind, const char
     return ctx;
 }
 
-/* The body of main() of a test of one model file on every backend: run(kind, path) for each, then
- * the summary of its counters; 77 (skipped) without the file, 2 without an argument. */
-static inline int test_main_one_model(int argc, char **argv, void (*run)(sift_backend_kind kind, const char *path),
-                                      const int *n_checks, const int *n_failures)
+/* The body of main() of a test (suite) of one model file on every backend: run(kind, path) for
+ * each, a case apiece, then the closing line (report.h); 77 (skipped) without the file, 2 without
+ * an argument. */
+static inline int test_main_one_model(int argc, char **argv, const char *suite,
+                                      void (*run)(sift_backend_kind kind, const char *path))
 {
     if (argc < 2) {
         fprintf(stderr, "usage: %s MODEL.gguf\n", argv[0]);
         return 2;
     }
     if (!test_model_exists(argv[1])) return 77;
-    for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) run((sift_backend_kind)kind, argv[1]);
-    printf("\nsummary: %d checks, %d failures\n", *n_checks, *n_failures);
-    return *n_failures ? 1 : 0;
+    for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) {
+        test_case_begin(argv[1], sift_backend_kind_name((sift_backend_kind)kind));
+        run((sift_backend_kind)kind, argv[1]);
+    }
+    return test_summary(suite, NULL);
 }
 
 #endif

@@ -3,6 +3,7 @@
 #include "sift.h"
 #include "backend_filter.h"
 #include "sift_testing.h"
+#include "report.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,27 +11,17 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-static int failures, checks;
 static const char *backend_name;
 
-/* Checks that `got` is `want` and the message contains `needle`. */
+/* Checks that `got` is `want` and the message contains `needle`; the message follows the check. */
 static void expect(const char *what, sift_status got, sift_status want, const char *needle)
 {
-    checks++;
     const char *msg = sift_last_error();
-    const int ok = got == want && (!needle || strstr(msg, needle));
-    if (!ok) failures++;
-    printf("%-7s %-52s %-24s %s%s%s\n", backend_name, what, sift_status_name(got), ok ? "ok" : "FAIL", ok ? "" : ": ",
-           ok ? "" : msg);
-    if (ok) printf("        %s\n", msg);
+    test_check(got == want && (!needle || strstr(msg, needle)), backend_name, "%s: %s", what, sift_status_name(got));
+    test_note(backend_name, "%s", msg);
 }
 
-static void expect_true(const char *what, int cond)
-{
-    checks++;
-    if (!cond) failures++;
-    printf("%-7s %-52s %-24s %s\n", backend_name, what, "", cond ? "ok" : "FAIL");
-}
+static void expect_true(const char *what, int cond) { test_check(cond, backend_name, "%s", what); }
 
 static sift_tensor *make(sift_context *ctx, sift_dtype t, int ndim, const int64_t *shape, int fill)
 {
@@ -119,12 +110,10 @@ static void run_backend(sift_context *ctx, sift_context *other)
     sift_tensor *huge = NULL;
     /* 2 EiB: beyond any address space, so it fails even where the host overcommits memory */
     sift_status s = sift_tensor_create(ctx, SIFT_F32, 1, (int64_t[]){(int64_t)1 << 59}, &huge);
-    checks++;
     const int alloc_ok = (s == SIFT_E_NOMEM || s == SIFT_E_DEVICE_NOMEM || s == SIFT_E_LIMIT) && huge == NULL &&
                          strlen(sift_last_error()) > 0;
-    if (!alloc_ok) failures++;
-    printf("%-7s %-52s %-24s %s\n        %s\n", backend_name, "a 2 EiB tensor", sift_status_name(s), alloc_ok ? "ok" : "FAIL",
-           sift_last_error());
+    test_check(alloc_ok, backend_name, "a 2 EiB tensor: %s", sift_status_name(s));
+    test_note(backend_name, "%s", sift_last_error());
     sift_tensor_destroy(huge);
     expect("a shape whose size overflows", sift_tensor_create(ctx, SIFT_F32, 2, (int64_t[]){(int64_t)1 << 40, (int64_t)1 << 40}, &huge),
            SIFT_E_SHAPE, "overflow");
@@ -356,7 +345,7 @@ static void threads_that_cannot_start(void)
     struct rlimit old;
     sift_context *ctx = NULL;
     if (!have_statm || getrlimit(RLIMIT_AS, &old) != 0 || sift_context_create(SIFT_BACKEND_CPU, &ctx) != SIFT_OK) {
-        printf("%-7s threads past the memory left: skipped (no /proc/self/statm or RLIMIT_AS)\n", backend_name);
+        test_note(backend_name, "threads past the memory left: skipped (no /proc/self/statm or RLIMIT_AS)");
         return;
     }
     expect("set_threads: 2 threads", sift_context_set_threads(ctx, 2), SIFT_OK, NULL);
@@ -365,7 +354,7 @@ static void threads_that_cannot_start(void)
     tight.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)64 << 20);
     if (old.rlim_cur != RLIM_INFINITY && old.rlim_cur < tight.rlim_cur) tight.rlim_cur = old.rlim_cur;
     if (setrlimit(RLIMIT_AS, &tight) != 0) {
-        printf("%-7s threads past the memory left: skipped (setrlimit failed)\n", backend_name);
+        test_note(backend_name, "threads past the memory left: skipped (setrlimit failed)");
         sift_context_destroy(ctx);
         return;
     }
@@ -388,6 +377,7 @@ static void threads_that_cannot_start(void)
 static void configs_and_devices(void)
 {
     backend_name = "api";
+    test_case_begin("api", backend_name);
     sift_sampler *smp = NULL;
     sift_sampler_config zero_sampler;
     memset(&zero_sampler, 0, sizeof zero_sampler);
@@ -423,7 +413,7 @@ static void configs_and_devices(void)
         backend_name = sift_backend_kind_name((sift_backend_kind)b);
         if (test_backend_excluded((sift_backend_kind)b)) continue; /* the main loop says it is skipped */
         if (sift_device_count((sift_backend_kind)b, &n) != SIFT_OK) {
-            printf("%-7s devices skipped: %s\n", backend_name, sift_last_error());
+            test_note(backend_name, "devices skipped: %s", sift_last_error());
             continue;
         }
         int defaults = 0;
@@ -453,28 +443,27 @@ int main(void)
     expect("null out pointer", sift_context_create(SIFT_BACKEND_CPU, NULL), SIFT_E_INVALID, NULL);
     expect("set_threads: null context", sift_context_set_threads(NULL, 2), SIFT_E_INVALID, "NULL");
 
+    test_case_begin("configs and devices", backend_name);
     configs_and_devices();
+    test_case_begin("threads that cannot start", backend_name);
     threads_that_cannot_start();
-    int64_t validation = 0;
     for (int b = 0; b < SIFT_BACKEND_COUNT; b++) {
         sift_context *ctx = NULL, *other = NULL;
         backend_name = sift_backend_kind_name((sift_backend_kind)b);
         const char *excluded = test_backend_excluded((sift_backend_kind)b);
         if (excluded || sift_context_create((sift_backend_kind)b, &ctx) != SIFT_OK) {
-            printf("%-7s skipped: %s\n", backend_name, excluded ? excluded : sift_last_error());
+            test_note(backend_name, "skipped: %s", excluded ? excluded : sift_last_error());
             continue;
         }
         if (sift_context_create(SIFT_BACKEND_CPU, &other) != SIFT_OK) return 1;
+        test_case_begin("bad input", backend_name);
         expect("set_threads: 0 threads", sift_context_set_threads(ctx, 0), SIFT_E_INVALID, "0 threads");
         expect("set_threads: -3 threads", sift_context_set_threads(ctx, -3), SIFT_E_INVALID, "-3");
         expect("set_threads: 3 threads (a no-op on the GPUs)", sift_context_set_threads(ctx, 3), SIFT_OK, NULL);
         run_backend(ctx, other); /* with 3 threads on the CPU: more than the cores here */
         ownership((sift_backend_kind)b);
-        validation += sift_context_validation_messages(ctx);
         sift_context_destroy(other);
-        sift_context_destroy(ctx);
+        test_context_done(ctx);
     }
-    if (validation) failures++;
-    printf("\nsummary: %d checks, %d failures, validation messages: %lld\n", checks, failures, (long long)validation);
-    return failures ? 1 : 0;
+    return test_summary("badinput", NULL);
 }

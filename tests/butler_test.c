@@ -11,6 +11,7 @@
 #include "backend_filter.h"
 #include "gguf_builder.h"
 #include "test_files.h"
+#include "report.h"
 #include "predictor.h" /* sift_model_fingerprint: the file must name the model's */
 
 #include <math.h>
@@ -21,14 +22,7 @@
 
 #include "gguf.h" /* the tensors' places in a base model's file, to change it past their first 64 bytes */
 
-static int n_checks, n_failures;
-
-static void check(bool ok, const char *bname, const char *what, double value)
-{
-    n_checks++;
-    if (!ok) n_failures++;
-    printf("%-7s %-68s %12.6g  %s\n", bname, what, value, ok ? "ok" : "FAIL");
-}
+#define check(ok, bname, what, value) test_check_value((ok), (bname), (value), "%s", (what))
 
 typedef enum {
     FILE_OK,
@@ -321,16 +315,18 @@ int main(int argc, char **argv)
         const char *bname = sift_backend_kind_name((sift_backend_kind)kind);
         const char *excluded = test_backend_excluded((sift_backend_kind)kind);
         if (excluded || sift_context_create((sift_backend_kind)kind, &ctx) != SIFT_OK) {
-            printf("%-7s skipped: %s\n", bname, excluded ? excluded : sift_last_error());
+            test_note(bname, "skipped: %s", excluded ? excluded : sift_last_error());
             continue;
         }
+        test_case_begin("retrieval model and predictors", bname);
         run_backend(ctx, bname, argv[1], argv[2]);
-        sift_context_destroy(ctx);
+        test_context_done(ctx);
     }
     /* the fingerprints are the host's: the CPU checks the shipped predictors */
     sift_context *cpu = NULL;
     char predictor[512], stories[512];
     if (!test_backend_excluded(SIFT_BACKEND_CPU) && sift_context_create(SIFT_BACKEND_CPU, &cpu) == SIFT_OK) {
+        test_case_begin("shipped predictors", "cpu");
         snprintf(predictor, sizeof predictor, "%s/retrieval.butler.gguf", argv[3]);
         shipped_predictor(cpu, argv[1], predictor, argv[2]);
         snprintf(stories, sizeof stories, "%s/models/stories260K.gguf", argv[4]);
@@ -340,10 +336,9 @@ int main(int argc, char **argv)
             fclose(f);
             shipped_predictor(cpu, stories, predictor, argv[2]);
         } else {
-            printf("cpu     skipped: %s is absent: stories260K's predictor not checked\n", stories);
+            test_note("cpu", "skipped: %s is absent: stories260K's predictor not checked", stories);
         }
-        sift_context_destroy(cpu);
+        test_context_done(cpu);
     }
-    printf("\nsummary: %d checks, %d failures\n", n_checks, n_failures);
-    return n_failures ? 1 : 0;
+    return test_summary("butler", NULL);
 }

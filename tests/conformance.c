@@ -23,17 +23,17 @@
 #include <time.h>
 
 static conf_case *cases;
-static int n_cases, cap_cases;
+static int n_registered, cap_cases;
 
 void registry_add(const char *suite, const char *name, case_check_fn check, case_build_fn build, const void *params,
                   size_t size)
 {
-    if (n_cases == cap_cases) {
+    if (n_registered == cap_cases) {
         cap_cases = cap_cases ? 2 * cap_cases : 256;
         cases = realloc(cases, (size_t)cap_cases * sizeof *cases);
         if (!cases) exit(2);
     }
-    conf_case *c = &cases[n_cases++];
+    conf_case *c = &cases[n_registered++];
     memset(c, 0, sizeof *c);
     c->suite = suite;
     snprintf(c->name, sizeof c->name, "%s", name);
@@ -48,7 +48,7 @@ void registry_add_span_timed(const char *suite, const char *name, case_build_fn 
                              int span_nodes)
 {
     registry_add(suite, name, NULL, build, params, size);
-    cases[n_cases - 1].span_nodes = span_nodes;
+    cases[n_registered - 1].span_nodes = span_nodes;
 }
 
 void built_graph_free(built_graph *b)
@@ -264,8 +264,8 @@ int main(int argc, char **argv)
     cases_attn(&o);
     if (perf || list) cases_perf(&o);
 
-    int ran = 0, unsupported = 0;
-    for (int i = 0; i < n_cases; i++) {
+    int ran = 0;
+    for (int i = 0; i < n_registered; i++) {
         const conf_case *c = &cases[i];
         if (strcmp(suite, "all") && strcmp(suite, c->suite)) continue;
         if (match && !strstr(c->name, match)) continue;
@@ -276,31 +276,25 @@ int main(int argc, char **argv)
         }
         if (perf ? !c->build : !c->check) continue;
         if (ran++ == 0) {
-            printf("backend %s: %s; reference cpu\n", backend_name, device);
+            printf("backend %s: %s; reference cpu; max N %lld\n", backend_name, device, (long long)o.max_n);
             if (perf) printf("\n%-58s %-16s %10s %10s\n", "case", "node", "us", "GB/s");
         }
         rng_seed_from(c->name);
         case_unsupported = false;
-        running_case = c->name;
-        running_backend = backend_name;
+        test_case_begin(c->name, backend_name);
         if (perf) time_case(c, dut, (int)repeat);
         else run_check(c, &ref, dut);
-        unsupported += case_unsupported;
+        n_unsupported += case_unsupported;
     }
     if (list) return 0;
     if (ran == 0) {
         printf("FAIL: no case in suite '%s'\n", suite);
         n_failures++;
     }
-    int64_t validation = sift_context_validation_messages(ref.ctx);
-    if (dut != &ref) validation += sift_context_validation_messages(dut->ctx);
-    if (validation) n_failures++;
-    printf("\nsummary: suite %s, backend %s: %d cases, %d checks, %d failures, %d not supported; max N %lld; "
-           "validation messages: %lld\n",
-           suite, backend_name, ran, n_checks, n_failures, unsupported, (long long)o.max_n, (long long)validation);
-    if (dut != &ref) sift_context_destroy(dut_own.ctx);
-    sift_context_destroy(ref.ctx);
-    for (int i = 0; i < n_cases; i++) free(cases[i].params);
+    if (dut != &ref) test_context_done(dut_own.ctx);
+    test_context_done(ref.ctx);
+    const int status = test_summary(suite, backend_name);
+    for (int i = 0; i < n_registered; i++) free(cases[i].params);
     free(cases);
-    return n_failures ? 1 : 0;
+    return status;
 }

@@ -2,18 +2,10 @@
  * float of [-110, 89] within 0.504 ulp of the exact value, and the edges (zero, the underflow to
  * subnormals and to 0, the overflow, +-inf, NaN) exactly as libm's expf gives them. */
 #include "cpu_ops.h"
+#include "report.h"
 
 #include <math.h>
 #include <stdio.h>
-
-static int n_checks, n_failures;
-
-static void check(bool ok, const char *what, double value, double bound)
-{
-    n_checks++;
-    if (!ok) n_failures++;
-    printf("%-60s %10.4g  (bound %g)  %s\n", what, value, bound, ok ? "ok" : "FAIL");
-}
 
 /* |y - e^x| in ulps of the float nearest e^x (subnormal ulps below 2^-126). */
 static double ulp_error(float x, float y)
@@ -31,6 +23,7 @@ int main(void)
     double worst = 0.0;
     float worst_x = 0.0f;
     long n = 0, differ = 0;
+    test_case_begin("sweep", "cpu");
     int fill = 0;
     /* the bit patterns of the floats in [-110, 89], in steps of 61, a batch at a time */
     for (uint64_t bits = 0; bits <= 0xffffffffu; bits += 61) {
@@ -56,8 +49,8 @@ int main(void)
     }
     char what[128];
     snprintf(what, sizeof what, "max error over %ld floats in [-110, 89] (ulp; at %a)", n, (double)worst_x);
-    check(worst <= 0.504, what, worst, 0.504);
-    printf("(%ld of them differ from libm's expf by an ulp)\n", differ);
+    report(what, "cpu", "ulp", worst, 0.504, worst <= 0.504);
+    test_note("cpu", "(%ld of them differ from libm's expf by an ulp)", differ);
 
     const float edge[] = {0.0f, -0.0f, 1.0f, -1.0f, 88.72283f, 88.7229f, 89.0f, 100.0f, 1e30f, -87.33654f, -87.4f,
                           -100.0f, -103.97207f, -103.98f, -104.0f, -110.0f, -1e30f, INFINITY, -INFINITY, NAN, -NAN};
@@ -68,8 +61,7 @@ int main(void)
         const float libm = expf(edge[i]);
         const bool same = isnan(libm) ? isnan(got[i]) : got[i] == libm || ulp_error(edge[i], got[i]) <= 0.504;
         snprintf(what, sizeof what, "e^%a = %a (libm: %a)", (double)edge[i], (double)got[i], (double)libm);
-        check(same, what, isnan(libm) || isinf(libm) || libm == 0.0f ? 0.0 : ulp_error(edge[i], got[i]), 0.504);
+        report(what, "cpu", "ulp", isnan(libm) || isinf(libm) || libm == 0.0f ? 0.0 : ulp_error(edge[i], got[i]), 0.504, same);
     }
-    printf("\nsummary: %d checks, %d failures\n", n_checks, n_failures);
-    return n_failures ? 1 : 0;
+    return test_summary("cpu-exp", "cpu");
 }

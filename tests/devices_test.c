@@ -7,18 +7,18 @@
  * opens, unless SIFT_EXPECT_BACKENDS lists vulkan. */
 #include <sift.h>
 
+#include "report.h"
+
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int checks, fails;
-
-static void check(int ok, const char *what, const char *detail)
+/* A check of the Vulkan devices, with the figures it read. */
+static void check(bool ok, const char *what, const char *detail)
 {
-    checks++;
-    if (!ok) fails++;
-    printf("%-68s %s%s%s\n", what, ok ? "ok" : "FAIL", detail && *detail ? ": " : "", detail ? detail : "");
+    test_check(ok, "vulkan", "%s%s%s", what, detail && *detail ? ": " : "", detail ? detail : "");
 }
 
 static int pow2(uint32_t x) { return x && (x & (x - 1)) == 0; }
@@ -172,18 +172,23 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     unsetenv("SIFT_VULKAN_PROFILE");
+    test_case_begin("profile list", "vulkan");
     check_profile_list();
     sift_vulkan_device_info base;
     int index = -1;
     if (default_info(&base, &index) != SIFT_OK || base.unusable) {
         const char *expect = getenv("SIFT_EXPECT_BACKENDS");
         const int expected = expect && strstr(expect, "vulkan");
-        printf("no usable Vulkan device: %s%s\n", sift_last_error(), expected ? " (expected by SIFT_EXPECT_BACKENDS)" : "");
-        return expected ? 1 : 77;
+        test_note("vulkan", "no usable Vulkan device: %s%s", sift_last_error(),
+                  expected ? " (expected by SIFT_EXPECT_BACKENDS)" : "");
+        if (!expected) return 77;
+        test_check(false, "vulkan", "a usable Vulkan device");
+        return test_summary("devices", "vulkan");
     }
-    printf("default device %d: subgroup %u\n", index, base.subgroup_size);
+    test_note("vulkan", "default device %d: subgroup %u", index, base.subgroup_size);
+    test_case_begin("devices", "vulkan");
     check_devices();
+    test_case_begin("small profile", "vulkan");
     check_small(base);
-    printf("summary: %d checks, %d failures\n", checks, fails);
-    return fails ? 1 : 0;
+    return test_summary("devices", "vulkan");
 }

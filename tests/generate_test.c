@@ -23,6 +23,7 @@
  * Usage: sift-generate-test MODEL.gguf [CHAT_MODEL.gguf] (a missing model file is skipped with a
  * message; without CHAT_MODEL the end-of-generation checks are skipped). */
 #include "backend_filter.h"
+#include "report.h"
 #include "sift.h"
 #include "test_files.h"
 
@@ -35,15 +36,9 @@
 enum { N_GEN = 40 };
 
 static const char *const prompt = "Once upon a time";
-static int n_checks, n_failures;
-static const char *bname;
+static const char *bname; /* the backend under test */
 
-static void check(bool ok, const char *what)
-{
-    n_checks++;
-    if (!ok) n_failures++;
-    printf("%-7s %-72s %s\n", bname, what, ok ? "ok" : "FAIL");
-}
+#define check(ok, what) test_check((ok), bname, "%s", (what))
 
 /* What the callback saw. */
 typedef struct {
@@ -97,7 +92,7 @@ static int reference(sift_model *m, int32_t *tokens, char *text, size_t cap, siz
         tokens[n++] = tok;
         ok = sift_session_eval(s, &tok, 1, logits) == SIFT_OK;
     }
-    if (!ok) printf("reference loop failed: %s\n", sift_last_error());
+    if (!ok) test_note(bname, "reference loop failed: %s", sift_last_error());
     *n_prompt_out = n_prompt;
     sift_sampler_destroy(smp);
     sift_session_destroy(s);
@@ -347,7 +342,7 @@ static const char *chat_model; /* argv[2]: a llama3 chat model, or NULL */
 static void stop_at_eog(sift_backend_kind kind)
 {
     if (!chat_model) {
-        printf("%-7s SKIP: no chat model given: SIFT_STOP_AT_EOG is not checked\n", bname);
+        test_note(bname, "skipped: no chat model given: SIFT_STOP_AT_EOG is not checked");
         return;
     }
     sift_context *ctx = test_context_open(kind, "", false);
@@ -383,7 +378,7 @@ static void stop_at_eog(sift_backend_kind kind)
         if (sift_session_generate_tokens(s, &start, 1, &gc, NULL, NULL, NULL) != SIFT_OK) break;
         if (ref.n <= 1000 && ref.n >= 2 && ref.tokens[ref.n - 1] == eot) j = ref.n - 1;
     }
-    printf("%-7s seed %llu: the first end-of-generation token, %d, after %d tokens\n", bname,
+    test_note(bname, "seed %llu: the first end-of-generation token, %d, after %d tokens",
            (unsigned long long)gc.sampler.seed, j >= 0 ? (int)ref.tokens[j] : -1, j);
     check(j >= 1, "a seed whose first end-of-generation token is the end of turn (within 32 seeds of 1000 tokens)");
     if (j < 1) goto out;
@@ -489,7 +484,7 @@ static void run_backend(sift_backend_kind kind, const char *path)
     gc.stop = stops;
     gc.n_stop = 2;
     st = sift_session_generate(s, prompt, strlen(prompt), &gc, &n, &why);
-    printf("%-7s stop string \"%s\": %lld tokens, text \"%s\"\n", bname, stop, (long long)n, c.text);
+    test_note(bname, "stop string \"%s\": %lld tokens, text \"%s\"", stop, (long long)n, c.text);
     check(st == SIFT_OK && why == SIFT_STOP_STRING && first >= 0 && n == first + 1,
           "a stop string stops at the token that completes it");
     check(n > 0 && n <= N_GEN && memcmp(c.tokens, ref, (size_t)n * sizeof *ref) == 0, "  its tokens are the loop's");
@@ -531,5 +526,5 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     setenv("SIFT_VULKAN_VALIDATION", "1", 0);
     if (argc > 2 && test_model_exists(argv[2])) chat_model = argv[2];
-    return test_main_one_model(argc, argv, run_backend, &n_checks, &n_failures);
+    return test_main_one_model(argc, argv, "generate", run_backend);
 }

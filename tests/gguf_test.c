@@ -10,6 +10,7 @@
  *   sift-gguf-test <corpus dir> <shared dir> */
 #include "gguf.h"
 #include "gguf_builder.h"
+#include "report.h"
 #include "quant.h"
 #include "test_files.h"
 
@@ -20,19 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int n_pass, n_fail;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (cond) {                                                                                                    \
-            n_pass++;                                                                                                  \
-        } else {                                                                                                       \
-            n_fail++;                                                                                                  \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                                \
-            printf(__VA_ARGS__);                                                                                       \
-            printf("\n");                                                                                              \
-        }                                                                                                              \
-    } while (0)
+/* Only a failing check prints, with its line: the passing ones would say nothing. */
+#define LINE_STR(n) #n
+#define LINE_OF(n) LINE_STR(n)
+#define CHECK(cond, ...) test_require((cond), "host", "line " LINE_OF(__LINE__) ": " __VA_ARGS__)
 
 /* ---- 1. the broken-file corpus ------------------------------------------------------------------ */
 
@@ -59,6 +51,7 @@ static int compare_names(const void *a, const void *b) { return strcmp(*(char *c
 
 static void test_corpus(const char *dir)
 {
+    test_case_begin("corpus", "host");
     char path[4096];
     snprintf(path, sizeof path, "%s/expected.txt", dir);
     size_t expected_size = 0;
@@ -97,7 +90,7 @@ static void test_corpus(const char *dir)
             sift_gguf_close(g);
             continue;
         }
-        printf("  %-40s %s: %s\n", names[i], sift_status_name(s), msg);
+        test_note("host", "%s: %s: %s", names[i], sift_status_name(s), msg);
         CHECK(strstr(msg, names[i]) != NULL, "%s: the message does not name the file", names[i]);
         const char *frag = expected_fragment(expected, names[i]);
         if (frag) {
@@ -185,6 +178,7 @@ static void build_all_types(gguf_builder *b, uint32_t alignment)
 
 static void test_all_types(uint32_t alignment)
 {
+    test_case_begin("all_types", "host");
     gguf_builder b = {0};
     build_all_types(&b, alignment);
     sift_gguf *g = NULL;
@@ -362,6 +356,7 @@ static sift_status open_model(const char *arch, const extra_key *extra, int n_ex
 
 static void test_hparams(void)
 {
+    test_case_begin("hparams", "host");
     gguf_builder b = {0};
     sift_gguf *g = NULL;
     sift_gguf_hparams hp;
@@ -459,6 +454,7 @@ static void test_hparams(void)
  * carry the huge shapes: they need no data, yet a reader still forms their strides. */
 static void test_size_limits(void)
 {
+    test_case_begin("size_limits", "host");
     const uint64_t big = 1ull << 61;
     const struct {
         uint32_t n_dims;
@@ -500,6 +496,7 @@ static void test_size_limits(void)
 
 static void test_arguments(void)
 {
+    test_case_begin("arguments", "host");
     sift_gguf *g = (sift_gguf *)&g;
     CHECK(sift_gguf_open_memory(NULL, 0, NULL, &g) == SIFT_E_INVALID && g == NULL, "empty buffer");
     CHECK(strstr(sift_last_error(), "<memory>") != NULL, "memory label: %s", sift_last_error());
@@ -531,6 +528,7 @@ static void pack_k_scales(const int sc[8], const int m[8], uint8_t out[12])
  * a row that is not a whole super-block is refused. */
 static void test_kquants(void)
 {
+    test_case_begin("kquants", "host");
     const int sc[8] = {1, 7, 20, 33, 17, 40, 63, 48}, mn[8] = {5, 0, 63, 16, 31, 47, 2, 60};
     uint8_t scales[12];
     pack_k_scales(sc, mn, scales);
@@ -616,6 +614,7 @@ static void test_kquants(void)
 /* Version 2 files open as version 3's (the same layout); 1 and unknown versions are refused. */
 static void test_versions(void)
 {
+    test_case_begin("versions", "host");
     for (uint32_t version = 1; version <= 4; version++) {
         gguf_builder b = {0};
         gb_header_version(&b, version, 1, 1);
@@ -647,11 +646,12 @@ static void test_versions(void)
 
 static void test_stories(const char *shared)
 {
+    test_case_begin("stories", "host");
     char path[4096];
     snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared);
     FILE *f = fopen(path, "rb");
     if (!f) {
-        printf("SKIP stories260K: %s not found (the shared folder beside the checkout is absent)\n", path);
+        test_note("host", "stories260K skipped: %s not found (the shared folder beside the checkout is absent)", path);
         return;
     }
     fclose(f);
@@ -708,6 +708,5 @@ int main(int argc, char **argv)
     test_kquants();
     test_versions();
     test_stories(argv[2]);
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail ? 1 : 0;
+    return test_summary("gguf", "host");
 }

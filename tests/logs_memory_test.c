@@ -12,6 +12,7 @@
  *     never over it; nothing allocated by the estimate itself; a context too large does not fit.
  */
 #include "backend_filter.h"
+#include "report.h"
 #include "engine.h" /* sift_context_lock and sift_log: a backend's message, as a backend sends it */
 #include "sift.h"
 
@@ -25,14 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int n_checks, n_failures;
-
-static void check(bool ok, const char *backend, const char *what)
-{
-    n_checks++;
-    if (!ok) n_failures++;
-    printf("%-7s %-84s %s\n", backend, what, ok ? "ok" : "FAIL");
-}
+#define check(ok, backend, what) test_check((ok), (backend), "%s", (what))
 
 /* ---- logs ---------------------------------------------------------------------------------- */
 
@@ -156,7 +150,7 @@ static void test_logs(sift_backend_kind kind, const char *model)
     log_record *r = calloc(1, sizeof *r);
     sift_context *ctx = excluded ? NULL : open_logged(kind, r);
     if (!ctx) {
-        printf("%-7s skipped: %s\n", bn, excluded ? excluded : sift_last_error());
+        test_note(bn, "skipped: %s", excluded ? excluded : sift_last_error());
         free(r);
         return;
     }
@@ -368,9 +362,9 @@ int main(int argc, char **argv)
     }
     if (!test_model_exists(argv[2])) return 77;
     for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) {
+        test_case_begin(argv[1], sift_backend_kind_name((sift_backend_kind)kind));
         if (strcmp(argv[1], "logs") == 0) test_logs((sift_backend_kind)kind, argv[2]);
         else test_memory((sift_backend_kind)kind, argv[2], argv[3]);
     }
-    printf("\nsummary: %d checks, %d failures\n", n_checks, n_failures);
-    return n_failures ? 1 : 0;
+    return test_summary(argv[1], NULL);
 }

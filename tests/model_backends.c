@@ -6,14 +6,13 @@
 #include "sift.h"
 #include "backend_filter.h"
 #include "sift_testing.h"
+#include "report.h"
 
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int checks, failures;
 
 typedef struct {
     int n_layers, n_embd, n_vocab;
@@ -67,7 +66,8 @@ static sift_status run_trace(sift_context *ctx, const char *path, trace *tr)
     return s;
 }
 
-static double nmse(const float *ref, const float *got, size_t n)
+/* NMSE, infinite where the backend gave a value that is not finite. */
+static double nmse_finite(const float *ref, const float *got, size_t n)
 {
     double num = 0.0, den = 0.0;
     for (size_t i = 0; i < n; i++) {
@@ -82,7 +82,7 @@ static void compare_model(const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        printf("%s: skipped (absent)\n", path);
+        test_note("", "%s: skipped (absent)", path);
         return;
     }
     fclose(f);
@@ -90,8 +90,7 @@ static void compare_model(const char *path)
     sift_context *cpu = NULL;
     trace ref = {0};
     if (sift_context_create(SIFT_BACKEND_CPU, &cpu) != SIFT_OK || run_trace(cpu, path, &ref) != SIFT_OK) {
-        checks++, failures++;
-        printf("%-28s cpu     FAIL: %s\n", name, sift_last_error());
+        fail(name, "cpu", sift_last_error());
         sift_context_destroy(cpu);
         return;
     }
@@ -102,36 +101,37 @@ static void compare_model(const char *path)
         sift_context *ctx = NULL;
         const char *excluded = test_backend_excluded((sift_backend_kind)kind);
         if (excluded || sift_context_create((sift_backend_kind)kind, &ctx) != SIFT_OK) {
-            printf("%-28s %-7s skipped: %s\n", name, bname, excluded ? excluded : sift_last_error());
+            test_note(bname, "%s skipped: %s", name, excluded ? excluded : sift_last_error());
             continue;
         }
+        test_case_begin(name, bname);
         trace got = {0};
         const sift_status s = run_trace(ctx, path, &got);
         if (s != SIFT_OK) {
-            checks++, failures++;
-            printf("%-28s %-7s FAIL: %s\n", name, bname, sift_last_error());
+            fail(name, bname, sift_last_error());
         } else {
             for (int phase = 0; phase < PHASES; phase++) {
                 double worst = 0.0;
                 int worst_layer = 0;
                 for (int l = 0; l < ref.n_layers; l++) {
                     const size_t off = ((size_t)phase * ref.n_layers + l) * ref.n_embd;
-                    const double e = nmse(ref.layers + off, got.layers + off, (size_t)ref.n_embd);
+                    const double e = nmse_finite(ref.layers + off, got.layers + off, (size_t)ref.n_embd);
                     if (!(e <= worst)) worst = e, worst_layer = l;
                 }
-                const double el = nmse(ref.logits + (size_t)phase * ref.n_vocab, got.logits + (size_t)phase * ref.n_vocab,
+                const double el = nmse_finite(ref.logits + (size_t)phase * ref.n_vocab, got.logits + (size_t)phase * ref.n_vocab,
                                        (size_t)ref.n_vocab);
-                const bool ok = worst <= bound && el <= bound;
-                checks++;
-                if (!ok) failures++;
-                printf("%-28s %-7s %-14s worst layer %2d nmse %9.2e, logits nmse %9.2e (bound %.0e) %s\n", name, bname,
-                       phase == 0 ? "prefill" : phase <= DECODE ? "decode dense" : "decode select", worst_layer, worst,
-                       el, bound, ok ? "ok" : "FAIL");
+                char what[160];
+                snprintf(what, sizeof what, "%s: %s, worst layer (%d)", name,
+                         phase == 0 ? "prefill" : phase <= DECODE ? "decode dense" : "decode select", worst_layer);
+                report(what, bname, "nmse", worst, bound, worst <= bound);
+                snprintf(what, sizeof what, "%s: %s, logits", name,
+                         phase == 0 ? "prefill" : phase <= DECODE ? "decode dense" : "decode select");
+                report(what, bname, "nmse", el, bound, el <= bound);
             }
         }
         free(got.layers);
         free(got.logits);
-        sift_context_destroy(ctx);
+        test_context_done(ctx);
     }
     free(ref.layers);
     free(ref.logits);
@@ -142,6 +142,5 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (int i = 1; i < argc; i++) compare_model(argv[i]);
-    printf("\nsummary: %d checks, %d failures\n", checks, failures);
-    return failures ? 1 : 0;
+    return test_summary("model-backends", NULL);
 }

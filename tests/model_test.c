@@ -7,6 +7,7 @@
  * usage: sift-model-test SHARED_DIR   (skips, saying so, where SHARED_DIR/models is absent) */
 #include "sift.h"
 #include "backend_filter.h"
+#include "report.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -15,18 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int checks, failures;
-
+/* A check named by what, with a detail of what was measured. */
 __attribute__((format(printf, 4, 5))) static void result(const char *backend, const char *what, bool ok, const char *fmt, ...)
 {
-    checks++;
-    if (!ok) failures++;
     char detail[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
-    printf("%-7s %-44s %-4s %s\n", backend, what, ok ? "ok" : "FAIL", detail);
+    test_check(ok, backend, "%s: %s", what, detail);
 }
 
 /* ---- the oracle's records ------------------------------------------------------------------- */
@@ -232,13 +230,14 @@ static void run_backend(sift_backend_kind kind, const char *model_path, golden *
     sift_context *ctx = NULL;
     const char *excluded = test_backend_excluded(kind);
     if (excluded || sift_context_create(kind, &ctx) != SIFT_OK) {
-        printf("%-7s skipped: %s\n", bname, excluded ? excluded : sift_last_error());
+        test_note(bname, "skipped: %s", excluded ? excluded : sift_last_error());
         return;
     }
+    test_case_begin("stories260K", bname);
     sift_model *m = NULL;
     if (sift_model_load(ctx, model_path, &m) != SIFT_OK) {
         result(bname, "load stories260K", false, "%s", sift_last_error());
-        sift_context_destroy(ctx);
+        test_context_done(ctx);
         return;
     }
     const char *ids[3] = {"a", "b", "c"};
@@ -274,7 +273,7 @@ static void run_backend(sift_backend_kind kind, const char *model_path, golden *
     }
     free(ref);
     sift_model_destroy(m);
-    sift_context_destroy(ctx);
+    test_context_done(ctx);
 }
 
 int main(int argc, char **argv)
@@ -285,7 +284,7 @@ int main(int argc, char **argv)
     snprintf(model, sizeof model, "%s/models/stories260K.gguf", shared);
     FILE *f = fopen(model, "rb");
     if (!f) {
-        printf("SKIP: %s not found (the shared test models are absent)\n", model);
+        test_note("", "skipped: %s not found (the shared test models are absent)", model);
         return 77;
     }
     fclose(f);
@@ -294,12 +293,11 @@ int main(int argc, char **argv)
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/refvec/stories260K.%s.jsonl", shared, ids[i]);
         if (!load_golden(path, &g[i])) {
-            printf("FAIL: cannot read %s\n", path);
-            return 1;
+            test_check(false, "host", "read %s", path);
+            return test_summary("model", NULL);
         }
     }
     for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) run_backend((sift_backend_kind)kind, model, g);
     for (int i = 0; i < 3; i++) free(g[i].steps);
-    printf("\nsummary: %d checks, %d failures\n", checks, failures);
-    return failures ? 1 : 0;
+    return test_summary("model", NULL);
 }

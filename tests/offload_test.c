@@ -21,15 +21,10 @@
 #include <string.h>
 
 #include "backend_filter.h"
+#include "report.h"
 
-static int n_checks, n_failures;
-
-static void check(bool ok, const char *model, const char *backend, const char *what, double value)
-{
-    n_checks++;
-    if (!ok) n_failures++;
-    printf("%-18s %-7s %-72s %10.4g  %s\n", model, backend, what, value, ok ? "ok" : "FAIL");
-}
+/* A check of a model on a backend, with the value it measured. */
+#define check(ok, model, backend, what, value) test_check_value((ok), (backend), (value), "%s: %s", (model), (what))
 
 enum { PROMPT = 90, STEPS = 8, DEVICE_TOKENS = 48 };
 
@@ -230,10 +225,11 @@ int main(int argc, char **argv)
             sift_context *ctx = test_context_open((sift_backend_kind)kind, name, false);
             if (!ctx) continue;
             model_run t = {.name = name, .bname = sift_backend_kind_name((sift_backend_kind)kind)};
+            test_case_begin(name, t.bname);
             if (sift_model_load(ctx, argv[a], &t.m) != SIFT_OK || sift_predictor_random(t.m, 16, 3, &t.pred) != SIFT_OK) {
                 check(false, name, t.bname, sift_last_error(), 0);
                 sift_model_destroy(t.m);
-                sift_context_destroy(ctx);
+                test_context_done(ctx);
                 continue;
             }
             sift_model_get_info(t.m, &t.info);
@@ -256,10 +252,9 @@ int main(int argc, char **argv)
             }
             sift_predictor_destroy(t.pred);
             sift_model_destroy(t.m);
-            sift_context_destroy(ctx);
+            test_context_done(ctx);
         }
     }
-    if (models == 0) printf("skipped: no model found\n");
-    printf("\nsummary: %d checks, %d failures\n", n_checks, n_failures);
-    return n_failures ? 1 : 0;
+    if (models == 0) test_note("", "skipped: no model found");
+    return test_summary("offload", NULL);
 }

@@ -16,6 +16,7 @@
  *
  *   sift-policy-test */
 #include "policy.h"
+#include "report.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -24,22 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int checks, failures;
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-static void check(bool ok, const char *fmt, ...)
-{
-    checks++;
-    if (!ok) failures++;
-    printf("%-4s ", ok ? "ok" : "FAIL");
-    va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-}
+/* A check of host code; what is a printf format. */
+#define check(ok, ...) test_check((ok), "host", __VA_ARGS__)
 
 /* ---- helpers ----------------------------------------------------------------------------------- */
 
@@ -749,13 +736,19 @@ static void test_quality(void)
 
 int main(void)
 {
+    test_case_begin("names", "host");
     test_names();
+    test_case_begin("oracle", "host");
     test_oracle();
+    test_case_begin("quest", "host");
     test_quest();
+    test_case_begin("snapkv", "host");
     test_snapkv();
+    test_case_begin("h2o", "host");
     test_h2o();
+    test_case_begin("all_policies", "host");
     test_all_policies();
+    test_case_begin("quality", "host");
     test_quality();
-    printf("\nsummary: %d checks, %d failures\n", checks, failures);
-    return failures ? 1 : 0;
+    return test_summary("policy", "host");
 }

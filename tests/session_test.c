@@ -36,12 +36,8 @@
 #include "testutil.h" /* nmse, all_finite, the check counters */
 #include "backend_filter.h"
 
-static void check(bool ok, const char *model, const char *backend, const char *what, double value)
-{
-    n_checks++;
-    if (!ok) n_failures++;
-    printf("%-18s %-7s %-70s %10.3g  %s\n", model, backend, what, value, ok ? "ok" : "FAIL");
-}
+/* A check of a model on a backend, with the value it measured. */
+#define check(ok, model, backend, what, value) test_check_value((ok), (backend), (value), "%s: %s", (model), (what))
 
 typedef struct {
     sift_model *m;
@@ -582,9 +578,10 @@ int main(int argc, char **argv)
             sift_context *ctx = test_context_open((sift_backend_kind)kind, name, kind == SIFT_BACKEND_CPU);
             if (!ctx) continue;
             model_run t = {.name = name, .bname = sift_backend_kind_name((sift_backend_kind)kind)};
+            test_case_begin(name, t.bname);
             if (sift_model_load(ctx, argv[a], &t.m) != SIFT_OK) {
                 check(false, name, t.bname, sift_last_error(), 0);
-                sift_context_destroy(ctx);
+                test_context_done(ctx);
                 continue;
             }
             sift_model_get_info(t.m, &t.info);
@@ -612,11 +609,10 @@ int main(int argc, char **argv)
                 free(outs);
             }
             sift_model_destroy(t.m);
-            sift_context_destroy(ctx);
+            test_context_done(ctx);
         }
         free(ref);
     }
-    if (models == 0) printf("skipped: no model found\n");
-    printf("\nsummary: %d checks, %d failures\n", n_checks, n_failures);
-    return n_failures ? 1 : 0;
+    if (models == 0) test_note("", "skipped: no model found");
+    return test_summary("session", NULL);
 }

@@ -1,5 +1,7 @@
 #include "testutil.h"
 
+#include <stdarg.h>
+
 
 /* ---- a tiny deterministic RNG ---------------------------------------------------------------- */
 
@@ -24,22 +26,111 @@ float rng_normal(void)
 /* ---- bookkeeping ------------------------------------------------------------------------------ */
 
 
-int n_checks, n_failures;
+int n_cases, n_checks, n_failures, n_unsupported;
+int64_t n_validation_messages;
+static char backends_seen[128]; /* ",cpu,vulkan," */
+
+static void note_backend(const char *backend)
+{
+    char key[40];
+    snprintf(key, sizeof key, ",%s,", backend);
+    if (strstr(backends_seen, key)) return;
+    const size_t used = strlen(backends_seen);
+    snprintf(backends_seen + used, sizeof backends_seen - used, "%s%s,", used ? "" : ",", backend);
+}
+
+static void count_check(const char *backend, bool ok)
+{
+    n_checks++;
+    if (!ok) n_failures++;
+    note_backend(backend);
+}
 
 void report(const char *case_name, const char *backend_name, const char *metric, double value, double bound,
                    bool ok)
 {
-    n_checks++;
-    if (!ok) n_failures++;
+    count_check(backend_name, ok);
     printf("%-58s %-7s %-9s %10.3g  (bound %8.2g)  %s\n", case_name, backend_name, metric, value, bound,
            ok ? "ok" : "FAIL");
 }
 
 void fail(const char *case_name, const char *backend_name, const char *what)
 {
-    n_checks++;
-    n_failures++;
+    count_check(backend_name, false);
     printf("%-58s %-7s FAIL: %s\n", case_name, backend_name, what);
+}
+
+bool test_check(bool ok, const char *backend, const char *what, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(text, sizeof text, what, ap);
+    va_end(ap);
+    count_check(backend, ok);
+    printf("%-58s %-7s %s\n", text, backend, ok ? "ok" : "FAIL");
+    return ok;
+}
+
+bool test_check_value(bool ok, const char *backend, double value, const char *what, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(text, sizeof text, what, ap);
+    va_end(ap);
+    count_check(backend, ok);
+    printf("%-58s %-7s %-9s %10.4g  %s\n", text, backend, "value", value, ok ? "ok" : "FAIL");
+    return ok;
+}
+
+bool test_require(bool ok, const char *backend, const char *what, ...)
+{
+    count_check(backend, ok);
+    if (ok) return true;
+    char text[1024];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(text, sizeof text, what, ap);
+    va_end(ap);
+    printf("%-58s %-7s FAIL: %s\n", running_case, backend, text);
+    return false;
+}
+
+void test_note(const char *backend, const char *what, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(text, sizeof text, what, ap);
+    va_end(ap);
+    printf("%-58s %-7s %s\n", "", backend, text);
+}
+
+void test_case_begin(const char *name, const char *backend)
+{
+    n_cases++;
+    running_case = name;
+    running_backend = backend;
+}
+
+void test_context_done(sift_context *ctx)
+{
+    if (!ctx) return;
+    n_validation_messages += sift_context_validation_messages(ctx);
+    sift_context_destroy(ctx);
+}
+
+int test_summary(const char *suite, const char *backend)
+{
+    char seen[sizeof backends_seen];
+    const size_t len = strlen(backends_seen);
+    snprintf(seen, sizeof seen, "%.*s", len > 2 ? (int)len - 2 : 0, backends_seen + 1);
+    printf("\nsummary: suite %s, backend %s: %d cases, %d checks, %d failures, %d not supported; "
+           "validation messages: %lld\n",
+           suite, backend ? backend : len > 2 ? seen : "none", n_cases, n_checks, n_failures, n_unsupported,
+           (long long)n_validation_messages);
+    return n_failures || n_validation_messages ? 1 : 0;
 }
 
 bool case_unsupported;

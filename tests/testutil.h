@@ -1,10 +1,12 @@
 /* Shared by the conformance cases: a deterministic RNG, host-side tensors, outputs with guard
- * regions, NMSE comparison and the printed table. */
+ * regions, NMSE comparison; and the reporting of every test program (report.h, made here in
+ * testutil.c). */
 #ifndef SIFT_TESTUTIL_H
 #define SIFT_TESTUTIL_H
 
 #include "sift.h"
 #include "sift_testing.h" /* validation messages, node bytes */
+#include "report.h"
 
 #include <math.h>
 #include <setjmp.h>
@@ -53,7 +55,7 @@ typedef struct {
 } guarded;
 
 extern uint64_t rng_state;
-extern int n_checks, n_failures;
+
 /* For cases written as straight-line code: a failed call reports under the running case and
  * backend and ends the case (longjmp to the runner). */
 #define TRY(call)                                                                                                      \
@@ -65,7 +67,6 @@ extern int n_checks, n_failures;
         }                                                                                                              \
     } while (0)
 extern jmp_buf case_end;
-extern const char *running_case, *running_backend;
 
 /* Set when a graph of the current case is not supported by the backend it was built on. */
 extern bool case_unsupported;
@@ -73,8 +74,6 @@ extern bool case_unsupported;
 uint64_t rng_next(void);
 float rng_uniform(void);
 float rng_normal(void);
-void report(const char *case_name, const char *backend_name, const char *metric, double value, double bound, bool ok);
-void fail(const char *case_name, const char *backend_name, const char *what);
 void call_failed(const char *call, sift_status s, const char *case_name, const char *backend_name);
 /* sift_graph_check_supported, then sift_graph_compute. */
 sift_status compute_checked(sift_graph *g);

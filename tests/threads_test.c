@@ -4,6 +4,7 @@
  * Every thread's tokens must equal those of the same prompt run alone on one thread before.
  * Usage: sift-threads-test MODEL.gguf (a missing model file is skipped with a message). */
 #include "backend_filter.h"
+#include "report.h"
 #include "sift.h"
 #include "sift_testing.h" /* validation messages */
 
@@ -17,14 +18,7 @@ enum { N_THREADS = 3, N_ROUNDS = 4, N_GEN = 24, MAX_PROMPT = 64 };
 
 static const char *const prompts[N_THREADS] = {"Once upon a time", "The little dog", "Lily and Ben went to the park"};
 
-static int n_checks, n_failures;
-
-static void check(bool ok, const char *backend, const char *what)
-{
-    n_checks++;
-    if (!ok) n_failures++;
-    printf("%-7s %-70s %s\n", backend, what, ok ? "ok" : "FAIL");
-}
+#define check(ok, backend, what) test_check((ok), (backend), "%s", (what))
 
 typedef struct {
     sift_model *m;
@@ -127,5 +121,5 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     setenv("SIFT_VULKAN_VALIDATION", "1", 0);
-    return test_main_one_model(argc, argv, run_backend, &n_checks, &n_failures);
+    return test_main_one_model(argc, argv, "threads", run_backend);
 }

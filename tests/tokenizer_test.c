@@ -17,6 +17,7 @@
  *   sift-tokenizer-test <shared dir> */
 #include "gguf.h"
 #include "gguf_builder.h"
+#include "report.h"
 #include "sift.h"
 #include "tokenizer.h"
 
@@ -25,19 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int n_pass, n_fail;
-
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (cond) {                                                                                                    \
-            n_pass++;                                                                                                  \
-        } else {                                                                                                       \
-            n_fail++;                                                                                                  \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                                \
-            printf(__VA_ARGS__);                                                                                       \
-            printf("\n");                                                                                              \
-        }                                                                                                              \
-    } while (0)
+/* Only a failing check prints, with its line: the passing ones would say nothing. */
+#define LINE_STR(n) #n
+#define LINE_OF(n) LINE_STR(n)
+#define CHECK(cond, ...) test_require((cond), "host", "line " LINE_OF(__LINE__) ": " __VA_ARGS__)
 
 /* Encodes text and compares with want[n_want]; then decodes and compares with the text. */
 static void check_round_trip(const sift_tokenizer *t, const char *what, const char *text, size_t len, bool bos,
@@ -191,11 +183,12 @@ static int check_refvec_file(const sift_tokenizer *t, const char *path)
 
 static void test_stories(const char *shared)
 {
+    test_case_begin("stories", "host");
     char path[4096];
     snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared);
     FILE *f = fopen(path, "rb");
     if (!f) {
-        printf("SKIP stories260K tokenizer: %s not found (the shared folder beside the checkout is absent)\n", path);
+        test_note("host", "stories260K tokenizer skipped: %s not found (the shared folder beside the checkout is absent)", path);
         return;
     }
     fclose(f);
@@ -286,6 +279,7 @@ static const struct {
 
 static void test_splits(void)
 {
+    test_case_begin("splits", "host");
     for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
         size_t ends[64], n = 0;
         const size_t len = strlen(splits[i].text);
@@ -361,6 +355,7 @@ static sift_tokenizer *bpe_tokenizer(const char *pre, const char *const *extra, 
 
 static void test_bpe(void)
 {
+    test_case_begin("bpe", "host");
     /* "Ġ" is the space's symbol, "Ċ" the newline's. */
     static const char *const extra[] = {"<|begin_of_text|>", "\xc4\xa0t", "he", "\xc4\xa0the", "12", "123", "'s",
                                         "\xc4\xa0\xc4\xa0", "ab", "bc", "<tool>"};
@@ -477,6 +472,7 @@ static sift_tokenizer *spm_tokenizer(bool byte_fallback, bool space_prefix)
 
 static void test_spm(void)
 {
+    test_case_begin("spm", "host");
     sift_tokenizer *t = spm_tokenizer(true, true);
     if (!t) return;
     /* "abc" is a piece, but merges go pair by pair: "bc" (-4) beats "ab" (-5), then "a"+"bc" is
@@ -528,6 +524,7 @@ static void check_special(const sift_tokenizer *t, const char *what, const char 
 
 static void test_specials(void)
 {
+    test_case_begin("specials", "host");
     /* Byte-level BPE without merges: every byte of text is its own id (the byte's value). */
     static const char *const extra[] = {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
                                         "<tool>", "<|eot", "<|unused|>"};
@@ -597,6 +594,7 @@ static void check_format(const char *tmpl, const sift_chat_message *msgs, size_t
 
 static void test_chat_format(void)
 {
+    test_case_begin("chat_format", "host");
     /* A system prompt, two user turns and the reply between them; the spaces around the first user
      * line show which formats trim. */
     static const sift_chat_message chat[] = {
@@ -673,6 +671,7 @@ static void test_chat_format(void)
 /* Metadata that names no tokenizer sift runs. */
 static void test_refusals(void)
 {
+    test_case_begin("refusals", "host");
     static const struct {
         const char *model, *pre, *fragment;
     } cases[] = {{"bert", NULL, "'bert' is not one sift reads"},
@@ -712,6 +711,5 @@ int main(int argc, char **argv)
     test_specials();
     test_chat_format();
     test_stories(argv[1]);
-    printf("%d passed, %d failed\n", n_pass, n_fail);
-    return n_fail ? 1 : 0;
+    return test_summary("tokenizer", "host");
 }

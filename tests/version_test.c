@@ -3,6 +3,8 @@
  * the project version Meson builds (argv[1]). */
 #include <sift.h>
 
+#include "report.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -14,10 +16,12 @@ int main(int argc, char **argv)
     }
     char composed[64];
     snprintf(composed, sizeof composed, "%d.%d.%d", SIFT_VERSION_MAJOR, SIFT_VERSION_MINOR, SIFT_VERSION_PATCH);
-    int fails = 0;
-    if (strcmp(sift_version(), SIFT_VERSION_STRING)) fails++, printf("FAIL: sift_version() %s, header %s\n", sift_version(), SIFT_VERSION_STRING);
-    if (strcmp(composed, SIFT_VERSION_STRING)) fails++, printf("FAIL: the macros give %s, the string is %s\n", composed, SIFT_VERSION_STRING);
-    if (strcmp(argv[1], SIFT_VERSION_STRING)) fails++, printf("FAIL: meson builds %s, the header says %s\n", argv[1], SIFT_VERSION_STRING);
-    printf("summary: 3 checks, %d failures (sift %s)\n", fails, sift_version());
-    return fails ? 1 : 0;
+    test_case_begin("version", "host");
+    test_check(!strcmp(sift_version(), SIFT_VERSION_STRING), "host", "sift_version() %s, header %s", sift_version(),
+               SIFT_VERSION_STRING);
+    test_check(!strcmp(composed, SIFT_VERSION_STRING), "host", "the macros give %s, the string is %s", composed,
+               SIFT_VERSION_STRING);
+    test_check(!strcmp(argv[1], SIFT_VERSION_STRING), "host", "meson builds %s, the header says %s", argv[1],
+               SIFT_VERSION_STRING);
+    return test_summary("version", "host");
 }

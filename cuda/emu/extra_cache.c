@@ -6,8 +6,9 @@
  *     V through one table, through two tables, and only K paged; unmapped pool rows hold NaN, so a
  *     read of an absent row shows; the table rewritten between computes of one graph (CUDA-graph
  *     replay must follow it);
- *   - predicated score, vote and select (sift_graph_skip_if) driven by sel_cache_check, with
- *     fill_range refreshing the window of a reused list, over several steps of one graph;
+ *   - the Selection Cache over several steps of one graph, as the engine's attention builder
+ *     (sift_attn_graph) makes it: score, vote and select predicated on sel_cache_check, fill_range
+ *     refreshing the window of a reused list;
  *   - sel_cache_check alone (thresholds 0.9, 1, -1; full and not; a zero query);
  *   - gather_attend_rope (adjacent and neox, n_rot = D and < D, head dimensions 40 .. 128, GQA,
  *     entries outside the cache), mean_rows and fill_range bit for bit;
@@ -15,13 +16,13 @@
  *     of the row kernel, groups of 1 .. 8 heads and above 8 (chunks), K views at odd offsets, paged
  *     K with absent pages, a predicate that keeps the votes, and equality with score + vote. */
 #include "sift.h"
+#include "report.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int failures, checks;
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint64_t next(void)
 {
@@ -35,8 +36,9 @@ static int64_t irand(int64_t n) { return (int64_t)(next() % (uint64_t)n); }
     do {                                                                                                               \
         sift_status s_ = (x);                                                                                          \
         if (s_ != SIFT_OK) {                                                                                           \
-            printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #x, sift_last_error());                                  \
-            exit(1);                                                                                                   \
+            fail(running_case, "cuda", #x);                                                                            \
+            test_note("cuda", "%s", sift_last_error());                                                                \
+            exit(test_summary("extra-cache", "cuda"));                                                                 \
         }                                                                                                              \
     } while (0)
 
@@ -51,18 +53,16 @@ static void check(const char *what, const float *ref, const float *got, size_t n
         den += (double)ref[i] * ref[i];
     }
     const double nmse = den > 0 ? num / den : num;
-    const int ok = finite && nmse <= bound;
-    checks++;
-    if (!ok) failures++;
-    printf("%-84s nmse %9.3g %s\n", what, nmse, ok ? "ok" : "FAIL");
+    if (!finite) fail(what, "cuda", "finite where the CPU's is not, or not where it is");
+    else report(what, "cuda", "nmse", nmse, bound, nmse <= bound);
 }
 
 static void check_bits(const char *what, const void *ref, const void *got, size_t bytes)
 {
-    const int ok = memcmp(ref, got, bytes) == 0;
-    checks++;
-    if (!ok) failures++;
-    printf("%-84s %s\n", what, ok ? "identical ok" : "differ FAIL");
+    const unsigned char *a = ref, *b = got;
+    size_t bad = 0;
+    for (size_t i = 0; i < bytes; i++) bad += a[i] != b[i];
+    report(what, "cuda", "bytes off", (double)bad, 0.0, bad == 0);
 }
 
 static sift_tensor *make(sift_context *ctx, sift_dtype dt, int nd, const int64_t *shape, const void *data)
@@ -141,6 +141,7 @@ static const char *mode_name(paged_mode m) { return m == SHARED_TABLE ? "shared"
 static void paged_case(sift_context *cpu, sift_context *cuda, int hq, int hkv, int d, sift_dtype dt, int64_t P,
                        int64_t n_pages, int64_t pool_pages, paged_mode mode, int absent_in)
 {
+    test_case_begin("paged K/V", "cuda");
     const int64_t N = n_pages * P, T = 5, pos0 = N - T - 2, L = pos0 / 2 + 1, glen = N + 3;
     const size_t nkv = (size_t)hkv * (size_t)N * (size_t)d;
     float *kl = rand_floats(nkv, 1.0f), *vl = rand_floats(nkv, 1.0f);
@@ -270,13 +271,16 @@ static void paged_case(sift_context *cpu, sift_context *cuda, int hq, int hkv, i
 
 /* ---- the Selection Cache: sel_cache_check, predicated score/vote/select, fill_range ---------- */
 
-/* One graph, `steps` computes: each step's q is the previous one plus noise of size `drift` (or a
- * new random q every 3rd step), so some steps reuse the cached list and skip score, vote and select. */
+/* The engine's attention builder with the Selection Cache (sift_attn_graph), one graph computed
+ * `steps` times: each step's q is the previous one plus noise (or a new random q every 3rd step),
+ * so that some steps reuse the cached list and skip score, vote and select. The cache's state, the
+ * lists and the output are compared with the CPU's. */
 static void selcache_case(sift_context *cpu, sift_context *cuda, int hq, int hkv, int d, int64_t N, int64_t S, int64_t W,
                           int64_t K, sift_vote_mode vote, float theta, int steps)
 {
+    test_case_begin("selection cache", "cuda");
     const sift_select_params sp = {N, S, W, K};
-    const int64_t cand = sift_select_candidates(&sp), cnt = sift_select_count(&sp);
+    const int64_t cnt = sift_select_count(&sp);
     const int64_t lists = vote == SIFT_VOTE_KVHEAD_MAX ? hkv : 1, qn = (int64_t)hq * d;
     const size_t nkv = (size_t)hkv * (size_t)N * (size_t)d;
     float *kf = rand_floats(nkv, 1.0f), *vf = rand_floats(nkv, 1.0f);
@@ -286,45 +290,44 @@ static void selcache_case(sift_context *cpu, sift_context *cuda, int hq, int hkv
         if (s > 0 && s % 3 != 0)
             for (int64_t i = 0; i < qn; i++) qs[s][i] = qs[s - 1][i] + 0.05f * qs[s][i];
     }
-    float *res[2][4];
+    float *res[2][3];
     sift_context *ctxs[2] = {cpu, cuda};
     for (int c = 0; c < 2; c++) {
         sift_context *ctx = ctxs[c];
-        const int64_t qsh[2] = {hq, d}, kvs[3] = {hkv, N, d}, sts[1] = {qn + SIFT_SEL_CACHE_EXTRA};
-        const int64_t scs[2] = {hq, cand}, vts[2] = {lists, cand}, ixs[2] = {lists, cnt};
+        const int64_t qsh[2] = {hq, d}, kvs[3] = {hkv, N, d}, sts[1] = {qn + SIFT_SEL_CACHE_EXTRA}, ixs[2] = {lists, cnt};
         void *kd = as_dtype(SIFT_F16, kf, nkv), *vd = as_dtype(SIFT_F16, vf, nkv);
         float *zeros = calloc((size_t)(qn + SIFT_SEL_CACHE_EXTRA), 4);
         sift_tensor *q = make(ctx, SIFT_F32, 2, qsh, qs[0]), *k = make(ctx, SIFT_F16, 3, kvs, kd),
                     *v = make(ctx, SIFT_F16, 3, kvs, vd), *st = make(ctx, SIFT_F32, 1, sts, zeros),
-                    *sc = make(ctx, SIFT_F32, 2, scs, NULL), *vt = make(ctx, SIFT_F32, 2, vts, NULL),
                     *ix = make(ctx, SIFT_I32, 2, ixs, NULL), *o = make(ctx, SIFT_F32, 2, qsh, NULL);
+        sift_attn_config cfg = sift_attn_config_default();
+        cfg.n_q_heads = hq, cfg.n_kv_heads = hkv, cfg.head_dim = d;
+        cfg.sel = sp;
+        cfg.vote = vote;
+        cfg.mode = SIFT_ATTN_SELECT;
+        cfg.sel_cache = theta;
+        cfg.sel_state = st;
+        cfg.sel_indices = ix;
         sift_graph *g;
-        TRY(sift_graph_create(ctx, &g));
-        const float scale = 1.0f / sqrtf((float)d);
-        TRY(sift_op_sel_cache_check(g, q, theta, cand > K, st));
-        TRY(sift_graph_skip_if(g, st, qn + SIFT_SEL_CACHE_REUSE));
-        TRY(sift_op_score(g, q, k, S, N - W, scale, sc));
-        TRY(sift_op_vote(g, vote, sc, vt));
-        TRY(sift_op_select(g, vt, &sp, ix));
-        TRY(sift_graph_skip_if(g, NULL, 0));
-        TRY(sift_op_fill_range(g, cnt - W, N - W, ix)); /* the window, refreshed on reuse too */
-        TRY(sift_op_gather_attend(g, q, k, v, ix, scale, o));
-        for (int r = 0; r < 4; r++) res[c][r] = malloc((size_t)steps * (size_t)(qn + SIFT_SEL_CACHE_EXTRA + hq * cand + lists * cnt) * 4);
+        TRY(sift_attn_graph(ctx, &cfg, q, k, v, o, &g, NULL));
+        res[c][0] = malloc((size_t)steps * (size_t)(qn + SIFT_SEL_CACHE_EXTRA) * 4);
+        res[c][1] = malloc((size_t)steps * (size_t)(lists * cnt) * 4);
+        res[c][2] = malloc((size_t)steps * (size_t)qn * 4);
         for (int s = 0; s < steps; s++) {
             TRY(sift_tensor_write(q, 0, qs[s], (size_t)qn * 4));
             if (s % 4 == 3) {
-                double us[16];
+                double *us = malloc(((size_t)sift_graph_node_count(g) + 1) * sizeof *us);
                 TRY(sift_graph_compute_timed(g, us));
+                free(us);
             } else {
                 TRY(sift_graph_compute(g));
             }
             read_all(st, res[c][0] + (size_t)s * (qn + SIFT_SEL_CACHE_EXTRA));
-            read_all(sc, res[c][1] + (size_t)s * hq * cand);
-            read_all(ix, (int32_t *)res[c][2] + (size_t)s * lists * cnt);
-            read_all(o, res[c][3] + (size_t)s * qn);
+            read_all(ix, (int32_t *)res[c][1] + (size_t)s * lists * cnt);
+            read_all(o, res[c][2] + (size_t)s * qn);
         }
         sift_graph_destroy(g);
-        sift_tensor *all[] = {q, k, v, st, sc, vt, ix, o};
+        sift_tensor *all[] = {q, k, v, st, ix, o};
         for (size_t i = 0; i < sizeof all / sizeof *all; i++) sift_tensor_destroy(all[i]);
         free(kd), free(vd), free(zeros);
     }
@@ -334,15 +337,12 @@ static void selcache_case(sift_context *cpu, sift_context *cuda, int hq, int hkv
     snprintf(name, sizeof name, "selcache state, %d steps (%d reused) H=%d/%d N=%lld theta=%g %s", steps, hits, hq, hkv,
              (long long)N, (double)theta, vote == SIFT_VOTE_KVHEAD_MAX ? "kvhead-max" : "softmax-sum");
     check_bits(name, res[0][0], res[1][0], (size_t)steps * (qn + SIFT_SEL_CACHE_EXTRA) * 4);
-    snprintf(name, sizeof name, "selcache scores (kept when skipped) H=%d/%d N=%lld theta=%g", hq, hkv, (long long)N,
-             (double)theta);
-    check(name, res[0][1], res[1][1], (size_t)steps * hq * cand, 1e-7);
     snprintf(name, sizeof name, "selcache indices H=%d/%d N=%lld theta=%g", hq, hkv, (long long)N, (double)theta);
-    check_bits(name, res[0][2], res[1][2], (size_t)steps * lists * cnt * 4);
+    check_bits(name, res[0][1], res[1][1], (size_t)steps * lists * cnt * 4);
     snprintf(name, sizeof name, "selcache output H=%d/%d N=%lld theta=%g", hq, hkv, (long long)N, (double)theta);
-    check(name, res[0][3], res[1][3], (size_t)steps * qn, 5e-4);
+    check(name, res[0][2], res[1][2], (size_t)steps * qn, 5e-4);
     for (int c = 0; c < 2; c++)
-        for (int r = 0; r < 4; r++) free(res[c][r]);
+        for (int r = 0; r < 3; r++) free(res[c][r]);
     for (int s = 0; s < steps; s++) free(qs[s]);
     free(qs), free(kf), free(vf);
 }
@@ -350,6 +350,7 @@ static void selcache_case(sift_context *cpu, sift_context *cuda, int hq, int hkv
 /* sel_cache_check alone over a sequence of (q, full) steps. */
 static void selcheck_case(sift_context *cpu, sift_context *cuda, int hq, int d, float theta)
 {
+    test_case_begin("sel_cache_check", "cuda");
     const int steps = 9;
     const int64_t qn = (int64_t)hq * d, qsh[2] = {hq, d}, sts[1] = {qn + SIFT_SEL_CACHE_EXTRA};
     float *qs = malloc((size_t)(steps * qn) * 4);
@@ -391,6 +392,7 @@ static void selcheck_case(sift_context *cpu, sift_context *cuda, int hq, int d, 
 static void rope_case(sift_context *cpu, sift_context *cuda, int hq, int hkv, int d, sift_dtype dt, int n_rot,
                       sift_rope_mode mode, float base, int64_t N, int64_t len, int lists, int64_t P)
 {
+    test_case_begin("gather_attend_rope", "cuda");
     const size_t nkv = (size_t)hkv * (size_t)N * (size_t)d, no = (size_t)hq * d;
     float *kf = rand_floats(nkv, 1.0f), *vf = rand_floats(nkv, 1.0f), *qf = rand_floats(no, 1.0f);
     int32_t *idx = malloc((size_t)(lists * len) * 4);
@@ -444,6 +446,7 @@ static void rope_case(sift_context *cpu, sift_context *cuda, int hq, int hkv, in
 static void score_max_case(sift_context *cpu, sift_context *cuda, int hq, int hkv, int d, sift_dtype dt, int64_t N,
                            int64_t begin, int64_t end, size_t off, int64_t P, int absent_in)
 {
+    test_case_begin("score_max", "cuda");
     const int64_t m = end - begin;
     const size_t nkv = (size_t)hkv * (size_t)N * (size_t)d, nq = (size_t)hq * d, nv = (size_t)hkv * (size_t)m;
     const size_t es = sift_dtype_size(dt);
@@ -527,6 +530,7 @@ static void score_max_case(sift_context *cpu, sift_context *cuda, int hq, int hk
 static void small_ops_case(sift_context *cpu, sift_context *cuda, int64_t T, int64_t E, int64_t lists, int64_t len,
                            int64_t col0, int64_t start)
 {
+    test_case_begin("mean_rows, fill_range", "cuda");
     float *x = rand_floats((size_t)(T * E), 3.0f);
     for (int64_t i = 0; i < T * E; i++) x[i] += urand() * 1e-3f; /* not exact in few bits: rounding shows */
     int32_t *init = malloc((size_t)(lists * len) * 4);
@@ -563,11 +567,11 @@ int main(void)
     sift_context *cpu, *cuda;
     TRY(sift_context_create(SIFT_BACKEND_CPU, &cpu));
     if (sift_context_create(SIFT_BACKEND_CUDA, &cuda) != SIFT_OK) {
-        printf("extra-cache: skipped: %s\n", sift_last_error());
+        test_note("cuda", "skipped: %s", sift_last_error());
         sift_context_destroy(cpu);
         return 77;
     }
-    printf("cuda: %s\n", sift_context_device_name(cuda));
+    test_note("cuda", "%s", sift_context_device_name(cuda));
     small_ops_case(cpu, cuda, 7, 300, 2, 50, 20, 1000);
     small_ops_case(cpu, cuda, 1, 17, 1, 8, 0, 0);
     small_ops_case(cpu, cuda, 70, 1, 8, 700, 699, 5);
@@ -619,8 +623,7 @@ int main(void)
     rope_case(cpu, cuda, 6, 2, 40, SIFT_F16, 24, SIFT_ROPE_ADJACENT, 10000.0f, 100, 77, 2, 0);
     rope_case(cpu, cuda, 12, 1, 96, SIFT_F32, 96, SIFT_ROPE_NEOX, 1000000.0f, 150, 140, 1, 0);
     rope_case(cpu, cuda, 8, 8, 128, SIFT_F16, 2, SIFT_ROPE_ADJACENT, 10000.0f, 80, 70, 8, 0);
-    printf("extra-cache: %d checks, %d failures\n", checks, failures);
     sift_context_destroy(cuda);
     sift_context_destroy(cpu);
-    return failures ? 1 : 0;
+    return test_summary("extra-cache", "cuda");
 }
