@@ -368,7 +368,7 @@ static void bad_configs(const char *b)
 /* Runs one case; a failed call inside it (TRY) ends it here. */
 static void run_case(void (*fn)(const char *), const char *name, const char *b)
 {
-    running_case = name, running_backend = b;
+    test_case_begin(name, b);
     if (!setjmp(case_end)) fn(b);
     sift_kv_cache_destroy(cache);
     cache = NULL;
@@ -385,10 +385,7 @@ int main(void)
         if (!ctx) continue;
         const char *b = sift_backend_kind_name((sift_backend_kind)kind);
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(cases[i], names[i], b);
-        const int64_t messages = sift_context_validation_messages(ctx);
-        report("validation messages", b, "count", (double)messages, 0, messages == 0);
-        sift_context_destroy(ctx);
+        test_context_done(ctx);
     }
-    printf("\nsummary: %d checks, %d failures\n", n_checks, n_failures);
-    return n_failures ? 1 : 0;
+    return test_summary("kv-cache", NULL);
 }
