@@ -474,6 +474,7 @@ template <int W, int R, int TOK> __global__ void __launch_bounds__(32 * MVD_WARP
 // work by a third; the prototype (cuda/bench/mv_direct.cu) measured NMSE 3.6e-9 against f64, far
 // inside the conformance bound. XDigits2 and the digitizing: xdigits.cuh.
 constexpr int MVQ_WARPS = 8;
+constexpr bool MVQ_X_SCRATCH = false; // one token too: x's digits once by mvq_digits, not in every block
 
 // x's digits for mvq_kernel of several tokens: T K / 32 blocks, one warp each.
 __global__ void __launch_bounds__(NT) mvq_digits(const float *x, int64_t nb, XDigits2 *xd)
@@ -489,7 +490,7 @@ template <int R, int U, int TOK> __global__ void __launch_bounds__(32 * MVQ_WARP
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int64_t nb = a.k / 32, nch = (a.k + 511) / 512; // blocks of 32 and chunks of 512 quants per row
     const XDigits2 *xd = static_cast<const XDigits2 *>(a.xd); // [TOK][K / 32]
-    if constexpr (TOK == 1) { // this block's own digits, in shared memory
+    if (TOK == 1 && !xd) { // this block's own digits, in shared memory
         SIFT_DYNAMIC_SMEM(smem);
         XDigits2 *xs = reinterpret_cast<XDigits2 *>(smem);
         digitize_x(a.x, nb, warp, MVQ_WARPS, xs);
@@ -717,7 +718,6 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
             e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
         if (e != cudaSuccess) return e;
     }
-    if (const cudaError_t e = kquant_matmul_init(dev); e != cudaSuccess) return e;
     for (const sift_dtype w : {SIFT_Q8_0, SIFT_F32, SIFT_F16, SIFT_BF16})
         for (int R = 1; R <= 2; R++)
             for (int nt = 1; nt <= MV_NT_MAX; nt *= 2) {
@@ -763,8 +763,8 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
                 return beyond_limit(plan, "a matrix-vector product of more than 2^33 rows");
             plan->path = MM_DIRECT;
             plan->warps = MVQ_WARPS;
-            plan->smem = direct_x_bytes(w, a.k);
-            if (tokens > 1) plan->scratch_bytes = (size_t)tokens * (size_t)(a.k / 32) * sizeof(XDigits2); // x's digits
+            plan->smem = MVQ_X_SCRATCH ? 0 : direct_x_bytes(w, a.k);
+            if (tokens > 1 || MVQ_X_SCRATCH) plan->scratch_bytes = (size_t)tokens * (size_t)(a.k / 32) * sizeof(XDigits2); // x's digits
             return cudaSuccess;
         }
         if ((a.t + GT - 1) / GT > 2147483647 || (a.n + GN - 1) / GN > 65535)
@@ -830,12 +830,12 @@ static cudaError_t matvec_launch(const sift_cuda_device *dev, const sift_cuda_pl
 extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, const sift_node *n,
                                                const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
-    if (is_kquant((int)n->src[1]->dtype)) return kquant_matmul_launch(dev, n, plan, st); // matmul_kquant.cu
+    if (is_kquant((int)n->src[1]->dtype)) return kquant_matmul_launch(dev, n, plan, scratch, st); // matmul_kquant.cu
     MatmulArgs a = matmul_args(n, plan);
     switch (plan->path) {
     case MM_VEC:
     case MM_DIRECT: // up to MV_TOKENS tokens: MM_VEC one a launch, MM_DIRECT 4, 2, 1 (direct_tokens)
-        if (plan->path == MM_DIRECT && a.wtype == SIFT_Q8_0 && a.t > 1) { // x's digits, once for all blocks
+        if (plan->path == MM_DIRECT && a.wtype == SIFT_Q8_0 && (a.t > 1 || MVQ_X_SCRATCH)) { // x's digits, once for all blocks
             const int64_t nb = a.t * (a.k / 32);
             const cudaError_t e = launch(mvq_digits, dim3((unsigned)((nb + NT / 32 - 1) / (NT / 32))), dim3(NT), 0, st, a.x, nb,
                                          static_cast<XDigits2 *>(scratch));

@@ -36,6 +36,7 @@ struct KqArgs {
     float *out;
     int64_t t, k, n;
     size_t row_bytes;
+    const XDigits2 *xd; // kqd_kernel: x's digits [K / 32] (kqd_digits)
 };
 
 // ---- matrix-vector ------------------------------------------------------------------------------
@@ -260,18 +261,28 @@ template <int W> __device__ __forceinline__ KqdLoad kqd_load(const unsigned char
     return l;
 }
 
-// Σ q x over one set of 16 values (4 words of quant bytes) against its half x block b, h.
-__device__ __forceinline__ float kqd_dot(const unsigned (&q)[4], const XDigits2 &b, int h)
+// One half x block's digits as words, its scale and its sum (the K-quants' minimums multiply it).
+struct KqdX {
+    unsigned d0[4], d1[4];
+    float scale, sum;
+};
+
+__device__ __forceinline__ KqdX kqd_x(const XDigits2 &b, int h)
 {
     const uint4 x0 = b.d[0][h], x1 = b.d[1][h];
-    const unsigned xw0[4] = {x0.x, x0.y, x0.z, x0.w}, xw1[4] = {x1.x, x1.y, x1.z, x1.w};
+    return KqdX{{x0.x, x0.y, x0.z, x0.w}, {x1.x, x1.y, x1.z, x1.w}, b.scale, b.hsum[h]};
+}
+
+// Σ q x over one set of 16 values (4 words of quant bytes) against its half x block.
+__device__ __forceinline__ float kqd_dot(const unsigned (&q)[4], const KqdX &x)
+{
     int a0 = 0, a1 = 0;
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        a0 = __dp4a((int)q[i], (int)xw0[i], a0);
-        a1 = __dp4a((int)q[i], (int)xw1[i], a1);
+        a0 = __dp4a((int)q[i], (int)x.d0[i], a0);
+        a1 = __dp4a((int)q[i], (int)x.d1[i], a1);
     }
-    return b.scale * fmaf((float)a1, 0x1p-7f, (float)a0);
+    return x.scale * fmaf((float)a1, 0x1p-7f, (float)a0);
 }
 
 // Four quants stored + o (bytes below 128) as signed bytes q - o, for dp4a: each byte + 128 - o
@@ -281,15 +292,25 @@ __device__ __forceinline__ unsigned signed_bytes(unsigned q, unsigned o)
     return ((q | 0x80808080u) - o * 0x01010101u) ^ 0x80808080u;
 }
 
-// The sums of lane chunk c of super-block sb (xs: its 8 x blocks' digits) for the loaded l.
-template <int W> __device__ __forceinline__ float kqd_chunk(const KqdLoad &l, int c, const XDigits2 *xs)
+// Lane chunk c's two sets of 16 values: the x blocks of its unit they lie in (lo, hi) and the
+// half of those blocks (the same for both sets).
+template <int W> __device__ __forceinline__ void kqd_xblocks(int c, int &blo, int &bhi, int &half)
+{
+    if constexpr (W == SIFT_Q6_K) {
+        blo = 4 * (c >> 2) + ((c & 3) >> 1), bhi = blo + 2, half = c & 1;
+    } else {
+        blo = 2 * (c >> 1), bhi = blo + 1, half = c & 1;
+    }
+}
+
+// Lane chunk c of a loaded unit against its x half blocks xlo and xhi: the sum of its 32 products.
+template <int W> __device__ __forceinline__ float kqd_chunk(const KqdLoad &l, int c, const KqdX &xlo, const KqdX &xhi)
 {
     const unsigned qw[4] = {l.q.x, l.q.y, l.q.z, l.q.w};
     unsigned lo[4], hi[4];
     float slo, shi, mlo, mhi;
-    int blo, bhi, hlo, hhi; // the sets' x blocks (of the unit's) and halves of them
     if constexpr (W == SIFT_Q6_K) {
-        const int h = c >> 2, part = c & 3, sh = 2 * (part >> 1);
+        const int sh = 2 * ((c & 3) >> 1);
         const unsigned hw[4] = {l.h.x, l.h.y, l.h.z, l.h.w};
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -299,8 +320,7 @@ template <int W> __device__ __forceinline__ float kqd_chunk(const KqdLoad &l, in
         const float d = half_bits_to_float(l.sd >> 16);
         slo = d * (float)(signed char)(l.sd & 0xffu);
         shi = d * (float)(signed char)((l.sd >> 8) & 0xffu);
-        mlo = mhi = 0.0f;
-        blo = 4 * h + (part >> 1), bhi = blo + 2, hlo = hhi = part & 1;
+        return slo * kqd_dot(lo, xlo) + shi * kqd_dot(hi, xhi);
     } else {
         const int j = c >> 1;
 #pragma unroll
@@ -322,61 +342,80 @@ template <int W> __device__ __forceinline__ float kqd_chunk(const KqdLoad &l, in
         const unsigned mn2 = j < 2 ? m & 0x3f3fu : ((q >> 4) & 0x0f0fu) | ((m >> 2) & 0x3030u);
         slo = d * (float)(sc2 & 0xffu), shi = d * (float)(sc2 >> 8);
         mlo = dmin * (float)(mn2 & 0xffu), mhi = dmin * (float)(mn2 >> 8);
-        blo = 2 * j, bhi = 2 * j + 1, hlo = hhi = c & 1;
+        return slo * kqd_dot(lo, xlo) - mlo * xlo.sum + shi * kqd_dot(hi, xhi) - mhi * xhi.sum;
     }
-    return slo * kqd_dot(lo, xs[blo], hlo) - mlo * xs[blo].hsum[hlo] + shi * kqd_dot(hi, xs[bhi], hhi) -
-           mhi * xs[bhi].hsum[hhi];
 }
 
-// A warp's U units at step u0 of row (units past the row's end: none).
-template <int W, int U, int STEP, int BB>
-__device__ __forceinline__ void kqd_load_step(const KqArgs &a, int64_t row, int64_t u0, int64_t units, int ul, int c, KqdLoad (&l)[U])
+// A warp's U units at step u0 of its R rows from row0 (units past a row's end, rows past w's: none).
+template <int W, int U, int R>
+__device__ __forceinline__ void kqd_load_step(const KqArgs &a, int64_t row0, int64_t u0, int64_t units, int ul, int c,
+                                              KqdLoad (&l)[R][U])
 {
-    const unsigned char *w = a.w + (size_t)row * a.row_bytes;
+    constexpr int STEP = 4, BB = kquant_block_bytes(W);
 #pragma unroll
-    for (int u = 0; u < U; u++) {
-        const int64_t unit = u0 + STEP * u + ul;
-        if (unit < units) l[u] = kqd_load<W>(w + unit * BB, c);
-    }
-}
-
-template <int W, int U> __global__ void __launch_bounds__(32 * KQD_WARPS, KQD_BLOCKS_PER_SM) kqd_kernel(const KqArgs a)
-{
-    grid_dep_enter();
-    SIFT_DYNAMIC_SMEM(smem);
-    XDigits2 *xs = reinterpret_cast<XDigits2 *>(smem); // [K / 32]
-    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
-    // units: super-blocks of 256 values, a lane taking chunk c of one of 4 (1024 values a warp step)
-    constexpr int BB = kquant_block_bytes(W), STEP = 4, XB = 8;
-    const int64_t units = a.k / 256, stride = (int64_t)gridDim.x * KQD_WARPS;
-    const int c = lane & 7, ul = lane >> 3; // the lane's chunk, and super-block of each step
-    // The warp walks (row, step) pairs, the next pair's loads in flight while the current one is
-    // summed; the first pair's while the block digitizes x (its weights do not wait for x).
-    int64_t row = (int64_t)blockIdx.x * KQD_WARPS + warp, u0 = 0;
-    KqdLoad cur[U];
-    if (row < a.n) kqd_load_step<W, U, STEP, BB>(a, row, 0, units, ul, c, cur);
-    digitize_x<true, 16>(a.x, a.k / 32, warp, KQD_WARPS, xs);
-    __syncthreads();
-    float acc = 0.0f;
-    while (row < a.n) {
-        int64_t next_row = row, next_u0 = u0 + STEP * U;
-        if (next_u0 >= units) next_u0 = 0, next_row += stride;
-        KqdLoad next[U];
-        if (next_row < a.n) kqd_load_step<W, U, STEP, BB>(a, next_row, next_u0, units, ul, c, next);
+    for (int r = 0; r < R; r++) {
+        if (row0 + r >= a.n) continue;
+        const unsigned char *w = a.w + (size_t)(row0 + r) * a.row_bytes;
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int64_t unit = u0 + STEP * u + ul;
-            if (unit < units) acc += kqd_chunk<W>(cur[u], c, xs + unit * XB);
+            if (unit < units) l[r][u] = kqd_load<W>(w + unit * BB, c);
         }
-        if (next_u0 == 0) { // the row's last step
-            acc = warp_sum(acc);
-            if (lane == 0) a.out[row] = a.bias ? acc + a.bias[row] : acc;
-            acc = 0.0f;
+    }
+}
+
+template <int W, int U, int R> __global__ void __launch_bounds__(32 * KQD_WARPS, KQD_BLOCKS_PER_SM) kqd_kernel(const KqArgs a)
+{
+    grid_dep_enter();
+    const XDigits2 *xs = a.xd; // [K / 32]
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    // units: super-blocks of 256 values, a lane taking chunk c of one of 4 (1024 values a warp step)
+    constexpr int STEP = 4, XB = 8;
+    const int64_t units = a.k / 256, stride = (int64_t)gridDim.x * KQD_WARPS * R;
+    const int c = lane & 7, ul = lane >> 3; // the lane's chunk, and super-block of each step
+    int blo, bhi, half;
+    kqd_xblocks<W>(c, blo, bhi, half);
+    // The warp walks (R rows, step) pairs, the next pair's loads in flight while the current one is
+    // summed.
+    int64_t row = ((int64_t)blockIdx.x * KQD_WARPS + warp) * R, u0 = 0;
+    KqdLoad cur[R][U];
+    if (row < a.n) kqd_load_step<W, U, R>(a, row, 0, units, ul, c, cur);
+    float acc[R] = {};
+    while (row < a.n) {
+        int64_t next_row = row, next_u0 = u0 + STEP * U;
+        if (next_u0 >= units) next_u0 = 0, next_row += stride;
+        KqdLoad next[R][U];
+        if (next_row < a.n) kqd_load_step<W, U, R>(a, next_row, next_u0, units, ul, c, next);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int64_t unit = u0 + STEP * u + ul;
+            if (unit >= units) continue;
+            const KqdX xlo = kqd_x(xs[unit * XB + blo], half), xhi = kqd_x(xs[unit * XB + bhi], half); // shared by the R rows
+#pragma unroll
+            for (int r = 0; r < R; r++) acc[r] += kqd_chunk<W>(cur[r][u], c, xlo, xhi);
+        }
+        if (next_u0 == 0) { // the rows' last step
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const float v = warp_sum(acc[r]);
+                if (lane == 0 && row + r < a.n) a.out[row + r] = a.bias ? v + a.bias[row + r] : v;
+                acc[r] = 0.0f;
+            }
         }
 #pragma unroll
-        for (int u = 0; u < U; u++) cur[u] = next[u];
+        for (int r = 0; r < R; r++)
+#pragma unroll
+            for (int u = 0; u < U; u++) cur[r][u] = next[r][u];
         row = next_row, u0 = next_u0;
     }
+}
+
+// x's digits with their half blocks' sums for kqd_kernel: K / 32 blocks, one warp each.
+__global__ void __launch_bounds__(NT) kqd_digits(const float *x, int64_t nb, XDigits2 *xd)
+{
+    grid_dep_enter();
+    const int64_t warp = ((int64_t)blockIdx.x * NT + threadIdx.x) >> 5;
+    if (warp < nb) digitize_block<true>(__ldg(x + warp * 32 + ((int)threadIdx.x & 31)), (int)threadIdx.x & 31, xd + warp);
 }
 
 // ---- matrix-matrix --------------------------------------------------------------------------------
@@ -435,14 +474,17 @@ static KqKernel kq_kernel_for(int wtype, int path, int R)
     }
 }
 
-constexpr int KQD_U = 4; // groups of 4 super-blocks in flight per lane (2, with 3 or 4 blocks a multiprocessor: slower but for gate/up and the logits)
+// R = 2 rows a warp, U = 2 groups of 4 super-blocks of each in flight per lane: on an H100, the
+// same registers as one row and 4 groups, but each x read serves two rows (docs/benchmarks.md).
+// q5_k's loads (its high bits too) take more registers: 1 group of each row in flight.
+constexpr int KQD_U = 2, KQD_U_Q5_K = 1, KQD_R = 2;
 
 static KqKernel kqd_kernel_for(int wtype)
 {
     switch (wtype) {
-    case SIFT_Q4_K: return &kqd_kernel<SIFT_Q4_K, KQD_U>;
-    case SIFT_Q5_K: return &kqd_kernel<SIFT_Q5_K, KQD_U>;
-    default: return &kqd_kernel<SIFT_Q6_K, KQD_U>;
+    case SIFT_Q4_K: return &kqd_kernel<SIFT_Q4_K, KQD_U, KQD_R>;
+    case SIFT_Q5_K: return &kqd_kernel<SIFT_Q5_K, KQD_U_Q5_K, KQD_R>;
+    default: return &kqd_kernel<SIFT_Q6_K, KQD_U, KQD_R>;
     }
 }
 
@@ -469,26 +511,13 @@ static int64_t kq_mv_blocks(const sift_cuda_device *dev, int64_t n, int R)
     return blocks < most ? blocks : most;
 }
 
-cudaError_t kquant_matmul_init(const sift_cuda_device *dev)
+// One token with rows 16-byte aligned (q6_k: K % 2048 == 0): the direct kernel, x's digits in
+// scratch.
+static bool kquant_direct_plan(const KqArgs &a, sift_cuda_plan *plan)
 {
-    for (const int w : {SIFT_Q4_K, SIFT_Q5_K, SIFT_Q6_K}) { // x's digits: up to the device's shared memory
-        const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(kqd_kernel_for(w)),
-                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(dev->smem_optin - 1024));
-        if (e != cudaSuccess) return e;
-    }
-    return cudaSuccess;
-}
-
-// One token, x 16-byte aligned with its digits in shared memory, rows 16-byte aligned (q6_k: K %
-// 2048 == 0): the direct kernel.
-static bool kquant_direct_plan(const sift_cuda_device *dev, const KqArgs &a, sift_cuda_plan *plan)
-{
-    const size_t x_bytes = (size_t)(a.k / 32) * sizeof(XDigits2);
-    if (a.t != 1 || reinterpret_cast<uintptr_t>(a.x) % 16 != 0 || a.k % 256 != 0 || a.row_bytes % 16 != 0 ||
-        reinterpret_cast<uintptr_t>(a.w) % 16 != 0 || x_bytes + 1024 > dev->smem_optin)
-        return false;
+    if (a.t != 1 || a.k % 256 != 0 || a.row_bytes % 16 != 0 || reinterpret_cast<uintptr_t>(a.w) % 16 != 0) return false;
     plan->path = KQ_DIRECT;
-    plan->smem = x_bytes;
+    plan->scratch_bytes = (size_t)(a.k / 32) * sizeof(XDigits2);
     return true;
 }
 
@@ -496,7 +525,7 @@ cudaError_t kquant_matmul_plan(const sift_cuda_device *dev, const sift_node *n, 
 {
     const KqArgs a = kq_args(n);
     if (a.t <= 0 || a.n <= 0 || a.k <= 0) return cudaSuccess;
-    if (kquant_direct_plan(dev, a, plan)) return cudaSuccess;
+    if (kquant_direct_plan(a, plan)) return cudaSuccess;
     if (a.t == 1 && reinterpret_cast<uintptr_t>(a.x) % 16 == 0) {
         // R rows per warp share each x load; fewer where that leaves multiprocessors idle
         int R = 4;
@@ -512,17 +541,22 @@ cudaError_t kquant_matmul_plan(const sift_cuda_device *dev, const sift_node *n, 
 }
 
 cudaError_t kquant_matmul_launch(const sift_cuda_device *dev, const sift_node *n, const sift_cuda_plan *plan,
-                                 cudaStream_t st)
+                                 void *scratch, cudaStream_t st)
 {
-    const KqArgs a = kq_args(n);
+    KqArgs a = kq_args(n);
     const KqKernel k = kq_kernel_for((int)n->src[1]->dtype, plan->path, plan->rows_per_block);
     switch (plan->path) {
     case KQ_VEC:
         return launch(k, dim3((unsigned)kq_mv_blocks(dev, a.n, plan->rows_per_block)), dim3(32 * KQ_WARPS), 0, st, a);
-    case KQ_DIRECT: { // few blocks a multiprocessor: each digitizes x once for many rows
-        const int64_t blocks = (a.n + KQD_WARPS - 1) / KQD_WARPS, most = KQD_BLOCKS_PER_SM * (int64_t)dev->sm_count;
+    case KQ_DIRECT: { // x's digits once, then the rows
+        const int64_t nb = a.k / 32;
+        const cudaError_t e = launch(kqd_digits, dim3((unsigned)((nb + NT / 32 - 1) / (NT / 32))), dim3(NT), 0, st, a.x, nb,
+                                     static_cast<XDigits2 *>(scratch));
+        if (e != cudaSuccess) return e;
+        a.xd = static_cast<const XDigits2 *>(scratch);
+        const int64_t blocks = (a.n + KQD_WARPS * KQD_R - 1) / (KQD_WARPS * KQD_R), most = KQD_BLOCKS_PER_SM * (int64_t)dev->sm_count;
         return launch(kqd_kernel_for((int)n->src[1]->dtype), dim3((unsigned)(blocks < most ? blocks : most)),
-                      dim3(32 * KQD_WARPS), plan->smem, st, a);
+                      dim3(32 * KQD_WARPS), 0, st, a);
     }
     case KQ_TILED:
         return launch(k, dim3((unsigned)((a.t + KG_T - 1) / KG_T), (unsigned)((a.n + KG_N - 1) / KG_N)), dim3(NT), 0,

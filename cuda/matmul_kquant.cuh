@@ -6,11 +6,9 @@
 
 namespace sift_cuda {
 
-// Once per device: the direct kernels' shared memory limit.
-cudaError_t kquant_matmul_init(const sift_cuda_device *dev);
 // The plan (path, rows_per_block) and the launch of a matmul node whose w is a K-quant.
 cudaError_t kquant_matmul_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan);
 cudaError_t kquant_matmul_launch(const sift_cuda_device *dev, const sift_node *n, const sift_cuda_plan *plan,
-                                 cudaStream_t st);
+                                 void *scratch, cudaStream_t st);
 
 } // namespace sift_cuda
