@@ -35,9 +35,10 @@
 //   select_warm    one block a list: a hit when VALID and chosen <= collected <= WARM_CAP. It loads
 //                  the entries in position order into shared memory (each finds its block's chunk by
 //                  binary search over the chunks' prefix, so one full block costs what spread ones
-//                  do), finds T and rem there exactly, writes the list as select_compact does, and
-//                  sets THRESHOLD to the key of rank r2 = min(collected, chosen + chosen / 4): the
-//                  next step, whose votes differ a little, collects about r2 keys again. A miss sets
+//                  do), finds T and rem there exactly (range bins, smem_select_range), writes the
+//                  list as select_compact does, and sets THRESHOLD to the lowest key of the bin
+//                  holding rank r2 = min(collected, chosen + chosen / 4): the next step, whose votes
+//                  differ a little, collects about r2 keys again. A miss sets
 //                  the list's flag, and the radix select runs for it; its select_top tail then sets
 //                  THRESHOLD to the lowest key of the bin holding rank r2 (every key at or above it
 //                  is collected: at least r2) and VALID. HITS and MISSES count the runs.
@@ -516,37 +517,52 @@ __global__ void __launch_bounds__(NT, SRD >= 16 ? 0 : 1) select_compact(const fl
 
 // ---- the warm start ----------------------------------------------------------------------------
 
-// Whole block: the r1-th and the r2-th largest of keys[0, n) (1 <= r1, r2 <= n), t1 and t2, and how
-// many keys equal to t1 are among the r1 largest; three digits of 11, 11 and 10 bits (as resolve),
-// both ranks in the same passes over the keys. The histograms add a warp's keys of one bin with one
-// atomic (hist_add): votes often share their top digit, where one atomic a key would serialize.
-__device__ void smem_select2(const uint32_t *keys, uint32_t n, uint32_t r1, uint32_t r2, uint32_t *h1, uint32_t *h2,
-                             uint32_t &t1, uint32_t &rem1, uint32_t &t2)
+// Whole block: t1, the r1-th largest of keys[0, n), and rem1, how many keys equal to t1 are among
+// the r1 largest; and t2, a key with at least r2 keys at or above it (1 <= r1, r2 <= n). Range bins,
+// as select_top's: the first pass spreads [min, max] of the keys over BINS bins and takes t2 as the
+// lowest key of the bin holding rank r2; each pass then spreads the bin holding rank r1 again,
+// until that bin holds one key value (or one key: the largest in it). The collected keys are a
+// little more than r1, spread over a range, so one or two passes usually do it, where three passes
+// of radix digits, each with two histograms, did before.
+__device__ __forceinline__ void smem_select_range(const uint32_t *keys, uint32_t n, uint32_t r1, uint32_t r2, uint32_t *h,
+                                                  uint32_t &t1, uint32_t &rem1, uint32_t &t2)
 {
-    uint32_t p1 = 0, p2 = 0, rem2 = r2;
-    rem1 = r1;
-    for (int d = 0; d < 3; d++) { // bits 31..21, 20..10, 9..0
-        const int known = 11 * d, low = d < 2 ? 21 - 11 * d : 0;
-        const uint32_t mask = d < 2 ? 2047u : 1023u;
-        hist_clear(h1);
-        hist_clear(h2);
+    __shared__ uint32_t red[NT / 32];
+    uint32_t mx = 0, mnc = 0; // the largest key, the complement of the smallest
+    for (uint32_t i = threadIdx.x; i < n; i += NT) {
+        mx = max(mx, keys[i]);
+        mnc = max(mnc, ~keys[i]);
+    }
+    uint32_t hi = block_max_u32(mx, red), lo = ~block_max_u32(mnc, red), rem = r1, cnt = n;
+    t2 = lo; // every key is at or above it (no pass runs when the keys are one value)
+    for (bool first = true; lo != hi && cnt > 1; first = false) { // the keys in [lo, hi] hold rank rem
+        uint32_t shift = 0;
+        while (((hi - lo) >> shift) >= (uint32_t)BINS) shift++;
+        hist_clear(h);
         __syncthreads();
         for (uint32_t base = 0; base < n; base += NT) { // the same trips for the whole block
-            const uint32_t i = base + threadIdx.x, key = i < n ? keys[i] : 0u, dig = (key >> low) & mask;
-            const bool in1 = i < n && (known == 0 || (key >> (32 - known)) == (p1 >> (32 - known)));
-            const bool in2 = i < n && (known == 0 || (key >> (32 - known)) == (p2 >> (32 - known)));
-            hist_add(h1, in1 ? dig : NO_BIN);
-            hist_add(h2, in2 ? dig : NO_BIN);
+            const uint32_t i = base + threadIdx.x, key = i < n ? keys[i] : 0u;
+            hist_add(h, i < n && key >= lo && key <= hi ? (key - lo) >> shift : NO_BIN);
         }
         __syncthreads();
-        uint32_t dig, cnt;
-        pick_bin<false>(h1, rem1, dig, rem1, cnt);
-        p1 |= dig << low;
-        pick_bin<false>(h2, rem2, dig, rem2, cnt);
-        p2 |= dig << low;
+        uint32_t bin, unused;
+        if (first) {
+            pick_bin<false>(h, r2, bin, unused, cnt);
+            t2 = lo + (bin << shift);
+        }
+        pick_bin<false>(h, rem, bin, rem, cnt);
+        const uint32_t width = (1u << shift) - 1u; // shift < 32: hi - lo < 2^32 <= BINS << shift
+        lo += bin << shift;
+        hi = hi - lo > width ? lo + width : hi;
     }
-    t1 = p1;
-    t2 = p2;
+    if (cnt == 1 && lo != hi) { // the one key in [lo, hi]
+        uint32_t k = 0;
+        for (uint32_t i = threadIdx.x; i < n; i += NT)
+            if (keys[i] >= lo && keys[i] <= hi) k = keys[i];
+        lo = block_max_u32(k, red);
+    }
+    t1 = lo;
+    rem1 = rem;
 }
 
 template <int SRD>
@@ -601,7 +617,7 @@ __global__ void __launch_bounds__(NT) select_warm(WarmScratch w, int blocks, int
     SIFT_DYNAMIC_SMEM(smem);
     uint32_t *keys = reinterpret_cast<uint32_t *>(smem), *pos = keys + WARM_CAP, *pre = pos + WARM_CAP;
     uint32_t *start = pre + WARM_MAX_BLOCKS + 1; // each chunk's first entry
-    __shared__ uint32_t h1[BINS], h2[BINS];
+    __shared__ uint32_t h[BINS];
     __shared__ uint32_t red[NT / 32];
     const int l = (int)blockIdx.x, tid = (int)threadIdx.x;
     int32_t *wl = w.warm + l * W_WORDS;
@@ -646,7 +662,7 @@ __global__ void __launch_bounds__(NT) select_warm(WarmScratch w, int blocks, int
     }
     __syncthreads();
     uint32_t t, rem, t2;
-    smem_select2(keys, n, (uint32_t)chosen, warm_rank((uint32_t)chosen, n), h1, h2, t, rem, t2);
+    smem_select_range(keys, n, (uint32_t)chosen, warm_rank((uint32_t)chosen, n), h, t, rem, t2);
     int32_t *o = out + (int64_t)l * count;
     write_sink_window(o, count, sink_len, chosen, win_begin);
     // the chosen in position order: thread t takes entries [t * per_e, (t + 1) * per_e)
