@@ -488,12 +488,9 @@ static inline RowMap row_map(const sift_tensor *t)
     r.stride0 = t->stride[0];
     r.stride1 = t->stride[1];
     if (!t->pages) return r;
-    int shift = 0;
-    while (((int64_t)1 << shift) < t->page_size) shift++;
     r.pages = dev_ptr<const int32_t>(t->pages);
-    r.page_shift = shift;
-    const int64_t host_rows = t->host_pool ? t->host_pool->shape[1] : 0;
-    r.pool_pages = r.pages ? (int)((t->parent->shape[1] + host_rows) / t->page_size) : 0; // an empty table: every row absent
+    r.page_shift = sift_kv_page_shift(t->page_size);
+    r.pool_pages = r.pages ? (int)sift_kv_pool_pages(t) : 0; // an empty table: every row absent
     if (t->host_pool) {
         r.host_base = dev_ptr(t->host_pool);
         r.host_stride0 = t->host_pool->stride[0];

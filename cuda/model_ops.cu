@@ -1,7 +1,7 @@
 // The transformer ops around attention and matmul (include/sift.h; the CPU reference is
 // backends/cpu/cpu_model_ops.c): get_rows, rmsnorm, layernorm, rope, add, swiglu, silu, kv_write; the
 // small ops of "saving work between steps" (SPEC §4, §7): sel_cache_check, fill_range, mean_rows; and
-// TokenButler's neighbor_fetch (backends/cpu/cpu_backend.c: op_neighbor_fetch). All are memory
+// TokenButler's neighbor_fetch (backends/cpu/cpu_backend.c: cpu_neighbor_fetch). All are memory
 // bound and small next to the matmuls (a decode step moves a few KiB through each), so each is one
 // plain kernel with coalesced accesses; the point is one launch per op and the reference's
 // arithmetic (IEEE division and square root, accurate sin/cos/exp, no fast math).
@@ -372,7 +372,7 @@ __global__ void __launch_bounds__(NT) kv_write_i8_kernel(const KvWriteArgs a)
 
 // ---- sel_cache_check: one block -----------------------------------------------------------------
 
-// The Selection Cache decision (SPEC §4; backends/cpu/cpu_backend.c: op_sel_cache_check): cos(q,
+// The Selection Cache decision (SPEC §4; backends/cpu/cpu_backend.c: cpu_sel_cache_check): cos(q,
 // q_ref) from sums in double (each product of two floats is exact in double; only the order of the
 // additions differs from the reference), the rule applied by thread 0, then q copied into q_ref on
 // a miss once every thread has read q_ref. One block has to keep many loads in flight to read 2 x

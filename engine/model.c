@@ -512,15 +512,16 @@ static kv_bytes kv_pools(const sift_model *m, const sift_session_config *c, cons
     const uint64_t page = mul4(hp->n_head_kv, (uint64_t)c->page_size, hp->head_dim, sift_dtype_size(c->kv_type));
     const bool offloaded = dev_pages < pool_pages;
     kv_bytes b = {0};
+    const kv_cache_config kc = {.resident_layers = c->policy == SIFT_POLICY_BUTLER, .offload_v_only = c->kv_offload_v_only};
     for (uint32_t l = 0; l < hp->n_layer; l++) {
-        const bool whole = c->policy == SIFT_POLICY_BUTLER && l == 0;
-        const int moves = offloaded && !whole ? 1 + !c->kv_offload_v_only : 0; /* V, and K unless v_only */
+        const int movable = sift_kv_cache_moves(&kc, l, KV_K) + sift_kv_cache_moves(&kc, l, KV_V);
+        const int moves = offloaded ? movable : 0;
         b.device = add_sat(b.device, mul_sat(page, (uint64_t)(moves * dev_pages + (2 - moves) * pool_pages)));
         b.host = add_sat(b.host, mul_sat(page, (uint64_t)(moves * (pool_pages - dev_pages))));
-        if (!whole) b.per_device_page = add_sat(b.per_device_page, mul_sat(page, (uint64_t)(1 + !c->kv_offload_v_only)));
+        b.per_device_page = add_sat(b.per_device_page, mul_sat(page, (uint64_t)movable));
     }
     if (pr->present) { /* projected keys of layers >= 1, every page on the device */
-        const uint64_t row = (uint64_t)(pr->key_dim + sift_key_row_extra(c->predictor_keys)) * sift_dtype_size(c->predictor_keys);
+        const uint64_t row = sift_key_row_bytes(c->predictor_keys, pr->key_dim);
         b.device = add_sat(b.device, mul4(hp->n_layer - 1, hp->n_head_kv, mul_sat((uint64_t)pool_pages, (uint64_t)c->page_size), row));
     }
     return b;

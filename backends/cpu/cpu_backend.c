@@ -170,8 +170,9 @@ void *cpu_kv_row_addr(const sift_tensor *t, int64_t g, int64_t pos)
     if (pos < 0 || pos >= t->shape[1]) return NULL;
     int64_t row = sift_kv_phys_row(t, t->pages ? cpu_data(t->pages) : NULL, pos);
     if (row < 0) return NULL;
-    const sift_tensor *pool = sift_kv_pool_row(t, &row);
-    return (char *)cpu_data(pool) + (size_t)(g * pool->stride[0] + row * pool->stride[1]) * sift_dtype_size(t->dtype);
+    size_t off;
+    const sift_tensor *storage = sift_kv_row_storage(t, g, row, &off);
+    return (char *)cpu_data(storage) + off;
 }
 
 /* Reads row `pos` of KV head `g` as f32; false (and zeros) where the row is absent. A row of an
