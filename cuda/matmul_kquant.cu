@@ -2,8 +2,8 @@
 // q4_k, q5_k or q6_k (super-blocks of 256 values in 144, 176 and 210 bytes: engine/quant.h), f32
 // activations and sums.
 //
-// kqd_kernel<W, U>, T = 1 (decode) with 16-byte aligned rows: the direct design, described above
-// the kernel below.
+// kqd_kernel<W, U, R>, T = 1 (decode) with 16-byte aligned rows: the direct design, described
+// above the kernel below.
 //
 // kq_mv_kernel<W, R>, T = 1 (decode) otherwise: each warp takes R consecutive rows at a time and walks them
 // in tiles of 8 super-blocks (2048 values). A tile of each row is copied into the warp's shared
@@ -204,13 +204,15 @@ template <int W, int R> __global__ void __launch_bounds__(32 * KQ_WARPS) kq_mv_k
     }
 }
 
-// kqd_kernel<W, U>, T = 1 with K % 256 == 0 and 16-byte aligned rows: the direct design
+// kqd_kernel<W, U, R>, T = 1 with K % 256 == 0 and 16-byte aligned rows: the direct design
 // (matmul.cu's mvq_kernel) for the K-quants. x is taken as two int8 digits per value with each half
-// block's sum (xdigits.cuh), made by every block into its shared memory; the blocks then take rows
-// in turn, a warp one row at a time, the loads of its next step in flight while it sums the current
-// one. Lane l reads, straight into registers, the 16 quant bytes of
-// chunk l % 8 of super-block l / 8 of each group of 4 (and the bytes that hold their scales and high
-// bits), U groups in flight before any is used. The 16 bytes hold two sets of 16 values, each set
+// block's sum (xdigits.cuh), made once per product by kqd_digits into scratch and read through L1
+// (made by every block into its shared memory, they cost more than the weights' loads on an H100:
+// docs/benchmarks.md); the blocks then take rows in turn, a warp R rows at a time (each x read
+// serving them all), the loads of its next step in flight while it sums the current one. Lane l
+// reads, straight into registers, the 16 quant bytes of chunk l % 8 of super-block l / 8 of each
+// group of 4 (and the bytes that hold their scales and high bits), U groups of each row in flight
+// before any is used. The 16 bytes hold two sets of 16 values, each set
 // half an x block under one sub-block scale: its sum is scale * s (dp4a(q, d0) + dp4a(q, d1) / 2^7)
 // - min * (x's half-block sum); q6_k's quants, stored + 32, become signed bytes first, so that their sums cancel no large term (x's digits keep 2^-14 of a block's largest
 // value, which a min term would multiply by the offset). So a
