@@ -58,7 +58,7 @@ struct MatmulArgs {
     size_t row_bytes;    // bytes of one row of w
     int rows_per_block;  // matrix-vector: rows of w per block (8, 4, 2 or 1)
     int mv_u;            // matrix-vector: weight groups per lane and pipeline stage
-    const void *xd;      // q8_0, direct kernel of 2 or 4 tokens: x's digits [T][K / 32] (XDigits2, mvq_digits)
+    const void *xd;      // q8_0, direct kernel: x's digits [T][K / 32] (XDigits2, x_digits_kernel)
 };
 
 // ---- matrix-vector ------------------------------------------------------------------------------
@@ -463,26 +463,15 @@ template <int W, int R, int TOK> __global__ void __launch_bounds__(32 * MVD_WARP
 // mvq_kernel<R, U, TOK>, TOK = 1, 2 or 4 tokens with q8_0 rows of K a multiple of 256 (planar: a
 // row is K int8 quants, then K / 32 f16 scales, 34 K / 32 bytes, so every row and its quants start
 // 16-byte aligned): the direct design for q8_0. x is taken as two int8 digits per value, x = s (d0 +
-// d1 / 2^7) per block of 32 (XDigits2). For one token every block digitizes x into its shared memory
-// (K / 32 warp steps: x is 4 K bytes from L2 against 34 K / 32 bytes of weights per row and tens of
-// rows per block); for several, mvq_digits does it once for all blocks, into scratch, and the blocks
-// read the digits through L1 (digitizing TOK rows in every block made x's preparation, not the
-// weights, the bound). Each warp takes R consecutive rows; lane l reads the 16 quants at 512 c + 16 l
+// d1 / 2^7) per block of 32 (XDigits2), made once by x_digits_kernel into scratch, and the blocks read the
+// digits through L1 (digitized by every block into its shared memory, on an H100 gate/up took 27.1
+// us against 24.3 and down 28.6 against 26.3: docs/benchmarks.md). Each warp takes R consecutive rows; lane l reads the 16 quants at 512 c + 16 l
 // of each row (and their block's scale) for chunks c, U chunks of every row in flight before any is
 // used; 16 quants cost 8 dp4a and one FMA per token, and each weight read serves all TOK tokens. The
 // sums reduce over the warp by shuffles. Two digits rather than mv_kernel's three cut the integer
 // work by a third; the prototype (cuda/bench/mv_direct.cu) measured NMSE 3.6e-9 against f64, far
 // inside the conformance bound. XDigits2 and the digitizing: xdigits.cuh.
 constexpr int MVQ_WARPS = 8;
-constexpr bool MVQ_X_SCRATCH = false; // one token too: x's digits once by mvq_digits, not in every block
-
-// x's digits for mvq_kernel of several tokens: T K / 32 blocks, one warp each.
-__global__ void __launch_bounds__(NT) mvq_digits(const float *x, int64_t nb, XDigits2 *xd)
-{
-    grid_dep_enter();
-    const int64_t warp = ((int64_t)blockIdx.x * NT + threadIdx.x) >> 5;
-    if (warp < nb) digitize_block(__ldg(x + warp * 32 + ((int)threadIdx.x & 31)), (int)threadIdx.x & 31, xd + warp);
-}
 
 template <int R, int U, int TOK> __global__ void __launch_bounds__(32 * MVQ_WARPS) mvq_kernel(const MatmulArgs a)
 {
@@ -490,13 +479,6 @@ template <int R, int U, int TOK> __global__ void __launch_bounds__(32 * MVQ_WARP
     const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     const int64_t nb = a.k / 32, nch = (a.k + 511) / 512; // blocks of 32 and chunks of 512 quants per row
     const XDigits2 *xd = static_cast<const XDigits2 *>(a.xd); // [TOK][K / 32]
-    if (TOK == 1 && !xd) { // this block's own digits, in shared memory
-        SIFT_DYNAMIC_SMEM(smem);
-        XDigits2 *xs = reinterpret_cast<XDigits2 *>(smem);
-        digitize_x(a.x, nb, warp, MVQ_WARPS, xs);
-        __syncthreads();
-        xd = xs;
-    }
     const int64_t row0 = ((int64_t)blockIdx.x * MVQ_WARPS + warp) * R;
     if (row0 >= a.n) return;
     const unsigned char *rows[R];
@@ -522,8 +504,8 @@ template <int R, int U, int TOK> __global__ void __launch_bounds__(32 * MVQ_WARP
 #pragma unroll
             for (int t = 0; t < TOK; t++) {
                 const XDigits2 *b = xd + t * nb + e / 32;
-                const uint4 x0 = TOK == 1 ? b->d[0][h] : __ldg(&b->d[0][h]), x1 = TOK == 1 ? b->d[1][h] : __ldg(&b->d[1][h]);
-                const float s = TOK == 1 ? b->scale : __ldg(&b->scale);
+                const uint4 x0 = __ldg(&b->d[0][h]), x1 = __ldg(&b->d[1][h]);
+                const float s = __ldg(&b->scale);
                 const unsigned xw0[4] = {x0.x, x0.y, x0.z, x0.w}, xw1[4] = {x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
                 for (int r = 0; r < R; r++) {
@@ -649,11 +631,8 @@ static MvKernel direct_kernel_for(int wtype, int R, int nt)
     }
 }
 
-// The shared memory a direct kernel of one token needs for x: q8_0 its digits, the others x itself.
-static size_t direct_x_bytes(int wtype, int64_t k)
-{
-    return wtype == SIFT_Q8_0 ? (size_t)k / 32 * sizeof(XDigits2) : (size_t)k * sizeof(float);
-}
+// The shared memory mvd_kernel of one token needs for x.
+static size_t direct_x_bytes(int64_t k) { return (size_t)k * sizeof(float); }
 
 // Tokens a direct kernel takes at once for a product of t tokens: the most of 4, 2, 1 up to t.
 static int direct_tokens(int64_t t)
@@ -718,7 +697,7 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
             e = cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, (int)cudaSharedmemCarveoutMaxShared);
         if (e != cudaSuccess) return e;
     }
-    for (const sift_dtype w : {SIFT_Q8_0, SIFT_F32, SIFT_F16, SIFT_BF16})
+    for (const sift_dtype w : {SIFT_F32, SIFT_F16, SIFT_BF16})
         for (int R = 1; R <= 2; R++)
             for (int nt = 1; nt <= MV_NT_MAX; nt *= 2) {
                 const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void *>(direct_kernel_for(w, R, nt)),
@@ -728,7 +707,7 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
     return cudaSuccess;
 }
 
-// path (MM_*); matrix-vector: warps, rows_per_block, groups_per_lane, smem; q8_0 direct of several tokens:
+// path (MM_*); matrix-vector: warps, rows_per_block, groups_per_lane, smem; q8_0 direct:
 // scratch_bytes (x's digits).
 extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
@@ -749,22 +728,21 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
     const bool vec = a.t == 1 && a.k > 0 && xp % 16 == 0 && a.k % fmt_group(w) == 0 &&
                      (quant ? wp % 2 == 0 : wp % 16 == 0 && a.row_bytes % 16 == 0);
     // the direct kernels: one token's x (or its digits) must fit in shared memory
-    const bool direct_fits = a.t == 1 && direct_x_bytes(w, a.k) + 1024 <= dev->smem_optin;
-    // q8_0 (planar rows): the direct kernel where rows are 16-byte aligned (K % 256 == 0) and x's
-    // digits fit in shared memory, else the tiled kernel. R = 2 rows a warp at every shape: the
-    // prototype's best for the down projection's K = 14336 and the logits' 10^5 rows on the H200,
-    // and on an H100 one block's x digits then serve twice the rows of the small products (q/o
-    // 13.2 -> 11.9 us; 32K dense decode 175.4 / 175.8 -> 178.4 / 177.7 tokens/s against 1 row for
-    // N < 65536 and K < 8192; 4 or 8 chunks in flight, 8 lost: docs/benchmarks.md).
+    const bool direct_fits = a.t == 1 && direct_x_bytes(a.k) + 1024 <= dev->smem_optin;
+    // q8_0 (planar rows): the direct kernel where rows are 16-byte aligned (K % 256 == 0), else the
+    // tiled kernel. R = 2 rows a warp at every shape: the prototype's best for the down
+    // projection's K = 14336 and the logits' 10^5 rows on the H200, and on an H100 (x's digits then
+    // made in every block) q/o 13.2 -> 11.9 us, 32K dense decode 175.4 / 175.8 -> 178.4 / 177.7
+    // tokens/s against 1 row for N < 65536 and K < 8192; 4 or 8 chunks in flight, 8 lost
+    // (docs/benchmarks.md).
     if (w == SIFT_Q8_0) {
-        if (a.k > 0 && a.k % 256 == 0 && wp % 16 == 0 && direct_fits) {
+        if (a.t == 1 && a.k > 0 && a.k % 256 == 0 && wp % 16 == 0) {
             plan->rows_per_block = 2;
             if ((a.n + MVQ_WARPS * plan->rows_per_block - 1) / (MVQ_WARPS * plan->rows_per_block) > 2147483647)
                 return beyond_limit(plan, "a matrix-vector product of more than 2^33 rows");
             plan->path = MM_DIRECT;
             plan->warps = MVQ_WARPS;
-            plan->smem = MVQ_X_SCRATCH ? 0 : direct_x_bytes(w, a.k);
-            if (tokens > 1 || MVQ_X_SCRATCH) plan->scratch_bytes = (size_t)tokens * (size_t)(a.k / 32) * sizeof(XDigits2); // x's digits
+            plan->scratch_bytes = (size_t)tokens * (size_t)(a.k / 32) * sizeof(XDigits2); // x's digits
             return cudaSuccess;
         }
         if ((a.t + GT - 1) / GT > 2147483647 || (a.n + GN - 1) / GN > 65535)
@@ -779,7 +757,7 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
         plan->path = MM_DIRECT;
         plan->warps = MVD_WARPS;
         plan->rows_per_block = a.n >= (int64_t)2 * 2 * MVD_WARPS * dev->sm_count ? 2 : 1;
-        plan->smem = direct_x_bytes(w, a.k);
+        plan->smem = direct_x_bytes(a.k);
         return cudaSuccess;
     }
     // R: 8 rows per row group unless that leaves a multiprocessor without one, where x's share of
@@ -835,10 +813,9 @@ extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, cons
     switch (plan->path) {
     case MM_VEC:
     case MM_DIRECT: // up to MV_TOKENS tokens: MM_VEC one a launch, MM_DIRECT 4, 2, 1 (direct_tokens)
-        if (plan->path == MM_DIRECT && a.wtype == SIFT_Q8_0 && (a.t > 1 || MVQ_X_SCRATCH)) { // x's digits, once for all blocks
+        if (plan->path == MM_DIRECT && a.wtype == SIFT_Q8_0) { // x's digits, once for all blocks
             const int64_t nb = a.t * (a.k / 32);
-            const cudaError_t e = launch(mvq_digits, dim3((unsigned)((nb + NT / 32 - 1) / (NT / 32))), dim3(NT), 0, st, a.x, nb,
-                                         static_cast<XDigits2 *>(scratch));
+            const cudaError_t e = launch_x_digits<false>(a.x, nb, static_cast<XDigits2 *>(scratch), st);
             if (e != cudaSuccess) return e;
             a.xd = scratch;
         }

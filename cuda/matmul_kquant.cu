@@ -36,7 +36,7 @@ struct KqArgs {
     float *out;
     int64_t t, k, n;
     size_t row_bytes;
-    const XDigits2 *xd; // kqd_kernel: x's digits [K / 32] (kqd_digits)
+    const XDigits2 *xd; // kqd_kernel: x's digits [K / 32] (x_digits_kernel)
 };
 
 // ---- matrix-vector ------------------------------------------------------------------------------
@@ -206,7 +206,7 @@ template <int W, int R> __global__ void __launch_bounds__(32 * KQ_WARPS) kq_mv_k
 
 // kqd_kernel<W, U, R>, T = 1 with K % 256 == 0 and 16-byte aligned rows: the direct design
 // (matmul.cu's mvq_kernel) for the K-quants. x is taken as two int8 digits per value with each half
-// block's sum (xdigits.cuh), made once per product by kqd_digits into scratch and read through L1
+// block's sum (xdigits.cuh), made once per product by x_digits_kernel into scratch and read through L1
 // (made by every block into its shared memory, they cost more than the weights' loads on an H100:
 // docs/benchmarks.md); the blocks then take rows in turn, a warp R rows at a time (each x read
 // serving them all), the loads of its next step in flight while it sums the current one. Lane l
@@ -412,14 +412,6 @@ template <int W, int U, int R> __global__ void __launch_bounds__(32 * KQD_WARPS,
     }
 }
 
-// x's digits with their half blocks' sums for kqd_kernel: K / 32 blocks, one warp each.
-__global__ void __launch_bounds__(NT) kqd_digits(const float *x, int64_t nb, XDigits2 *xd)
-{
-    grid_dep_enter();
-    const int64_t warp = ((int64_t)blockIdx.x * NT + threadIdx.x) >> 5;
-    if (warp < nb) digitize_block<true>(__ldg(x + warp * 32 + ((int)threadIdx.x & 31)), (int)threadIdx.x & 31, xd + warp);
-}
-
 // ---- matrix-matrix --------------------------------------------------------------------------------
 
 constexpr int KG_T = 64, KG_N = 64, KG_K = 32;
@@ -552,8 +544,7 @@ cudaError_t kquant_matmul_launch(const sift_cuda_device *dev, const sift_node *n
         return launch(k, dim3((unsigned)kq_mv_blocks(dev, a.n, plan->rows_per_block)), dim3(32 * KQ_WARPS), 0, st, a);
     case KQ_DIRECT: { // x's digits once, then the rows
         const int64_t nb = a.k / 32;
-        const cudaError_t e = launch(kqd_digits, dim3((unsigned)((nb + NT / 32 - 1) / (NT / 32))), dim3(NT), 0, st, a.x, nb,
-                                     static_cast<XDigits2 *>(scratch));
+        const cudaError_t e = launch_x_digits<true>(a.x, nb, static_cast<XDigits2 *>(scratch), st);
         if (e != cudaSuccess) return e;
         a.xd = static_cast<const XDigits2 *>(scratch);
         const int64_t blocks = (a.n + KQD_WARPS * KQD_R - 1) / (KQD_WARPS * KQD_R), most = KQD_BLOCKS_PER_SM * (int64_t)dev->sm_count;

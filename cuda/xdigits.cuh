@@ -27,8 +27,8 @@ __device__ __forceinline__ float x_over_scale(float v, float *s)
 struct XDigits2 {
     uint4 d[2][2];  // digit j of values 16 h .. 16 h + 15 in d[j][h]
     float scale;    // s (NaN where the block holds an inf or a NaN, so that its sums are NaN too)
-    float hsum[2];  // the K-quants: the sum of x over values 16 h .. 16 h + 15 (digitize_x<true>)
-    float pad[5];   // 96 bytes: the lanes' 16-byte reads (lane pairs on consecutive blocks) spread over all banks
+    float hsum[2];  // the K-quants: the sum of x over values 16 h .. 16 h + 15 (digitize_block<true>)
+    float pad[5];   // 96 bytes: 16-byte aligned, so that each digit word is one 16-byte read
 };
 static_assert(sizeof(XDigits2) == 96, "XDigits2: 6 16-byte words");
 
@@ -48,23 +48,19 @@ template <bool HSUMS = false> __device__ __forceinline__ void digitize_block(flo
     }
 }
 
-// Warp w of the whole grid (1 .. 8 a block) takes blocks w, w + warps, ... of x ([nb] blocks of 32
-// values, one after the other: several tokens' rows), BATCH at a time so that their loads overlap
-// (each batch waits for one round trip to L2: a long x takes few batches).
-template <bool HSUMS = false, int BATCH = 8>
-__device__ __forceinline__ void digitize_x(const float *x, int64_t nb, int64_t warp, int64_t warps, XDigits2 *xd)
+// x's digits for the direct kernels, once per product: nb blocks of 32 values (several tokens' rows
+// one after another), one warp each; HSUMS: with each half block's sum (the K-quants).
+template <bool HSUMS> __global__ void __launch_bounds__(NT) x_digits_kernel(const float *x, int64_t nb, XDigits2 *xd)
 {
-    const int lane = (int)threadIdx.x & 31;
-    for (int64_t b0 = warp; b0 < nb; b0 += warps * BATCH) {
-        float v[BATCH];
-#pragma unroll
-        for (int j = 0; j < BATCH; j++) v[j] = b0 + j * warps < nb ? __ldg(x + (b0 + j * warps) * 32 + lane) : 0.0f;
-#pragma unroll
-        for (int j = 0; j < BATCH; j++) {
-            if (b0 + j * warps >= nb) break;
-            digitize_block<HSUMS>(v[j], lane, xd + b0 + j * warps);
-        }
-    }
+    grid_dep_enter();
+    const int64_t warp = ((int64_t)blockIdx.x * NT + threadIdx.x) >> 5;
+    if (warp < nb) digitize_block<HSUMS>(__ldg(x + warp * 32 + ((int)threadIdx.x & 31)), (int)threadIdx.x & 31, xd + warp);
+}
+
+// Launches x_digits_kernel for nb blocks of x.
+template <bool HSUMS> inline cudaError_t launch_x_digits(const float *x, int64_t nb, XDigits2 *xd, cudaStream_t st)
+{
+    return launch(x_digits_kernel<HSUMS>, dim3((unsigned)((nb + NT / 32 - 1) / (NT / 32))), dim3(NT), 0, st, x, nb, xd);
 }
 
 } // namespace sift_cuda
