@@ -11,6 +11,8 @@
 // from global memory into registers, 16 bytes a lane, several 512-byte chunks of each row in
 // flight per warp (their comments have the details).
 //
+// q4_0 of one token with K % 256 == 0 runs the K-quants' direct kernel (matmul_kquant.cu).
+//
 // mv_kernel<W>, T = 1 otherwise (q4_0, and f32/f16/bf16 with x too wide for shared memory): a
 // matrix-vector product that stages the weights through shared memory. One block of 16 warps per
 // multiprocessor (one wave, no tail) takes row groups of R
@@ -707,11 +709,20 @@ cudaError_t sift_cuda::matmul_init(const sift_cuda_device *dev)
     return cudaSuccess;
 }
 
+// The nodes matmul_kquant.cu plans and launches: K-quant weights, and q4_0 of one token where its
+// direct kernel takes them (on an H100 q/o 11.5 -> 8.5 us, gate/up 26.1 -> 24.7, down 24.5 -> 23.9,
+// logits 184 -> 166 against mv_kernel: docs/benchmarks.md).
+static bool kquant_takes(const sift_node *n)
+{
+    const int w = (int)n->src[1]->dtype;
+    return is_kquant(w) || (w == SIFT_Q4_0 && kquant_direct_takes(n));
+}
+
 // path (MM_*); matrix-vector: warps, rows_per_block, groups_per_lane, smem; q8_0 direct:
 // scratch_bytes (x's digits).
 extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
 {
-    if (is_kquant((int)n->src[1]->dtype)) return kquant_matmul_plan(dev, n, plan); // matmul_kquant.cu
+    if (kquant_takes(n)) return kquant_matmul_plan(dev, n, plan);
     MatmulArgs a = matmul_args(n, nullptr);
     if (a.t <= 0 || a.n <= 0) return cudaSuccess;
     // A few tokens (a batched decode step: a row per sequence) run the matrix-vector kernels: the
@@ -808,7 +819,7 @@ static cudaError_t matvec_launch(const sift_cuda_device *dev, const sift_cuda_pl
 extern "C" cudaError_t sift_cuda_matmul_launch(const sift_cuda_device *dev, const sift_node *n,
                                                const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
-    if (is_kquant((int)n->src[1]->dtype)) return kquant_matmul_launch(dev, n, plan, scratch, st); // matmul_kquant.cu
+    if (kquant_takes(n)) return kquant_matmul_launch(dev, n, plan, scratch, st);
     MatmulArgs a = matmul_args(n, plan);
     switch (plan->path) {
     case MM_VEC:

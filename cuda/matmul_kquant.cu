@@ -3,7 +3,7 @@
 // activations and sums.
 //
 // kqd_kernel<W, U, R>, T = 1 (decode) with 16-byte aligned rows: the direct design, described
-// above the kernel below.
+// above the kernel below; it takes q4_0 too (units of 8 blocks of 32 values, a lane one block).
 //
 // kq_mv_kernel<W, R>, T = 1 (decode) otherwise: each warp takes R consecutive rows at a time and walks them
 // in tiles of 8 super-blocks (2048 values). A tile of each row is copied into the warp's shared
@@ -225,11 +225,14 @@ template <int W, int R> __global__ void __launch_bounds__(32 * KQ_WARPS) kq_mv_k
 // super-block (210 bytes) is only 2-byte aligned: its 16-byte reads are five 4-byte ones, shifted.
 constexpr int KQD_WARPS = 8, KQD_BLOCKS_PER_SM = 2; // blocks a multiprocessor (the launch makes no more; 128 registers a thread)
 
+// The bytes of a unit of 256 values: one K-quant super-block, or eight q4_0 blocks of 18 bytes.
+template <int W> __host__ __device__ constexpr int kqd_unit_bytes() { return W == SIFT_Q4_0 ? 8 * 18 : kquant_block_bytes(W); }
+
 struct KqdLoad {
     uint4 q;     // the chunk's 16 quant bytes (q6_k: low bits)
     uint4 h;     // q4_k, q5_k: the super-block's first 16 bytes; q6_k: the 16 high-bit bytes
     uint4 qh;    // q5_k: the 16 high-bit bytes of the chunk's half
-    unsigned sd; // q6_k: the two scale bytes (bytes 0, 1) and d (bits 16-31)
+    unsigned sd; // q6_k: the two scale bytes (bytes 0, 1) and d (bits 16-31); q4_0: d (bits 0-15)
 };
 
 // 16 bytes at p, 2-byte aligned (q6_k): five aligned words, funnel-shifted.
@@ -249,7 +252,10 @@ __device__ __forceinline__ uint4 ld16_align2(const unsigned char *p)
 template <int W> __device__ __forceinline__ KqdLoad kqd_load(const unsigned char *b, int c)
 {
     KqdLoad l = {};
-    if constexpr (W == SIFT_Q6_K) {
+    if constexpr (W == SIFT_Q4_0) { // block c: d, then 16 bytes of quants (2-byte aligned)
+        l.q = ld16_align2(b + 18 * c + 2);
+        l.sd = __ldg(reinterpret_cast<const unsigned short *>(b + 18 * c));
+    } else if constexpr (W == SIFT_Q6_K) {
         const int h = c >> 2, part = c & 3;
         l.q = ld16_align2(b + 64 * h + 16 * part);
         l.h = ld16_align2(b + 128 + 32 * h + 16 * (part & 1));
@@ -295,13 +301,15 @@ __device__ __forceinline__ unsigned signed_bytes(unsigned q, unsigned o)
 }
 
 // Lane chunk c's two sets of 16 values: the x blocks of its unit they lie in (lo, hi) and the
-// half of those blocks (the same for both sets).
-template <int W> __device__ __forceinline__ void kqd_xblocks(int c, int &blo, int &bhi, int &half)
+// halves of those blocks.
+template <int W> __device__ __forceinline__ void kqd_xblocks(int c, int &blo, int &hlo, int &bhi, int &hhi)
 {
-    if constexpr (W == SIFT_Q6_K) {
-        blo = 4 * (c >> 2) + ((c & 3) >> 1), bhi = blo + 2, half = c & 1;
+    if constexpr (W == SIFT_Q4_0) { // block c: its low nibbles are values 0-15, its high 16-31
+        blo = bhi = c, hlo = 0, hhi = 1;
+    } else if constexpr (W == SIFT_Q6_K) {
+        blo = 4 * (c >> 2) + ((c & 3) >> 1), bhi = blo + 2, hlo = hhi = c & 1;
     } else {
-        blo = 2 * (c >> 1), bhi = blo + 1, half = c & 1;
+        blo = 2 * (c >> 1), bhi = blo + 1, hlo = hhi = c & 1;
     }
 }
 
@@ -311,7 +319,11 @@ template <int W> __device__ __forceinline__ float kqd_chunk(const KqdLoad &l, in
     const unsigned qw[4] = {l.q.x, l.q.y, l.q.z, l.q.w};
     unsigned lo[4], hi[4];
     float slo, shi, mlo, mhi;
-    if constexpr (W == SIFT_Q6_K) {
+    if constexpr (W == SIFT_Q4_0) { // quants stored + 8
+#pragma unroll
+        for (int i = 0; i < 4; i++) lo[i] = signed_bytes(qw[i] & 0x0f0f0f0fu, 8), hi[i] = signed_bytes((qw[i] >> 4) & 0x0f0f0f0fu, 8);
+        return half_bits_to_float(l.sd & 0xffffu) * (kqd_dot(lo, xlo) + kqd_dot(hi, xhi));
+    } else if constexpr (W == SIFT_Q6_K) {
         const int sh = 2 * ((c & 3) >> 1);
         const unsigned hw[4] = {l.h.x, l.h.y, l.h.z, l.h.w};
 #pragma unroll
@@ -353,7 +365,7 @@ template <int W, int U, int R>
 __device__ __forceinline__ void kqd_load_step(const KqArgs &a, int64_t row0, int64_t u0, int64_t units, int ul, int c,
                                               KqdLoad (&l)[R][U])
 {
-    constexpr int STEP = 4, BB = kquant_block_bytes(W);
+    constexpr int STEP = 4, BB = kqd_unit_bytes<W>();
 #pragma unroll
     for (int r = 0; r < R; r++) {
         if (row0 + r >= a.n) continue;
@@ -375,8 +387,8 @@ template <int W, int U, int R> __global__ void __launch_bounds__(32 * KQD_WARPS,
     constexpr int STEP = 4, XB = 8;
     const int64_t units = a.k / 256, stride = (int64_t)gridDim.x * KQD_WARPS * R;
     const int c = lane & 7, ul = lane >> 3; // the lane's chunk, and super-block of each step
-    int blo, bhi, half;
-    kqd_xblocks<W>(c, blo, bhi, half);
+    int blo, hlo, bhi, hhi;
+    kqd_xblocks<W>(c, blo, hlo, bhi, hhi);
     // The warp walks (R rows, step) pairs, the next pair's loads in flight while the current one is
     // summed.
     int64_t row = ((int64_t)blockIdx.x * KQD_WARPS + warp) * R, u0 = 0;
@@ -392,7 +404,7 @@ template <int W, int U, int R> __global__ void __launch_bounds__(32 * KQD_WARPS,
         for (int u = 0; u < U; u++) {
             const int64_t unit = u0 + STEP * u + ul;
             if (unit >= units) continue;
-            const KqdX xlo = kqd_x(xs[unit * XB + blo], half), xhi = kqd_x(xs[unit * XB + bhi], half); // shared by the R rows
+            const KqdX xlo = kqd_x(xs[unit * XB + blo], hlo), xhi = kqd_x(xs[unit * XB + bhi], hhi); // shared by the R rows
 #pragma unroll
             for (int r = 0; r < R; r++) acc[r] += kqd_chunk<W>(cur[r][u], c, xlo, xhi);
         }
@@ -476,6 +488,7 @@ constexpr int KQD_U = 2, KQD_U_Q5_K = 1, KQD_R = 2;
 static KqKernel kqd_kernel_for(int wtype)
 {
     switch (wtype) {
+    case SIFT_Q4_0: return &kqd_kernel<SIFT_Q4_0, KQD_U, KQD_R>;
     case SIFT_Q4_K: return &kqd_kernel<SIFT_Q4_K, KQD_U, KQD_R>;
     case SIFT_Q5_K: return &kqd_kernel<SIFT_Q5_K, KQD_U_Q5_K, KQD_R>;
     default: return &kqd_kernel<SIFT_Q6_K, KQD_U, KQD_R>;
@@ -507,9 +520,16 @@ static int64_t kq_mv_blocks(const sift_cuda_device *dev, int64_t n, int R)
 
 // One token with rows 16-byte aligned (q6_k: K % 2048 == 0): the direct kernel, x's digits in
 // scratch.
+static bool direct_takes(const KqArgs &a)
+{
+    return a.t == 1 && a.k % 256 == 0 && a.row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(a.w) % 16 == 0;
+}
+
+bool kquant_direct_takes(const sift_node *n) { return direct_takes(kq_args(n)); }
+
 static bool kquant_direct_plan(const KqArgs &a, sift_cuda_plan *plan)
 {
-    if (a.t != 1 || a.k % 256 != 0 || a.row_bytes % 16 != 0 || reinterpret_cast<uintptr_t>(a.w) % 16 != 0) return false;
+    if (!direct_takes(a)) return false;
     plan->path = KQ_DIRECT;
     plan->scratch_bytes = (size_t)(a.k / 32) * sizeof(XDigits2);
     return true;
