@@ -60,27 +60,32 @@ void fail(const char *case_name, const char *backend_name, const char *what)
     printf("%-58s %-7s FAIL: %s\n", case_name, backend_name, what);
 }
 
-bool test_check(bool ok, const char *backend, const char *what, ...)
+/* One check's line: what was checked (formatted), the backend, the value where there is one. */
+static bool check_line(bool ok, const char *backend, const double *value, const char *what, va_list ap)
 {
     char text[512];
+    vsnprintf(text, sizeof text, what, ap);
+    count_check(backend, ok);
+    if (value) printf("%-58s %-7s %-9s %10.4g  %s\n", text, backend, "value", *value, ok ? "ok" : "FAIL");
+    else printf("%-58s %-7s %s\n", text, backend, ok ? "ok" : "FAIL");
+    return ok;
+}
+
+bool test_check(bool ok, const char *backend, const char *what, ...)
+{
     va_list ap;
     va_start(ap, what);
-    vsnprintf(text, sizeof text, what, ap);
+    ok = check_line(ok, backend, NULL, what, ap);
     va_end(ap);
-    count_check(backend, ok);
-    printf("%-58s %-7s %s\n", text, backend, ok ? "ok" : "FAIL");
     return ok;
 }
 
 bool test_check_value(bool ok, const char *backend, double value, const char *what, ...)
 {
-    char text[512];
     va_list ap;
     va_start(ap, what);
-    vsnprintf(text, sizeof text, what, ap);
+    ok = check_line(ok, backend, &value, what, ap);
     va_end(ap);
-    count_check(backend, ok);
-    printf("%-58s %-7s %-9s %10.4g  %s\n", text, backend, "value", value, ok ? "ok" : "FAIL");
     return ok;
 }
 
