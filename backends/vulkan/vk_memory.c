@@ -570,8 +570,8 @@ sift_status vk_kv_ref(vkb *be, const sift_tensor *t, vk_kvref *out)
     if (t->pages) {
         s = vk_tensor_ref(t->pages, &out->pages);
         if (s != SIFT_OK) return s;
-        while (((int64_t)1 << out->pshift) < t->page_size) out->pshift++;
-        out->npages = (uint32_t)((prow + hrows) >> out->pshift);
+        out->pshift = (uint32_t)sift_kv_page_shift(t->page_size);
+        out->npages = (uint32_t)sift_kv_pool_pages(t);
     }
     if (t->host_pool) { /* two pools: one table over both (common.glsl kv_row) */
         vk_tensor *host = t->host_pool->impl;
