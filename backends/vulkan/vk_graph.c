@@ -206,30 +206,11 @@ sift_status vk_scratch_update(plan *pl, VkDeviceSize off, const void *data, size
 
 /* ---- the planner of every op the backend runs ---- */
 
-/* Indexed by op; NULL: not supported (vk_supports_op), so the engine refuses the graph before any
- * planning. */
+/* Indexed by op, expanded from the op table (vk_internal.h declares each). */
 static const vk_planner planners[SIFT_OP_COUNT] = {
-    [SIFT_OP_SCORE] = vk_plan_score,
-    [SIFT_OP_VOTE] = vk_plan_vote,
-    [SIFT_OP_SELECT] = vk_plan_select,
-    [SIFT_OP_GATHER_ATTEND] = vk_plan_attend,
-    [SIFT_OP_DENSE_ATTEND] = vk_plan_attend,
-    [SIFT_OP_GET_ROWS] = vk_plan_get_rows,
-    [SIFT_OP_RMSNORM] = vk_plan_norm,
-    [SIFT_OP_MATMUL] = vk_plan_matmul,
-    [SIFT_OP_ROPE] = vk_plan_rope,
-    [SIFT_OP_SWIGLU] = vk_plan_eltwise,
-    [SIFT_OP_ADD] = vk_plan_eltwise,
-    [SIFT_OP_KV_WRITE] = vk_plan_kv_write,
-    [SIFT_OP_CAUSAL_ATTEND] = vk_plan_attend,
-    [SIFT_OP_SEL_CACHE_CHECK] = vk_plan_sel_cache,
-    [SIFT_OP_FILL_RANGE] = vk_plan_fill_range,
-    [SIFT_OP_MEAN_ROWS] = vk_plan_mean_rows,
-    [SIFT_OP_CAUSAL_ATTEND_SPARSE] = vk_plan_attend,
-    [SIFT_OP_LAYERNORM] = vk_plan_norm,
-    [SIFT_OP_SILU] = vk_plan_eltwise,
-    [SIFT_OP_NEIGHBOR_FETCH] = vk_plan_neighbor_fetch,
-    [SIFT_OP_SCORE_MAX] = vk_plan_score,
+#define SIFT_OP(id, name, min_src, max_src, flags) [SIFT_OP_##id] = vk_plan_##name,
+#include "ops.def"
+#undef SIFT_OP
 };
 
 /* An int8 cache the shaders can address: its storage and its rows (D + 4 bytes) on 4-byte

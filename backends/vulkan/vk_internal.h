@@ -247,24 +247,26 @@ sift_status vk_dispatch(plan *pl, vk_kernel kernel, const uint32_t spec[VK_NSPEC
 /* writes size bytes (a multiple of 4, at most 65536) into the scratch buffer at off at the start of
  * every run (data fixed when the graph is planned) */
 sift_status vk_scratch_update(plan *pl, VkDeviceSize off, const void *data, size_t size);
-/* An op's planner: node n's dispatches, scratch and scratch updates. The table of them, indexed by
- * op, is in vk_graph.c. The attention ops' (vk_attention.c): */
+/* An op's planner: node n's dispatches, scratch and scratch updates; the attention ops' in
+ * vk_attention.c, the transformer ops' in vk_model.c. */
 typedef sift_status (*vk_planner)(plan *pl, const sift_node *n);
-sift_status vk_plan_score(plan *pl, const sift_node *n); /* score and score_max */
-sift_status vk_plan_attend(plan *pl, const sift_node *n); /* gather, dense, causal and causal sparse attention */
-sift_status vk_plan_vote(plan *pl, const sift_node *n);
-sift_status vk_plan_select(plan *pl, const sift_node *n);
-sift_status vk_plan_neighbor_fetch(plan *pl, const sift_node *n);
-sift_status vk_plan_sel_cache(plan *pl, const sift_node *n); /* sel_cache_check */
-sift_status vk_plan_fill_range(plan *pl, const sift_node *n);
-sift_status vk_plan_mean_rows(plan *pl, const sift_node *n);
-/* ... and the transformer ops' (vk_model.c): */
-sift_status vk_plan_get_rows(plan *pl, const sift_node *n);
-sift_status vk_plan_norm(plan *pl, const sift_node *n);    /* rmsnorm and layernorm */
-sift_status vk_plan_matmul(plan *pl, const sift_node *n);
-sift_status vk_plan_rope(plan *pl, const sift_node *n);
-sift_status vk_plan_eltwise(plan *pl, const sift_node *n); /* swiglu, add and silu */
-sift_status vk_plan_kv_write(plan *pl, const sift_node *n);
+/* Every op's planner, vk_plan_<name> for op <name> of the op table (engine/ops.def), declared from
+ * it here and tabled from it in vk_graph.c, so an op without one does not build. Ops that share a
+ * planner are mapped to it by a #define. */
+#define vk_plan_gather_attend vk_plan_attend
+#define vk_plan_dense_attend vk_plan_attend
+#define vk_plan_causal_attend vk_plan_attend
+#define vk_plan_causal_attend_sparse vk_plan_attend
+#define vk_plan_score_max vk_plan_score
+#define vk_plan_sel_cache_check vk_plan_sel_cache
+#define vk_plan_rmsnorm vk_plan_norm
+#define vk_plan_layernorm vk_plan_norm
+#define vk_plan_swiglu vk_plan_eltwise
+#define vk_plan_add vk_plan_eltwise
+#define vk_plan_silu vk_plan_eltwise
+#define SIFT_OP(id, name, min_src, max_src, flags) sift_status vk_plan_##name(plan *pl, const sift_node *n);
+#include "ops.def"
+#undef SIFT_OP
 /* Whether the planner table has an entry for n's op (the vtable's supports_op). */
 bool vk_supports_op(void *be, const sift_node *n);
 
