@@ -717,10 +717,20 @@ extern "C" cudaError_t sift_cuda_mean_rows_launch(const sift_cuda_device *dev, c
     return launch(mean_rows_kernel, dim3(blocks_for(a.e, NT)), dim3(NT), 0, st, a);
 }
 
+// blocks: one thread per output entry, at most 65536 blocks (the kernel strides beyond).
+extern "C" cudaError_t sift_cuda_neighbor_fetch_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
+{
+    (void)dev;
+    const sift_select_layout *l = &n->p.layout;
+    const int64_t total = n->dst->shape[0] * (l->count + l->chosen);
+    plan->blocks = (int)(total <= 0 ? 0 : (total + NT - 1) / NT < 65536 ? (total + NT - 1) / NT : 65536);
+    return cudaSuccess;
+}
+
 extern "C" cudaError_t sift_cuda_neighbor_fetch_launch(const sift_cuda_device *dev, const sift_node *n,
                                                        const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
 {
-    (void)dev, (void)plan, (void)scratch;
+    (void)dev, (void)scratch;
     const sift_select_layout *l = &n->p.layout;
     NeighborArgs a = {};
     a.in = dev_ptr<const int32_t>(n->src[0]);
@@ -730,9 +740,6 @@ extern "C" cudaError_t sift_cuda_neighbor_fetch_launch(const sift_cuda_device *d
     a.chosen = l->chosen;
     a.win_count = l->win_count;
     a.cand_end = l->first + l->cand;
-    const int64_t total = a.lists * (l->count + l->chosen);
-    if (total <= 0) return cudaSuccess;
-    int64_t blocks = (total + NT - 1) / NT;
-    if (blocks > 65536) blocks = 65536; // grid-stride beyond
-    return launch(neighbor_fetch_kernel, dim3((unsigned)blocks), dim3(NT), 0, st, a);
+    if (plan->blocks == 0) return cudaSuccess;
+    return launch(neighbor_fetch_kernel, dim3((unsigned)plan->blocks), dim3(NT), 0, st, a);
 }

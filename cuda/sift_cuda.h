@@ -44,7 +44,7 @@ typedef struct sift_cuda_plan {
                            * score_max's i8 keys: rows 4-byte aligned, word loads */
     int chunks;           /* score, attention: query-head chunks per KV head */
     int blocks;           /* score, attention: splits of the positions; vote: partial blocks per head;
-                           * select: radix blocks per list */
+                           * select: radix blocks per list; neighbor_fetch: blocks of the grid */
     int64_t split_len;    /* score, attention: positions per split */
     int warps;            /* matmul, matrix-vector: warps per block */
     int rows_per_block;   /* matmul, matrix-vector: rows of w per row group */
@@ -69,13 +69,31 @@ typedef cudaError_t sift_cuda_plan_fn(const sift_cuda_device *dev, const sift_no
 typedef cudaError_t sift_cuda_launch_fn(const sift_cuda_device *dev, const sift_node *n, const sift_cuda_plan *plan,
                                         void *scratch, void *zeroed, cudaStream_t st);
 
-/* Every op's plan and launch, from the CUDA op list (cuda_ops.def); an op sharing another's
- * kernels declares the same function again, which is allowed. */
-#define CUDA_OP(id, plan, launch) sift_cuda_plan_fn sift_cuda_##plan##_plan; sift_cuda_launch_fn sift_cuda_##launch##_launch;
-#define CUDA_OP_UNPLANNED(id, launch) sift_cuda_launch_fn sift_cuda_##launch##_launch;
-#include "cuda_ops.def"
-#undef CUDA_OP
-#undef CUDA_OP_UNPLANNED
+/* Every op's plan and launch: sift_cuda_<name>_plan and sift_cuda_<name>_launch for op <name> of
+ * the op table (engine/ops.def), declared from it here and tabled from it in cuda_backend.c, so an
+ * op without them does not build. An op that shares another's functions, or has nothing to plan
+ * (sift_cuda_no_plan), is mapped to them by a #define here; a function so shared is declared
+ * again, which is allowed. */
+#define sift_cuda_gather_attend_plan sift_cuda_attend_plan
+#define sift_cuda_gather_attend_launch sift_cuda_attend_launch
+#define sift_cuda_dense_attend_plan sift_cuda_attend_plan
+#define sift_cuda_dense_attend_launch sift_cuda_attend_launch
+#define sift_cuda_causal_attend_plan sift_cuda_attend_plan
+#define sift_cuda_causal_attend_launch sift_cuda_attend_launch
+#define sift_cuda_causal_attend_sparse_plan sift_cuda_attend_plan
+#define sift_cuda_causal_attend_sparse_launch sift_cuda_attend_launch
+#define sift_cuda_layernorm_plan sift_cuda_rmsnorm_plan
+#define sift_cuda_rope_plan sift_cuda_no_plan
+#define sift_cuda_swiglu_plan sift_cuda_no_plan
+#define sift_cuda_swiglu_launch sift_cuda_eltwise_launch
+#define sift_cuda_add_plan sift_cuda_no_plan
+#define sift_cuda_add_launch sift_cuda_eltwise_launch
+#define sift_cuda_silu_plan sift_cuda_no_plan
+#define sift_cuda_silu_launch sift_cuda_eltwise_launch
+#define sift_cuda_mean_rows_plan sift_cuda_no_plan
+#define SIFT_OP(id, name, min_src, max_src, flags) sift_cuda_plan_fn sift_cuda_##name##_plan; sift_cuda_launch_fn sift_cuda_##name##_launch;
+#include "../engine/ops.def"
+#undef SIFT_OP
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 /* The CUDA backend: device memory through the CUDA runtime (linked statically), one stream, the
  * kernels in the .cu files of cuda/ (docs/kernels.md), reached through one table indexed by op
- * (cuda_ops: each op's plan and launch, from cuda/cuda_ops.def).
+ * (cuda_ops: each op's plan and launch, expanded from the op table engine/ops.def).
  *
  * Tensors are plain cudaMalloc allocations, zeroed like the CPU backend's; a tensor in host memory
  * (sift_tensor_create_host: KV offload's host pools) is mapped pinned memory that the kernels
@@ -58,19 +58,24 @@ typedef struct cuda_backend {
     bool zeroed_dirty;
 } cuda_backend;
 
-/* The ops the backend runs, from its op list (cuda/cuda_ops.def): plan (NULL: nothing to plan)
- * and launch. An op without a launch is not supported. */
+/* Every op's plan and launch, indexed by op and expanded from the op table (sift_cuda.h declares
+ * each: sift_cuda_<name>_plan and sift_cuda_<name>_launch, or the functions an op shares). */
 typedef struct cuda_op {
     sift_cuda_plan_fn *plan;
     sift_cuda_launch_fn *launch;
 } cuda_op;
 
+/* The plan of an op with nothing to decide. */
+cudaError_t sift_cuda_no_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
+{
+    (void)dev, (void)n, (void)plan;
+    return cudaSuccess;
+}
+
 static const cuda_op cuda_ops[SIFT_OP_COUNT] = {
-#define CUDA_OP(id, plan, launch) [SIFT_OP_##id] = {sift_cuda_##plan##_plan, sift_cuda_##launch##_launch},
-#define CUDA_OP_UNPLANNED(id, launch) [SIFT_OP_##id] = {NULL, sift_cuda_##launch##_launch},
-#include "cuda/cuda_ops.def"
-#undef CUDA_OP
-#undef CUDA_OP_UNPLANNED
+#define SIFT_OP(id, name, min_src, max_src, flags) [SIFT_OP_##id] = {sift_cuda_##name##_plan, sift_cuda_##name##_launch},
+#include "ops.def"
+#undef SIFT_OP
 };
 
 typedef struct cuda_plan {
@@ -357,7 +362,7 @@ static sift_status plan_node(cuda_backend *b, const sift_node *n, int i, cuda_pl
     const sift_status st = check_stored_layout(n->dst, i, n);
     if (st != SIFT_OK) return st;
     const cuda_op *op = &cuda_ops[n->op];
-    cudaError_t e = op->plan ? op->plan(&b->dev, n, &pl->k) : cudaSuccess;
+    cudaError_t e = op->plan(&b->dev, n, &pl->k);
     if (e == cudaErrorInvalidConfiguration || e == cudaErrorNotSupported) {
         (void)cudaGetLastError();
         return sift_set_error(e == cudaErrorNotSupported ? SIFT_E_UNSUPPORTED : SIFT_E_LIMIT,
