@@ -394,6 +394,20 @@ sift_status vk_plan_select(plan *pl, const sift_node *n)
     return vk_dispatch(pl, VK_K_SELECT_COMPACT, none, &ps, sizeof ps, mode == 2 ? 1 : nblocks, lists, 1);
 }
 
+/* Dispatches kernel once for every max_groups[1] of `lists` lists (grid y: a list each), *l0 (a
+ * field of the push constants at push) set to each dispatch's first list. */
+static sift_status dispatch_lists(plan *pl, vk_kernel kernel, void *push, size_t push_size, uint32_t *l0, uint32_t gx,
+                                  int64_t lists)
+{
+    const uint32_t most = vk_plan_backend(pl)->caps.max_groups[1], none[VK_NSPEC] = {0};
+    for (int64_t first = 0; first < lists; first += most) {
+        *l0 = (uint32_t)first;
+        const int64_t left = lists - first;
+        TRY(vk_dispatch(pl, kernel, none, push, push_size, gx, (uint32_t)(left < most ? left : most), 1));
+    }
+    return SIFT_OK;
+}
+
 /* TokenButler's neighbour fetch: one invocation per output entry (neighbor_fetch.comp). */
 sift_status vk_plan_neighbor_fetch(plan *pl, const sift_node *n)
 {
@@ -409,15 +423,8 @@ sift_status vk_plan_neighbor_fetch(plan *pl, const sift_node *n)
                              .cand_end = l->first + l->cand};
     TRY(vk_tensor_ref(n->src[0], &p.in));
     TRY(vk_tensor_ref(n->dst, &p.out));
-    const uint32_t none[VK_NSPEC] = {0};
     const uint32_t gx = min_u32(ceil_div((uint64_t)len, 256), min_u32(1024, be->caps.max_groups[0]));
-    for (int64_t l0 = 0; l0 < lists; l0 += be->caps.max_groups[1]) {
-        p.l0 = (uint32_t)l0;
-        const int64_t left = lists - l0;
-        TRY(vk_dispatch(pl, VK_K_NEIGHBOR_FETCH, none, &p, sizeof p, gx,
-                        (uint32_t)(left < be->caps.max_groups[1] ? left : be->caps.max_groups[1]), 1));
-    }
-    return SIFT_OK;
+    return dispatch_lists(pl, VK_K_NEIGHBOR_FETCH, &p, sizeof p, &p.l0, gx, lists);
 }
 
 /* ---- saving work between steps (SPEC §4, §7) ---- */
@@ -445,15 +452,8 @@ sift_status vk_plan_fill_range(plan *pl, const sift_node *n)
                          .width = (uint32_t)(len - n->p.col0),
                          .start = (uint32_t)n->p.start};
     TRY(vk_tensor_ref(n->dst, &p.out));
-    const uint32_t none[VK_NSPEC] = {0};
     const uint32_t gx = min_u32(ceil_div(p.width, 256), min_u32(1024, be->caps.max_groups[0]));
-    for (int64_t l0 = 0; l0 < lists; l0 += be->caps.max_groups[1]) {
-        p.l0 = (uint32_t)l0;
-        const int64_t left = lists - l0;
-        TRY(vk_dispatch(pl, VK_K_FILL_RANGE, none, &p, sizeof p, gx,
-                        (uint32_t)(left < be->caps.max_groups[1] ? left : be->caps.max_groups[1]), 1));
-    }
-    return SIFT_OK;
+    return dispatch_lists(pl, VK_K_FILL_RANGE, &p, sizeof p, &p.l0, gx, lists);
 }
 
 sift_status vk_plan_mean_rows(plan *pl, const sift_node *n)
