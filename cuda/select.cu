@@ -112,6 +112,14 @@ __device__ __forceinline__ uint32_t bin_of(uint32_t lowest, uint32_t shift, uint
     return b < (uint32_t)BINS ? b : (uint32_t)BINS - 1;
 }
 
+// The smallest shift that spreads keys [lowest, highest] over BINS bins: bin = (key - lowest) >> shift.
+__device__ __forceinline__ uint32_t range_shift(uint32_t lowest, uint32_t highest)
+{
+    uint32_t shift = 0;
+    while (((highest - lowest) >> shift) >= (uint32_t)BINS) shift++;
+    return shift;
+}
+
 // Adds one to bin `bin` (NO_BIN: nothing) of the shared histogram h, one atomic per distinct bin
 // of the warp. The whole warp calls it.
 __device__ __forceinline__ void hist_add(uint32_t *h, uint32_t bin)
@@ -238,8 +246,7 @@ __device__ void bins_of(const float *row, int64_t cand, uint32_t &lowest, uint32
     }
     mx = block_max_u32(mx, red);
     lowest = ~block_max_u32(mnc, red);
-    shift = 0; // the smallest with the range within BINS bins
-    while (((mx - lowest) >> shift) >= (uint32_t)BINS) shift++;
+    shift = range_shift(lowest, mx);
 }
 
 template <int SRD>
@@ -536,8 +543,7 @@ __device__ __forceinline__ void smem_select_range(const uint32_t *keys, uint32_t
     uint32_t hi = block_max_u32(mx, red), lo = ~block_max_u32(mnc, red), rem = r1, cnt = n;
     t2 = lo; // every key is at or above it (no pass runs when the keys are one value)
     for (bool first = true; lo != hi && cnt > 1; first = false) { // the keys in [lo, hi] hold rank rem
-        uint32_t shift = 0;
-        while (((hi - lo) >> shift) >= (uint32_t)BINS) shift++;
+        const uint32_t shift = range_shift(lo, hi);
         hist_clear(h);
         __syncthreads();
         for (uint32_t base = 0; base < n; base += NT) { // the same trips for the whole block
