@@ -318,7 +318,6 @@ template <int W> __device__ __forceinline__ float kqd_chunk(const KqdLoad &l, in
 {
     const unsigned qw[4] = {l.q.x, l.q.y, l.q.z, l.q.w};
     unsigned lo[4], hi[4];
-    float slo, shi, mlo, mhi;
     if constexpr (W == SIFT_Q4_0) { // quants stored + 8
 #pragma unroll
         for (int i = 0; i < 4; i++) lo[i] = signed_bytes(qw[i] & 0x0f0f0f0fu, 8), hi[i] = signed_bytes((qw[i] >> 4) & 0x0f0f0f0fu, 8);
@@ -332,8 +331,7 @@ template <int W> __device__ __forceinline__ float kqd_chunk(const KqdLoad &l, in
             hi[i] = signed_bytes(((qw[i] >> 4) & 0x0f0f0f0fu) | ((hw[i] >> (sh + 4)) & 0x03030303u) << 4, 32);
         }
         const float d = half_bits_to_float(l.sd >> 16);
-        slo = d * (float)(signed char)(l.sd & 0xffu);
-        shi = d * (float)(signed char)((l.sd >> 8) & 0xffu);
+        const float slo = d * (float)(signed char)(l.sd & 0xffu), shi = d * (float)(signed char)((l.sd >> 8) & 0xffu);
         return slo * kqd_dot(lo, xlo) + shi * kqd_dot(hi, xhi);
     } else {
         const int j = c >> 1;
@@ -354,8 +352,8 @@ template <int W> __device__ __forceinline__ float kqd_chunk(const KqdLoad &l, in
         const unsigned sh = 16u * (unsigned)(j & 1), s = l.h.y >> sh, m = l.h.z >> sh, q = l.h.w >> sh;
         const unsigned sc2 = j < 2 ? s & 0x3f3fu : (q & 0x0f0fu) | ((s >> 2) & 0x3030u);
         const unsigned mn2 = j < 2 ? m & 0x3f3fu : ((q >> 4) & 0x0f0fu) | ((m >> 2) & 0x3030u);
-        slo = d * (float)(sc2 & 0xffu), shi = d * (float)(sc2 >> 8);
-        mlo = dmin * (float)(mn2 & 0xffu), mhi = dmin * (float)(mn2 >> 8);
+        const float slo = d * (float)(sc2 & 0xffu), shi = d * (float)(sc2 >> 8);
+        const float mlo = dmin * (float)(mn2 & 0xffu), mhi = dmin * (float)(mn2 >> 8);
         return slo * kqd_dot(lo, xlo) - mlo * xlo.sum + shi * kqd_dot(hi, xhi) - mhi * xhi.sum;
     }
 }
