@@ -738,7 +738,7 @@ extern "C" cudaError_t sift_cuda_matmul_plan(const sift_cuda_device *dev, const 
     // (q rows are even, which the funnel shifts need)
     const bool vec = a.t == 1 && a.k > 0 && xp % 16 == 0 && a.k % fmt_group(w) == 0 &&
                      (quant ? wp % 2 == 0 : wp % 16 == 0 && a.row_bytes % 16 == 0);
-    // the direct kernels: one token's x (or its digits) must fit in shared memory
+    // mvd_kernel: one token's x must fit in shared memory
     const bool direct_fits = a.t == 1 && direct_x_bytes(a.k) + 1024 <= dev->smem_optin;
     // q8_0 (planar rows): the direct kernel where rows are 16-byte aligned (K % 256 == 0), else the
     // tiled kernel. R = 2 rows a warp at every shape: the prototype's best for the down

@@ -723,7 +723,7 @@ extern "C" cudaError_t sift_cuda_neighbor_fetch_plan(const sift_cuda_device *dev
     (void)dev;
     const sift_select_layout *l = &n->p.layout;
     const int64_t total = n->dst->shape[0] * (l->count + l->chosen);
-    plan->blocks = (int)(total <= 0 ? 0 : (total + NT - 1) / NT < 65536 ? (total + NT - 1) / NT : 65536);
+    plan->blocks = total <= 0 ? 0 : (int)min(blocks_for(total, NT), 65536u);
     return cudaSuccess;
 }
 
