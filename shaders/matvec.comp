@@ -2,13 +2,21 @@
 // matmul for a few tokens (decode): out[t][n] = dot(x[t], w[n]) (+ bias[n]) for T <= NT tokens, w in
 // any weight type (weights.glsl), activations and sums in f32.
 //
-// Grid: one workgroup per R rows of w. Its invocations stride over the rows' units of 8 values:
+// Grid: one workgroup per R rows of w. Float types, q8_0 and q4_0: its invocations stride over the
+// rows' units of 8 values:
 // invocation i takes units i, i + WGS, ... (U of them per trip, all loads issued before the
 // arithmetic), so that consecutive invocations read consecutive 16-byte vectors of a float row, or
 // consecutive quarters of q8_0 / q4_0 blocks; the x values of a unit are read once for all R rows.
 // Each invocation keeps R x NT sums; block types sum q * x per unit and scale by d once (q4_k and
 // q5_k then subtract their min times the sum of the unit's x). The sums
 // are reduced over the subgroup, then over the workgroup's subgroups in a fixed order.
+//
+// The K-quants (q4_k, q5_k, q6_k) stride over slots of 16 values instead, 16 slots a super-block
+// (kq_load, kq_decode): a unit of 8 would re-read the super-block's scales for every 8 values and
+// read each quant byte twice (its two nibbles belong to two units). A slot reads its quants with one
+// 8-byte load (q4_k, q5_k: 4 groups of 4 values in two sub-blocks; q6_k: 4 groups in four), the
+// super-block's scales with one 16-byte load that the 16 lanes of the super-block share, and
+// consecutive lanes read consecutive quant bytes.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "weights.glsl"
@@ -42,6 +50,143 @@ vec4 x4(uint t, uint k)
     return vec4(ld_f32(pc.x, e), ld_f32(pc.x, e + 1ul), ld_f32(pc.x, e + 2ul), ld_f32(pc.x, e + 3ul));
 }
 
+// Each invocation's sums, [row][token] (a function's array parameter sized by specialization
+// constants would not be one array with the caller's).
+float acc[R * NT];
+
+// ---- the K-quants' slots ----
+
+// A slot's raw bytes. q4_k, q5_k: h = the super-block's first 16 bytes (d, dmin, scales), q.xy = 8
+// bytes of quants (values base + 0..7 of sub-block 2c in the low nibbles, of 2c + 1 in the high),
+// q.zw (q5_k) the 8 bytes of high bits of the same positions. q6_k: h.xy = the 8 int8 scales of the
+// slot's half, h.z = d's bits; q.x, q.y = the low-bit words of groups 0/2 and 1/3, q.z = the high
+// bits' word.
+struct KRaw {
+    uvec4 h, q;
+};
+
+// The 32-bit word at storage byte o (o even).
+uint word_at(TRef t, uint64_t o)
+{
+    const uint64_t a = o & ~3ul;
+    const uint w0 = U32Ref(saddr(t, a)).v, w1 = U32Ref(saddr(t, a + ((o & 2ul) != 0ul ? 4ul : 0ul))).v;
+    return (o & 2ul) != 0ul ? (w0 >> 16) | (w1 << 16) : w0;
+}
+
+// Slot s of the row at storage byte rb: super-block s / 16, slot s % 16 of it. WALIGN (q4_k, q5_k):
+// the super-blocks are 16-byte aligned, so the loads are single vectors.
+KRaw kq_load(TRef t, uint64_t rb, uint s)
+{
+    KRaw r;
+    r.q = uvec4(0u);
+    const uint j = s & 15u;
+    if (WT == WT_Q6_K) {
+        const uint64_t o = rb + uint64_t(s >> 4) * 210ul;
+        const uint h = j >> 3, l = (j & 7u) * 4u;
+        r.q.x = word_at(t, o + uint64_t(64u * h + l));
+        r.q.y = word_at(t, o + uint64_t(64u * h + 32u + l));
+        r.q.z = word_at(t, o + uint64_t(128u + 32u * h + l));
+        r.h.xy = bytes8(t, o + uint64_t(192u + 8u * h));
+        r.h.z = half_at(t, o + 208ul);
+        r.h.w = 0u;
+        return r;
+    }
+    const uint64_t o = rb + uint64_t(s >> 4) * (WT == WT_Q4_K ? 144ul : 176ul);
+    const uint64_t qo = o + (WT == WT_Q4_K ? 16ul : 48ul) + uint64_t(8u * j);
+    if (WALIGN) {
+        r.h = U4Ref(saddr(t, o)).v;
+        r.q.xy = U2Ref(saddr(t, qo)).v;
+        if (WT == WT_Q5_K) r.q.zw = U2Ref(saddr(t, o + 16ul + uint64_t(8u * (j & 3u)))).v;
+    } else {
+        r.h.xy = bytes8(t, o);
+        r.h.zw = bytes8(t, o + 8ul);
+        r.q.xy = bytes8(t, qo);
+        if (WT == WT_Q5_K) r.q.zw = bytes8(t, o + 16ul + uint64_t(8u * (j & 3u)));
+    }
+    return r;
+}
+
+// The slot's 16 values as 4 groups of 4: group g is q[g] * d[g] - m[g] at x positions
+// kq_base(s) + kq_off(g) .. + 3.
+uint kq_off(uint g) { return WT == WT_Q6_K ? 32u * g : 4u * (g & 1u) + 32u * (g >> 1); }
+
+uint kq_base(uint s)
+{
+    const uint j = s & 15u;
+    if (WT == WT_Q6_K) return (s >> 4) * 256u + (j >> 3) * 128u + (j & 7u) * 4u;
+    return (s >> 4) * 256u + (j >> 2) * 64u + (j & 3u) * 8u;
+}
+
+void kq_decode(KRaw r, uint s, out vec4 q[4], out vec4 d, out vec4 m)
+{
+    const uint j = s & 15u;
+    if (WT == WT_Q6_K) {
+        const uint hi = (j & 7u) >> 2; // the 16 positions of the half whose scales the slot uses
+        const float dd = unpackHalf2x16(r.h.z).x;
+        [[unroll]] for (uint g = 0u; g < 4u; g++) {
+            q[g] = bytes_bits(g % 2u == 0u ? r.q.x : r.q.y, (g / 2u) * 4u, 4) + 16.0 * bytes_bits(r.q.z, 2u * g, 2) - 32.0;
+            const uint b = hi + 2u * g; // scale byte of group g
+            d[g] = dd * float(bitfieldExtract(int(b < 4u ? r.h.x : r.h.y), int(b & 3u) * 8, 8));
+        }
+        m = vec4(0.0);
+        return;
+    }
+    const uint c = j >> 2; // sub-blocks 2c (low nibbles) and 2c + 1 (high)
+    q[0] = bytes_bits(r.q.x, 0u, 4);
+    q[1] = bytes_bits(r.q.y, 0u, 4);
+    q[2] = bytes_bits(r.q.x, 4u, 4);
+    q[3] = bytes_bits(r.q.y, 4u, 4);
+    if (WT == WT_Q5_K) {
+        q[0] += 16.0 * bytes_bits(r.q.z, 2u * c, 1);
+        q[1] += 16.0 * bytes_bits(r.q.w, 2u * c, 1);
+        q[2] += 16.0 * bytes_bits(r.q.z, 2u * c + 1u, 1);
+        q[3] += 16.0 * bytes_bits(r.q.w, 2u * c + 1u, 1);
+    }
+    uint sc0, m0, sc1, m1;
+    k_scale_min(r.h.xy, r.h.zw, 2u * c, sc0, m0);
+    k_scale_min(r.h.xy, r.h.zw, 2u * c + 1u, sc1, m1);
+    const vec2 dm = unpackHalf2x16(r.h.x);
+    d = dm.x * vec4(float(sc0), float(sc0), float(sc1), float(sc1));
+    m = dm.y * vec4(float(m0), float(m0), float(m1), float(m1));
+}
+
+// acc[r * NT + t] += the slots' sums of rows rb[r] for token t: each invocation takes slots tid,
+// tid + WGS, ..., U of them a trip, every row's loads issued before the arithmetic.
+void kq_rows(uint tid, uint64_t rb[R])
+{
+    const uint nslots = pc.K / 16u;
+    for (uint s0 = tid; s0 < nslots; s0 += WGS * U) {
+        KRaw raw[U * R];
+        [[unroll]] for (uint i = 0u; i < U; i++) {
+            const uint s = s0 + i * WGS;
+            if (s < nslots)
+                [[unroll]] for (uint r = 0u; r < R; r++) raw[i * R + r] = kq_load(pc.w, rb[r], s);
+        }
+        [[unroll]] for (uint i = 0u; i < U; i++) {
+            const uint s = s0 + i * WGS;
+            if (s < nslots) {
+                const uint base = kq_base(s);
+                vec4 xg[NT][4];
+                [[unroll]] for (uint t = 0u; t < NT; t++)
+                    [[unroll]] for (uint g = 0u; g < 4u; g++) xg[t][g] = x4(min(t, pc.T - 1u), base + kq_off(g));
+                [[unroll]] for (uint r = 0u; r < R; r++) {
+                    vec4 q[4], d, m;
+                    kq_decode(raw[i * R + r], s, q, d, m);
+                    [[unroll]] for (uint t = 0u; t < NT; t++) {
+                        vec4 qx = vec4(dot(q[0], xg[t][0]), dot(q[1], xg[t][1]), dot(q[2], xg[t][2]), dot(q[3], xg[t][3]));
+                        float sum = dot(d, qx);
+                        if (WMIN) {
+                            const vec4 one = vec4(1.0);
+                            sum -= dot(m, vec4(dot(xg[t][0], one), dot(xg[t][1], one), dot(xg[t][2], one), dot(xg[t][3], one)));
+                        }
+                        acc[r * NT + t] += sum;
+                    }
+                }
+            }
+        }
+    }
+}
+
 void main()
 {
     const uint tid = gl_LocalInvocationIndex;
@@ -51,10 +196,10 @@ void main()
     uint64_t rb[R];
     [[unroll]] for (uint r = 0u; r < R; r++) rb[r] = wbase + uint64_t(min(n0 + r, pc.N - 1u)) * rbytes;
 
-    float acc[R * NT];
     [[unroll]] for (uint i = 0u; i < R * NT; i++) acc[i] = 0.0;
 
-    for (uint u0 = tid; u0 < nunits; u0 += WGS * U) {
+    if (WKQUANT) kq_rows(tid, rb);
+    else for (uint u0 = tid; u0 < nunits; u0 += WGS * U) {
         WUnit wu[U * R];
         [[unroll]] for (uint j = 0u; j < U; j++) {
             const uint u = u0 + j * WGS;

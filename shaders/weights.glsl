@@ -17,7 +17,8 @@
 // WT: 0 f32 (and f16 tensors stored as f32 on devices without 16-bit storage), 1 f16, 2 bf16,
 // 3 q8_0, 4 q4_0, 5 q4_k, 6 q5_k, 7 q6_k. WALIGN (float types, q8_0, q4_0): every row starts 16-byte
 // aligned (the row length in bytes and the tensor's offset are multiples of 16); otherwise float
-// units are read value by value and quants as 32-bit words.
+// units are read value by value and quants as 32-bit words. For q4_k and q5_k, WALIGN says that
+// every super-block starts 16-byte aligned (matvec.comp's slots read it as vectors).
 
 layout(constant_id = 1) const uint WT = 0;
 layout(constant_id = 4) const bool WALIGN = true;

@@ -65,7 +65,9 @@ static sift_status weight_spec(const sift_tensor *w, uint64_t k, const vk_tref *
         if ((ref->meta & 1u) != 0)
             return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s: the %s tensor '%s' starts at an odd byte offset", op,
                                   sift_dtype_name(w->dtype), w->name);
-        spec[VK_SC_M_WALIGN] = 1;
+        /* K-quants: the super-blocks are 16-byte aligned (q4_k's 144 and q5_k's 176 bytes are whole
+         * vectors; q6_k's 210 never are, and its reads do not ask) */
+        spec[VK_SC_M_WALIGN] = stored_row_bytes(wt, k) % 16 == 0 && vk_rows_aligned(w);
     } else {
         const uint64_t rb = stored_row_bytes(wt, k);
         spec[VK_SC_M_WALIGN] = rb % 16 == 0 && vk_rows_aligned(w);
@@ -161,8 +163,8 @@ sift_status vk_plan_matmul(plan *pl, const sift_node *n)
         spec[VK_SC_M_R] = bn;
         return vk_dispatch(pl, VK_K_MATMUL, spec, &p, sizeof p, ceil_div(nout, bn), ceil_div(t, 64), 1);
     }
-    /* invocations per workgroup: about two units (16 values) each or more */
-    const uint32_t units = k / 8;
+    /* invocations per workgroup: about two units each or more (8 values; the K-quants' slots, 16) */
+    const uint32_t units = spec[VK_SC_M_WT] >= 5 ? k / 16 : k / 8;
     uint32_t wgs = units >= 1024 ? 256 : units >= 256 ? 128 : 64;
     if (wgs < be->caps.subgroup) wgs = be->caps.subgroup;
     spec[VK_SC_M_WGS] = wgs;
