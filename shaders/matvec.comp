@@ -11,12 +11,12 @@
 // q5_k then subtract their min times the sum of the unit's x). The sums
 // are reduced over the subgroup, then over the workgroup's subgroups in a fixed order.
 //
-// The K-quants (q4_k, q5_k, q6_k) stride over slots of 16 values instead, 16 slots a super-block
-// (kq_load, kq_decode): a unit of 8 would re-read the super-block's scales for every 8 values and
-// read each quant byte twice (its two nibbles belong to two units). A slot reads its quants with one
-// 8-byte load (q4_k, q5_k: 4 groups of 4 values in two sub-blocks; q6_k: 4 groups in four), the
-// super-block's scales with one 16-byte load that the 16 lanes of the super-block share, and
-// consecutive lanes read consecutive quant bytes.
+// The K-quants (q4_k, q5_k, q6_k) and q4_0 stride over slots of 16 values instead, 16 slots a
+// super-block, 2 a q4_0 block (kq_load, kq_decode): a unit of 8 would re-read the super-block's
+// scales for every 8 values and read each 4-bit quant byte twice (its two nibbles belong to two
+// units). A slot reads its quants with one 8-byte load (q4_k, q5_k: 4 groups of 4 values in two
+// sub-blocks; q6_k: 4 groups in four; q4_0: 4 groups in one block), the super-block's scales with
+// one 16-byte load that its 16 lanes share, and consecutive lanes read consecutive quant bytes.
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "weights.glsl"
@@ -54,13 +54,16 @@ vec4 x4(uint t, uint k)
 // constants would not be one array with the caller's).
 float acc[R * NT];
 
-// ---- the K-quants' slots ----
+// ---- slots of 16 values: the K-quants and q4_0 ----
+
+const bool WSLOT = WKQUANT || WT == WT_Q4_0;
 
 // A slot's raw bytes. q4_k, q5_k: h = the super-block's first 16 bytes (d, dmin, scales), q.xy = 8
 // bytes of quants (values base + 0..7 of sub-block 2c in the low nibbles, of 2c + 1 in the high),
 // q.zw (q5_k) the 8 bytes of high bits of the same positions. q6_k: h.xy = the 8 int8 scales of the
 // slot's half, h.z = d's bits; q.x, q.y = the low-bit words of groups 0/2 and 1/3, q.z = the high
-// bits' word.
+// bits' word. q4_0: q.xy = 8 bytes of quants (values 8h .. 8h + 7 of the block in the low nibbles,
+// 16 + 8h .. in the high), h.x = the block's scale's bits.
 struct KRaw {
     uvec4 h, q;
 };
@@ -73,13 +76,21 @@ uint word_at(TRef t, uint64_t o)
     return (o & 2ul) != 0ul ? (w0 >> 16) | (w1 << 16) : w0;
 }
 
-// Slot s of the row at storage byte rb: super-block s / 16, slot s % 16 of it. WALIGN (q4_k, q5_k):
-// the super-blocks are 16-byte aligned, so the loads are single vectors.
+// Slot s of the row at storage byte rb: super-block s / 16, slot s % 16 of it (q4_0: block s / 2,
+// half s % 2, of a planar row: weights.glsl). WALIGN: the super-blocks (q4_0: the rows) are 16-byte
+// aligned, so the loads are single vectors.
 KRaw kq_load(TRef t, uint64_t rb, uint s)
 {
     KRaw r;
     r.q = uvec4(0u);
+    r.h = uvec4(0u);
     const uint j = s & 15u;
+    if (WT == WT_Q4_0) {
+        const uint64_t q = rb + uint64_t(s) * 8ul;
+        r.q.xy = WALIGN ? U2Ref(saddr(t, q)).v : bytes8(t, q);
+        r.h.x = half_at(t, rb + uint64_t(pc.K / 2u) + uint64_t(s >> 1) * 2ul);
+        return r;
+    }
     if (WT == WT_Q6_K) {
         const uint64_t o = rb + uint64_t(s >> 4) * 210ul;
         const uint h = j >> 3, l = (j & 7u) * 4u;
@@ -108,11 +119,16 @@ KRaw kq_load(TRef t, uint64_t rb, uint s)
 
 // The slot's 16 values as 4 groups of 4: group g is q[g] * d[g] - m[g] at x positions
 // kq_base(s) + kq_off(g) .. + 3.
-uint kq_off(uint g) { return WT == WT_Q6_K ? 32u * g : 4u * (g & 1u) + 32u * (g >> 1); }
+uint kq_off(uint g)
+{
+    if (WT == WT_Q6_K) return 32u * g;
+    return 4u * (g & 1u) + (WT == WT_Q4_0 ? 16u : 32u) * (g >> 1);
+}
 
 uint kq_base(uint s)
 {
     const uint j = s & 15u;
+    if (WT == WT_Q4_0) return s * 8u + (s >> 1) * 16u; // block s / 2 at 32 (s / 2), half s % 2 at 8 (s % 2)
     if (WT == WT_Q6_K) return (s >> 4) * 256u + (j >> 3) * 128u + (j & 7u) * 4u;
     return (s >> 4) * 256u + (j >> 2) * 64u + (j & 3u) * 8u;
 }
@@ -120,6 +136,15 @@ uint kq_base(uint s)
 void kq_decode(KRaw r, uint s, out vec4 q[4], out vec4 d, out vec4 m)
 {
     const uint j = s & 15u;
+    if (WT == WT_Q4_0) {
+        q[0] = bytes_bits(r.q.x, 0u, 4) - 8.0;
+        q[1] = bytes_bits(r.q.y, 0u, 4) - 8.0;
+        q[2] = bytes_bits(r.q.x, 4u, 4) - 8.0;
+        q[3] = bytes_bits(r.q.y, 4u, 4) - 8.0;
+        d = vec4(unpackHalf2x16(r.h.x).x);
+        m = vec4(0.0);
+        return;
+    }
     if (WT == WT_Q6_K) {
         const uint hi = (j & 7u) >> 2; // the 16 positions of the half whose scales the slot uses
         const float dd = unpackHalf2x16(r.h.z).x;
@@ -198,7 +223,7 @@ void main()
 
     [[unroll]] for (uint i = 0u; i < R * NT; i++) acc[i] = 0.0;
 
-    if (WKQUANT) kq_rows(tid, rb);
+    if (WSLOT) kq_rows(tid, rb);
     else for (uint u0 = tid; u0 < nunits; u0 += WGS * U) {
         WUnit wu[U * R];
         [[unroll]] for (uint j = 0u; j < U; j++) {

@@ -163,8 +163,9 @@ sift_status vk_plan_matmul(plan *pl, const sift_node *n)
         spec[VK_SC_M_R] = bn;
         return vk_dispatch(pl, VK_K_MATMUL, spec, &p, sizeof p, ceil_div(nout, bn), ceil_div(t, 64), 1);
     }
-    /* invocations per workgroup: about two units each or more (8 values; the K-quants' slots, 16) */
-    const uint32_t units = spec[VK_SC_M_WT] >= 5 ? k / 16 : k / 8;
+    /* invocations per workgroup: about two units each or more (8 values; q4_0's and the K-quants'
+     * slots, 16) */
+    const uint32_t units = spec[VK_SC_M_WT] >= 4 ? k / 16 : k / 8;
     uint32_t wgs = units >= 1024 ? 256 : units >= 256 ? 128 : 64;
     if (wgs < be->caps.subgroup) wgs = be->caps.subgroup;
     spec[VK_SC_M_WGS] = wgs;
