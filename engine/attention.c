@@ -45,19 +45,22 @@ static sift_status vote_candidates(const attn *a, const sift_tensor *q_score, co
 /* ---- decode ------------------------------------------------------------------------------------ */
 
 /* TokenButler's lists: score_max -> select (-> neighbor_fetch), kept in sel_indices when given; a
- * reused step (the prediction interval) only moves the window of the kept lists. */
+ * reused step (the prediction interval) only moves the window of the kept lists. With sel_state,
+ * the Selection Cache's check on the predictor's queries q' decides on the device whether the step
+ * reuses: score_max and select are predicated on it, and the window moves either way. */
 static sift_status butler_lists(const attn *a, const sift_select_params *sel, sift_tensor **idx_out)
 {
     const sift_attn_config *c = a->c;
     sift_graph *g = a->g;
     const sift_select_layout l = sift_select_layout_of(sel);
     const int64_t lists = c->n_kv_heads, count = sift_butler_list_len(&l, c->neighbor_fetch);
-    const bool full = l.cand > sel->budget;
+    const bool full = l.cand > sel->budget, check = c->sel_state && c->sel_cache <= 1.0f && full;
     const sift_tensor *kept = c->sel_indices;
     if (kept && (kept->dtype != SIFT_I32 || kept->ndim != 2 || kept->shape[0] != lists || kept->shape[1] != count))
         return sift_set_error(SIFT_E_SHAPE, "attention: the kept lists must be i32 [%lld][%lld]", (long long)lists,
                               (long long)count);
-    if (c->reuse && !kept) return sift_set_error(SIFT_E_INVALID, "attention: reuse needs the kept lists (sel_indices)");
+    if ((c->reuse || check) && !kept)
+        return sift_set_error(SIFT_E_INVALID, "attention: reuse needs the kept lists (sel_indices)");
     if (c->reuse && full) { /* the chosen part stands; the window moves with the sequence */
         *idx_out = c->sel_indices;
         return sift_op_fill_range(g, count - l.win_count, l.win_begin, c->sel_indices);
@@ -68,8 +71,16 @@ static sift_status butler_lists(const attn *a, const sift_select_params *sel, si
     chosen = idx;
     if (c->neighbor_fetch) TRY(sift_graph_new_tensor(g, SIFT_I32, 2, (int64_t[]){lists, l.count}, "chosen", &chosen));
     TRY(sift_graph_new_tensor(g, SIFT_F32, 2, (int64_t[]){lists, l.cand}, "votes", &votes));
+    if (check) { /* score_max and select do nothing on a hit */
+        TRY(sift_op_sel_cache_check(g, c->score_q, c->sel_cache, full, c->sel_state));
+        TRY(sift_graph_skip_if(g, c->sel_state, c->score_q->shape[0] * c->score_q->shape[1] + SIFT_SEL_CACHE_REUSE));
+    }
     if (l.cand > 0) TRY(vote_candidates(a, NULL, sel, SIFT_VOTE_KVHEAD_MAX, votes));
     TRY(sift_op_select_warm(g, votes, c->sel_warm, sel, chosen));
+    if (check) {
+        TRY(sift_graph_skip_if(g, NULL, 0));
+        return sift_op_fill_range(g, count - l.win_count, l.win_begin, idx);
+    }
     return c->neighbor_fetch ? sift_op_neighbor_fetch(g, chosen, sel, idx) : SIFT_OK;
 }
 
@@ -206,9 +217,12 @@ static sift_status check_config(const sift_attn_config *c, const sift_tensor *q,
     if ((int)c->scorer < 0 || c->scorer > SIFT_SCORER_BUTLER)
         return sift_set_error(SIFT_E_INVALID, "%s: unknown scorer %d", fn, (int)c->scorer);
     if (c->mode == SIFT_ATTN_SELECT && c->scorer == SIFT_SCORER_BUTLER) {
-        if (is_prefill || c->extrapolate || c->sel_state)
+        if (is_prefill || c->extrapolate)
+            return sift_set_error(SIFT_E_UNSUPPORTED, "%s: the butler scorer selects decode steps, without extrapolation", fn);
+        const bool checked = c->sel_state && c->sel_cache <= 1.0f;
+        if (checked && (c->reuse || c->neighbor_fetch))
             return sift_set_error(SIFT_E_UNSUPPORTED,
-                                  "%s: the butler scorer selects decode steps, without the Selection Cache or extrapolation", fn);
+                                  "%s: the butler scorer's Selection Cache on q' goes with neither reuse nor neighbour fetch", fn);
         const sift_tensor *qp = c->score_q, *kp = c->score_k;
         if (!qp || !kp) return sift_set_error(SIFT_E_INVALID, "%s: the butler scorer needs score_q and score_k", fn);
         const int64_t row_extra = sift_key_row_extra(kp->dtype);

@@ -165,6 +165,10 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
         a.sel_indices = kept;
         a.sel_warm = sl->sel_warm;
         a.reuse = sg->butler == BUTLER_REUSE;
+        if (s->butler_reuse <= 1.0f) { /* the device decides on q'; a selection the interval forces checks at 1 */
+            a.sel_state = sl->sel_state;
+            a.sel_cache = sg->butler == BUTLER_CHECK ? s->butler_reuse : 1.0f;
+        }
         break;
     }
     case SIFT_POLICY_TOKENSELECT:

@@ -603,6 +603,7 @@ static uint64_t session_scratch(const sift_model *m, const sift_session_config *
     } else if (c->policy == SIFT_POLICY_BUTLER) {
         const uint64_t lists = max_count + (c->neighbor_fetch ? (uint64_t)c->budget : 0);
         seq += (layers - 1) * hkv * (SIFT_SELECT_WARM_WORDS + lists) * f32;
+        seq += (layers - 1) * (hq * (uint64_t)pr->key_dim + SIFT_SEL_CACHE_EXTRA) * f32; /* the check on q' */
     } else if (sift_host_policy(c->policy)) {
         seq += hkv * max_count * f32;
     }

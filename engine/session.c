@@ -21,6 +21,9 @@ sift_session_config sift_session_config_default(void)
 
 static void free_sequence_state(sift_session *s, sequence *q)
 {
+    /* the graph built ahead for the next step reads this state and the policy it was built under */
+    sift_graph_destroy(s->ahead);
+    s->ahead = NULL;
     for (uint32_t l = 0; q->layers && l < s->m->hp.n_layer; l++) {
         seq_layer *sl = &q->layers[l];
         sift_tensor_destroy(sl->sel_state);
@@ -39,6 +42,7 @@ void sift_session_destroy(sift_session *s)
 {
     if (!s) return;
     sift_graph_destroy(s->ahead); /* its views first */
+    s->ahead = NULL;
     free(s->ahead_seg);
     const uint32_t n_layer = s->m->hp.n_layer;
     for (int i = 0; s->seqs && i < s->cfg.n_seq; i++) {
@@ -89,25 +93,35 @@ static sift_status check_policy(const sift_session_config *c, const char *fn)
     return SIFT_OK;
 }
 
-/* TokenSelect's Selection Cache of every layer: an empty state (zeros) and the kept list. */
-static sift_status make_sel_cache(sift_session *s, sequence *q)
+/* A Selection Cache's state of `qn` query values (zeros: nothing cached) for layers first .. n_layer - 1. */
+static sift_status make_sel_states(sift_session *s, sequence *q, uint32_t first, int64_t qn)
 {
-    const sift_gguf_hparams *hp = &s->m->hp;
-    const int64_t sn = (int64_t)hp->n_head * hp->head_dim + SIFT_SEL_CACHE_EXTRA;
+    const int64_t sn = qn + SIFT_SEL_CACHE_EXTRA;
     float *zeros = calloc((size_t)sn, sizeof *zeros);
     if (!zeros) return sift_set_error(SIFT_E_NOMEM, "session: out of memory");
     sift_status st = SIFT_OK;
-    for (uint32_t l = 0; st == SIFT_OK && l < hp->n_layer; l++) {
+    for (uint32_t l = first; st == SIFT_OK && l < s->m->hp.n_layer; l++) {
         seq_layer *sl = &q->layers[l];
         st = sift_tensor_create(s->m->ctx, SIFT_F32, 1, &sn, &sl->sel_state);
         if (st == SIFT_OK) st = sift_tensor_write(sl->sel_state, 0, zeros, (size_t)sn * sizeof *zeros);
-        if (st == SIFT_OK) st = sift_tensor_create(s->m->ctx, SIFT_I32, 2, (int64_t[]){1, sift_max_count(&s->cfg)}, &sl->sel_idx);
     }
     free(zeros);
     return st;
 }
 
-/* The lists BUTLER keeps per layer for the prediction interval: [Hkv][S + k (+ k) + W]. */
+/* TokenSelect's Selection Cache of every layer: an empty state on q and the kept list. */
+static sift_status make_sel_cache(sift_session *s, sequence *q)
+{
+    const sift_gguf_hparams *hp = &s->m->hp;
+    TRY(make_sel_states(s, q, 0, (int64_t)hp->n_head * hp->head_dim));
+    for (uint32_t l = 0; l < hp->n_layer; l++)
+        TRY(sift_tensor_create(s->m->ctx, SIFT_I32, 2, (int64_t[]){1, sift_max_count(&s->cfg)}, &q->layers[l].sel_idx));
+    return SIFT_OK;
+}
+
+/* The lists BUTLER keeps per layer for the prediction interval: [Hkv][S + k (+ k) + W]; and the
+ * state of the check on q' that decides their reuse under sift_session_set_butler_reuse (made
+ * whatever the interval: a few values a layer, so that the memory estimate needs no more). */
 static int64_t butler_count(const sift_session_config *c) { return sift_max_count(c) + (c->neighbor_fetch ? c->budget : 0); }
 
 static sift_status make_butler_lists(sift_session *s, sequence *q)
@@ -116,7 +130,7 @@ static sift_status make_butler_lists(sift_session *s, sequence *q)
     q->lists_kept = false;
     for (uint32_t l = 1; l < hp->n_layer; l++)
         TRY(sift_tensor_create(s->m->ctx, SIFT_I32, 2, (int64_t[]){hp->n_head_kv, butler_count(&s->cfg)}, &q->layers[l].sel_idx));
-    return SIFT_OK;
+    return make_sel_states(s, q, 1, (int64_t)hp->n_head * s->cfg.predictor->key_dim);
 }
 
 /* The warm start of each selecting layer's top-k (sift_op_select_warm): zeros, [lists][WORDS] with one
@@ -252,6 +266,7 @@ sift_status sift_session_create(sift_model *m, const sift_session_config *cfg, s
     if (!s) return sift_set_error(SIFT_E_NOMEM, "%s: out of memory", fn);
     s->m = m;
     s->cfg = c;
+    s->butler_reuse = SIFT_SEL_CACHE_OFF;
     sift_model_retain(m); /* the session keeps its model (and predictor) alive: sift.h, ownership */
     if (c.predictor) sift_predictor_retain((sift_predictor *)c.predictor);
     const char *ahead_env = getenv("SIFT_STEP_AHEAD"); /* 0: every step built on the path (measurement) */
@@ -304,13 +319,18 @@ static bool lists_full(const sift_session *s, int64_t pos0)
     return sift_select_candidates(&sel) > sel.budget;
 }
 
+/* Whether the device decides BUTLER's reuse (sift_session_set_butler_reuse). */
+static bool butler_by_query(const sift_session *s) { return s->butler_reuse <= 1.0f; }
+
 /* What a decode step does under BUTLER, for a sequence of decode_steps steps since its prefill
- * whose lists are kept (or not): dense at the first step, then a selection every interval. */
+ * whose lists are kept (or not): dense at the first step, then a selection every interval; in
+ * between, the kept lists are reused (the fixed interval) or the device checks q' (decided by the
+ * query, the interval then the longest a selection lasts). */
 static butler_step butler_mode(const sift_session *s, int64_t decode_steps, bool lists_kept)
 {
-    return decode_steps == 0                                                          ? BUTLER_DENSE
-           : lists_kept && (decode_steps - 1) % s->cfg.predict_interval != 0 ? BUTLER_REUSE
-                                                                                    : BUTLER_SELECT;
+    if (decode_steps == 0) return BUTLER_DENSE;
+    if (!lists_kept || (decode_steps - 1) % s->cfg.predict_interval == 0) return BUTLER_SELECT;
+    return butler_by_query(s) ? BUTLER_CHECK : BUTLER_REUSE;
 }
 
 /* Whether sg's sequence keeps full lists after the decode step sg: a BUTLER selection keeps them
@@ -365,8 +385,9 @@ static sift_status run_step(sift_session *s, step *st, const int32_t *tokens, fl
             q->lists_kept = false;
             continue;
         }
+        /* the fixed interval's counts; the device counts the reuse it decides (sel_state) */
         const bool full = lists_full(s, sg->pos0);
-        if (s->cfg.policy == SIFT_POLICY_BUTLER && sg->butler != BUTLER_DENSE && full)
+        if (s->cfg.policy == SIFT_POLICY_BUTLER && !butler_by_query(s) && sg->butler != BUTLER_DENSE && full)
             for (uint32_t l = 1; l < s->m->hp.n_layer; l++) {
                 q->layers[l].butler_steps++;
                 q->layers[l].butler_reused += sg->butler == BUTLER_REUSE;
@@ -518,6 +539,26 @@ sift_status sift_session_set_policy(sift_session *s, sift_policy policy, int64_t
     return SIFT_OK;
 }
 
+/* The reuse decided by q' keeps select's lists as they are; neighbour fetch's come from a list
+ * made after select, which a skipped select would leave stale (docs/policies.md). */
+static sift_status check_butler_reuse(float threshold, int neighbor_fetch, const char *fn)
+{
+    if (!(threshold >= -1.0f)) return sift_set_error(SIFT_E_INVALID, "%s: threshold %g on q' (-1 .. 1, or > 1: off)", fn, (double)threshold);
+    if (threshold <= 1.0f && neighbor_fetch)
+        return sift_set_error(SIFT_E_UNSUPPORTED, "%s: neighbour fetch with the interval decided by the query", fn);
+    return SIFT_OK;
+}
+
+/* BUTLER's state starts over: each sequence's kept lists and checks. */
+static sift_status restart_butler(sift_session *s, const sift_session_config *c, float threshold)
+{
+    for (int i = 0; i < s->cfg.n_seq; i++) free_sequence_state(s, &s->seqs[i]);
+    s->cfg = *c;
+    s->butler_reuse = threshold;
+    for (int i = 0; i < s->cfg.n_seq; i++) TRY(make_policy_state(s, i));
+    return SIFT_OK;
+}
+
 sift_status sift_session_set_butler(sift_session *s, int predict_interval, int neighbor_fetch)
 {
     const char *fn = "sift_session_set_butler";
@@ -526,10 +567,16 @@ sift_status sift_session_set_butler(sift_session *s, int predict_interval, int n
     c.predict_interval = predict_interval == 0 ? 1 : predict_interval;
     c.neighbor_fetch = neighbor_fetch != 0;
     TRY(check_policy(&c, fn));
-    for (int i = 0; i < s->cfg.n_seq; i++) free_sequence_state(s, &s->seqs[i]);
-    s->cfg = c;
-    for (int i = 0; i < s->cfg.n_seq; i++) TRY(make_policy_state(s, i));
-    return SIFT_OK;
+    TRY(check_butler_reuse(s->butler_reuse, c.neighbor_fetch, fn));
+    return restart_butler(s, &c, s->butler_reuse);
+}
+
+sift_status sift_session_set_butler_reuse(sift_session *s, float threshold)
+{
+    const char *fn = "sift_session_set_butler_reuse";
+    if (!s) return sift_set_error(SIFT_E_INVALID, "%s: session is NULL", fn);
+    TRY(check_butler_reuse(threshold, s->cfg.neighbor_fetch, fn));
+    return restart_butler(s, &s->cfg, threshold > 1.0f ? SIFT_SEL_CACHE_OFF : threshold);
 }
 
 sift_status sift_session_layer_output(const sift_session *s, int layer, float *out)
@@ -605,7 +652,6 @@ sift_status sift_session_sel_cache_stats(const sift_session *s, int layer, int64
     if (layer < -1 || layer >= (int)s->m->hp.n_layer)
         return sift_set_error(SIFT_E_INVALID, "sift_session_sel_cache_stats: no layer %d", layer);
     *hits = *steps = 0;
-    const size_t qn = (size_t)s->m->hp.n_head * s->m->hp.head_dim;
     for (int i = 0; i < s->cfg.n_seq; i++)
         for (uint32_t l = 0; l < s->m->hp.n_layer; l++) {
             const sift_tensor *state = s->seqs[i].layers[l].sel_state;
@@ -613,8 +659,8 @@ sift_status sift_session_sel_cache_stats(const sift_session *s, int layer, int64
             *hits += s->seqs[i].layers[l].butler_reused;
             *steps += s->seqs[i].layers[l].butler_steps;
             if (!state) continue;
-            float extra[SIFT_SEL_CACHE_EXTRA];
-            TRY(sift_tensor_read(state, qn * sizeof(float), extra, sizeof extra));
+            float extra[SIFT_SEL_CACHE_EXTRA]; /* after the reference query: q (TokenSelect) or q' (BUTLER) */
+            TRY(sift_tensor_read(state, (size_t)(state->shape[0] - SIFT_SEL_CACHE_EXTRA) * sizeof(float), extra, sizeof extra));
             *hits += (int64_t)extra[SIFT_SEL_CACHE_HITS];
             *steps += (int64_t)extra[SIFT_SEL_CACHE_STEPS];
         }

@@ -34,10 +34,10 @@ enum {
 };
 
 typedef struct seq_layer {
-    sift_tensor *sel_state;     /* TokenSelect's Selection Cache state (sift_attn_config) */
+    sift_tensor *sel_state;     /* the Selection Cache's state (sift_attn_config): TokenSelect's on q, BUTLER's on q' */
     sift_tensor *sel_idx;       /* the index set it keeps [1][S + k + W]; BUTLER's lists [Hkv][S + k (+ k) + W] */
     sift_tensor *sel_warm;      /* the warm start of select's top-k, i32 [lists][SIFT_SELECT_WARM_WORDS] (TokenSelect, BUTLER) */
-    int64_t butler_steps, butler_reused; /* BUTLER: full selections, and those the interval reused */
+    int64_t butler_steps, butler_reused; /* BUTLER: full selections, and those the fixed interval reused */
     sift_kv_mirror mirror;      /* host copy of the cache (host policies, eval_mode) */
     float *obs_q;               /* the last SIFT_POLICY_OBS prompt queries [OBS][Hq][D] and positions */
     int64_t obs_pos[SIFT_POLICY_OBS];
@@ -52,8 +52,11 @@ typedef struct sequence {
     bool lists_kept;           /* BUTLER: sel_idx holds full lists the interval may reuse */
 } sequence;
 
-/* What a decode step does under BUTLER. */
-typedef enum { BUTLER_DENSE, BUTLER_SELECT, BUTLER_REUSE } butler_step;
+/* What a decode step does under BUTLER: dense (the first after prefill), select, reuse the kept
+ * lists (the fixed interval's steps between selections), or check (the interval decided by the
+ * query: the device compares each layer's q' with the one its lists were chosen with, and
+ * selects or reuses). */
+typedef enum { BUTLER_DENSE, BUTLER_SELECT, BUTLER_REUSE, BUTLER_CHECK } butler_step;
 
 /* The part of a step that belongs to one sequence: rows [row0, row0 + t) at positions pos0 ... */
 typedef struct segment {
@@ -88,6 +91,9 @@ typedef struct prof_entry {
 struct sift_session {
     sift_model *m;
     sift_session_config cfg;
+    /* BUTLER's threshold on q' (sift_session_set_butler_reuse): in [-1, 1] the device decides each
+     * layer's reuse, cfg.predict_interval the longest a selection lasts; > 1: the fixed interval */
+    float butler_reuse;
     kv_cache *kv;   /* every sequence's K and V, and TokenButler's projected keys */
     sequence *seqs;
     sift_tensor *act[A_COUNT];

@@ -491,6 +491,15 @@ SIFT_API sift_status sift_session_set_policy(sift_session *s, sift_policy policy
 /* Changes the prediction interval and neighbour fetch of the BUTLER policy for the following
  * steps (the kept lists start over). */
 SIFT_API sift_status sift_session_set_butler(sift_session *s, int predict_interval, int neighbor_fetch);
+/* The BUTLER policy's interval decided by the query (docs/policies.md), for the following steps
+ * (the kept lists start over). With threshold in [-1, 1] the predictor runs every step, and each
+ * layer scores and selects again only when its predicted query q' has moved: a step reuses the
+ * layer's lists while cos(q', q'_ref) >= threshold, q'_ref being the q' they were chosen with
+ * (TokenSelect's Selection Cache test, decided on the device), and selects anew at least every
+ * predict_interval steps, which is then the longest a selection lasts. SIFT_SEL_CACHE_OFF (or any
+ * value > 1; a new session's setting): the fixed interval. Not with neighbour fetch
+ * (SIFT_E_UNSUPPORTED). sift_session_sel_cache_stats counts the layer-steps that reused. */
+SIFT_API sift_status sift_session_set_butler_reuse(sift_session *s, float threshold);
 /* Bytes of the projected keys (TokenButler) the session holds on the device (0 without a predictor). */
 SIFT_API size_t sift_session_predictor_key_bytes(const sift_session *s);
 /* Bytes of KV pool the session holds (on the device and in host memory together), and the bytes
@@ -512,7 +521,8 @@ typedef struct sift_kv_pool_info {
 SIFT_API sift_status sift_session_kv_pools(const sift_session *s, sift_kv_pool_info *out);
 /* Selection Cache counters of a layer (layer -1: all layers), summed over sequences: decode steps
  * with a full selection, and those that reused the cached index set. Under BUTLER the same for
- * the prediction interval: steps with a full selection, and those that reused the lists. */
+ * the prediction interval, fixed or decided by the query: steps with a full selection, and those
+ * that reused the lists. */
 SIFT_API sift_status sift_session_sel_cache_stats(const sift_session *s, int layer, int64_t *hits, int64_t *steps);
 /* The top-k's warm start (sift_op_select_warm) of a layer (-1: all layers), summed over sequences
  * and lists: selections the warm start answered, and those that fell back to the full select. Both
@@ -956,7 +966,10 @@ typedef struct sift_attn_config {
      * neighbor_fetch each list also holds the position after each chosen one (sift_op_neighbor_fetch).
      * When sel_indices is given (i32 [Hkv][count], count with the neighbours) the lists are kept
      * there; with reuse set as well, and the candidates outnumbering k, the step reuses them (the
-     * prediction interval): nothing is scored, only the window moves. */
+     * prediction interval): nothing is scored, only the window moves. With sel_state (f32
+     * [Hq * d' + SIFT_SEL_CACHE_EXTRA], zeros to start) and sel_cache in [-1, 1] instead, the
+     * Selection Cache's check on score_q decides on the device whether the kept lists are reused
+     * (the interval decided by the query; not with reuse or neighbor_fetch). */
     const sift_tensor *score_q, *score_k;
     int neighbor_fetch, reuse;
     /* LISTS: i32 [1 or Hkv][count], count = sift_select_count(&sel). */
