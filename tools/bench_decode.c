@@ -296,6 +296,10 @@ static sift_status run_mode(decode_bench *b, int64_t n_ctx, int mode, bool *repo
     }
     sift_session *ss = NULL;
     sift_status s = sift_session_create(b->model, &cfg, &ss);
+    if (s == SIFT_OK && mode == 3 && cli_apply_butler_reuse(p, ss) != 0) {
+        *reported = true;
+        s = SIFT_E_INVALID;
+    }
     for (int q = 0; q < b->n_seq && s == SIFT_OK; q++) {
         s = sift_session_fill_synthetic_seq(ss, q, n_ctx, 7 + (uint64_t)q);
         b->seqs[q] = q;

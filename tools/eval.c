@@ -26,18 +26,28 @@ static int budgets_of(const eval_options *o, int pi) { return o->pl.policy[pi] =
 
 static const char *policy_label(const eval_options *o, int i, char *buf, size_t len)
 {
-    char iv[16] = "";
-    if (o->pl.interval[i] > 1) snprintf(iv, sizeof iv, ":i%d", o->pl.interval[i]);
-    snprintf(buf, len, "%s%s%s%s%s", sift_policy_name(o->pl.policy[i]), o->pl.extrapolated[i] ? "+x" : "", iv,
-             o->pl.neighbors[i] ? ":nf" : "", o->pl.int8_keys[i] ? ":int8" : "");
+    char iv[16] = "", th[16] = "";
+    if (o->pl.interval[i] > 1 || (o->pl.by_query[i] && o->pl.interval[i])) snprintf(iv, sizeof iv, ":i%d", o->pl.interval[i]);
+    if (o->pl.threshold[i] <= 1.0f) snprintf(th, sizeof th, ":t%g", (double)o->pl.threshold[i]);
+    snprintf(buf, len, "%s%s%s%s%s%s%s", sift_policy_name(o->pl.policy[i]), o->pl.extrapolated[i] ? "+x" : "",
+             o->pl.by_query[i] ? ":auto" : "", th, iv, o->pl.neighbors[i] ? ":nf" : "", o->pl.int8_keys[i] ? ":int8" : "");
     return buf;
 }
 
-/* Policy pi's TokenButler settings on the session (a no-op for the other policies). */
+/* Policy pi's TokenButler settings on the session (a no-op for the other policies): the fixed
+ * interval, or the one decided by the query (each set after the other is undone, since the
+ * query's does not go with neighbour fetch). */
 static sift_status set_variant(sift_session *s, const eval_options *o, int pi)
 {
     if (o->pl.policy[pi] != SIFT_POLICY_BUTLER) return SIFT_OK;
-    return sift_session_set_butler(s, o->pl.interval[pi], o->pl.neighbors[pi]);
+    const int iv = o->pl.interval[pi];
+    if (!o->pl.by_query[pi]) {
+        const sift_status st = sift_session_set_butler_reuse(s, SIFT_SEL_CACHE_OFF);
+        return st != SIFT_OK ? st : sift_session_set_butler(s, iv ? iv : 1, o->pl.neighbors[pi]);
+    }
+    const float t = o->pl.threshold[pi] <= 1.0f ? o->pl.threshold[pi] : o->predict_threshold;
+    const sift_status st = sift_session_set_butler(s, iv ? iv : o->max_interval, 0);
+    return st != SIFT_OK ? st : sift_session_set_butler_reuse(s, t);
 }
 
 /* --plot: a policy's figure at budget index bi; dense, run once, is drawn flat over every budget. */
@@ -110,10 +120,10 @@ static int eval_text(const eval_options *o, sift_context *ctx, sift_model *m, co
                         &dense);
     if (st == SIFT_OK && !o->json)
         printf("sift eval  %s  on %s\n%lld tokens of %s: prefix %lld prefilled, %lld scored; S=%lld W=%lld\n\n"
-               "%-14s %7s %10s %9s %9s %10s %9s\n",
+               "%-21s %7s %10s %9s %9s %10s %9s\n",
                o->model_path, sift_context_device_name(ctx), (long long)n, o->text_path, (long long)o->prefix,
                (long long)dense.scored, (long long)o->sink, (long long)o->window, "policy", "budget", "perplexity",
-               "top1=dense", "recall", "out error", "sel-cache");
+               "top1=dense", "recall", "out error", "reused");
     for (int pi = 0; pi < o->pl.n && st == SIFT_OK; pi++) {
         const sift_policy p = o->pl.policy[pi];
         for (int bi = 0; bi < budgets_of(o, pi) && st == SIFT_OK; bi++) {
@@ -145,10 +155,10 @@ static int eval_text(const eval_options *o, sift_context *ctx, sift_model *m, co
                 printf(", \"sel_cache_hits\": %lld, \"sel_cache_steps\": %lld, \"warm_hits\": %lld, \"warm_misses\": %lld}\n",
                        (long long)r.sc_hits, (long long)r.sc_steps, (long long)r.warm_hits, (long long)r.warm_misses);
             } else if (r.quality_n)
-                printf("%-14s %7lld %10.4f %8.1f%% %9.4f %10.4f %9s\n", label, p == SIFT_POLICY_DENSE ? 0LL : (long long)k, ppl,
+                printf("%-21s %7lld %10.4f %8.1f%% %9.4f %10.4f %9s\n", label, p == SIFT_POLICY_DENSE ? 0LL : (long long)k, ppl,
                        100.0 * agree, r.recall, r.err, sc);
             else
-                printf("%-14s %7lld %10.4f %8.1f%% %9s %10s %9s\n", label, p == SIFT_POLICY_DENSE ? 0LL : (long long)k, ppl,
+                printf("%-21s %7lld %10.4f %8.1f%% %9s %10s %9s\n", label, p == SIFT_POLICY_DENSE ? 0LL : (long long)k, ppl,
                        100.0 * agree, "-", "-", sc);
             fflush(stdout);
         }
@@ -285,7 +295,7 @@ static void print_retrieval_row(const eval_options *o, const retrieval_tally *t,
     const int row = pi * o->n_budgets + bi;
     const long long k = o->pl.policy[pi] == SIFT_POLICY_DENSE ? 0LL : (long long)o->budgets[bi];
     int64_t c_all = 0, a_all = 0;
-    if (!o->json) printf("%-14s %7lld", label, k);
+    if (!o->json) printf("%-21s %7lld", label, k);
     for (int li = 0; li < t->n_len; li++) {
         if (!t->used[li]) continue;
         const int64_t c = t->correct[row * t->n_len + li], a = t->answers[row * t->n_len + li];
@@ -317,7 +327,7 @@ static int print_retrieval(const eval_options *o, const retrieval_tally *t)
     plot *pl = plot_for(o, "accuracy on the answers (%)");
     bool plotted = true;
     if (!o->json) {
-        printf("sift eval  %s  retrieval accuracy (answer characters, greedy); S=%lld W=%lld\n\n%-14s %7s", o->model_path,
+        printf("sift eval  %s  retrieval accuracy (answer characters, greedy); S=%lld W=%lld\n\n%-21s %7s", o->model_path,
                (long long)o->sink, (long long)o->window, "policy", "budget");
         for (int li = 0; li < t->n_len; li++)
             if (t->used[li]) printf(" %9lld", (long long)t->lengths[li]);
@@ -382,7 +392,8 @@ static eval_options options_from(const cli_params *p)
                       .pl = p->policies, .predictor_keys = p->session.predictor_keys, .v_only = p->session.kv_offload_v_only,
                       .budgets = p->budgets, .n_budgets = p->n_budgets, .sink = p->session.sink, .window = p->session.window,
                       .prefix = p->prefix, .max_tokens = p->max_tokens, .samples = p->samples, .skip = p->skip,
-                      .length = p->length, .sel_cache = p->session.sel_cache, .json = p->json};
+                      .length = p->length, .sel_cache = p->session.sel_cache, .predict_threshold = p->predict_threshold,
+                      .max_interval = p->max_interval, .json = p->json};
     /* butler joins the default policies where a predictor is given */
     if (!cli_given(p, "--policies") && p->predictor)
         cli_parse_policy_list("dense,tokenselect,streaming,h2o,snapkv,quest,oracle,butler", &o.pl);

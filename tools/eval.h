@@ -16,6 +16,8 @@ typedef struct eval_options {
     int n_budgets;
     int64_t sink, window, prefix, max_tokens, samples, skip, length;
     float sel_cache;
+    float predict_threshold; /* butler:auto's threshold and longest interval where its entry sets none */
+    int max_interval;
     bool json;
 } eval_options;
 

@@ -200,6 +200,33 @@ static void show_sel_cache(const cli_params *p, char *buf, size_t len)
     else snprintf(buf, len, "%g", (double)p->session.sel_cache);
 }
 
+static bool set_predict_interval(cli_params *p, const cli_option *o, const char *name, const char *val)
+{
+    int64_t v = 0;
+    p->predict_by_query = val && !strcmp(val, "auto");
+    if (p->predict_by_query) return true;
+    if (!cli_parse_i64(val, &v) || v < 1 || v > 1024) return bad_value(p, name, val, o->need);
+    p->session.predict_interval = (int)v;
+    return true;
+}
+static void show_predict_interval(const cli_params *p, char *buf, size_t len)
+{
+    if (p->predict_by_query) snprintf(buf, len, "auto");
+    else snprintf(buf, len, "%d", p->session.predict_interval);
+}
+
+static bool set_predict_threshold(cli_params *p, const cli_option *o, const char *name, const char *val)
+{
+    float t = 0.0f;
+    if (!parse_sel_cache(val, &t) || t > 1.0f) return bad_value(p, name, val, o->need);
+    p->predict_threshold = t;
+    return true;
+}
+static void show_predict_threshold(const cli_params *p, char *buf, size_t len)
+{
+    snprintf(buf, len, "%g", (double)p->predict_threshold);
+}
+
 static bool set_butler_keys(cli_params *p, const cli_option *o, const char *name, const char *val)
 {
     (void)o;
@@ -286,24 +313,30 @@ static void show_budgets(const cli_params *p, char *buf, size_t len)
     for (int i = 0; i < p->n_budgets && at < len; i++) at += (size_t)snprintf(buf + at, len - at, "%s%lld", i ? "," : "", (long long)p->budgets[i]);
 }
 
-/* butler's variants in eval's --policies: :iN (prediction interval), :nf (neighbour fetch), :int8 */
+/* butler's variants in eval's --policies: :iN (prediction interval; with :auto the longest), :auto
+ * (the interval decided by the query), :tT (auto's threshold), :nf (neighbour fetch), :int8 */
 static bool parse_butler_variant(char *tok, cli_policy_list *l)
 {
     for (char *opt = tok + 6; opt && *opt == ':';) {
         char *next = strchr(opt + 1, ':');
         if (next) *next = 0;
         long long iv = 0;
+        double t = 0.0;
         char *end = NULL;
         if (!strcmp(opt + 1, "nf")) l->neighbors[l->n] = true;
         else if (!strcmp(opt + 1, "int8")) l->int8_keys[l->n] = true;
+        else if (!strcmp(opt + 1, "auto")) l->by_query[l->n] = true;
         else if (opt[1] == 'i' && (iv = strtoll(opt + 2, &end, 10)) >= 1 && iv <= 1024 && end && !*end)
             l->interval[l->n] = (int)iv;
+        else if (opt[1] == 't' && (t = strtod(opt + 2, &end)) >= -1.0 && t <= 1.0 && end != opt + 2 && !*end)
+            l->threshold[l->n] = (float)t;
         else return false;
         if (next) *next = ':';
         opt = next;
     }
     tok[6] = 0;
-    return true;
+    /* a threshold belongs to auto, which does not go with neighbour fetch (sift_session_set_butler_reuse) */
+    return l->by_query[l->n] ? !l->neighbors[l->n] : l->threshold[l->n] > 1.0f;
 }
 
 bool cli_parse_policy_list(const char *s, cli_policy_list *l)
@@ -313,7 +346,9 @@ bool cli_parse_policy_list(const char *s, cli_policy_list *l)
     snprintf(buf, sizeof buf, "%s", s ? s : "");
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         if (l->n == CLI_MAX_POLICIES) return false;
-        l->interval[l->n] = 1;
+        l->interval[l->n] = 0;
+        l->by_query[l->n] = false;
+        l->threshold[l->n] = SIFT_SEL_CACHE_OFF;
         l->neighbors[l->n] = false;
         l->int8_keys[l->n] = false;
         if (!strncmp(tok, "butler:", 7) && !parse_butler_variant(tok, l)) return false;
@@ -479,16 +514,32 @@ static const cli_option options[] = {
     {"--predictor", "FILE", GENERATE | CLI_EVAL | CLI_BENCH_DECODE, 0, OPT_STR, OFF(predictor),
      .help = {{CLI_EVAL, "TokenButler's predictor (GGUF, made by tools/butler/train.py; 'random':\n"
                          "a random one): adds butler to the default policies; in --policies,\n"
-                         "butler:iN runs it with prediction interval N and butler:nf with\n"
-                         "neighbour fetch (butler:i4:nf both)"},
+                         "butler:iN runs it with prediction interval N, butler:nf with\n"
+                         "neighbour fetch (butler:i4:nf both) and butler:auto with the interval\n"
+                         "decided by the query (--predict-threshold, --max-interval)"},
               {CLI_BENCH_DECODE, "TokenButler's predictor for this model (GGUF, made by\n"
                                  "tools/butler/train.py; 'random' makes a random one): a last mode\n"
                                  "times the butler policy"},
               {0, "TokenButler's predictor for this model (GGUF, made by tools/butler/train.py);\n"
                   "'random' makes a random one (for timing only); the butler policy needs it"}}},
-    {"--predict-interval", "I", GENERATE | CLI_BENCH_DECODE, 0, OPT_INT, OFF(session.predict_interval), .min = 1, .max = 1024,
-     .need = "a number of steps in 1 .. 1024 (1, 2, 4, 8, 16 are usual)",
-     .help = {{0, "butler: recompute the index lists every I-th decode step (default %D)"}}},
+    {"--predict-interval", "I|auto", GENERATE | CLI_BENCH_DECODE, 0, OPT_FN, .set = set_predict_interval,
+     .show = show_predict_interval, .need = "a number of steps in 1 .. 1024 (1, 2, 4, 8, 16 are usual) or 'auto'",
+     .help = {{0, "butler: recompute the index lists every I-th decode step (default %D);\n"
+                  "auto: a layer recomputes its lists when its predicted query has moved\n"
+                  "(--predict-threshold), and at least every --max-interval steps"}}},
+    {"--predict-threshold", "T", GENERATE | CLI_EVAL | CLI_BENCH_DECODE, 0, OPT_FN, .set = set_predict_threshold,
+     .show = show_predict_threshold, .need = "a threshold in [-1, 1]",
+     .help = {{CLI_EVAL, "butler:auto: reuse a layer's lists while the cosine of its predicted query\n"
+                         "to the one that chose them is >= T (default %D; butler:auto:tT sets it\n"
+                         "for one entry of --policies)"},
+              {0, "with --predict-interval auto: reuse a layer's lists while the cosine of\n"
+                  "its predicted query to the one that chose them is >= T (default %D)"}}},
+    {"--max-interval", "M", GENERATE | CLI_EVAL | CLI_BENCH_DECODE, 0, OPT_INT, OFF(max_interval), .min = 1, .max = 1024,
+     .need = "a number of steps in 1 .. 1024",
+     .help = {{CLI_EVAL, "butler:auto: recompute the lists at least every M steps (default %D;\n"
+                         "butler:auto:iM sets it for one entry of --policies)"},
+              {0, "with --predict-interval auto: recompute the lists at least every M steps\n"
+                  "(default %D)"}}},
     {"--neighbor-fetch", NULL, GENERATE | CLI_BENCH_DECODE, 0, OPT_FLAG, OFF(session.neighbor_fetch),
      .help = {{0, "butler: also attend the token after each selected one"}}},
     {"--butler-keys", "f16|int8", GENERATE | CLI_EVAL | CLI_BENCH_DECODE, 0, OPT_FN, .set = set_butler_keys,
@@ -634,6 +685,8 @@ cli_params cli_params_default(const cli_command *cmd)
                     .vote = SIFT_VOTE_SOFTMAX_SUM};
     snprintf(p.who, sizeof p.who, "sift %s", cmd->name);
     p.session.predict_interval = 1;
+    p.predict_threshold = CLI_PREDICT_THRESHOLD;
+    p.max_interval = CLI_MAX_INTERVAL;
     switch (cmd->bit) {
     case CLI_LOGITS: p.temp = 0.0; break;
     case CLI_CHAT: p.n_predict = -1; break;
@@ -852,7 +905,15 @@ int cli_session_config(const cli_params *p, const sift_model *m, const sift_pred
         scale_selection(p, n_ctx, cfg);
     }
     cfg->predictor = pred;
+    if (p->predict_by_query) cfg->predict_interval = p->max_interval; /* auto: the longest a selection lasts */
     return cli_apply_offload(p, m, cfg);
+}
+
+int cli_apply_butler_reuse(const cli_params *p, sift_session *s)
+{
+    if (!p->predict_by_query || sift_session_set_butler_reuse(s, p->predict_threshold) == SIFT_OK) return 0;
+    fprintf(stderr, "%s: %s\n", p->who, sift_last_error());
+    return 1;
 }
 
 /* A seed that differs from run to run (for --seed -1). */

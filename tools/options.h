@@ -32,14 +32,21 @@ typedef struct cli_command {
     const char *epilogue; /* after the options, or NULL */
 } cli_command;
 
+/* butler's interval decided by the query (--predict-interval auto, butler:auto): its default
+ * threshold on q' and longest interval (docs/policies.md says how they were chosen). */
+#define CLI_PREDICT_THRESHOLD 0.9f
+#define CLI_MAX_INTERVAL 16
+
 /* The most contexts --ctx lists, and the most policies --policies lists. */
 enum { CLI_MAX_CTXS = 64, CLI_MAX_POLICIES = 32, CLI_MAX_OPTIONS = 96 };
 
-/* eval's --policies: each policy with its variant (tokenselect+x, butler:i4:nf:int8). */
+/* eval's --policies: each policy with its variant (tokenselect+x, butler:i4:nf:int8, butler:auto:t0.9). */
 typedef struct cli_policy_list {
     sift_policy policy[CLI_MAX_POLICIES];
     bool extrapolated[CLI_MAX_POLICIES]; /* the policy runs with keys cached before RoPE */
-    int interval[CLI_MAX_POLICIES];      /* butler: its prediction interval */
+    int interval[CLI_MAX_POLICIES];      /* butler: its prediction interval (0: not given) */
+    bool by_query[CLI_MAX_POLICIES];     /* butler:auto: the interval decided by the query, at most `interval` */
+    float threshold[CLI_MAX_POLICIES];   /* butler:auto's threshold on q' (> 1: not given) */
     bool neighbors[CLI_MAX_POLICIES];    /* butler: with neighbour fetch */
     bool int8_keys[CLI_MAX_POLICIES];    /* butler: int8 projected keys (a session of its own) */
     int n;
@@ -63,6 +70,9 @@ typedef struct cli_params {
     int64_t ctxs[CLI_MAX_CTXS];
     int n_ctxs;
     const char *predictor; /* --predictor FILE, or "random" */
+    /* butler: --predict-interval auto, its --predict-threshold and --max-interval */
+    int predict_by_query, max_interval;
+    float predict_threshold;
     const char *offload;   /* --kv-offload's value as given (NULL: no offload) */
     int64_t offload_tokens, offload_bytes; /* its value in tokens, or in bytes */
     /* sampling */
@@ -111,6 +121,9 @@ int cli_session_config(const cli_params *p, const sift_model *m, const sift_pred
 int cli_apply_offload(const cli_params *p, const sift_model *m, sift_session_config *cfg);
 /* The sampler p asks for (a random seed for --seed -1, printed to stderr). */
 sift_sampler_config cli_sampler_config(const cli_params *p);
+/* After sift_session_create: the butler policy's interval decided by the query, where p asks for
+ * it (--predict-interval auto); 0, or 1 after a message. */
+int cli_apply_butler_reuse(const cli_params *p, sift_session *s);
 /* The projected keys' type p asks for. */
 static inline sift_dtype cli_butler_keys(const cli_params *p) { return p->session.predictor_keys; }
 

@@ -22,13 +22,13 @@ static void show_progress(void *user, int64_t done, int64_t total)
 }
 
 /* The Selection Cache's hit rate per layer and overall, where it ran (under butler: the steps
- * whose lists the prediction interval reused). */
-static void print_sel_cache(const sift_session *session, int n_layers, const char *who, bool butler)
+ * whose lists the prediction interval, fixed or decided by the query, reused). */
+static void print_sel_cache(const sift_session *session, int n_layers, const char *who, bool butler, bool by_query)
 {
     int64_t hits = 0, steps = 0;
     if (sift_session_sel_cache_stats(session, -1, &hits, &steps) != SIFT_OK || steps == 0) return;
     fprintf(stderr, "%s: %s %lld of %lld layer-steps (%.1f%%); per layer:", who,
-            butler ? "lists reused (prediction interval)" : "Selection Cache hits", (long long)hits, (long long)steps,
+            !butler ? "Selection Cache hits" : by_query ? "lists reused (decided by the query)" : "lists reused (prediction interval)", (long long)hits, (long long)steps,
             100.0 * (double)hits / (double)steps);
     for (int l = 0; l < n_layers; l++) {
         int64_t h = 0, n = 0;
@@ -193,7 +193,7 @@ static void print_report(const cli_params *p, const cli_session *s, const run_st
     if (r->shifts)
         fprintf(stderr, "%s: context shifted %lld times (kept the first %lld tokens, re-evaluated %lld; their time is "
                         "in the decode time)\n", p->who, (long long)r->shifts, (long long)r->n_keep, (long long)r->reevaluated);
-    print_sel_cache(s->session, s->info.n_layers, p->who, s->cfg.policy == SIFT_POLICY_BUTLER);
+    print_sel_cache(s->session, s->info.n_layers, p->who, s->cfg.policy == SIFT_POLICY_BUTLER, p->predict_by_query != 0);
 }
 
 /* Echoes the prompt, warms the backend up, generates and reports; 0, or 1 after a message. */

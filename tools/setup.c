@@ -105,7 +105,7 @@ int cli_open(const cli_params *p, cli_session *s)
 
 int cli_start(const cli_params *p, cli_session *s)
 {
-    if (sift_session_create(s->model, &s->cfg, &s->session) == SIFT_OK) return 0;
+    if (sift_session_create(s->model, &s->cfg, &s->session) == SIFT_OK) return cli_apply_butler_reuse(p, s->session);
     fprintf(stderr, "%s: %s\n", p->who, sift_last_error());
     return 1;
 }
