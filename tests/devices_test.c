@@ -4,7 +4,9 @@
  * opened under it says so; an unknown profile, or one whose subgroup sizes the device cannot run,
  * is refused with the reason; a tensor of twice the small profile's buffer range (so split into
  * chunks) holds what was written across the chunks' boundary. Skips (77) where no Vulkan device
- * opens, unless SIFT_EXPECT_BACKENDS lists vulkan. */
+ * opens, unless SIFT_EXPECT_BACKENDS lists vulkan.
+ * With LP_NATIVE_VECTOR_WIDTH above 512 in the environment (a test of its own), it checks instead
+ * that llvmpipe, whose subgroups are then part-filled, is refused with the reason. */
 #include <sift.h>
 
 #include "report.h"
@@ -168,10 +170,48 @@ static void check_small(sift_vulkan_device_info base)
     unsetenv("SIFT_VULKAN_PROFILE");
 }
 
+/* Under LP_NATIVE_VECTOR_WIDTH above 512, llvmpipe reports subgroups of more than 16 but fills 16
+ * lanes of each (backends/vulkan/README.md): every llvmpipe device is unusable, saying why, and
+ * where it is the only device a context does not open. Skips (77) where there is no llvmpipe. */
+static int check_wide_llvmpipe(void)
+{
+    test_case_begin("llvmpipe beyond 512 bits", "vulkan");
+    int n = 0, wide = 0, usable = 0;
+    if (sift_device_count(SIFT_BACKEND_VULKAN, &n) != SIFT_OK) n = 0;
+    for (int i = 0; i < n; i++) {
+        sift_device_info info;
+        sift_vulkan_device_info d;
+        if (sift_device_get_info(SIFT_BACKEND_VULKAN, i, &info) != SIFT_OK || vulkan_info(i, &d) != SIFT_OK) continue;
+        if (!strstr(info.name, "llvmpipe")) {
+            usable += !d.unusable;
+            continue;
+        }
+        wide++;
+        char what[96];
+        snprintf(what, sizeof what, "device %d, llvmpipe: unusable, LP_NATIVE_VECTOR_WIDTH named", i);
+        check(d.unusable && strstr(d.why_not, "fills 16 lanes") && strstr(d.why_not, "LP_NATIVE_VECTOR_WIDTH"), what,
+              d.why_not);
+    }
+    if (wide == 0) {
+        test_note("vulkan", "no llvmpipe device: nothing to check");
+        return 77;
+    }
+    if (usable == 0) {
+        sift_context *ctx = NULL;
+        const sift_status s = sift_context_create(SIFT_BACKEND_VULKAN, &ctx);
+        check(s != SIFT_OK && strstr(sift_last_error(), "LP_NATIVE_VECTOR_WIDTH"), "a context: not opened, the reason given",
+              s == SIFT_OK ? sift_context_device_name(ctx) : sift_last_error());
+        if (s == SIFT_OK) sift_context_destroy(ctx);
+    }
+    return test_summary("devices", "vulkan");
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     unsetenv("SIFT_VULKAN_PROFILE");
+    const char *lp_width = getenv("LP_NATIVE_VECTOR_WIDTH");
+    if (lp_width && atoi(lp_width) > 512) return check_wide_llvmpipe();
     test_case_begin("profile list", "vulkan");
     check_profile_list();
     sift_vulkan_device_info base;

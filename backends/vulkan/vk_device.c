@@ -448,6 +448,17 @@ sift_status vk_caps_query(VkPhysicalDevice phys, vk_caps *c)
     if (def < 4 || def > 128 || (def & (def - 1)) != 0)
         return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: %s has subgroups of %u; sift's kernels take powers of two 4..128",
                               pp->deviceName, def);
+    /* llvmpipe reports subgroups of a 32nd of its vector width (LP_NATIVE_VECTOR_WIDTH) but compiles
+     * compute shaders to vectors of at most 16 lanes (Mesa's lp_state_cs.c), so above 512 bits its
+     * subgroups are part-filled whatever it says of full subgroups, and every kernel that numbers
+     * invocations gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID indexes shared memory
+     * past its arrays, which llvmpipe keeps on the heap (backends/vulkan/README.md, "Device
+     * profiles") */
+    if (p12.driverID == VK_DRIVER_ID_MESA_LLVMPIPE && def > 16)
+        return sift_set_error(SIFT_E_UNSUPPORTED,
+                              "vulkan: %s reports subgroups of %u but fills 16 lanes of each (llvmpipe's compute "
+                              "vectors stop at 512 bits); set LP_NATIVE_VECTOR_WIDTH to 512 or less",
+                              pp->deviceName, def);
     c->size_control = v13 && f13.subgroupSizeControl && (p13.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                       p13.minSubgroupSize >= 4 && p13.maxSubgroupSize <= 128 && p13.minSubgroupSize <= def &&
                       def <= p13.maxSubgroupSize;
