@@ -1,6 +1,8 @@
 /* The attention builder's graphs (sift_attn_graph), as the session runs them: dense, TokenSelect
  * (both votes, the Selection Cache over several steps), streaming, the caller's lists, length
- * extrapolation, and prefill chunks dense and sparse. Each backend against the CPU reference. */
+ * extrapolation, prefill chunks dense and sparse, and TokenButler's (the fixed interval's reuse,
+ * and the reuse decided on the device by its predicted query). Each backend against the CPU
+ * reference. */
 #include "registry.h"
 
 typedef struct {
@@ -343,6 +345,151 @@ static void butler_check(const conf_case *cc, const backend *ref, const backend 
     host_free(&k), host_free(&v), host_free(&kp);
 }
 
+/* ---- TokenButler, the interval decided by the query -------------------------------------------- */
+
+/* How one step of a schedule runs: the graphs of the fixed interval (select, reuse the kept lists),
+ * or the check on q' deciding on the device (at theta 0.9, or at 1: a selection the interval forces). */
+enum { AUTO_SELECT, AUTO_REUSE, AUTO_CHECK, AUTO_FORCED, AUTO_GRAPHS };
+enum { AUTO_STEPS = 4 };
+
+/* q'[s] of the steps: 0 random; 1 = 0 plus 1% noise (cos about 0.9999); 2 a new random one (cos
+ * about 0); 3 = 2. Projected keys planted along each group's mean of q'0 (every fourth candidate)
+ * and of q'2 (every fourth from the second): a selection at step 2 chooses others than step 0's. */
+static void auto_inputs(const butler_case *c, host_tensor *q, host_tensor *qp, host_tensor *k, host_tensor *v, host_tensor *kp)
+{
+    const int64_t group = c->hq / c->hkv;
+    q[0] = host_random(SIFT_F32, 2, (int64_t[]){c->hq, c->d}, 1.0f);
+    qp[0] = host_random(SIFT_F32, 2, (int64_t[]){c->hq, c->dk}, 1.0f);
+    qp[2] = host_random(SIFT_F32, 2, (int64_t[]){c->hq, c->dk}, 1.0f);
+    for (int s = 1; s < AUTO_STEPS; s++) {
+        q[s] = host_random(SIFT_F32, 2, q[0].shape, 1.0f);
+        if (s == 2) continue;
+        qp[s] = host_new(SIFT_F32, 2, qp[0].shape);
+        for (size_t j = 0; j < qp[s].n; j++) qp[s].f[j] = qp[s - 1].f[j] + (s == 1 ? 0.01f * rng_normal() : 0.0f);
+    }
+    *k = host_random(SIFT_F16, 3, (int64_t[]){c->hkv, c->n, c->d}, 1.0f);
+    *v = host_random(SIFT_F16, 3, (int64_t[]){c->hkv, c->n, c->d}, 1.0f);
+    *kp = host_random(SIFT_F16, 3, (int64_t[]){c->hkv, c->n, c->dk}, 0.25f);
+    for (int which = 0; which < 2; which++)
+        for (int64_t i = 0; i < c->budget && c->sink + 4 * i + 2 * which < c->n - c->window; i++)
+            for (int64_t g = 0; g < c->hkv; g++) {
+                float *row = kp->f + (g * c->n + c->sink + 4 * i + 2 * which) * c->dk;
+                const float *qs = qp[which ? 2 : 0].f;
+                for (int64_t e = 0; e < c->dk; e++) {
+                    float m = 0.0f;
+                    for (int64_t h = g * group; h < (g + 1) * group; h++) m += qs[h * c->dk + e];
+                    row[e] = fminf(fmaxf(roundf(m / (float)group * 256.0f), -2047.0f), 2047.0f) / 256.0f;
+                }
+            }
+    sift_f32_to_f16(kp->h, kp->f, kp->n);
+}
+
+/* Runs the steps of `plan` on b over fresh kept lists and state: out[step][Hq][D], the lists after
+ * the last step, and (when flags is not NULL) the REUSE flag after each step and the state's HITS
+ * and STEPS. */
+static bool run_auto(const backend *b, const butler_case *c, const host_tensor *q, const host_tensor *qp,
+                     const host_tensor *k, const host_tensor *v, const host_tensor *kp, const int *plan, float *out,
+                     int32_t *lists, float *flags, float *counts, const char *cname)
+{
+    const char *bname = sift_backend_kind_name(b->kind);
+    const sift_select_params sel = {.n_ctx = c->n, .sink = c->sink, .window = c->window, .budget = c->budget};
+    const int64_t count = sift_select_count(&sel), qn = (int64_t)c->hq * c->dk, sn = qn + SIFT_SEL_CACHE_EXTRA;
+    sift_tensor *qt = NULL, *qpt = NULL, *kt = NULL, *vt = NULL, *kpt = NULL, *o = NULL, *kept = NULL, *state = NULL;
+    sift_graph *g[AUTO_GRAPHS] = {0};
+    float *st = calloc((size_t)sn, sizeof *st);
+    bool ok = false;
+    const size_t n_out = (size_t)c->hq * (size_t)c->d;
+    if (!st) exit(2);
+    CHECK_OK(upload(b->ctx, &q[0], &qt), cname, bname);
+    CHECK_OK(upload(b->ctx, &qp[0], &qpt), cname, bname);
+    CHECK_OK(upload(b->ctx, k, &kt), cname, bname);
+    CHECK_OK(upload(b->ctx, v, &vt), cname, bname);
+    CHECK_OK(upload(b->ctx, kp, &kpt), cname, bname);
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){c->hq, c->d}, &o), cname, bname);
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_I32, 2, (int64_t[]){c->hkv, count}, &kept), cname, bname);
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 1, &sn, &state), cname, bname);
+    CHECK_OK(sift_tensor_write(state, 0, st, (size_t)sn * 4), cname, bname);
+    sift_attn_config cfg = sift_attn_config_default();
+    cfg.n_q_heads = c->hq;
+    cfg.n_kv_heads = c->hkv;
+    cfg.head_dim = c->d;
+    cfg.sel = sel;
+    cfg.mode = SIFT_ATTN_SELECT;
+    cfg.scorer = SIFT_SCORER_BUTLER;
+    cfg.score_q = qpt;
+    cfg.score_k = kpt;
+    cfg.sel_indices = kept;
+    for (int i = 0; i < AUTO_GRAPHS; i++) {
+        cfg.reuse = i == AUTO_REUSE;
+        cfg.sel_state = i >= AUTO_CHECK ? state : NULL;
+        cfg.sel_cache = i == AUTO_CHECK ? 0.9f : i == AUTO_FORCED ? 1.0f : SIFT_SEL_CACHE_OFF;
+        CHECK_OK(sift_attn_graph(b->ctx, &cfg, qt, kt, vt, o, &g[i], NULL), cname, bname);
+    }
+    for (int s = 0; s < AUTO_STEPS; s++) {
+        CHECK_OK(sift_tensor_write(qt, 0, q[s].f, q[s].n * 4), cname, bname);
+        CHECK_OK(sift_tensor_write(qpt, 0, qp[s].f, qp[s].n * 4), cname, bname);
+        CHECK_OK(compute_checked(g[plan[s]]), cname, bname);
+        CHECK_OK(sift_tensor_read(o, 0, out + (size_t)s * n_out, n_out * 4), cname, bname);
+        CHECK_OK(sift_tensor_read(state, 0, st, (size_t)sn * 4), cname, bname);
+        if (flags) flags[s] = st[qn + SIFT_SEL_CACHE_REUSE];
+    }
+    if (counts) counts[0] = st[qn + SIFT_SEL_CACHE_HITS], counts[1] = st[qn + SIFT_SEL_CACHE_STEPS];
+    CHECK_OK(sift_tensor_read(kept, 0, lists, (size_t)(c->hkv * count) * 4), cname, bname);
+    ok = true;
+out:
+    for (int i = 0; i < AUTO_GRAPHS; i++) sift_graph_destroy(g[i]);
+    sift_tensor_destroy(qt), sift_tensor_destroy(qpt), sift_tensor_destroy(kt), sift_tensor_destroy(vt);
+    sift_tensor_destroy(kpt), sift_tensor_destroy(o), sift_tensor_destroy(kept), sift_tensor_destroy(state);
+    free(st);
+    return ok;
+}
+
+/* On each backend: the steps decided on the device (check, check, check, forced) reuse where q'
+ * stayed (step 1) and select where it moved (step 2) or the interval forces it (step 3), giving
+ * exactly the outputs and lists of the fixed interval's graphs run as select, reuse, select,
+ * select; a reuse at step 2 would have changed the output (so the comparison can fail). Then the
+ * backend against the CPU. */
+static void butler_auto_check(const conf_case *cc, const backend *ref, const backend *dut)
+{
+    const butler_case *c = cc->params;
+    const char *bname = sift_backend_kind_name(dut->kind);
+    host_tensor q[AUTO_STEPS], qp[AUTO_STEPS], k, v, kp;
+    auto_inputs(c, q, qp, &k, &v, &kp);
+    const sift_select_params sel = {.n_ctx = c->n, .sink = c->sink, .window = c->window, .budget = c->budget};
+    const size_t n_out = (size_t)c->hq * (size_t)c->d, n_idx = (size_t)(c->hkv * sift_select_count(&sel));
+    static const int decided[AUTO_STEPS] = {AUTO_CHECK, AUTO_CHECK, AUTO_CHECK, AUTO_FORCED};
+    static const int fixed[AUTO_STEPS] = {AUTO_SELECT, AUTO_REUSE, AUTO_SELECT, AUTO_SELECT};
+    static const int stale[AUTO_STEPS] = {AUTO_SELECT, AUTO_REUSE, AUTO_REUSE, AUTO_REUSE};
+    static const float want_flags[AUTO_STEPS] = {0, 1, 0, 0};
+    float *got = calloc(n_out * AUTO_STEPS, 4), *want = calloc(n_out * AUTO_STEPS, 4), *kept = calloc(n_out * AUTO_STEPS, 4);
+    int32_t *lg = calloc(n_idx + 1, 4), *lw = calloc(n_idx + 1, 4), *lc = calloc(n_idx + 1, 4);
+    float flags[AUTO_STEPS] = {0}, counts[2] = {0};
+    if (!got || !want || !kept || !lg || !lw || !lc) exit(2);
+    if (run_auto(dut, c, q, qp, &k, &v, &kp, decided, got, lg, flags, counts, cc->name) &&
+        run_auto(dut, c, q, qp, &k, &v, &kp, fixed, want, lw, NULL, NULL, cc->name) &&
+        run_auto(dut, c, q, qp, &k, &v, &kp, stale, kept, lc, NULL, NULL, cc->name)) {
+        int wrong = 0;
+        for (int s = 0; s < AUTO_STEPS; s++) wrong += flags[s] != want_flags[s];
+        report(cc->name, bname, "reuse flags != {0,1,0,0}", wrong, 0, wrong == 0);
+        report(cc->name, bname, "hits (of 4 steps)", counts[0], 1, counts[0] == 1.0f && counts[1] == 4.0f);
+        double differ = 0.0, moved = 0.0;
+        for (size_t i = 0; i < n_out * AUTO_STEPS; i++) differ = fmax(differ, fabs((double)got[i] - (double)want[i]));
+        for (size_t i = 0; i < n_idx; i++) differ += lg[i] != lw[i];
+        for (size_t i = n_out * 2; i < n_out * 3; i++) moved = fmax(moved, fabs((double)kept[i] - (double)want[i]));
+        report(cc->name, bname, "max |decided - fixed interval's steps|", differ, 0, differ == 0.0);
+        report(cc->name, bname, "step 2 reused instead: max |diff| (> 1e-3)", moved, 1e-3, moved > 1e-3);
+        if (dut != ref && run_auto(ref, c, q, qp, &k, &v, &kp, decided, want, lw, NULL, NULL, cc->name)) {
+            size_t idx_diff = 0;
+            for (size_t i = 0; i < n_idx; i++) idx_diff += lg[i] != lw[i];
+            report(cc->name, bname, "idx-diff", (double)idx_diff, 0, idx_diff == 0);
+            compare_floats(cc->name, bname, want, got, n_out * AUTO_STEPS, 1e-6);
+        }
+    }
+    free(got), free(want), free(kept), free(lg), free(lw), free(lc);
+    for (int s = 0; s < AUTO_STEPS; s++) host_free(&q[s]), host_free(&qp[s]);
+    host_free(&k), host_free(&v), host_free(&kp);
+}
+
 static void add_butler(void)
 {
     static const butler_case cs[] = {
@@ -358,6 +505,14 @@ static void add_butler(void)
                  c->sink + c->window + c->budget >= c->n ? " == dense" : ", reused", c->hq, c->hkv, c->d, c->dk,
                  (long long)c->n, (long long)c->sink, (long long)c->window, (long long)c->budget);
         registry_add("attn", name, butler_check, NULL, c, sizeof *c);
+    }
+    static const butler_case auto_cases[] = {{8, 2, 64, 16, 700, 4, 32, 64, false, false}, {32, 8, 128, 16, 3000, 16, 64, 256, false, false}};
+    for (size_t i = 0; i < sizeof auto_cases / sizeof auto_cases[0]; i++) {
+        const butler_case *c = &auto_cases[i];
+        char name[160];
+        snprintf(name, sizeof name, "builder butler, reuse decided by q' H=%d/%d D=%d d'=%d N=%lld S=%lld W=%lld k=%lld", c->hq,
+                 c->hkv, c->d, c->dk, (long long)c->n, (long long)c->sink, (long long)c->window, (long long)c->budget);
+        registry_add("attn", name, butler_auto_check, NULL, c, sizeof *c);
     }
 }
 
