@@ -3,7 +3,9 @@
 // rule (SPEC §3.4): m = max m_s; l = sum l_s exp(m_s - m); o = sum o_s exp(m_s - m) / l, where o_s
 // is a split's unnormalised sum. No splits (an empty index list), or no row present in any (every
 // entry absent from a paged cache), gives zeros.
-// Grid (query row h, block of 32 dimensions); 256 invocations = 32 dimensions x 8 groups of splits.
+// Grid (query row h, block of 32 dimensions); 256 invocations = 32 dimensions x 8 groups of splits
+// (a split of the workgroup by invocation index, not by subgroup: the max goes through subgroups of
+// any size, a shared slot per subgroup).
 // A query row is a head of the decode ops, or head h of token t (row t * Hq + h) of causal_attend.
 // D is a multiple of 8 up to 128: invocations past D read dimension D - 1 and write nothing.
 #extension GL_GOOGLE_include_directive : require
