@@ -68,9 +68,11 @@ static sift_status get_pipeline(vkb *be, vk_kernel kernel, const uint32_t spec[V
     for (uint32_t i = 0; i < VK_NSPEC; i++) entries[i] = (VkSpecializationMapEntry){i, i * 4u, 4u};
     VkSpecializationInfo si = {.mapEntryCount = VK_NSPEC, .pMapEntries = entries, .dataSize = VK_NSPEC * 4u, .pData = spec};
     /* The subgroup size the planners assumed (vk_caps.subgroup) is the pipeline's: the device's
-     * default, or required where a profile chose another. Full subgroups where the workgroup is a
-     * whole number of the largest subgroups the pipeline may get (get_rows' 64 is not on a device
-     * of 128; it uses no subgroup operation). */
+     * default, or required where a profile chose another. (That holds for SPIR-V 1.5, the shaders'
+     * --target-env vulkan1.2: from SPIR-V 1.6 on, a pipeline without a required size may run any
+     * size the device allows.) Full subgroups where the workgroup is a whole number of the largest
+     * subgroups the pipeline may get (get_rows' 64 is not on a device of 128; it uses no subgroup
+     * operation): the kernels number invocations by subgroup (backends/vulkan/README.md). */
     const uint32_t local = vk_kernel_table[kernel].local ? vk_kernel_table[kernel].local : spec[0];
     const vk_caps *caps = &be->caps;
     const VkPipelineShaderStageRequiredSubgroupSizeCreateInfo required = {
