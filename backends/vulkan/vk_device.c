@@ -511,7 +511,7 @@ sift_status vk_caps_query(VkPhysicalDevice phys, vk_caps *c)
         if (c->subgroup == 0)
             return sift_set_error(SIFT_E_UNSUPPORTED,
                                   "vulkan: profile %s runs subgroups of other sizes than %s's %u..%u (on lavapipe, "
-                                  "LP_NATIVE_VECTOR_WIDTH=<32 x size> sets its size)",
+                                  "LP_NATIVE_VECTOR_WIDTH=<32 x size> sets its size, 4 to 16)",
                                   pr->name, pp->deviceName, c->subgroup_min, c->subgroup_max);
         if (pr->subgroups) { /* the sizes both allow */
             while (!(pr->subgroups & c->subgroup_min)) c->subgroup_min *= 2;
