@@ -1,8 +1,9 @@
 /* TokenButler in sessions, on every available backend, over the retrieval model the repository
  * ships: predictor files (a valid one, one from before the fingerprint over blocks, and ones that
  * do not belong to the model: each refused with a message naming why), butler with S + W + k >= N
- * equal to dense, the prediction interval's counts of selecting and reusing steps, and neighbour
- * fetch and the interval changing what is attended. The predictor files are written here, in the
+ * equal to dense, the prediction interval's counts of selecting and reusing steps, the interval
+ * decided by the query (at thresholds -1 and 1 the fixed intervals, logits and counts), and
+ * neighbour fetch and the interval changing what is attended. The predictor files are written here, in the
  * trainer's format (tools/butler). Then the predictors the repository ships (tools/butler/predictors)
  * load for their base models, and are refused for a copy of the base that differs only past the
  * first 64 bytes of each tensor (stories260K's skipped where ../shared is absent). */
@@ -136,10 +137,11 @@ static void bad_files(sift_model *m, const sift_model_info *mi, const char *bnam
 }
 
 /* A session of the model with the predictor under `policy`, the prompt prefilled, then `steps`
- * decode steps; the last logits into out, the interval's counts into *steps_full, *reused. */
+ * decode steps; the last logits into out, the interval's counts into *steps_full, *reused. With
+ * reuse in [-1, 1] the interval is decided by the query at that threshold (at most `interval`). */
 static sift_status decode_run(sift_model *m, const sift_predictor *p, sift_policy policy, int64_t sink, int64_t window,
-                              int64_t budget, int interval, bool neighbors, const int32_t *toks, int n_prompt, int steps,
-                              int n_vocab, float *out, int64_t *steps_full, int64_t *reused)
+                              int64_t budget, int interval, bool neighbors, float reuse, const int32_t *toks, int n_prompt,
+                              int steps, int n_vocab, float *out, int64_t *steps_full, int64_t *reused)
 {
     sift_session_config c = sift_session_config_default();
     c.n_ctx = 2048;
@@ -152,6 +154,7 @@ static sift_status decode_run(sift_model *m, const sift_predictor *p, sift_polic
     sift_session *s = NULL;
     float *logits = malloc((size_t)n_vocab * sizeof *logits);
     sift_status st = logits ? sift_session_create(m, &c, &s) : SIFT_E_NOMEM;
+    if (st == SIFT_OK && reuse <= 1.0f) st = sift_session_set_butler_reuse(s, reuse);
     if (st == SIFT_OK) st = sift_session_eval(s, toks, (size_t)n_prompt, logits);
     for (int i = 0; st == SIFT_OK && i < steps; i++) {
         int32_t best = 0;
@@ -211,15 +214,15 @@ static void run_backend(sift_context *ctx, const char *bname, const char *model_
     float *dense = malloc((size_t)nv * 4), *got = malloc((size_t)nv * 4), *other = malloc((size_t)nv * 4);
     int64_t full = 0, reused = 0;
     /* everything fits (S + W + k >= N): butler, with neighbour fetch and an interval, is dense */
-    s = decode_run(m, p, SIFT_POLICY_DENSE, 4, 16, 2000, 1, false, toks, n_prompt, steps, nv, dense, &full, &reused);
-    if (s == SIFT_OK) s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 2000, 4, true, toks, n_prompt, steps, nv, got, &full, &reused);
+    s = decode_run(m, p, SIFT_POLICY_DENSE, 4, 16, 2000, 1, false, SIFT_SEL_CACHE_OFF, toks, n_prompt, steps, nv, dense, &full, &reused);
+    if (s == SIFT_OK) s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 2000, 4, true, SIFT_SEL_CACHE_OFF, toks, n_prompt, steps, nv, got, &full, &reused);
     check(s == SIFT_OK && max_abs_diff(dense, got, nv) <= 1e-4, bname, "butler with S + W + k >= N equals dense (max |diff|)",
           s == SIFT_OK ? max_abs_diff(dense, got, nv) : -1.0);
     /* the interval: of the steps after the first (dense), every I-th selects and the rest reuse */
     const int intervals[3] = {1, 4, 16};
     for (int i = 0; i < 3 && s == SIFT_OK; i++) {
         const int I = intervals[i];
-        s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 64, I, false, toks, n_prompt, steps, nv, got, &full, &reused);
+        s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 64, I, false, SIFT_SEL_CACHE_OFF, toks, n_prompt, steps, nv, got, &full, &reused);
         const int64_t per_layer = steps - 1, want_reused = (int64_t)(per_layer - (per_layer + I - 1) / I) * (mi.n_layers - 1);
         char what[128];
         snprintf(what, sizeof what, "interval %d: %lld full steps, %lld reused (want %lld, %lld)", I, (long long)full,
@@ -227,10 +230,52 @@ static void run_backend(sift_context *ctx, const char *bname, const char *model_
         check(s == SIFT_OK && full == per_layer * (mi.n_layers - 1) && reused == want_reused, bname, what, (double)reused);
         if (I == 1) memcpy(other, got, (size_t)nv * 4);
     }
+    /* the interval decided by the query: at threshold -1 every check reuses, so at most 4 it is the
+     * fixed interval 4; at 1 none does, the fixed interval 1; in between its reuse lies between */
+    float *fixed = malloc((size_t)nv * 4);
+    int64_t full_fixed = 0, reused_fixed = 0;
+    const float thresholds[3] = {-1.0f, 1.0f, 0.9f};
+    const int longest[3] = {4, 4, 16};
+    for (int i = 0; i < 3 && s == SIFT_OK && fixed; i++) {
+        const int fixed_interval = thresholds[i] < 0.0f ? 4 : thresholds[i] > 0.95f ? 1 : 16;
+        s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 64, fixed_interval, false, SIFT_SEL_CACHE_OFF, toks, n_prompt, steps, nv,
+                       fixed, &full_fixed, &reused_fixed);
+        if (s == SIFT_OK)
+            s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 64, longest[i], false, thresholds[i], toks, n_prompt, steps, nv, got,
+                           &full, &reused);
+        char what[160];
+        const double diff = s == SIFT_OK ? max_abs_diff(fixed, got, nv) : -1.0;
+        if (i < 2) {
+            snprintf(what, sizeof what, "decided by q' at %g, at most %d: = interval %d (max |diff|; %lld of %lld reused, want %lld of %lld)",
+                     (double)thresholds[i], longest[i], fixed_interval, (long long)reused, (long long)full,
+                     (long long)reused_fixed, (long long)full_fixed);
+            check(s == SIFT_OK && diff <= (strcmp(bname, "cpu") == 0 ? 0.0 : 1e-5) && full == full_fixed && reused == reused_fixed,
+                  bname, what, diff);
+        } else {
+            snprintf(what, sizeof what, "decided by q' at 0.9, at most 16: %lld of %lld layer-steps reused (0 .. %lld)",
+                     (long long)reused, (long long)full, (long long)reused_fixed);
+            check(s == SIFT_OK && full == full_fixed && reused >= 0 && reused <= reused_fixed, bname, what, (double)reused);
+        }
+    }
+    free(fixed);
+    /* not with neighbour fetch: its lists are made after the select a reuse skips */
+    if (s == SIFT_OK) {
+        sift_session_config c = sift_session_config_default();
+        c.n_ctx = 256;
+        c.policy = SIFT_POLICY_BUTLER;
+        c.predictor = p;
+        c.neighbor_fetch = 1;
+        sift_session *nf = NULL;
+        sift_status e = sift_session_create(m, &c, &nf);
+        if (e == SIFT_OK) e = sift_session_set_butler_reuse(nf, 0.9f);
+        check(e == SIFT_E_UNSUPPORTED && strstr(sift_last_error(), "neighbour fetch"), bname,
+              "the interval decided by the query with neighbour fetch: SIFT_E_UNSUPPORTED", (double)e);
+        sift_session_destroy(nf);
+    }
     /* a real selection attends less than dense; neighbour fetch attends more: both change the logits */
     check(s == SIFT_OK && max_abs_diff(dense, other, nv) > 1e-3, bname, "butler at k = 64 differs from dense (max |diff|)",
           max_abs_diff(dense, other, nv));
-    if (s == SIFT_OK) s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 64, 1, true, toks, n_prompt, steps, nv, got, &full, &reused);
+    if (s == SIFT_OK) s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 64, 1, true, SIFT_SEL_CACHE_OFF, toks, n_prompt, steps, nv, got, &full, &reused);
     check(s == SIFT_OK && max_abs_diff(got, other, nv) > 0, bname, "neighbour fetch changes what is attended (max |diff|)",
           max_abs_diff(got, other, nv));
     if (s != SIFT_OK) check(false, bname, sift_last_error(), (double)s);
