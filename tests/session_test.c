@@ -17,8 +17,9 @@
  *     never stopped; a stopped decode step or generate call changes nothing;
  *   - running ahead (the next decode step's graph built while a step runs) gives the logits of
  *     steps built one by one (SIFT_STEP_AHEAD=0), over page boundaries, a rewind, batched steps
- *     whose sequences change, TokenButler's interval and the Selection Cache; most steps run the
- *     graph built ahead for them, and none with SIFT_STEP_AHEAD=0;
+ *     whose sequences change, TokenButler's interval (fixed, and decided by the query) and the
+ *     Selection Cache; most steps run the graph built ahead for them, and none with
+ *     SIFT_STEP_AHEAD=0;
  *   - the per-op profile of decode steps counts each op's nodes as the forward pass makes them,
  *     and stops counting when turned off; the per-stage profile names each stage of the step
  *     (qkv, attention, logits, ...) with its nodes, and adds up by op to the per-op profile.
@@ -313,11 +314,12 @@ out:
  * sequence 0 prefills 20 tokens and decodes 40 alone (crossing pages), is rewound to 30 and decodes
  * 8 again; sequence 1 prefills 12; then 6 batched steps of both, 4 with their order swapped, and 5
  * of sequence 1 alone. *n_ahead: the steps that ran a graph built ahead. */
-static sift_status ahead_workload(const model_run *t, const sift_session_config *cfg, float *out, int *rows,
-                                  int64_t *n_ahead)
+static sift_status ahead_workload(const model_run *t, const sift_session_config *cfg, float butler_reuse, float *out,
+                                  int *rows, int64_t *n_ahead, int64_t reuse[2])
 {
     sift_session *s = NULL;
     sift_status st = sift_session_create(t->m, cfg, &s);
+    if (st == SIFT_OK && butler_reuse <= 1.0f) st = sift_session_set_butler_reuse(s, butler_reuse);
     int r = 0;
     const int32_t *tk = t->toks;
     if (st == SIFT_OK) st = sift_session_eval_seq(s, 0, tk, 20, out + (size_t)r++ * NV);
@@ -334,6 +336,7 @@ static sift_status ahead_workload(const model_run *t, const sift_session_config 
     for (int i = 0; i < 5 && st == SIFT_OK; i++) st = sift_session_eval_seq(s, 1, tk + 500 + i, 1, out + (size_t)r++ * NV);
     *rows = r;
     *n_ahead = sift_session_steps_run_ahead(s);
+    if (st == SIFT_OK) st = sift_session_sel_cache_stats(s, -1, &reuse[0], &reuse[1]);
     sift_session_destroy(s);
     return st;
 }
@@ -344,27 +347,30 @@ static void running_ahead(const model_run *t)
 {
     float *a = malloc(2 * AHEAD_ROWS * NV * sizeof(float)), *b = a + AHEAD_ROWS * NV;
     sift_predictor *pred = NULL;
-    const char *const names[3] = {"dense", "tokenselect, Selection Cache 0.9", "butler, interval 2"};
-    for (int p = 0; p < 3; p++) {
+    const char *const names[4] = {"dense", "tokenselect, Selection Cache 0.9", "butler, interval 2",
+                                  "butler, decided by q' at 0.5, at most 4"};
+    for (int p = 0; p < 4; p++) {
         sift_session_config c = base_config(128);
         c.n_seq = 2;
         if (p == 1) c.policy = SIFT_POLICY_TOKENSELECT, c.sel_cache = 0.9f;
-        if (p == 2) {
+        if (p >= 2) {
             if (!pred) RUN_OK(sift_predictor_random(t->m, 16, 3, &pred), "a random predictor");
             c.policy = SIFT_POLICY_BUTLER;
             c.predictor = pred;
-            c.predict_interval = 2;
+            c.predict_interval = p == 2 ? 2 : 4;
         }
+        const float butler_reuse = p == 3 ? 0.5f : SIFT_SEL_CACHE_OFF;
         int rows_a = 0, rows_b = 0;
         int64_t ahead_a = -1, ahead_b = -1;
         char what[120];
         setenv("SIFT_STEP_AHEAD", "0", 1);
         snprintf(what, sizeof what, "%s, steps built one by one", names[p]);
-        sift_status st = ahead_workload(t, &c, a, &rows_a, &ahead_a);
+        int64_t reuse_a[2] = {0}, reuse_b[2] = {0};
+        sift_status st = ahead_workload(t, &c, butler_reuse, a, &rows_a, &ahead_a, reuse_a);
         unsetenv("SIFT_STEP_AHEAD");
         RUN_OK(st, what);
         snprintf(what, sizeof what, "%s, running ahead", names[p]);
-        RUN_OK(ahead_workload(t, &c, b, &rows_b, &ahead_b), what);
+        RUN_OK(ahead_workload(t, &c, butler_reuse, b, &rows_b, &ahead_b, reuse_b), what);
         /* the same kernels on the same data: exact on the CPU; a GPU may replay a recording of
          * kernels it launched one by one, whose atomics may add in another order */
         const double e = nmse(a, b, (size_t)rows_a * NV), bound = strcmp(t->bname, "cpu") == 0 ? 0.0 : 1e-6;
@@ -374,6 +380,12 @@ static void running_ahead(const model_run *t)
         check(ahead_b >= 55, t->name, t->bname, what, (double)ahead_b);
         snprintf(what, sizeof what, "%s: none with SIFT_STEP_AHEAD=0", names[p]);
         check(ahead_a == 0, t->name, t->bname, what, (double)ahead_a);
+        if (p == 3) { /* the device's decisions, the same either way */
+            snprintf(what, sizeof what, "%s: %lld of %lld layer-steps reused, the same built one by one", names[p],
+                     (long long)reuse_b[0], (long long)reuse_b[1]);
+            check(reuse_a[0] == reuse_b[0] && reuse_a[1] == reuse_b[1] && reuse_b[1] > 0, t->name, t->bname, what,
+                  (double)reuse_b[0]);
+        }
     }
 out:
     sift_predictor_destroy(pred);
