@@ -240,7 +240,7 @@ expect_eq "$(grep -E '^policy +budget' "$T/out" | wc -w)" 4 "eval --skip 1: one 
 sift "${E[@]}" --policies dense,streaming --budgets 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17 --length 19
 expect_rc 0 "eval, 17 budgets"
 expect_eq "$(grep -c '^streaming ' "$T/out")" 17 "eval, 17 budgets: rows"
-expect_in out "streaming           17 " "eval, 17 budgets: the 17th"
+expect_in out "streaming                  17 " "eval, 17 budgets: the 17th"
 # --length matching no sample
 sift "${E[@]}" --policies dense,streaming --budgets 2 --length 99
 expect_rc 1 "eval --length 99"
@@ -271,6 +271,25 @@ expect_in err "the butler policy needs --predictor FILE" "eval butler without --
 sift eval -m "$RMODEL" --backend cpu --retrieval "$T/r.txt" --sink 1 --window 2 --budgets 2 --length 19 --predictor random --policies butler,butler:i4:nf
 expect_rc 0 "eval --predictor random"
 expect_in out "butler:i4:nf " "eval: the variant's row"
+# the interval decided by the query: run's option, eval's variants, and what does not go with it
+sift "${RB[@]}" -n 12 --policy butler --predictor random --predict-interval auto --sink 1 --window 2 --budget 2
+expect_rc 0 "run --predict-interval auto"
+expect_in err "lists reused (decided by the query)" "run --predict-interval auto: the reuse line"
+sift "${RB[@]}" --policy butler --predictor random --predict-interval auto --neighbor-fetch
+expect_rc 1 "run --predict-interval auto --neighbor-fetch"
+expect_in err "neighbour fetch with the interval decided by the query" "run --predict-interval auto --neighbor-fetch"
+sift "${RB[@]}" --policy butler --predictor random --predict-interval auto --predict-threshold 1.5
+expect_rc 2 "run --predict-threshold 1.5"
+expect_in err "--predict-threshold needs a threshold in [-1, 1]" "run --predict-threshold 1.5"
+sift eval -m "$RMODEL" --backend cpu --retrieval "$T/r.txt" --sink 1 --window 2 --budgets 2 --length 19 --predictor random --policies butler:auto,butler:auto:t0.5:i8
+expect_rc 0 "eval butler:auto"
+expect_in out "butler:auto " "eval: butler:auto's row"
+expect_in out "butler:auto:t0.5:i8 " "eval: butler:auto:t0.5:i8's row"
+expect_in out "(steps reusing lists" "eval: butler:auto's reuse rate"
+for bad in butler:auto:nf butler:t0.5 butler:auto:t2; do
+    sift eval -m "$RMODEL" --backend cpu --retrieval "$T/r.txt" --length 19 --predictor random --policies "$bad"
+    expect_rc 2 "eval --policies $bad"
+done
 # tokenize: one id per character of the retrieval model's vocabulary, BOS first
 printf '#ABC:1;' > "$T/tok.txt"
 sift tokenize -m "$RMODEL" -f "$T/tok.txt"

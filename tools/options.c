@@ -342,8 +342,8 @@ static bool parse_butler_variant(char *tok, cli_policy_list *l)
 bool cli_parse_policy_list(const char *s, cli_policy_list *l)
 {
     l->n = 0;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", s ? s : "");
+    char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", s ? s : "") >= (int)sizeof buf) return false; /* never a truncated list */
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         if (l->n == CLI_MAX_POLICIES) return false;
         l->interval[l->n] = 0;
