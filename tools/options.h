@@ -34,7 +34,7 @@ typedef struct cli_command {
 
 /* butler's interval decided by the query (--predict-interval auto, butler:auto): its default
  * threshold on q' and longest interval (docs/policies.md says how they were chosen). */
-#define CLI_PREDICT_THRESHOLD 0.9f
+#define CLI_PREDICT_THRESHOLD 0.85f
 #define CLI_MAX_INTERVAL 16
 
 /* The most contexts --ctx lists, and the most policies --policies lists. */
