@@ -67,6 +67,16 @@ sift_status sift_op_vote(sift_graph *g, sift_vote_mode mode, const sift_tensor *
     return sift_graph_push_node(g, &n);
 }
 
+/* N, S, W and k are each at most INT32_MAX, so that the layout's sums and differences (N - S - W,
+ * S + k + W and the like) stay far inside int64 and every position they give fits the kernels' i32
+ * indices. S, W and k beyond N are allowed (a sink or window covering the context, a budget keeping
+ * every candidate). */
+static bool select_params_in_range(const sift_select_params *p)
+{
+    return p->n_ctx >= 1 && p->n_ctx <= INT32_MAX && p->sink >= 0 && p->sink <= INT32_MAX && p->window >= 0 &&
+           p->window <= INT32_MAX && p->budget >= 0 && p->budget <= INT32_MAX;
+}
+
 static sift_status check_select_params(const sift_select_params *p)
 {
     if (!p) return sift_set_error(SIFT_E_INVALID, "select: params are NULL");
@@ -75,16 +85,21 @@ static sift_status check_select_params(const sift_select_params *p)
     if (p->sink < 0 || p->window < 0 || p->budget < 0)
         return sift_set_error(SIFT_E_SHAPE, "select: sink %lld, window %lld and budget %lld must not be negative",
                               (long long)p->sink, (long long)p->window, (long long)p->budget);
+    if (!select_params_in_range(p))
+        return sift_set_error(SIFT_E_SHAPE, "select: sink %lld, window %lld and budget %lld must each be at most %d",
+                              (long long)p->sink, (long long)p->window, (long long)p->budget, INT32_MAX);
     return SIFT_OK;
 }
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
+/* These three are public and called before any op checks p: out-of-range params lay out nothing
+ * (the op that takes them then says why) rather than overflow. */
 sift_select_layout sift_select_layout_of(const sift_select_params *p)
 {
     sift_select_layout l = {0};
-    if (!p || p->n_ctx < 1) return l;
+    if (!p || !select_params_in_range(p)) return l;
     l.sink = min64(p->sink, p->n_ctx);
     l.first = p->sink;
     l.cand = max64(0, p->n_ctx - p->sink - p->window);
@@ -97,7 +112,7 @@ sift_select_layout sift_select_layout_of(const sift_select_params *p)
 
 int64_t sift_select_candidates(const sift_select_params *p)
 {
-    if (!p) return 0;
+    if (!p || !select_params_in_range(p)) return 0;
     return max64(0, p->n_ctx - p->sink - p->window);
 }
 

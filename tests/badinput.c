@@ -79,6 +79,30 @@ static void run_backend(sift_context *ctx, sift_context *other)
     expect("score range beyond the cache", sift_op_score(g, q, k, 10, n + 5, sc, scores), SIFT_E_SHAPE, "outside");
     p = (sift_select_params){.n_ctx = n, .sink = 4, .window = 32, .budget = 16};
     expect("votes not matching N - S - W", sift_op_select(g, votes, &p, unwritten), SIFT_E_SHAPE, "candidates");
+    /* S, W and k up to INT32_MAX pass (these votes then match no candidates); beyond it they are
+     * refused before any sum of them could overflow, and lay out nothing */
+    p = (sift_select_params){.n_ctx = n, .sink = INT32_MAX, .window = INT32_MAX, .budget = INT32_MAX};
+    expect("S, W and k of INT32_MAX", sift_op_select(g, votes, &p, unwritten), SIFT_E_SHAPE, "gives 0 candidates");
+    expect_true("  (no candidates, a list of the N positions)",
+                sift_select_candidates(&p) == 0 && sift_select_count(&p) == n);
+    const sift_select_params too_large[] = {
+        {.n_ctx = n, .sink = INT64_MAX, .window = 32, .budget = 16},
+        {.n_ctx = n, .sink = 4, .window = INT64_MAX, .budget = 16},
+        {.n_ctx = n, .sink = 4, .window = 32, .budget = INT64_MAX},
+        {.n_ctx = n, .sink = (int64_t)INT32_MAX + 1, .window = 32, .budget = 16},
+        {.n_ctx = n, .sink = INT64_MAX, .window = INT64_MAX, .budget = INT64_MAX},
+    };
+    for (size_t i = 0; i < sizeof too_large / sizeof too_large[0]; i++) {
+        p = too_large[i];
+        char what[96];
+        snprintf(what, sizeof what, "S %lld, W %lld, k %lld (select)", (long long)p.sink, (long long)p.window,
+                 (long long)p.budget);
+        expect(what, sift_op_select(g, votes, &p, unwritten), SIFT_E_SHAPE, "at most 2147483647");
+        snprintf(what, sizeof what, "S %lld, W %lld, k %lld (neighbor_fetch)", (long long)p.sink, (long long)p.window,
+                 (long long)p.budget);
+        expect(what, sift_op_neighbor_fetch(g, unwritten, &p, unwritten), SIFT_E_SHAPE, "at most 2147483647");
+        expect_true("  (no candidates, an empty list)", sift_select_candidates(&p) == 0 && sift_select_count(&p) == 0);
+    }
     expect("scale not finite", sift_op_dense_attend(g, q, k, v, n, 1.0f / 0.0f, out), SIFT_E_INVALID, "scale");
 
     /* null and wrongly-typed tensors */
@@ -155,6 +179,18 @@ static void run_backend(sift_context *ctx, sift_context *other)
     expect("budget larger than the context (allowed: keeps all)", sift_attn_graph(ctx, &cfg, q, k, v, out, &ag, NULL),
            SIFT_OK, NULL);
     sift_graph_destroy(ag);
+    /* select's bound reaches the attention graph (SELECT): no sum of these overflows on the way to it */
+    const int64_t beyond[][3] = {{INT64_MAX, 8, 16}, {4, INT64_MAX, 16}, {4, 8, INT64_MAX}};
+    for (int i = 0; i < 3; i++) {
+        cfg.sel = (sift_select_params){.n_ctx = n, .sink = beyond[i][0], .window = beyond[i][1], .budget = beyond[i][2]};
+        sift_graph *bad = NULL;
+        char what[96];
+        snprintf(what, sizeof what, "attention with S %lld, W %lld, k %lld", (long long)beyond[i][0],
+                 (long long)beyond[i][1], (long long)beyond[i][2]);
+        expect(what, sift_attn_graph(ctx, &cfg, q, k, v, out, &bad, NULL), SIFT_E_SHAPE, "at most 2147483647");
+        expect_true("  (no graph)", bad == NULL);
+    }
+    cfg.sel = (sift_select_params){.n_ctx = n, .sink = 4, .window = 8, .budget = 16};
 
     /* paged views, predicates and the ops that save work between steps */
     sift_tensor *pages = make(ctx, SIFT_I32, 1, (int64_t[]){4}, 1), *pv = NULL;
