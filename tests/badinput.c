@@ -374,6 +374,7 @@ static void threads_that_cannot_start(void)
 {
     backend_name = "cpu";
     if (test_backend_excluded(SIFT_BACKEND_CPU)) return;
+    test_case_begin("threads that cannot start", backend_name);
     long pages = 0;
     FILE *f = fopen("/proc/self/statm", "r");
     const int have_statm = f && fscanf(f, "%ld", &pages) == 1;
@@ -412,8 +413,8 @@ static void threads_that_cannot_start(void)
 /* Configs (sift.h: struct_size) and devices chosen through the API. */
 static void configs_and_devices(void)
 {
-    backend_name = "api";
-    test_case_begin("api", backend_name);
+    backend_name = "host";
+    test_case_begin("configs and devices", backend_name);
     sift_sampler *smp = NULL;
     sift_sampler_config zero_sampler;
     memset(&zero_sampler, 0, sizeof zero_sampler);
@@ -472,16 +473,16 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     sift_backend_kind kind;
-    backend_name = "api";
+    /* checks of the API itself, not of a backend: "host" (report.h) */
+    backend_name = "host";
+    test_case_begin("backend names", backend_name);
     expect("unknown backend name", sift_backend_kind_parse("metal", &kind), SIFT_E_INVALID, "metal");
     sift_context *bad = NULL;
     expect("unknown backend kind", sift_context_create((sift_backend_kind)42, &bad), SIFT_E_INVALID, NULL);
     expect("null out pointer", sift_context_create(SIFT_BACKEND_CPU, NULL), SIFT_E_INVALID, NULL);
     expect("set_threads: null context", sift_context_set_threads(NULL, 2), SIFT_E_INVALID, "NULL");
 
-    test_case_begin("configs and devices", backend_name);
     configs_and_devices();
-    test_case_begin("threads that cannot start", backend_name);
     threads_that_cannot_start();
     for (int b = 0; b < SIFT_BACKEND_COUNT; b++) {
         sift_context *ctx = NULL, *other = NULL;

@@ -36,8 +36,9 @@ void test_note(const char *backend, const char *what, ...) __attribute__((format
 /* Adds the context's Vulkan validation messages to the summary's count (each fails the program)
  * and destroys it; NULL is ignored. */
 void test_context_done(sift_context *ctx);
-/* Prints the closing line (backend NULL: the backends that the checks named, in order) and gives
- * the exit status: 1 after a failed check or a validation message, else 0. */
+/* Prints the closing line (backend NULL: the backends that checks ran on, in order, or "host" where
+ * every check was of host code) and gives the exit status: 1 after a failed check or a validation
+ * message, else 0. */
 int test_summary(const char *suite, const char *backend);
 
 #endif
