@@ -208,6 +208,11 @@ static sift_status check_config(const sift_attn_config *c, const sift_tensor *q,
     if (c->sel.n_ctx > k->shape[1])
         return sift_set_error(SIFT_E_SHAPE, "%s: context N = %lld exceeds the cache (%lld)", fn, (long long)c->sel.n_ctx,
                               (long long)k->shape[1]);
+    /* select's own bound, said before any mode sums them (streaming keeps W + k positions) */
+    if (c->sel.sink < 0 || c->sel.window < 0 || c->sel.budget < 0 || c->sel.sink > INT32_MAX ||
+        c->sel.window > INT32_MAX || c->sel.budget > INT32_MAX)
+        return sift_set_error(SIFT_E_SHAPE, "%s: sink %lld, window %lld and budget %lld must each be at most %d", fn,
+                              (long long)c->sel.sink, (long long)c->sel.window, (long long)c->sel.budget, INT32_MAX);
     if (is_prefill && c->mode != SIFT_ATTN_DENSE && c->mode != SIFT_ATTN_SELECT)
         return sift_set_error(SIFT_E_UNSUPPORTED, "%s: a prefill chunk attends densely or selects (SPEC §7), not by mode %d",
                               fn, (int)c->mode);

@@ -17,9 +17,11 @@ check "badinput, cpu only: exit 0" '[ $rc -eq 0 ]'
 check "badinput, cpu only: vulkan skipped" 'grep -qE "^ +vulkan +skipped: not in SIFT_TEST_BACKENDS" "$T/cpu"'
 check "badinput, cpu only: cuda skipped" 'grep -qE "^ +cuda +skipped: not in SIFT_TEST_BACKENDS" "$T/cpu"'
 check "badinput, cpu only: the cpu checks ran" '[ "$(grep -cE " cpu +ok$" "$T/cpu")" -ge 10 ]'
+check "badinput, cpu only: the summary names cpu alone, 4 cases" 'grep -qE "^summary: suite badinput, backend cpu: 4 cases" "$T/cpu"'
 SIFT_TEST_BACKENDS=cuda "$BADINPUT" >"$T/cuda" 2>&1
 check "badinput, cuda only: cpu skipped" 'grep -qE "^ +cpu +skipped: not in SIFT_TEST_BACKENDS" "$T/cuda"'
 check "badinput, cuda only: no cpu check ran" '! grep -qE " cpu +ok$" "$T/cuda"'
+check "badinput, cuda only: no skipped backend in the summary" '! grep -qE "^summary: .*backend [^:]*(api|cpu)" "$T/cuda"'
 SIFT_TEST_BACKENDS=cpu,vulkna "$BADINPUT" >"$T/typo" 2>&1
 rc=$?
 check "badinput, a misspelt backend: exit 2" '[ $rc -eq 2 ]'

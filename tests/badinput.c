@@ -181,15 +181,19 @@ static void run_backend(sift_context *ctx, sift_context *other)
     sift_graph_destroy(ag);
     /* select's bound reaches the attention graph (SELECT): no sum of these overflows on the way to it */
     const int64_t beyond[][3] = {{INT64_MAX, 8, 16}, {4, INT64_MAX, 16}, {4, 8, INT64_MAX}};
-    for (int i = 0; i < 3; i++) {
-        cfg.sel = (sift_select_params){.n_ctx = n, .sink = beyond[i][0], .window = beyond[i][1], .budget = beyond[i][2]};
-        sift_graph *bad = NULL;
-        char what[96];
-        snprintf(what, sizeof what, "attention with S %lld, W %lld, k %lld", (long long)beyond[i][0],
-                 (long long)beyond[i][1], (long long)beyond[i][2]);
-        expect(what, sift_attn_graph(ctx, &cfg, q, k, v, out, &bad, NULL), SIFT_E_SHAPE, "at most 2147483647");
-        expect_true("  (no graph)", bad == NULL);
-    }
+    for (int mode = SIFT_ATTN_SELECT; mode <= SIFT_ATTN_STREAMING; mode++)
+        for (int i = 0; i < 3; i++) {
+            cfg.mode = (sift_attn_mode)mode;
+            cfg.sel = (sift_select_params){.n_ctx = n, .sink = beyond[i][0], .window = beyond[i][1], .budget = beyond[i][2]};
+            sift_graph *bad = NULL;
+            char what[112];
+            snprintf(what, sizeof what, "attention (%s) with S %lld, W %lld, k %lld",
+                     mode == SIFT_ATTN_SELECT ? "select" : "streaming", (long long)beyond[i][0], (long long)beyond[i][1],
+                     (long long)beyond[i][2]);
+            expect(what, sift_attn_graph(ctx, &cfg, q, k, v, out, &bad, NULL), SIFT_E_SHAPE, "at most 2147483647");
+            expect_true("  (no graph)", bad == NULL);
+        }
+    cfg.mode = SIFT_ATTN_SELECT;
     cfg.sel = (sift_select_params){.n_ctx = n, .sink = 4, .window = 8, .budget = 16};
 
     /* paged views, predicates and the ops that save work between steps */
