@@ -1,7 +1,8 @@
 // The transformer ops around attention and matmul (include/sift.h; the CPU reference is
 // backends/cpu/cpu_model_ops.c): get_rows, rmsnorm, layernorm, rope, add, swiglu, silu, kv_write; the
 // small ops of "saving work between steps" (SPEC §4, §7): sel_cache_check, fill_range, mean_rows; and
-// TokenButler's neighbor_fetch (backends/cpu/cpu_backend.c: cpu_neighbor_fetch). All are memory
+// TokenButler's neighbor_fetch and kv_gather, a selection's K or V rows copied out of the cache
+// (backends/cpu/cpu_backend.c: cpu_neighbor_fetch, cpu_kv_gather). All are memory
 // bound and small next to the matmuls (a decode step moves a few KiB through each), so each is one
 // plain kernel with coalesced accesses; the point is one launch per op and the reference's
 // arithmetic (IEEE division and square root, accurate sin/cos/exp, no fast math).
@@ -106,6 +107,18 @@ struct NeighborArgs {
     const int32_t *in;
     int32_t *out;
     int64_t lists, sink, chosen, win_count, cand_end;
+};
+
+// kv_gather (include/sift.h): out[g][i] = row idx[l][i] of KV head g of the cache (l = 0 for a
+// shared list, else g), copied in units of U (16, 4 or 2 bytes: what the rows' alignment allows);
+// zeros where the row is absent (kv_locate: outside [0, ncap), or on a page outside the pools).
+struct KvGatherArgs {
+    RowMap kv;          // the cache (a host pool's rows read in place, across the host link)
+    int64_t ncap;       // logical rows of the cache
+    int f16;            // 2-byte elements (else 4): kv_at's strides are in elements
+    const int32_t *idx; // [lists][count]
+    void *out;          // [hkv][count][d]
+    int64_t count, lists, units; // units per row
 };
 
 // ---- get_rows: one block per (token, slice of NT * 8 elements) ---------------------------------
@@ -510,6 +523,29 @@ __global__ void __launch_bounds__(NT) neighbor_fetch_kernel(const NeighborArgs a
     }
 }
 
+// ---- kv_gather: one thread per unit of an output row, grid (blocks, KV head), grid-stride -------------
+// Consecutive threads take consecutive units of a row, then the next entry's: loads and stores are
+// contiguous within a row, and each row's page is looked up by its units (the table is cached).
+
+template <typename U> __global__ void __launch_bounds__(NT) kv_gather_kernel(const KvGatherArgs a)
+{
+    grid_dep_enter();
+    const int g = (int)blockIdx.y;
+    const int32_t *list = a.idx + (a.lists == 1 ? 0 : (int64_t)g * a.count);
+    U *out = static_cast<U *>(a.out) + (int64_t)g * a.count * a.units;
+    const int64_t total = a.count * a.units, stride = (int64_t)gridDim.x * NT;
+    for (int64_t e = (int64_t)blockIdx.x * NT + threadIdx.x; e < total; e += stride) {
+        const int64_t i = e / a.units, u = e % a.units;
+        const int32_t row = kv_locate(a.kv, a.ncap, __ldg(list + i));
+        if (row < 0) {
+            out[e] = U{};
+            continue;
+        }
+        const void *src = a.f16 ? (const void *)kv_at<const uint16_t>(a.kv, g, row) : (const void *)kv_at<const float>(a.kv, g, row);
+        out[e] = static_cast<const U *>(src)[u];
+    }
+}
+
 static unsigned blocks_for(int64_t n, int64_t per_block)
 {
     const int64_t b = (n + per_block - 1) / per_block;
@@ -742,4 +778,48 @@ extern "C" cudaError_t sift_cuda_neighbor_fetch_launch(const sift_cuda_device *d
     a.cand_end = l->first + l->cand;
     if (plan->blocks == 0) return cudaSuccess;
     return launch(neighbor_fetch_kernel, dim3((unsigned)plan->blocks), dim3(NT), 0, st, a);
+}
+
+// aligned: the unit in bytes, the widest of 16, 4 and 2 that divides the row and every row's start
+// (the cache's base, strides and host pool, and out's base); blocks: one thread per unit, at most
+// 65536 blocks per KV head (the kernel strides beyond).
+extern "C" cudaError_t sift_cuda_kv_gather_plan(const sift_cuda_device *dev, const sift_node *n, sift_cuda_plan *plan)
+{
+    (void)dev;
+    const sift_tensor *idx = n->src[0], *kv = n->src[1];
+    if (kv->shape[0] > 65535) return beyond_limit(plan, "kv_gather over more than 65535 KV heads");
+    if (!rows_addressable(kv)) return beyond_limit(plan, "kv_gather from a pool of 2^31 rows or more");
+    const RowMap r = row_map(kv);
+    const size_t es = sift_dtype_size(kv->dtype), row_bytes = (size_t)kv->shape[2] * es;
+    size_t unit = 2;
+    const size_t aligns[2] = {4, 16}; // the widest that fits wins
+    for (const size_t al : aligns)
+        if (row_bytes % al == 0 && (uintptr_t)r.base % al == 0 && ((size_t)r.stride0 * es) % al == 0 &&
+            ((size_t)r.stride1 * es) % al == 0 && host_pool_aligned(r, es, al) && (uintptr_t)dev_ptr(n->dst) % al == 0)
+            unit = al;
+    plan->aligned = (int)unit;
+    const int64_t total = idx->shape[1] * (int64_t)(row_bytes / (size_t)unit);
+    plan->blocks = total <= 0 ? 0 : (int)min(blocks_for(total, NT), 65536u);
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t sift_cuda_kv_gather_launch(const sift_cuda_device *dev, const sift_node *n,
+                                                  const sift_cuda_plan *plan, void *scratch, void * /* zeroed */, cudaStream_t st)
+{
+    (void)dev, (void)scratch;
+    if (plan->blocks == 0) return cudaSuccess;
+    const sift_tensor *idx = n->src[0], *kv = n->src[1];
+    KvGatherArgs a = {};
+    a.kv = row_map(kv);
+    a.ncap = kv->shape[1];
+    a.f16 = kv->dtype == SIFT_F16;
+    a.idx = dev_ptr<const int32_t>(idx);
+    a.out = dev_ptr(n->dst);
+    a.count = idx->shape[1];
+    a.lists = idx->shape[0];
+    a.units = kv->shape[2] * (int64_t)sift_dtype_size(kv->dtype) / plan->aligned;
+    const dim3 grid((unsigned)plan->blocks, (unsigned)kv->shape[0]);
+    if (plan->aligned == 16) return launch(kv_gather_kernel<uint4>, grid, dim3(NT), 0, st, a);
+    if (plan->aligned == 4) return launch(kv_gather_kernel<uint32_t>, grid, dim3(NT), 0, st, a);
+    return launch(kv_gather_kernel<uint16_t>, grid, dim3(NT), 0, st, a);
 }

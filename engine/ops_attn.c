@@ -1,5 +1,5 @@
 /* The decode-attention ops (docs/algorithms.md): score, score_max, vote, select, neighbor_fetch,
- * gather_attend, dense_attend. */
+ * gather_attend, dense_attend, and kv_gather (a selection's K or V rows copied out of the cache). */
 #include "engine.h"
 
 /* score (out [Hq][M]) and score_max (out [Hkv][M]): the same operands, checked once. score_max
@@ -297,6 +297,46 @@ sift_status sift_op_causal_attend_sparse(sift_graph *g, const sift_tensor *q, co
     return sift_graph_push_node(g, &n);
 }
 
+/* The node's inputs are {indices, kv}: the op table lets inputs 1 and 2 of a PAGED_KV op be paged
+ * views, and the cache is input 1 here as in the attention ops (input 0 is their q). */
+sift_status sift_op_kv_gather(sift_graph *g, const sift_tensor *kv, const sift_tensor *indices, sift_tensor *out)
+{
+    const char *op = "kv_gather";
+    TRY(sift_need_tensor(g, kv, op, "kv"));
+    TRY(sift_need_rank(kv, 3, op, "kv"));
+    if (kv->dtype == SIFT_I8)
+        return sift_set_error(SIFT_E_UNSUPPORTED,
+                              "kv_gather: kv '%s' is an i8 cache of quantized keys (only score_max reads those); "
+                              "f16 and f32 caches are gathered",
+                              kv->name);
+    if (kv->dtype != SIFT_F16 && kv->dtype != SIFT_F32)
+        return sift_set_error(SIFT_E_DTYPE, "kv_gather: kv '%s' is %s, expected f16 or f32", kv->name,
+                              sift_dtype_name(kv->dtype));
+    const int64_t hkv = kv->shape[0], d = kv->shape[2];
+    if (hkv < 1) return sift_set_error(SIFT_E_SHAPE, "kv_gather: kv '%s' has no KV heads", kv->name);
+    if (d < 8 || d > SIFT_MAX_HEAD_DIM || d % 8 != 0)
+        return sift_set_error(SIFT_E_SHAPE, "kv_gather: head dimension D = %lld is unsupported (a multiple of 8 up to %d)",
+                              (long long)d, SIFT_MAX_HEAD_DIM);
+    if (kv->shape[1] > INT32_MAX) return sift_set_error(SIFT_E_SHAPE, "kv_gather: kv '%s' has too many positions", kv->name);
+    TRY(sift_need_tensor(g, indices, op, "indices"));
+    TRY(sift_need_dtype(indices, SIFT_I32, op, "indices"));
+    TRY(sift_need_rank(indices, 2, op, "indices"));
+    if (indices->shape[0] != 1 && indices->shape[0] != hkv)
+        return sift_set_error(SIFT_E_SHAPE, "kv_gather: %lld index lists, expected 1 or Hkv = %lld",
+                              (long long)indices->shape[0], (long long)hkv);
+    const int64_t count = indices->shape[1];
+    if (count > INT32_MAX) return sift_set_error(SIFT_E_SHAPE, "kv_gather: lists of %lld entries", (long long)count);
+    TRY(sift_need_tensor(g, out, op, "out"));
+    TRY(sift_need_dtype(out, kv->dtype, op, "out"));
+    TRY(sift_need_rank(out, 3, op, "out"));
+    if (out->shape[0] != hkv || out->shape[1] != count || out->shape[2] != d)
+        return sift_set_error(SIFT_E_SHAPE, "kv_gather: out tensor '%s' is [%lld][%lld][%lld], expected [%lld][%lld][%lld]",
+                              out->name, (long long)out->shape[0], (long long)out->shape[1], (long long)out->shape[2],
+                              (long long)hkv, (long long)count, (long long)d);
+    sift_node n = {.op = SIFT_OP_KV_GATHER, .n_src = 2, .src = {indices, kv}, .dst = out};
+    return sift_graph_push_node(g, &n);
+}
+
 sift_status sift_op_mean_rows(sift_graph *g, const sift_tensor *x, sift_tensor *out)
 {
     const char *op = "mean_rows";
@@ -354,6 +394,10 @@ double sift_bytes_fill_range(const sift_node *n)
 double sift_bytes_neighbor_fetch(const sift_node *n) { return (double)n->src[0]->nbytes + (double)n->dst->nbytes; }
 
 double sift_bytes_mean_rows(const sift_node *n) { return (double)n->src[0]->nbytes + (double)n->dst->nbytes; }
+
+/* The rows it copies, each read and written once, and the lists (a skipped entry's row is
+ * written, not read: counted as read, as gather_attend counts its entries). */
+double sift_bytes_kv_gather(const sift_node *n) { return (double)n->src[0]->nbytes + 2.0 * (double)n->dst->nbytes; }
 
 double sift_bytes_causal_attend_sparse(const sift_node *n)
 {

@@ -891,6 +891,15 @@ SIFT_API sift_status sift_op_neighbor_fetch(sift_graph *g, const sift_tensor *in
 /* indices i32 [L][n]: indices[l][col0 + i] = start + i for i in [0, n - col0) (the local window
  * of a reused index set; positions may not exceed INT32_MAX). */
 SIFT_API sift_status sift_op_fill_range(sift_graph *g, int64_t col0, int64_t start, sift_tensor *indices);
+/* A selection's rows copied out of the cache, so that later steps read a dense copy instead of
+ * the cache (whose pages may lie in host memory): out [Hkv][n][D] of kv's type, out[g][i] =
+ * kv[g][indices[l][i]] bit for bit, with kv [Hkv][Ncap][D] f16 or f32 (a paged view of one pool or
+ * two included) and indices i32 [L][n], L = 1 (shared by the KV heads, l = 0) or Hkv (l = g). An
+ * entry gather_attend skips (outside [0, Ncap), -1 for instance, or on a page the table maps
+ * outside the pools) gives a row of zeros, which is a key of score 0, not an absent row. An i8
+ * cache (quantized keys, which only score_max reads) is SIFT_E_UNSUPPORTED. */
+SIFT_API sift_status sift_op_kv_gather(sift_graph *g, const sift_tensor *kv, const sift_tensor *indices,
+                                       sift_tensor *out);
 /* gather_attend for length extrapolation (docs/algorithms.md): k holds keys before RoPE; the key at list
  * rank i (0-based) is rotated to position i before its dot product (p as for sift_op_rope, no
  * frequency factors). The caller rotates q to position n (the list length). */

@@ -1432,6 +1432,228 @@ static void add_butler_cases(void)
     registry_add("ops", "gather  lists with skipped entries (-1, past the cache)", skip_check, NULL, NULL, 0);
 }
 
+/* ---- kv_gather: a selection's rows copied out of the cache ----------------------------------------- */
+
+typedef struct {
+    int hkv, d;
+    sift_dtype dt;
+    int64_t n;      /* logical rows (a paged cache: whole pages) */
+    int64_t page;   /* 0: a flat cache */
+    bool two_pools; /* the pool's later half of the pages in a host pool (KV offload) */
+    int lists;      /* 1 (shared) or Hkv */
+    int64_t count;  /* entries per list */
+    size_t out_off; /* out starts this many bytes into a larger tensor */
+} gather_case;
+
+enum { GATHER_FILL = 0xa5, GATHER_TAIL = 64 }; /* out's surroundings hold GATHER_FILL: bytes written must be out's */
+
+/* The bytes of n values of dt (f16: exact halves), all different enough that a row copied from
+ * the wrong place differs. */
+static unsigned char *gather_values(sift_dtype dt, size_t n)
+{
+    float *f = malloc(n * 4 + 4);
+    for (size_t i = 0; i < n; i++) f[i] = 4.0f * (2.0f * rng_uniform() - 1.0f);
+    if (dt == SIFT_F32) return (unsigned char *)f;
+    uint16_t *h = malloc(n * 2 + 2);
+    sift_f32_to_f16(h, f, n);
+    free(f);
+    return (unsigned char *)h;
+}
+
+/* Rows [row0, row0 + rows) of every KV head of pool [Hkv][pool_rows][D] in a tensor of their own. */
+static sift_status gather_pool_part(sift_context *ctx, const gather_case *c, const unsigned char *pool, int64_t pool_rows,
+                                    int64_t row0, int64_t rows, bool host, sift_tensor **out)
+{
+    const size_t row_bytes = (size_t)c->d * sift_dtype_size(c->dt);
+    const int64_t shape[3] = {c->hkv, rows, c->d};
+    sift_status s = host ? sift_tensor_create_host(ctx, c->dt, 3, shape, out) : sift_tensor_create(ctx, c->dt, 3, shape, out);
+    for (int64_t g = 0; g < c->hkv && s == SIFT_OK; g++)
+        s = sift_tensor_write(*out, (size_t)(g * rows) * row_bytes, pool + (size_t)(g * pool_rows + row0) * row_bytes,
+                              (size_t)rows * row_bytes);
+    return s;
+}
+
+/* kv_gather of the case on one backend: the bytes of out's parent (out_off, out, GATHER_TAIL), or NULL. */
+static unsigned char *gather_run(const backend *b, const gather_case *c, const unsigned char *pool, int64_t pool_rows,
+                                 const int32_t *table, int64_t lp, const int32_t *lists, const char *cname)
+{
+    const char *bname = sift_backend_kind_name(b->kind);
+    const size_t elt = sift_dtype_size(c->dt), row_bytes = (size_t)c->d * elt;
+    const size_t out_bytes = (size_t)(c->hkv * c->count) * row_bytes, all = c->out_off + out_bytes + GATHER_TAIL;
+    const int64_t dev_rows = c->two_pools ? pool_rows / c->page / 2 * c->page : pool_rows;
+    const int64_t ls[2] = {c->lists, c->count}, os[3] = {c->hkv, c->count, c->d}, parent_n = (int64_t)(all / elt);
+    sift_tensor *dev = NULL, *host = NULL, *pages = NULL, *view = NULL, *it = NULL, *parent = NULL, *out = NULL;
+    sift_graph *g = NULL;
+    unsigned char *bytes = malloc(all), *got = NULL;
+    memset(bytes, GATHER_FILL, all);
+    CHECK_OK(gather_pool_part(b->ctx, c, pool, pool_rows, 0, dev_rows, false, &dev), cname, bname);
+    if (c->two_pools) CHECK_OK(gather_pool_part(b->ctx, c, pool, pool_rows, dev_rows, pool_rows - dev_rows, true, &host), cname, bname);
+    if (c->page) {
+        CHECK_OK(sift_tensor_create(b->ctx, SIFT_I32, 1, &lp, &pages), cname, bname);
+        CHECK_OK(sift_tensor_write(pages, 0, table, (size_t)lp * 4), cname, bname);
+        CHECK_OK(host ? sift_tensor_paged_view_pools(dev, host, pages, c->page, &view)
+                      : sift_tensor_paged_view(dev, pages, c->page, &view),
+                 cname, bname);
+    }
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_I32, 2, ls, &it), cname, bname);
+    if (c->count) CHECK_OK(sift_tensor_write(it, 0, lists, (size_t)(c->lists * c->count) * 4), cname, bname);
+    CHECK_OK(sift_tensor_create(b->ctx, c->dt, 1, &parent_n, &parent), cname, bname);
+    CHECK_OK(sift_tensor_write(parent, 0, bytes, all), cname, bname);
+    CHECK_OK(sift_tensor_view(parent, c->dt, 3, os, c->out_off, &out), cname, bname);
+    CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+    CHECK_OK(sift_op_kv_gather(g, view ? view : dev, it, out), cname, bname);
+    CHECK_OK(compute_checked(g), cname, bname);
+    CHECK_OK(sift_tensor_read(parent, 0, bytes, all), cname, bname);
+    got = bytes;
+    bytes = NULL;
+out:
+    free(bytes);
+    sift_graph_destroy(g);
+    sift_tensor *held[] = {out, parent, it, view, pages, host, dev};
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) sift_tensor_destroy(held[i]);
+    return got;
+}
+
+/* Rows of got's out that differ from want's, and bytes around out that are not GATHER_FILL. */
+static void gather_compare(const char *cname, const gather_case *c, const unsigned char *want, const unsigned char *got)
+{
+    const size_t row_bytes = (size_t)c->d * sift_dtype_size(c->dt), rows = (size_t)(c->hkv * c->count);
+    int64_t wrong = 0, outside = 0;
+    for (size_t r = 0; r < rows; r++)
+        wrong += memcmp(want + c->out_off + r * row_bytes, got + c->out_off + r * row_bytes, row_bytes) != 0;
+    for (size_t i = 0; i < c->out_off; i++) outside += got[i] != GATHER_FILL;
+    for (size_t i = 0; i < GATHER_TAIL; i++) outside += got[c->out_off + rows * row_bytes + i] != GATHER_FILL;
+    report(cname, running_backend, "rows wrong", (double)wrong, 0, wrong == 0);
+    report(cname, running_backend, "bytes outside out", (double)outside, 0, outside == 0);
+}
+
+/* The pool holds the logical pages shuffled among spare pages of other values, one table entry is
+ * -1 and one names a page past the pools; the lists hold -1, positions past the cache, repeats, in
+ * any order. The CPU is held to the rows worked out here, every other backend to the CPU's bytes. */
+static void kv_gather_check(const conf_case *cc, const backend *ref, const backend *dut)
+{
+    const gather_case *c = cc->params;
+    const size_t row_bytes = (size_t)c->d * sift_dtype_size(c->dt);
+    const int64_t lp = c->page ? (c->n + c->page - 1) / c->page : 0, rows = c->page ? lp * c->page : c->n;
+    const int64_t pp = c->page ? lp + 2 : 0, pool_rows = c->page ? pp * c->page : c->n;
+    const int64_t dev_rows = c->two_pools ? pool_rows / c->page / 2 * c->page : pool_rows;
+    unsigned char *pool = gather_values(c->dt, (size_t)(c->hkv * pool_rows * c->d));
+    int32_t *table = malloc((size_t)(lp + 1) * 4), *lists = malloc((size_t)(c->lists * c->count + 1) * 4);
+    int64_t *perm = malloc((size_t)(pp + 1) * sizeof *perm);
+    for (int64_t i = 0; i < pp; i++) perm[i] = i;
+    for (int64_t i = pp - 1; i > 0; i--) {
+        const int64_t j = (int64_t)(rng_next() % (uint64_t)(i + 1)), x = perm[i];
+        perm[i] = perm[j], perm[j] = x;
+    }
+    for (int64_t p = 0; p < lp; p++) table[p] = (int32_t)perm[p];
+    if (lp > 3) table[1] = -1, table[lp - 2] = (int32_t)(pp + 5);
+    for (int64_t e = 0; e < c->lists * c->count; e++) {
+        const uint64_t r = rng_next() % 16;
+        lists[e] = r == 0 ? -1 : r == 1 ? (int32_t)(rows + (int64_t)(rng_next() % 3)) : r == 2 ? INT32_MAX
+                                                                                        : (int32_t)(rng_next() % (uint64_t)rows);
+    }
+    /* the rows expected, and where they came from */
+    const size_t all = c->out_off + (size_t)(c->hkv * c->count) * row_bytes + GATHER_TAIL;
+    unsigned char *want = malloc(all), *r0 = NULL, *r1 = NULL;
+    memset(want, GATHER_FILL, all);
+    int64_t from_dev = 0, from_host = 0, zero = 0;
+    for (int64_t g = 0; g < c->hkv; g++)
+        for (int64_t i = 0; i < c->count; i++) {
+            const int64_t j = lists[(c->lists == 1 ? 0 : g) * c->count + i];
+            int64_t phys = j >= 0 && j < rows ? j : -1;
+            if (phys >= 0 && c->page) {
+                const int64_t page = table[j / c->page];
+                phys = page >= 0 && page < pp ? page * c->page + j % c->page : -1;
+            }
+            unsigned char *dst = want + c->out_off + (size_t)(g * c->count + i) * row_bytes;
+            if (phys < 0) {
+                memset(dst, 0, row_bytes);
+                zero++;
+                continue;
+            }
+            memcpy(dst, pool + (size_t)(g * pool_rows + phys) * row_bytes, row_bytes);
+            if (phys < dev_rows) from_dev++;
+            else from_host++;
+        }
+    if (c->count >= 30 && (zero == 0 || from_dev == 0 || (c->two_pools && from_host == 0)))
+        fail(cc->name, running_backend, "the lists reach neither absent rows nor both pools");
+    r0 = gather_run(ref, c, pool, pool_rows, table, lp, lists, cc->name);
+    if (r0 && dut == ref) gather_compare(cc->name, c, want, r0);
+    if (r0 && dut != ref && (r1 = gather_run(dut, c, pool, pool_rows, table, lp, lists, cc->name)))
+        gather_compare(cc->name, c, r0, r1);
+    free(r0), free(r1), free(want), free(perm), free(lists), free(table), free(pool);
+}
+
+/* What the constructor refuses, and the bytes it reports. */
+static void kv_gather_refusals(const conf_case *cc, const backend *ref, const backend *dut)
+{
+    (void)ref;
+    sift_context *ctx = dut->ctx;
+    sift_tensor *kv = NULL, *k8 = NULL, *idx = NULL, *idx3 = NULL, *idxf = NULL, *out = NULL, *out16 = NULL, *outs = NULL;
+    sift_graph *g = NULL;
+    TRY(sift_tensor_create(ctx, SIFT_F32, 3, (int64_t[]){2, 40, 16}, &kv));
+    TRY(sift_tensor_create(ctx, SIFT_I8, 3, (int64_t[]){2, 40, 20}, &k8));
+    TRY(sift_tensor_create(ctx, SIFT_I32, 2, (int64_t[]){2, 9}, &idx));
+    TRY(sift_tensor_create(ctx, SIFT_I32, 2, (int64_t[]){3, 9}, &idx3));
+    TRY(sift_tensor_create(ctx, SIFT_F32, 2, (int64_t[]){2, 9}, &idxf));
+    TRY(sift_tensor_create(ctx, SIFT_F32, 3, (int64_t[]){2, 9, 16}, &out));
+    TRY(sift_tensor_create(ctx, SIFT_F16, 3, (int64_t[]){2, 9, 16}, &out16));
+    TRY(sift_tensor_create(ctx, SIFT_F32, 3, (int64_t[]){2, 8, 16}, &outs));
+    TRY(sift_graph_create(ctx, &g));
+    const struct {
+        const char *what;
+        sift_status got, want;
+    } r[] = {
+        {"an i8 cache", sift_op_kv_gather(g, k8, idx, out), SIFT_E_UNSUPPORTED},
+        {"out of another type", sift_op_kv_gather(g, kv, idx, out16), SIFT_E_DTYPE},
+        {"out of another shape", sift_op_kv_gather(g, kv, idx, outs), SIFT_E_SHAPE},
+        {"3 lists for 2 KV heads", sift_op_kv_gather(g, kv, idx3, out), SIFT_E_SHAPE},
+        {"f32 indices", sift_op_kv_gather(g, kv, idxf, out), SIFT_E_DTYPE},
+        {"no cache", sift_op_kv_gather(g, NULL, idx, out), SIFT_E_INVALID},
+        {"valid", sift_op_kv_gather(g, kv, idx, out), SIFT_OK},
+    };
+    int wrong = 0;
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
+        if (r[i].got != r[i].want) {
+            wrong++;
+            printf("%-58s %-7s %s: %s, expected %s\n", cc->name, running_backend, r[i].what, sift_status_name(r[i].got),
+                   sift_status_name(r[i].want));
+        }
+    report(cc->name, running_backend, "wrong status", wrong, 0, wrong == 0);
+    /* the lists once, and the rows read and written: 2 x 9 x 16 f32 */
+    const double bytes = sift_graph_node_count(g) == 1 ? sift_graph_node_bytes(g, 0) : -1.0;
+    report(cc->name, running_backend, "bytes", bytes, 2 * 9 * 4 + 2.0 * (2 * 9 * 16 * 4), bytes == 2 * 9 * 4 + 2.0 * (2 * 9 * 16 * 4));
+    sift_graph_destroy(g);
+    sift_tensor *held[] = {kv, k8, idx, idx3, idxf, out, out16, outs};
+    for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) sift_tensor_destroy(held[i]);
+}
+
+static void add_kv_gather_cases(void)
+{
+    registry_add("ops", "kv_gather refusals and bytes", kv_gather_refusals, NULL, NULL, 0);
+    static const gather_case gs[] = {
+        {2, 64, SIFT_F16, 1000, 16, false, 2, 300, 0},    /* one pool, a list per KV head */
+        {8, 128, SIFT_F16, 4096, 256, true, 8, 777, 0},   /* two pools, the 8B model's KV heads */
+        {4, 8, SIFT_F32, 300, 4, true, 1, 37, 0},         /* a shared list, D = 8, pages of 4 rows */
+        {1, 16, SIFT_F16, 50, 0, false, 1, 65, 0},        /* flat, d' = 16 */
+        {8, 128, SIFT_F32, 2000, 64, true, 8, 1, 0},      /* one entry */
+        {4, 40, SIFT_F32, 700, 0, false, 4, 1000, 4},     /* flat, more entries than rows, out 4 bytes in */
+        {2, 72, SIFT_F16, 513, 32, true, 2, 129, 4},      /* D = 72, out 4 bytes in */
+        {2, 24, SIFT_F16, 100, 8, false, 1, 50, 2},       /* out 2 bytes in: no whole 32-bit words */
+        {4, 64, SIFT_F16, 300, 16, true, 4, 0, 0},        /* empty lists */
+        {8, 32, SIFT_F16, 3000, 128, true, 8, 2049, 16},  /* out 16 bytes in */
+        {2, 128, SIFT_F32, 9000, 64, true, 2, 8300, 0},   /* more units than one grid covers */
+    };
+    for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++) {
+        char name[128], layout[32];
+        if (gs[i].page) snprintf(layout, sizeof layout, "P=%lld pools=%d", (long long)gs[i].page, gs[i].two_pools ? 2 : 1);
+        else snprintf(layout, sizeof layout, "flat");
+        snprintf(name, sizeof name, "kv_gather H=%d D=%d %s N=%lld %s L=%d n=%lld +%zu", gs[i].hkv, gs[i].d,
+                 sift_dtype_name(gs[i].dt), (long long)gs[i].n, layout, gs[i].lists, (long long)gs[i].count, gs[i].out_off);
+        registry_add("ops", name, kv_gather_check, NULL, &gs[i], sizeof gs[i]);
+    }
+}
+
 void cases_ops(const suite_options *o)
 {
     const int64_t max_n = o->max_n;
@@ -1446,6 +1668,7 @@ void cases_ops(const suite_options *o)
     add_warm_select_cases(max_n);
     add_butler_cases();
     add_smax_cases();
+    add_kv_gather_cases();
 
     /* head dimensions other than the tuned 64 and 128 (any multiple of 8 up to 128): score and the
      * attention ops, f16 and f32, MHA and GQA, short and longer contexts; 16 is TokenButler's keys */

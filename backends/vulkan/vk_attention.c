@@ -1,7 +1,8 @@
 /* The planners of the Vulkan backend's attention ops (include/sift.h; the kernels in shaders/;
  * entries of vk_graph.c's table by op): score and score_max, vote, select, the attention of
  * gather_attend, dense_attend, causal_attend and causal_attend_sparse, and the selection's helpers
- * neighbor_fetch, sel_cache_check, fill_range and mean_rows. Their push constants are in
+ * neighbor_fetch, sel_cache_check, fill_range and mean_rows, and kv_gather, which copies a
+ * selection's K or V rows out of the cache. Their push constants are in
  * vk_push.h; the transformer ops' planners are in vk_model.c. */
 #include "vk_push.h"
 
@@ -425,6 +426,44 @@ sift_status vk_plan_neighbor_fetch(plan *pl, const sift_node *n)
     TRY(vk_tensor_ref(n->dst, &p.out));
     const uint32_t gx = min_u32(ceil_div((uint64_t)len, 256), min_u32(1024, be->caps.max_groups[0]));
     return dispatch_lists(pl, VK_K_NEIGHBOR_FETCH, &p, sizeof p, &p.l0, gx, lists);
+}
+
+/* kv_gather (kv_gather.comp): one invocation per unit of an output row, grid (tiles, KV heads). The
+ * units are 16-byte vectors where every row of the cache (both pools) and of out starts 16-byte
+ * aligned, else 32-bit words: every stored row is a multiple of 4 bytes (D a multiple of 8), but a
+ * view that starts 2 bytes in leaves no whole word, and is refused. */
+sift_status vk_plan_kv_gather(plan *pl, const sift_node *n)
+{
+    vkb *be = vk_plan_backend(pl);
+    const sift_tensor *idx = n->src[0], *kv = n->src[1];
+    const int64_t hkv = kv->shape[0], count = idx->shape[1];
+    if (count == 0) return SIFT_OK;
+    /* as stored: f16 widened to f32 where the device has no 16-bit storage (out alike: the same type) */
+    const uint32_t elem = kv->dtype == SIFT_F16 && !vk_tensor_is_f16(kv) ? 4u : (uint32_t)sift_dtype_size(kv->dtype);
+    const uint32_t row_bytes = (uint32_t)kv->shape[2] * elem;
+    const bool aligned = row_bytes % 16 == 0 && vk_rows_aligned(kv) && vk_rows_aligned(n->dst);
+    push_kv_gather p = {.count = (uint32_t)count, .units = row_bytes / (aligned ? 16u : 4u), .lists = (uint32_t)idx->shape[0]};
+    if ((uint64_t)count * p.units > UINT32_MAX - (1u << 20))
+        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: kv_gather of %lld rows of %u bytes", (long long)count, row_bytes);
+    TRY(vk_tensor_ref(idx, &p.idx));
+    TRY(vk_tensor_ref(n->dst, &p.out));
+    TRY(vk_kv_ref(be, kv, &p.kv));
+    const sift_tensor *ends[2] = {kv, n->dst}; /* whole words: neither may start 2 bytes into a word */
+    const uint64_t starts[2] = {p.kv.t.meta & 3u, p.out.meta & 3u};
+    for (int i = 0; i < 2; i++)
+        if (starts[i] != 0)
+            return sift_set_error(SIFT_E_UNSUPPORTED,
+                                  "vulkan: kv_gather: %s '%s' does not start on a 4-byte boundary (the kernel copies 32-bit words)",
+                                  i ? "out" : "kv", ends[i]->name[0] ? ends[i]->name : "(unnamed)");
+    uint32_t spec[VK_NSPEC] = {0};
+    spec[VK_SC_ALIGNED] = aligned;
+    const uint32_t gx = min_u32(ceil_div((uint64_t)count * p.units, 256), min_u32(1024, be->caps.max_groups[0]));
+    const uint32_t most = be->caps.max_groups[1]; /* grid y: a KV head each, several dispatches beyond the limit */
+    for (int64_t g0 = 0; g0 < hkv; g0 += most) {
+        p.g0 = (uint32_t)g0;
+        TRY(vk_dispatch(pl, VK_K_KV_GATHER, spec, &p, sizeof p, gx, (uint32_t)(hkv - g0 < most ? hkv - g0 : most), 1));
+    }
+    return SIFT_OK;
 }
 
 /* ---- saving work between steps (SPEC §4, §7) ---- */

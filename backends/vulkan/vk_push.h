@@ -83,6 +83,13 @@ typedef struct {
     int64_t cand_end;
 } push_neighbor_fetch;
 
+/* kv_gather.comp */
+typedef struct {
+    vk_tref idx, out;
+    vk_kvref kv;
+    uint32_t count, units, lists, g0;
+} push_kv_gather;
+
 /* sel_cache.comp */
 typedef struct {
     vk_tref q, st;
