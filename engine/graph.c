@@ -138,7 +138,7 @@ static sift_status check_operands(const sift_node *n)
         if (!n->src[i]) return sift_set_error(SIFT_E_INVALID, "%s: input %d is NULL", op->name, i);
         if (n->src[i]->pages && !((op->flags & SIFT_OPF_PAGED_KV) && (i == 1 || i == 2)))
             return sift_set_error(SIFT_E_INVALID, "%s: input %d '%s' is a paged view (paged views are the K/V operands "
-                                                  "of attention ops, and kv_write's cache)",
+                                                  "of attention ops and of kv_gather, and kv_write's cache)",
                                   op->name, i, n->src[i]->name);
     }
     if (n->dst->pages && !(op->flags & SIFT_OPF_PAGED_DST))
