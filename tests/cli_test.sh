@@ -334,6 +334,7 @@ if [ -n "$CHAT_LLAMA3" ]; then
     sift chat --help
     expect_rc 0 "chat --help"
     expect_in out "--chat-template T" "chat --help"
+    expect_in out "--kv-offload SIZE" "chat --help lists --kv-offload"
     # turn 1: BOS + system (1+6+1+2+9+1) + user (1+4+1+2+2+1) + the reply's header (1+9+1+2) = 45;
     # turn 2: <|eot_id|> closing the reply + user (1+4+1+2+12+1) + header (13) = 35, the reply's
     # tokens already cached; the empty line is skipped
@@ -367,6 +368,10 @@ if [ -n "$CHAT_LLAMA3" ]; then
     expect_eq "$(cat "$T/out")" "$resident" "chat --kv-offload: the replies of the resident chat"
     on_host=$(sed -n 's/^sift chat: KV offload: .*, host pool .* pages*, \([0-9]*\) in use).*/\1/p' "$T/err")
     [ "${on_host:-0}" -gt 0 ] || fail "chat --kv-offload: no host page in use: $(grep offload "$T/err")"
+    # the pools line: the one device page in the singular, the other counts in the plural; sizes in
+    # MB of 10^6 bytes (a page: 256 tokens x 2 layers x K and V x 8 KV heads x 32 dims x 2 bytes)
+    expect_in err "sift chat: KV offload: device pool 0.52 MB (1 page of 256 tokens, 1 in use), host pool 7.86 MB (15 pages, 1 in use); 0 pages moved to the host" \
+        "chat --kv-offload: the pools line"
     # the context fills during turn 2's prompt: the chat stops cleanly
     sift chat -m "$CHAT_LLAMA3" --backend cpu -n 5 --system "Be terse." -c 60 <"$T/chat.txt"
     expect_rc 0 "chat, context full"
