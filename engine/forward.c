@@ -144,8 +144,8 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
     }
     switch (c->policy) {
     case SIFT_POLICY_DENSE: a.mode = SIFT_ATTN_DENSE; break;
-    case SIFT_POLICY_BUTLER: { /* layer 0 and the first step after prefill are dense */
-        if (l == 0 || sg->butler == BUTLER_DENSE) break;
+    case SIFT_POLICY_BUTLER: { /* layer 0, which no producer serves, is dense */
+        if (l == 0) break;
         const sift_predictor *pr = c->predictor;
         const int64_t dk = pr->key_dim, per_row = (int64_t)pr->stride * hq * dk;
         const int slot = butler_slot_of(pr, (int)l);

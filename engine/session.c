@@ -323,13 +323,17 @@ static bool lists_full(const sift_session *s, int64_t pos0)
 static bool butler_by_query(const sift_session *s) { return s->butler_reuse <= 1.0f; }
 
 /* What a decode step does under BUTLER, for a sequence of decode_steps steps since its prefill
- * whose lists are kept (or not): dense at the first step, then a selection every interval; in
- * between, the kept lists are reused (the fixed interval) or the device checks q' (decided by the
- * query, the interval then the longest a selection lasts). */
+ * whose lists are kept (or not): a selection at the first step, and at the steps 1, 1 + I,
+ * 1 + 2I, ... of the interval I; in between, the kept lists are reused (the fixed interval) or the
+ * device checks q' (decided by the query, the interval then the longest a selection lasts). The
+ * first step selects from the predictor's scores against the projected keys the prefill wrote,
+ * where the method attends densely: a dense step reads every row of the cache, every host page
+ * under KV offload. The interval still counts from step 1, as it did after the dense step, so the
+ * steps a fixed interval selects on stay where they were (docs/policies.md: moving them moved
+ * retrieval accuracy; the first step's selection did not). */
 static butler_step butler_mode(const sift_session *s, int64_t decode_steps, bool lists_kept)
 {
-    if (decode_steps == 0) return BUTLER_DENSE;
-    if (!lists_kept || (decode_steps - 1) % s->cfg.predict_interval == 0) return BUTLER_SELECT;
+    if (!lists_kept || decode_steps == 0 || (decode_steps - 1) % s->cfg.predict_interval == 0) return BUTLER_SELECT;
     return butler_by_query(s) ? BUTLER_CHECK : BUTLER_REUSE;
 }
 
@@ -387,7 +391,7 @@ static sift_status run_step(sift_session *s, step *st, const int32_t *tokens, fl
         }
         /* the fixed interval's counts; the device counts the reuse it decides (sel_state) */
         const bool full = lists_full(s, sg->pos0);
-        if (s->cfg.policy == SIFT_POLICY_BUTLER && !butler_by_query(s) && sg->butler != BUTLER_DENSE && full)
+        if (s->cfg.policy == SIFT_POLICY_BUTLER && !butler_by_query(s) && full)
             for (uint32_t l = 1; l < s->m->hp.n_layer; l++) {
                 q->layers[l].butler_steps++;
                 q->layers[l].butler_reused += sg->butler == BUTLER_REUSE;

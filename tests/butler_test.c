@@ -1,7 +1,8 @@
 /* TokenButler in sessions, on every available backend, over the retrieval model the repository
  * ships: predictor files (a valid one, one from before the fingerprint over blocks, and ones that
  * do not belong to the model: each refused with a message naming why), butler with S + W + k >= N
- * equal to dense, the prediction interval's counts of selecting and reusing steps, the interval
+ * equal to dense, the first decode step after prefill selecting (no dense step), the prediction
+ * interval's counts of selecting and reusing steps, the interval
  * decided by the query (at thresholds -1 and 1 the fixed intervals, logits and counts), and
  * neighbour fetch and the interval changing what is attended. The predictor files are written here, in the
  * trainer's format (tools/butler). Then the predictors the repository ships (tools/butler/predictors)
@@ -218,16 +219,31 @@ static void run_backend(sift_context *ctx, const char *bname, const char *model_
     if (s == SIFT_OK) s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 2000, 4, true, SIFT_SEL_CACHE_OFF, toks, n_prompt, steps, nv, got, &full, &reused);
     check(s == SIFT_OK && max_abs_diff(dense, got, nv) <= 1e-4, bname, "butler with S + W + k >= N equals dense (max |diff|)",
           s == SIFT_OK ? max_abs_diff(dense, got, nv) : -1.0);
-    /* the interval: of the steps after the first (dense), every I-th selects and the rest reuse */
+    /* the first step after prefill selects, from the projected keys the prefill wrote: a full
+     * step of every layer but 0, and logits other than dense's at that step */
+    float *first_dense = malloc((size_t)nv * 4);
+    if (s == SIFT_OK && first_dense)
+        s = decode_run(m, p, SIFT_POLICY_DENSE, 4, 16, 64, 1, false, SIFT_SEL_CACHE_OFF, toks, n_prompt, 1, nv, first_dense, &full, &reused);
+    if (s == SIFT_OK && first_dense) {
+        s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 64, 4, false, SIFT_SEL_CACHE_OFF, toks, n_prompt, 1, nv, got, &full, &reused);
+        const double diff = s == SIFT_OK ? max_abs_diff(first_dense, got, nv) : -1.0;
+        char what[160];
+        snprintf(what, sizeof what, "the first step selects: %lld full layer-steps (want %d), %lld reused, max |diff| from dense",
+                 (long long)full, mi.n_layers - 1, (long long)reused);
+        check(s == SIFT_OK && full == mi.n_layers - 1 && reused == 0 && diff > 1e-3, bname, what, diff);
+    }
+    free(first_dense);
+    /* the interval: the first step selects, and of the steps after it every I-th from step 1; the rest reuse */
     const int intervals[3] = {1, 4, 16};
     for (int i = 0; i < 3 && s == SIFT_OK; i++) {
         const int I = intervals[i];
         s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 64, I, false, SIFT_SEL_CACHE_OFF, toks, n_prompt, steps, nv, got, &full, &reused);
-        const int64_t per_layer = steps - 1, want_reused = (int64_t)(per_layer - (per_layer + I - 1) / I) * (mi.n_layers - 1);
+        const int64_t after_first = steps - 1, want_full = (int64_t)steps * (mi.n_layers - 1),
+                      want_reused = (int64_t)(after_first - (after_first + I - 1) / I) * (mi.n_layers - 1);
         char what[128];
         snprintf(what, sizeof what, "interval %d: %lld full steps, %lld reused (want %lld, %lld)", I, (long long)full,
-                 (long long)reused, (long long)(per_layer * (mi.n_layers - 1)), (long long)want_reused);
-        check(s == SIFT_OK && full == per_layer * (mi.n_layers - 1) && reused == want_reused, bname, what, (double)reused);
+                 (long long)reused, (long long)want_full, (long long)want_reused);
+        check(s == SIFT_OK && full == want_full && reused == want_reused, bname, what, (double)reused);
         if (I == 1) memcpy(other, got, (size_t)nv * 4);
     }
     /* the interval decided by the query: at threshold -1 every check reuses, so at most 4 it is the
