@@ -48,15 +48,15 @@ typedef struct sequence {
     seq_layer *layers;
     sift_tensor *host_idx;     /* lists written by host policies [Hkv * (S + k + W)] */
     sift_policy_state *pstate; /* host policies */
-    int64_t decode_steps;      /* since the last prefill (BUTLER: step 0 is dense) */
+    int64_t decode_steps;      /* since the last prefill (BUTLER: steps 0, 1, 1 + I, ... select) */
     bool lists_kept;           /* BUTLER: sel_idx holds full lists the interval may reuse */
 } sequence;
 
-/* What a decode step does under BUTLER: dense (the first after prefill), select, reuse the kept
- * lists (the fixed interval's steps between selections), or check (the interval decided by the
- * query: the device compares each layer's q' with the one its lists were chosen with, and
- * selects or reuses). */
-typedef enum { BUTLER_DENSE, BUTLER_SELECT, BUTLER_REUSE, BUTLER_CHECK } butler_step;
+/* What a decode step does under BUTLER: select (the first step after prefill, and the interval's),
+ * reuse the kept lists (the fixed interval's steps between selections), or check (the interval
+ * decided by the query: the device compares each layer's q' with the one its lists were chosen
+ * with, and selects or reuses). */
+typedef enum { BUTLER_SELECT, BUTLER_REUSE, BUTLER_CHECK } butler_step;
 
 /* The part of a step that belongs to one sequence: rows [row0, row0 + t) at positions pos0 ... */
 typedef struct segment {

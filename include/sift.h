@@ -374,8 +374,8 @@ SIFT_API void sift_predictor_get_info(const sift_predictor *p, sift_predictor_in
  *                min/max metadata kept beside the cache; the best pages until k tokens;
  *   ORACLE       per KV head, the true top-k of the attention (max over the group's heads);
  *   BUTLER       TokenButler: per KV head, the top-k of a learned predictor's scores against
- *                low-dimensional keys (sift_session_config.predictor; on the device). Layer 0 and
- *                the first decode step after a prefill are dense.
+ *                low-dimensional keys (sift_session_config.predictor; on the device). Layer 0 is
+ *                dense; the first decode step after a prefill selects too.
  * H2O, SNAPKV, QUEST and ORACLE are comparison baselines computed on the host from a mirror of
  * the cache (each decode step then runs one graph per layer); their attention runs on the device. */
 typedef enum sift_policy {
