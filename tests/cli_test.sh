@@ -475,6 +475,11 @@ sift "${R[@]}" -n 100 --ctx 16 --temp 0
 expect_rc 0 "run, context full"
 expect_in err "sift run: context full: stopped after 16 generated tokens of 100 (the context holds 16 tokens, 1 of them the prompt); raise it with -c/--ctx" "run, context full"
 expect_in err "; decode 16 tokens in " "run, context full: the speed line"
+# one token each way: the speed line in the singular
+sift "${R[@]}" -n 1 --ctx 16 --temp 0
+expect_rc 0 "run -n 1"
+expect_in err ": prefill 1 token in " "run -n 1: the prompt's one token"
+expect_in err "; decode 1 token in " "run -n 1: one decoded token"
 # --context-shift: 200 tokens in a context of 64 (5 of them the prompt): each shift keeps BOS,
 # drops 31 of the other 63 and re-evaluates 32 and the new token, so 5 shifts of 33 tokens
 CS=(-p "Once upon a time" --ctx 64 -n 200 --temp 0)

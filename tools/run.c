@@ -186,9 +186,10 @@ static void print_report(const cli_params *p, const cli_session *s, const run_st
                         "kernels before prefill and decode were timed; --no-warmup skips it)\n",
                 p->who, t_setup, (long long)warmup_tokens);
     const int64_t steps = r->generated - (full ? 1 : 0); /* the decode steps after the first token: all fed but the one that did not fit */
-    fprintf(stderr, "%s: prefill %zu tokens in %.3f s (%.1f tokens/s); decode %lld tokens in %.3f s (%.1f tokens/s); KV cache in use %.2f MB\n",
-            p->who, n_prompt, t_prefill, t_prefill > 0 ? (double)n_prompt / t_prefill : 0.0, (long long)r->generated, t_decode,
-            t_decode > 0 ? (double)steps / t_decode : 0.0, (double)sift_session_kv_used_bytes(s->session) / 1e6);
+    fprintf(stderr, "%s: prefill %zu token%s in %.3f s (%.1f tokens/s); decode %lld token%s in %.3f s (%.1f tokens/s); KV cache in use %.2f MB\n",
+            p->who, n_prompt, n_prompt == 1 ? "" : "s", t_prefill, t_prefill > 0 ? (double)n_prompt / t_prefill : 0.0,
+            (long long)r->generated, r->generated == 1 ? "" : "s", t_decode, t_decode > 0 ? (double)steps / t_decode : 0.0,
+            (double)sift_session_kv_used_bytes(s->session) / 1e6);
     cli_print_kv_pools(stderr, p->who, s->session);
     if (r->shifts)
         fprintf(stderr, "%s: context shifted %lld times (kept the first %lld tokens, re-evaluated %lld; their time is "
