@@ -173,8 +173,11 @@ sift_status vk_plan_matmul(plan *pl, const sift_node *n)
     for (uint32_t t0 = 0; t0 < t; t0 += VK_MATVEC_MAX_T) {
         const uint32_t nt = min_u32(t - t0, VK_MATVEC_MAX_T);
         /* rows per workgroup: more rows share each x load (most useful for the block types, whose
-         * units are small), but keep >= 1024 workgroups; R * NT <= 16 sums per invocation */
-        uint32_t r = quant ? 4 : 2;
+         * units are small), but keep >= 1024 workgroups; R * NT <= 16 sums per invocation. q6_k
+         * takes 2: its slots' ten word loads make 4 rows' loads in flight cost more than the x
+         * reads they share (8B shapes on an H100: 69.8 against 85.5 µs for gate/up; q4_k at 2
+         * lost, 34.7 against 32.6) */
+        uint32_t r = spec[VK_SC_M_WT] == 7 ? 2 : quant ? 4 : 2;
         while (r > 1 && r * nt > 16) r /= 2;
         while (r > 1 && ceil_div(nout, r) < 1024) r /= 2;
         spec[VK_SC_M_NT] = nt;
