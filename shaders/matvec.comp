@@ -2,13 +2,11 @@
 // matmul for a few tokens (decode): out[t][n] = dot(x[t], w[n]) (+ bias[n]) for T <= NT tokens, w in
 // any weight type (weights.glsl), activations and sums in f32.
 //
-// Grid: one workgroup per R rows of w. Float types, q8_0 and q4_0: its invocations stride over the
-// rows' units of 8 values:
-// invocation i takes units i, i + WGS, ... (U of them per trip, all loads issued before the
-// arithmetic), so that consecutive invocations read consecutive 16-byte vectors of a float row, or
-// consecutive quarters of q8_0 / q4_0 blocks; the x values of a unit are read once for all R rows.
-// Each invocation keeps R x NT sums; block types sum q * x per unit and scale by d once (q4_k and
-// q5_k then subtract their min times the sum of the unit's x). The sums
+// Grid: one workgroup per R rows of w. Float types and q8_0: its invocations stride over the rows'
+// units of 8 values: invocation i takes units i, i + WGS, ... (U of them per trip, all loads issued
+// before the arithmetic), so that consecutive invocations read consecutive 16-byte vectors of a
+// float row, or consecutive quarters of q8_0 blocks; the x values of a unit are read once for all R
+// rows. Each invocation keeps R x NT sums; q8_0 sums q * x per unit and scales by d once. The sums
 // are reduced over the subgroup, then over the workgroup's subgroups in a fixed order.
 //
 // The K-quants (q4_k, q5_k, q6_k) and q4_0 stride over slots of 16 values instead, 16 slots a
@@ -243,11 +241,9 @@ void main()
                 [[unroll]] for (uint r = 0u; r < R; r++) {
                     vec4 lo, hi;
                     const float d = w_decode(wu[j * R + r], lo, hi);
-                    const float mn = w_min(wu[j * R + r]);
                     [[unroll]] for (uint t = 0u; t < NT; t++) {
                         float s = dot(lo, xl[t]) + dot(hi, xh[t]);
                         if (WQUANT) s *= d;
-                        if (WMIN) s -= mn * (dot(xl[t], vec4(1.0)) + dot(xh[t], vec4(1.0)));
                         acc[r * NT + t] += s;
                     }
                 }
