@@ -165,7 +165,7 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
         a.sel_indices = kept;
         a.sel_warm = sl->sel_warm;
         a.reuse = sg->butler == BUTLER_REUSE;
-        if (s->butler_reuse <= 1.0f) { /* the device decides on q'; a selection the interval forces checks at 1 */
+        if (sift_butler_by_query(s)) { /* the device decides on q'; a selection the interval forces checks at 1 */
             a.sel_state = sl->sel_state;
             a.sel_cache = sg->butler == BUTLER_CHECK ? s->butler_reuse : 1.0f;
         }

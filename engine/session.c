@@ -319,9 +319,6 @@ static bool lists_full(const sift_session *s, int64_t pos0)
     return sift_select_candidates(&sel) > sel.budget;
 }
 
-/* Whether the device decides BUTLER's reuse (sift_session_set_butler_reuse). */
-static bool butler_by_query(const sift_session *s) { return s->butler_reuse <= 1.0f; }
-
 /* What a decode step does under BUTLER, for a sequence of decode_steps steps since its prefill
  * whose lists are kept (or not): a selection at the first step, and at the steps 1, 1 + I,
  * 1 + 2I, ... of the interval I; in between, the kept lists are reused (the fixed interval) or the
@@ -334,7 +331,7 @@ static bool butler_by_query(const sift_session *s) { return s->butler_reuse <= 1
 static butler_step butler_mode(const sift_session *s, int64_t decode_steps, bool lists_kept)
 {
     if (!lists_kept || decode_steps == 0 || (decode_steps - 1) % s->cfg.predict_interval == 0) return BUTLER_SELECT;
-    return butler_by_query(s) ? BUTLER_CHECK : BUTLER_REUSE;
+    return sift_butler_by_query(s) ? BUTLER_CHECK : BUTLER_REUSE;
 }
 
 /* Whether sg's sequence keeps full lists after the decode step sg: a BUTLER selection keeps them
@@ -391,7 +388,7 @@ static sift_status run_step(sift_session *s, step *st, const int32_t *tokens, fl
         }
         /* the fixed interval's counts; the device counts the reuse it decides (sel_state) */
         const bool full = lists_full(s, sg->pos0);
-        if (s->cfg.policy == SIFT_POLICY_BUTLER && !butler_by_query(s) && full)
+        if (s->cfg.policy == SIFT_POLICY_BUTLER && !sift_butler_by_query(s) && full)
             for (uint32_t l = 1; l < s->m->hp.n_layer; l++) {
                 q->layers[l].butler_steps++;
                 q->layers[l].butler_reused += sg->butler == BUTLER_REUSE;

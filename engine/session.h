@@ -165,6 +165,8 @@ void sift_profile_add(sift_session *s, const char *stage, sift_op op, double us,
 /* session.c: what the decode step after sg will do under BUTLER, from the sequence's state before
  * sg's step (the choice run_step will make once sg's step is done). */
 butler_step sift_butler_next(const sift_session *s, const segment *sg);
+/* Whether the device decides BUTLER's reuse by q' (sift_session_set_butler_reuse). */
+static inline bool sift_butler_by_query(const sift_session *s) { return s->butler_reuse <= 1.0f; }
 
 /* forward.c: runs a step (its pages taken, its tokens in s->ids) and leaves the logits in s->logits. */
 sift_status sift_forward(sift_session *s, step *st);
