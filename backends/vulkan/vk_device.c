@@ -19,7 +19,10 @@
  *                                  its streaming kernel, default 32; 1: never), smax_lanes (score_max's
  *                                  lanes per row above that, 1..16, powers of two), select_groups
  *                                  (select's workgroups over all lists, default 1024), groups (target
- *                                  workgroups of the streaming kernels, default 1024)
+ *                                  workgroups of the streaming kernels, default 1024), matvec_x
+ *                                  (decode products' x: 0 automatic, 1 f32, 2 int8 digits with
+ *                                  integer dot products, 3 digits with plain integer arithmetic;
+ *                                  vk_model.c vk_matvec_x)
  */
 #include "vk_internal.h"
 #include "vk_profile.h"
@@ -145,6 +148,7 @@ static sift_status parse_tune(const char *env, vk_tune *t)
         {"select_groups", offsetof(vk_tune, select_groups), 1, 1u << 20, false},
         {"select_warm", offsetof(vk_tune, select_warm), 0, 1, false},
         {"groups", offsetof(vk_tune, groups), 1, 1u << 20, false},
+        {"matvec_x", offsetof(vk_tune, matvec_x), 0, 3, false},
     };
     memset(t, 0, sizeof *t);
     if (!env) return SIFT_OK;
@@ -164,7 +168,7 @@ static sift_status parse_tune(const char *env, vk_tune *t)
             return sift_set_error(SIFT_E_INVALID,
                                   "vulkan: SIFT_VULKAN_TUNE='%s': bad entry '%.*s' (keys: score_rows, attn_rows 1..8; "
                                   "score_wgs, attn_wgs powers of two 64..1024; smax_lanes powers of two 1..16; smax_stream 1..%d; "
-                                  "select_groups; select_warm 0..1; groups)",
+                                  "select_groups; select_warm 0..1; groups; matvec_x 0..3)",
                                   env, (int)(end - p), p, SIFT_MAX_HEAD_DIM);
         *(uint32_t *)((char *)t + keys[i].off) = (uint32_t)v;
         p = *end ? end + 1 : end;
@@ -466,6 +470,10 @@ sift_status vk_caps_query(VkPhysicalDevice phys, vk_caps *c)
     c->subgroup_max = c->size_control ? p13.maxSubgroupSize : def;
     c->full_subgroups = v13 && f13.subgroupSizeControl && f13.computeFullSubgroups;
     c->f16_storage = f11.storageBuffer16BitAccess && !env_flag("SIFT_VULKAN_F16_AS_F32");
+    /* OpSDot on packed 4 x int8 (matvec's x digits); the SPIR-V extension needs no device extension
+     * on 1.3, where the feature is core (1.2 devices run the float path) */
+    c->int_dot_feature = v13 && f13.shaderIntegerDotProduct;
+    c->int_dot = c->int_dot_feature;
     c->max_shared = pp->limits.maxComputeSharedMemorySize;
     c->max_invocations = pp->limits.maxComputeWorkGroupInvocations;
     for (int i = 0; i < 3; i++) c->max_groups[i] = pp->limits.maxComputeWorkGroupCount[i];
@@ -522,6 +530,7 @@ sift_status vk_caps_query(VkPhysicalDevice phys, vk_caps *c)
         if (pr->storage_range && pr->storage_range < c->storage_range) c->storage_range = pr->storage_range;
         if (pr->no_f16_storage) c->f16_storage = false;
         if (pr->no_timestamps) c->ts_bits = 0;
+        if (pr->no_int_dot) c->int_dot = false;
         /* no_f16_arith, no_int8_storage, no_int64_atomics: the backend enables none of these */
     }
     if (c->require_subgroup && c->subgroup * p13.maxComputeWorkgroupSubgroups < c->max_invocations)
@@ -816,9 +825,10 @@ sift_status sift_backend_vulkan_open(const sift_backend_open_args *args, void **
     const bool size_control = caps->full_subgroups || caps->require_subgroup;
     VkPhysicalDeviceVulkan13Features e13 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES,
                                             .subgroupSizeControl = size_control,
-                                            .computeFullSubgroups = caps->full_subgroups};
+                                            .computeFullSubgroups = caps->full_subgroups,
+                                            .shaderIntegerDotProduct = caps->int_dot_feature};
     VkPhysicalDeviceVulkan12Features e12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
-                                            .pNext = size_control ? &e13 : NULL,
+                                            .pNext = size_control || caps->int_dot_feature ? &e13 : NULL,
                                             .bufferDeviceAddress = VK_TRUE};
     VkPhysicalDeviceFeatures2 e2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &e12};
     e2.features.shaderInt64 = VK_TRUE;

@@ -122,6 +122,9 @@ typedef struct vk_tune {
                                      * 0, the default, selects in full (on an H100 the warm start's two
                                      * dispatches and the six skipped ones cost more than it saved) */
     uint32_t groups;                /* target workgroups of the streaming kernels (splits, tiles) */
+    uint32_t matvec_x;              /* matvec's x: 0 automatic (VK_MATVEC_X_DOT where the device has
+                                     * integer dot products, else VK_MATVEC_X_FLOAT), else a vk_matvec_x
+                                     * (vk_model.c), for timing the paths side by side */
 } vk_tune;
 
 /* What the planners and pipelines may use of the device, filled once at open (vk_caps_query in
@@ -145,6 +148,9 @@ typedef struct vk_caps {
     VkDeviceSize max_alloc;         /* one allocation (maxMemoryAllocationSize) */
     unsigned chunk_shift;           /* tensors split into chunks of 2^chunk_shift bytes */
     bool f16_storage;               /* f16 tensors kept as halves (else widened to f32) */
+    bool int_dot_feature;           /* shaderIntegerDotProduct (Vulkan 1.3), enabled on the device whatever
+                                     * the profile, so that the matvec_idot kernel's module is valid */
+    bool int_dot;                   /* ... and not turned off by the profile: matvec's integer dot products */
     uint32_t qfamily;               /* the compute queue family */
     uint32_t ts_bits;               /* timestampValidBits of that family (0: no timestamps) */
     float ts_period;                /* ns per tick */

@@ -23,6 +23,7 @@ typedef struct vk_profile {
     bool no_int8_storage;      /* storageBuffer8BitAccess off (sift's shaders use none: they unpack bytes) */
     bool no_int64_atomics;     /* shaderBufferInt64Atomics off (sift's shaders use none) */
     bool no_timestamps;        /* no timestamp queries: timed graph runs fail with SIFT_E_UNSUPPORTED */
+    bool no_int_dot;           /* no integer dot products (shaderIntegerDotProduct): matvec's float path */
 } vk_profile;
 
 /* The profile named `name`, or NULL. */
