@@ -165,6 +165,18 @@ struct sift_graph {
     bool in_flight;             /* submitted (sift_graph_submit) and not waited for yet */
 };
 
+/* One copy of tensor_copy: `bytes` bytes from byte src_offset of src's storage to byte dst_offset
+ * of dst's. src and dst own their storage (never views: offsets count from the storage's start),
+ * as sift_tensor_read and sift_tensor_write see it (an f16 tensor's bytes are halves whatever the
+ * backend stores). */
+typedef struct sift_copy_region {
+    const sift_tensor *src;
+    size_t src_offset;
+    sift_tensor *dst;
+    size_t dst_offset;
+    size_t bytes;
+} sift_copy_region;
+
 typedef struct sift_backend_vtable {
     const char *name;
     void (*destroy)(void *be);
@@ -193,6 +205,16 @@ typedef struct sift_backend_vtable {
     sift_status (*graph_prepare)(void *be, sift_graph *g);
     sift_status (*graph_submit)(void *be, sift_graph *g);
     sift_status (*sync)(void *be);
+    /* Copies n regions between tensors' storage without passing through the caller's memory
+     * (device memory and host memory the device reads, host_memory, either way), as one submission
+     * waited for once: when it returns every byte is in place, and the host may read a host-memory
+     * destination. Like a read or a write it first waits for a run still in flight. The engine has
+     * checked every region (sift_tensors_copy, kv_cache.h): in range, src and dst of one element
+     * type that has an element size (no block-quantized or planar storage), whole elements, and no
+     * destination overlapping another region's source or destination, so the regions may be copied
+     * in any order. On failure some destinations may be written in part; sources never change.
+     * NULL: the engine copies through host memory (a read, then a write, per region). */
+    sift_status (*tensor_copy)(void *be, const sift_copy_region *regions, size_t n);
     /* Frees g->backend_cache (may be NULL). */
     void (*graph_release)(void *be, sift_graph *g);
     /* Validation-layer messages seen so far (NULL where the backend has none). */

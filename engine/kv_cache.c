@@ -1,9 +1,11 @@
 /* The paged KV cache (kv_cache.h): its pools and free lists, each sequence's page table and views,
  * the moves of offload, and the host's reads and writes of its rows. */
 #include "kv_cache.h"
+#include "session.h" /* sift_session_kv_move_times, at the end */
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct kv_seq {
     int64_t len;         /* rows written: positions [0, len) */
@@ -25,6 +27,13 @@ struct kv_cache {
     int32_t *free_host; /* a stack of free host pages */
     int64_t n_free_host;
     int64_t pages_moved; /* device -> host moves so far */
+    double move_us;      /* the host time they took, summed */
+    double move_bytes;   /* the bytes they copied, summed */
+    /* Each move's copies, one a KV head of each family of each layer ([n_layer][KV_FAMILIES][Hkv]
+     * at most), made at creation; through_host: copied through host memory even where the backend
+     * copies on the device (SIFT_KV_MOVE_THROUGH_HOST=1, to compare the two) */
+    sift_copy_region *move_regions;
+    bool move_through_host;
     /* [n_layer][KV_FAMILIES]: the device pool (every page where the family is resident), and the
      * host pool of pages [dev_pages, pool_pages) where it moves (else NULL) */
     sift_tensor **pool, **host;
@@ -136,8 +145,11 @@ sift_status sift_kv_cache_create(sift_context *ctx, const kv_cache_config *cfg, 
     c->free_dev = malloc((size_t)c->dev_pages * sizeof *c->free_dev);
     c->free_host = malloc((size_t)(host_pages ? host_pages : 1) * sizeof *c->free_host);
     c->seqs = calloc((size_t)cfg->n_seq, sizeof *c->seqs);
+    c->move_regions = malloc(n_pools * (size_t)cfg->n_kv_heads * sizeof *c->move_regions);
+    const char *through_host = getenv("SIFT_KV_MOVE_THROUGH_HOST");
+    c->move_through_host = through_host && strcmp(through_host, "1") == 0;
     sift_status st = SIFT_OK;
-    if (!c->pool || !c->host || !c->free_dev || !c->free_host || !c->seqs)
+    if (!c->pool || !c->host || !c->free_dev || !c->free_host || !c->seqs || !c->move_regions)
         st = sift_set_error(SIFT_E_NOMEM, "sift_kv_cache_create: out of memory");
     if (st == SIFT_OK) {
         /* free pages pop from the end: the lowest pages are handed out first */
@@ -176,6 +188,7 @@ void sift_kv_cache_destroy(kv_cache *c)
     free(c->seqs);
     free(c->free_dev);
     free(c->free_host);
+    free(c->move_regions);
     free(c);
 }
 
@@ -223,38 +236,47 @@ static int64_t span_rows(const kv_cache *c, const kv_seq *q, const sift_tensor *
     return run;
 }
 
-/* Copies the rows of physical page `from` to page `to` in layer l's family f, every KV head,
- * through buf (a page of rows). */
-static sift_status copy_page(const kv_cache *c, uint32_t l, kv_family f, int64_t from, int64_t to, unsigned char *buf)
+/* The copies of the rows of physical page `from` to page `to` in layer l's family f, one a KV head,
+ * appended at regions[*n]. */
+static void page_regions(const kv_cache *c, uint32_t l, kv_family f, int64_t from, int64_t to, sift_copy_region *regions,
+                         size_t *n)
 {
     const sift_tensor *view = family(c, l, f);
     const int64_t P = c->cfg.page_size;
     const size_t bytes = (size_t)P * row_bytes(c, f);
     for (int64_t h = 0; h < c->cfg.n_kv_heads; h++) {
-        size_t src_off, dst_off;
-        const sift_tensor *src = sift_kv_row_storage(view, h, from * P, &src_off);
-        const sift_tensor *dst = sift_kv_row_storage(view, h, to * P, &dst_off);
-        TRY(sift_tensor_read(src, src_off, buf, bytes));
-        TRY(sift_tensor_write((sift_tensor *)dst, dst_off, buf, bytes)); /* a pool of the cache's own */
+        sift_copy_region *r = &regions[(*n)++];
+        r->src = sift_kv_row_storage(view, h, from * P, &r->src_offset);
+        r->dst = (sift_tensor *)sift_kv_row_storage(view, h, to * P, &r->dst_offset); /* a pool of the cache's own */
+        r->bytes = bytes;
     }
-    return SIFT_OK;
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
 /* Moves the rows of physical page `from` (on the device) to page `to` (a host page) in every
  * family of every layer: K and V, and the projected keys (which stay on the device, in their
- * pool's page `to`). */
+ * pool's page `to`). One batch of copies, which the backend makes on the device where it can
+ * (tensor_copy), waited for once. Called while no graph runs (a step reserves its pages before it
+ * is built, after the step before it was waited for), and the copies wait for one still in flight
+ * anyway: so every row written to the page is there, and nothing reads the host page before it is. */
 static sift_status move_page(kv_cache *c, int64_t from, int64_t to)
 {
-    const size_t kv_row = row_bytes(c, KV_K), kp_row = c->cfg.key_dim ? row_bytes(c, KV_KP) : 0;
-    unsigned char *buf = malloc((size_t)c->cfg.page_size * (kv_row > kp_row ? kv_row : kp_row));
-    if (!buf) return sift_set_error(SIFT_E_NOMEM, "kv cache: out of memory for a page move");
-    sift_status st = SIFT_OK;
-    for (uint32_t l = 0; l < c->cfg.n_layer && st == SIFT_OK; l++)
-        for (int f = 0; f < KV_FAMILIES && st == SIFT_OK; f++)
-            if (family(c, l, (kv_family)f)) st = copy_page(c, l, (kv_family)f, from, to, buf);
-    free(buf);
-    if (st == SIFT_OK) c->pages_moved++;
-    return st;
+    const double t0 = now_us();
+    size_t n = 0;
+    for (uint32_t l = 0; l < c->cfg.n_layer; l++)
+        for (int f = 0; f < KV_FAMILIES; f++)
+            if (family(c, l, (kv_family)f)) page_regions(c, l, (kv_family)f, from, to, c->move_regions, &n);
+    TRY(sift_tensors_copy(c->ctx, c->move_regions, n, c->move_through_host));
+    c->move_us += now_us() - t0;
+    for (size_t i = 0; i < n; i++) c->move_bytes += (double)c->move_regions[i].bytes;
+    c->pages_moved++;
+    return SIFT_OK;
 }
 
 /* ---- pages ------------------------------------------------------------------------------------- */
@@ -495,4 +517,137 @@ void sift_kv_cache_pools(const kv_cache *c, sift_kv_pool_info *out)
     out->host_used = out->host_pages - c->n_free_host;
     out->pages_moved = c->pages_moved;
     out->page_size = c->cfg.page_size;
+}
+
+void sift_kv_cache_move_times(const kv_cache *c, sift_kv_move_times *out)
+{
+    *out = (sift_kv_move_times){.moves = c->pages_moved, .us = c->move_us, .bytes = c->move_bytes};
+}
+
+/* ---- copies between tensors ------------------------------------------------------------------------ */
+
+/* One end of a region, for the overlap check: a byte range of a storage, and whether it is written. */
+typedef struct copy_span {
+    const sift_tensor *root;
+    size_t begin, end;
+    bool written;
+} copy_span;
+
+static int span_order(const void *pa, const void *pb)
+{
+    const copy_span *a = pa, *b = pb;
+    if (a->root != b->root) return (uintptr_t)a->root < (uintptr_t)b->root ? -1 : 1;
+    return a->begin < b->begin ? -1 : a->begin > b->begin;
+}
+
+/* Whether a destination range overlaps any other range of spans[0 .. n) (sorted here): after the
+ * sort by storage and start, a range overlaps an earlier one of its storage exactly when it starts
+ * before the furthest end among them (any range's, for a destination; a destination's, for a
+ * source: sources may share bytes). */
+static bool spans_overlap(copy_span *spans, size_t n)
+{
+    qsort(spans, n, sizeof *spans, span_order);
+    size_t end_any = 0, end_written = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || spans[i].root != spans[i - 1].root) end_any = end_written = 0;
+        if (spans[i].begin < (spans[i].written ? end_any : end_written)) return true;
+        if (spans[i].end > end_any) end_any = spans[i].end;
+        if (spans[i].written && spans[i].end > end_written) end_written = spans[i].end;
+    }
+    return false;
+}
+
+/* Region r (number i of n, from the caller) checked and resolved to the tensors owning the storage. */
+static sift_status resolve_region(sift_context *ctx, const sift_copy_region *r, size_t i, size_t n, sift_copy_region *out)
+{
+    const char *fn = "sift_tensors_copy";
+    if (!r->src || !r->dst) return sift_set_error(SIFT_E_INVALID, "%s: copy %zu of %zu: a tensor is NULL", fn, i + 1, n);
+    const sift_tensor *src = r->src->parent ? r->src->parent : r->src;
+    sift_tensor *dst = r->dst->parent ? r->dst->parent : r->dst;
+    if (r->src->ctx != ctx || r->dst->ctx != ctx)
+        return sift_set_error(SIFT_E_INVALID, "%s: copy %zu of %zu: '%s' or '%s' belongs to another context", fn, i + 1, n,
+                              r->src->name, r->dst->name);
+    if (r->src->pages || r->dst->pages)
+        return sift_set_error(SIFT_E_INVALID, "%s: copy %zu of %zu: '%s' is a paged view: copy its pool", fn, i + 1, n,
+                              (r->src->pages ? r->src : r->dst)->name);
+    if (r->dst->owner)
+        return sift_set_error(SIFT_E_INVALID, "%s: copy %zu of %zu: '%s' is a graph intermediate", fn, i + 1, n, r->dst->name);
+    const size_t elt = sift_dtype_size(src->dtype);
+    if (src->dtype != dst->dtype || elt == 0)
+        return sift_set_error(SIFT_E_INVALID, "%s: copy %zu of %zu: from %s storage to %s (one type with an element size)", fn,
+                              i + 1, n, sift_dtype_name(src->dtype), sift_dtype_name(dst->dtype));
+    if (r->src_offset > r->src->nbytes || r->bytes > r->src->nbytes - r->src_offset || r->dst_offset > r->dst->nbytes ||
+        r->bytes > r->dst->nbytes - r->dst_offset)
+        return sift_set_error(SIFT_E_INVALID, "%s: copy %zu of %zu: %zu bytes from %zu of '%s' (%zu bytes) to %zu of '%s' (%zu)",
+                              fn, i + 1, n, r->bytes, r->src_offset, r->src->name, r->src->nbytes, r->dst_offset, r->dst->name,
+                              r->dst->nbytes);
+    *out = (sift_copy_region){.src = src, .src_offset = r->src->offset + r->src_offset, .dst = dst,
+                              .dst_offset = r->dst->offset + r->dst_offset, .bytes = r->bytes};
+    if (out->src_offset % elt || out->dst_offset % elt || out->bytes % elt)
+        return sift_set_error(SIFT_E_INVALID, "%s: copy %zu of %zu: %zu bytes from byte %zu to byte %zu are not whole %s elements",
+                              fn, i + 1, n, out->bytes, out->src_offset, out->dst_offset, sift_dtype_name(src->dtype));
+    return SIFT_OK;
+}
+
+/* The regions through host memory, in order: a read and a write each, through buf (cap bytes). */
+static sift_status copy_through_host(const sift_copy_region *regions, size_t n, unsigned char *buf, size_t cap)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t done = 0; done < regions[i].bytes;) {
+            const size_t part = regions[i].bytes - done < cap ? regions[i].bytes - done : cap;
+            TRY(sift_tensor_read(regions[i].src, regions[i].src_offset + done, buf, part));
+            TRY(sift_tensor_write(regions[i].dst, regions[i].dst_offset + done, buf, part));
+            done += part;
+        }
+    return SIFT_OK;
+}
+
+sift_status sift_tensors_copy(sift_context *ctx, const sift_copy_region *regions, size_t n, bool through_host)
+{
+    if (!ctx || (!regions && n)) return sift_set_error(SIFT_E_INVALID, "sift_tensors_copy: null argument");
+    sift_copy_region *resolved = malloc((n ? n : 1) * sizeof *resolved);
+    copy_span *spans = malloc((n ? 2 * n : 1) * sizeof *spans);
+    sift_status st = resolved && spans ? SIFT_OK : sift_set_error(SIFT_E_NOMEM, "sift_tensors_copy: out of memory");
+    size_t m = 0, largest = 0;
+    for (size_t i = 0; i < n && st == SIFT_OK; i++) {
+        st = resolve_region(ctx, &regions[i], i, n, &resolved[m]);
+        if (st != SIFT_OK || resolved[m].bytes == 0) continue;
+        const sift_copy_region *r = &resolved[m++];
+        spans[2 * m - 2] = (copy_span){r->src, r->src_offset, r->src_offset + r->bytes, false};
+        spans[2 * m - 1] = (copy_span){r->dst, r->dst_offset, r->dst_offset + r->bytes, true};
+        if (r->bytes > largest) largest = r->bytes;
+    }
+    if (st == SIFT_OK && spans_overlap(spans, 2 * m))
+        st = sift_set_error(SIFT_E_INVALID, "sift_tensors_copy: a destination overlaps another copy's source or destination");
+    free(spans);
+    void *be;
+    const sift_backend_vtable *vt = sift_context_vtable(ctx, &be);
+    if (st == SIFT_OK && m > 0 && vt->tensor_copy && !through_host) {
+        sift_context_lock(ctx);
+        st = vt->tensor_copy(be, resolved, m);
+        sift_context_unlock(ctx);
+    } else if (st == SIFT_OK && m > 0) {
+        const size_t cap = largest < ((size_t)8 << 20) ? largest : (size_t)8 << 20;
+        unsigned char *buf = malloc(cap);
+        st = buf ? copy_through_host(resolved, m, buf, cap) : sift_set_error(SIFT_E_NOMEM, "sift_tensors_copy: out of memory");
+        free(buf);
+    }
+    for (size_t i = 0; st == SIFT_OK && i < m; i++) resolved[i].dst->has_data = true;
+    for (size_t i = 0; st == SIFT_OK && i < n; i++) regions[i].dst->has_data = true;
+    free(resolved);
+    return st;
+}
+
+/* ---- the session's figures ------------------------------------------------------------------------- */
+
+/* Here rather than beside sift_session_kv_pools (session.c) only for now: it reads the cache's own
+ * counters. */
+void sift_session_kv_move_times(const sift_session *s, sift_kv_move_times *out)
+{
+    if (!out) return;
+    if (!s) {
+        *out = (sift_kv_move_times){0};
+        return;
+    }
+    sift_kv_cache_move_times(s->kv, out);
 }

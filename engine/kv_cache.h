@@ -8,7 +8,9 @@
  * is a device pool and a host pool viewed as one (sift_tensor_paged_view_pools); a resident one (K
  * under offload_v_only, the resident layers, the projected keys always) is one device pool of every
  * page. When the device pages run out, a sequence's oldest device page past the pinned ones is
- * copied to a host page and its device page reused.
+ * copied to a host page and its device page reused: every layer's and family's rows of the page in
+ * one batch of copies on the device (sift_tensors_copy), or through host memory where the backend
+ * has no such copy or SIFT_KV_MOVE_THROUGH_HOST=1 was set when the cache was created.
  *
  * Rows are addressed as every backend addresses them: sift_kv_phys_row, then sift_kv_row_storage
  * (backend.h); nothing here computes where a row lives on its own. */
@@ -100,5 +102,18 @@ size_t sift_kv_cache_bytes(const kv_cache *c);
 size_t sift_kv_cache_used_bytes(const kv_cache *c);
 size_t sift_kv_cache_key_bytes(const kv_cache *c);
 void sift_kv_cache_pools(const kv_cache *c, sift_kv_pool_info *out);
+/* The page moves so far, their host time and the bytes they copied (sift_session_kv_move_times). */
+void sift_kv_cache_move_times(const kv_cache *c, sift_kv_move_times *out);
+
+/* Copies n regions between tensors' storage (backend.h sift_copy_region; here src and dst may be
+ * views, offsets counting from the view's start), as one batch: the backend's tensor_copy, on the
+ * device and waited for once, where it has one and through_host is false; else a read and a write
+ * a region through host memory. Every region is checked before anything is copied: the tensors of
+ * ctx, no paged view, the destination no graph intermediate, one element type with an element size
+ * (not block-quantized), whole elements, in range, and no destination overlapping another region's
+ * source or destination; SIFT_E_INVALID naming the region otherwise, nothing copied. A failed copy
+ * leaves every source as it was. Regions of 0 bytes are skipped. The KV cache's page moves are its
+ * only caller, hence its place. */
+sift_status sift_tensors_copy(sift_context *ctx, const sift_copy_region *regions, size_t n, bool through_host);
 
 #endif

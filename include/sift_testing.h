@@ -42,6 +42,16 @@ typedef struct sift_ahead_times {
 } sift_ahead_times;
 SIFT_API void sift_session_ahead_times(const sift_session *s, sift_ahead_times *out);
 
+/* KV offload's page moves since the session began (sift_kv_pool_info.pages_moved counts them
+ * too): each a page's rows of every layer and family copied from the device pool to a host page,
+ * timed on the host from the start of the copies to their end, and the bytes copied. */
+typedef struct sift_kv_move_times {
+    int64_t moves;
+    double us;
+    double bytes;
+} sift_kv_move_times;
+SIFT_API void sift_session_kv_move_times(const sift_session *s, sift_kv_move_times *out);
+
 /* The output (residual stream) of layer `layer` for the last token of the last eval, into
  * out[n_embd]. Needs sift_session_config.keep_layer_outputs. */
 SIFT_API sift_status sift_session_layer_output(const sift_session *s, int layer, float *out);

@@ -679,6 +679,17 @@ static sift_status cpu_tensor_read(void *be, const sift_tensor *t, size_t offset
     return SIFT_OK;
 }
 
+/* Host memory either way: a memcpy per region (the engine has checked that none overlaps). */
+static sift_status cpu_tensor_copy(void *be, const sift_copy_region *regions, size_t n)
+{
+    (void)be;
+    for (size_t i = 0; i < n; i++) {
+        const sift_copy_region *r = &regions[i];
+        memcpy((char *)r->dst->impl + r->dst_offset, (const char *)r->src->impl + r->src_offset, r->bytes);
+    }
+    return SIFT_OK;
+}
+
 static double now_us(void)
 {
     struct timespec ts;
@@ -731,6 +742,7 @@ static const sift_backend_vtable cpu_vtable = {
     .tensor_free = cpu_tensor_free,
     .tensor_write = cpu_tensor_write,
     .tensor_read = cpu_tensor_read,
+    .tensor_copy = cpu_tensor_copy,
     .graph_compute = cpu_graph_compute,
     .graph_release = cpu_graph_release,
     .set_threads = cpu_set_threads,

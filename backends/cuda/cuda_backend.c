@@ -263,6 +263,34 @@ static sift_status cuda_tensor_read(void *p, const sift_tensor *t, size_t offset
     return stored_io(p, t, offset, dst, bytes, false);
 }
 
+/* Every region an asynchronous copy on the stream, after whatever runs there (a graph in flight),
+ * and one wait at the end. With unified addressing the runtime tells device memory from mapped
+ * pinned host memory by the address (cudaMemcpyDefault), so a copy between the two goes through a
+ * copy engine over the host link, not through the CPU. */
+static sift_status cuda_tensor_copy(void *p, const sift_copy_region *regions, size_t n)
+{
+    cuda_backend *b = p;
+    sift_status s = set_device(b);
+    if (s != SIFT_OK) return s;
+    for (size_t i = 0; i < n; i++) {
+        const sift_copy_region *r = &regions[i];
+        const cudaError_t e = cudaMemcpyAsync((char *)r->dst->impl + r->dst_offset, (const char *)r->src->impl + r->src_offset,
+                                              r->bytes, cudaMemcpyDefault, b->stream);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            if (cudaStreamSynchronize(b->stream) != cudaSuccess) (void)cudaGetLastError(); /* the copies queued before it */
+            return sift_set_error(SIFT_E_BACKEND, "cuda: cudaMemcpyAsync of copy %zu of %zu between tensors (%zu bytes) failed: %s (%s)",
+                                  i + 1, n, r->bytes, cudaGetErrorString(e), cudaGetErrorName(e));
+        }
+    }
+    const cudaError_t e = cudaStreamSynchronize(b->stream);
+    if (e != cudaSuccess) {
+        b->zeroed_dirty = true; /* the error may be a graph's still in flight */
+        return fail(e, "cudaStreamSynchronize (copies between tensors)");
+    }
+    return SIFT_OK;
+}
+
 /* Whether the kernels can read t as it is stored: a view of a planar tensor must be whole rows of
  * the same length and type (the kernels find a row's scales from its length), and a q8_0 view of
  * another type's storage, which holds ggml's blocks, is none the kernels read. */
@@ -697,6 +725,7 @@ static const sift_backend_vtable cuda_vtable = {
     .tensor_free = cuda_tensor_free,
     .tensor_write = cuda_tensor_write,
     .tensor_read = cuda_tensor_read,
+    .tensor_copy = cuda_tensor_copy,
     .graph_compute = cuda_graph_compute,
     .graph_release = cuda_graph_release,
     .graph_prepare = cuda_graph_prepare,

@@ -232,6 +232,7 @@ static sift_status vk_memory_free(void *p, uint64_t *bytes)
 #define VK_VTABLE_ENTRIES                                                                                              \
     .name = "vulkan", .destroy = vk_destroy, .supports_op = vk_supports_op, .tensor_alloc = vk_tensor_alloc,           \
     .tensor_free = vk_tensor_free, .tensor_write = vk_tensor_write, .tensor_read = vk_tensor_read,                     \
+    .tensor_copy = vk_tensor_copy,                                                                                     \
     .graph_compute = vk_graph_compute, .graph_release = vk_graph_release, .graph_prepare = vk_graph_prepare,           \
     .graph_submit = vk_graph_submit, .sync = vk_sync, .validation_messages = vk_validation_messages,                   \
     .is_emulated = vk_is_emulated

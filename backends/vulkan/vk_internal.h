@@ -225,6 +225,8 @@ sift_status vk_tensor_alloc(void *be, sift_tensor *t);
 void vk_tensor_free(void *be, sift_tensor *t);
 sift_status vk_tensor_write(void *be, sift_tensor *t, size_t offset, const void *src, size_t bytes);
 sift_status vk_tensor_read(void *be, const sift_tensor *t, size_t offset, void *dst, size_t bytes);
+/* The vtable's tensor_copy: buffer copies, split at chunk boundaries, one submission. */
+sift_status vk_tensor_copy(void *be, const sift_copy_region *regions, size_t n);
 /* The shader view of an op operand (views included). Fails for a view that reinterprets a widened
  * f16 tensor as another type. */
 sift_status vk_tensor_ref(const sift_tensor *t, vk_tref *out);

@@ -482,6 +482,76 @@ sift_status vk_tensor_read(void *p, const sift_tensor *t, size_t offset, void *d
     return s;
 }
 
+/* ---- copies between tensors ---- */
+
+/* The VkBufferCopy regions of one vkCmdCopyBuffer: those between one pair of buffers, gathered
+ * while consecutive pieces share the pair. */
+typedef struct {
+    VkBuffer src, dst;
+    uint32_t n;
+    VkBufferCopy reg[64];
+} copy_batch;
+
+static void copy_flush(vkb *be, VkCommandBuffer cb, copy_batch *batch)
+{
+    if (batch->n) be->vk.vkCmdCopyBuffer(cb, batch->src, batch->dst, batch->n, batch->reg);
+    batch->n = 0;
+}
+
+/* Records the copy of `bytes` stored bytes from byte so of src's storage to byte dof of dst's, in
+ * pieces that each lie in one chunk of either (a tensor past maxStorageBufferRange is split into
+ * chunks, and a region may cross from one to the next on either side at different places). */
+static void record_copy(vkb *be, VkCommandBuffer cb, copy_batch *batch, const vk_tensor *src, VkDeviceSize so,
+                        const vk_tensor *dst, VkDeviceSize dof, VkDeviceSize bytes)
+{
+    for (VkDeviceSize done = 0; done < bytes;) {
+        VkDeviceSize sc, s_in, dc, d_in;
+        VkDeviceSize n = chunk_span(src, so + done, bytes - done, &sc, &s_in);
+        const VkDeviceSize dn = chunk_span(dst, dof + done, bytes - done, &dc, &d_in);
+        if (dn < n) n = dn;
+        const VkBuffer sb = src->chunks[sc].buf, db = dst->chunks[dc].buf;
+        if (batch->n == sizeof batch->reg / sizeof *batch->reg || sb != batch->src || db != batch->dst) {
+            copy_flush(be, cb, batch);
+            batch->src = sb, batch->dst = db;
+        }
+        batch->reg[batch->n++] = (VkBufferCopy){.srcOffset = s_in, .dstOffset = d_in, .size = n};
+        done += n;
+    }
+}
+
+/* Every region recorded into the transfer command buffer as buffer copies (device and host-visible
+ * chunks alike: a host pool's chunks are transfer sources and destinations too), one submission and
+ * one fence wait. The barriers around them order the copies after earlier device work and make
+ * their bytes visible to later shaders, transfers and host reads of host-visible memory. */
+sift_status vk_tensor_copy(void *p, const sift_copy_region *regions, size_t n)
+{
+    vkb *be = p;
+    for (size_t i = 0; i < n; i++) {
+        const vk_tensor *src = regions[i].src->impl, *dst = regions[i].dst->impl;
+        if (!src || !dst)
+            return sift_set_error(SIFT_E_INVALID, "vulkan: copy %zu of %zu: tensor '%s' has no storage", i + 1, n,
+                                  (!src ? regions[i].src : regions[i].dst)->name);
+        if (src->widened != dst->widened || src->planar_k || dst->planar_k)
+            return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: copy %zu of %zu: '%s' and '%s' are stored differently", i + 1, n,
+                                  regions[i].src->name, regions[i].dst->name);
+    }
+    VkCommandBuffer cb = be->xfer_cb;
+    sift_status s = vk_begin(be, cb); /* waits for a run in flight */
+    if (s != SIFT_OK) return s;
+    vk_barrier(be, cb);
+    copy_batch batch = {.n = 0};
+    for (size_t i = 0; i < n; i++) {
+        const sift_copy_region *r = &regions[i];
+        const vk_tensor *src = r->src->impl, *dst = r->dst->impl;
+        const VkDeviceSize scale = src->widened ? 2u : 1u; /* an f16 tensor stored as f32: two stored bytes a byte */
+        record_copy(be, cb, &batch, src, r->src_offset * scale, dst, r->dst_offset * scale, r->bytes * scale);
+    }
+    copy_flush(be, cb, &batch);
+    vk_barrier(be, cb);
+    host_read_barrier(be, cb);
+    return vk_submit_wait(be, cb);
+}
+
 /* ---- what the shaders see ---- */
 
 static VkDeviceSize storage_offset(const sift_tensor *t)
