@@ -3,6 +3,7 @@
  * sparse prefill of SPEC §7. The session, the benchmarks and the conformance tests all build their
  * attention here, so they run the same graphs. */
 #include "engine.h"
+#include "session.h" /* sift_attn_staging: the session's staged rows of TokenButler's lists */
 
 #include <math.h>
 
@@ -14,6 +15,7 @@ typedef struct attn {
     sift_tensor *out;
     int64_t hq, d;
     float scale;
+    const sift_attn_staging *stage; /* decode under BUTLER: attend the staged rows (NULL: the cache) */
 } attn;
 
 /* t [rows][cols] f32 seen as [shape...] (a view the graph owns). */
@@ -126,6 +128,50 @@ static sift_status decode_lists(const attn *a, const sift_tensor *q_score, const
     return cache ? sift_op_fill_range(g, sel->sink + sel->budget, n - sel->window, idx) : SIFT_OK;
 }
 
+/* The staged attention of a TokenButler step (session.h: sift_attn_staging) after its lists idx
+ * [Hkv][count] were made or reused. The staging rows of list rank i hold rank i's row for the sink
+ * and the chosen part; the window's W rows are a ring: the selection copies its window (positions
+ * N - W .. N - 1 at N of the selection) in order, and the reuse `shift` steps on writes its own
+ * row, position N - 1, over slot (shift - 1) mod W, the position that left the window. The
+ * window's positions in order are then slots shift mod W, ..., W - 1, 0, ...: two fill_ranges. */
+static sift_status staged_attend(const attn *a, const sift_select_params *sel, const sift_tensor *idx)
+{
+    const sift_attn_staging *st = a->stage;
+    sift_graph *g = a->g;
+    const sift_select_layout l = sift_select_layout_of(sel);
+    const int64_t lists = a->c->n_kv_heads, count = l.count, w = l.win_count, win0 = count - w;
+    if (l.cand <= sel->budget || a->c->neighbor_fetch)
+        return sift_set_error(SIFT_E_INVALID, "attention: staged rows hold full lists without neighbour fetch (%lld candidates, "
+                              "budget %lld)", (long long)l.cand, (long long)sel->budget);
+    for (int i = 0; i < 2; i++) {
+        const sift_tensor *rows = i ? st->v : st->k, *kv = i ? a->v : a->k;
+        if (!rows || rows->ndim != 3 || rows->shape[0] != lists || rows->shape[1] != count || rows->shape[2] != a->d ||
+            rows->dtype != kv->dtype)
+            return sift_set_error(SIFT_E_SHAPE, "attention: the staged %s rows must be %s [%lld][%lld][%lld]", i ? "value" : "key",
+                                  sift_dtype_name(kv->dtype), (long long)lists, (long long)count, (long long)a->d);
+    }
+    if (st->gather) {
+        TRY(sift_op_kv_gather(g, a->k, idx, st->k)); /* [Hkv][count][D] */
+        TRY(sift_op_kv_gather(g, a->v, idx, st->v)); /* [Hkv][count][D] */
+    } else if (w > 0) {
+        if (st->shift < 1 || !st->new_k || !st->new_v)
+            return sift_set_error(SIFT_E_INVALID, "attention: a staged reuse needs its shift (%lld) and the step's key and value",
+                                  (long long)st->shift);
+        const int64_t slot = win0 + (st->shift - 1) % w;
+        TRY(sift_op_kv_write(g, st->new_k, slot, st->k));
+        TRY(sift_op_kv_write(g, st->new_v, slot, st->v));
+    }
+    sift_tensor *ranks; /* [Hkv][count]: the staging row of each list entry */
+    TRY(sift_graph_new_tensor(g, SIFT_I32, 2, (int64_t[]){lists, count}, "staged_ranks", &ranks));
+    TRY(sift_op_fill_range(g, 0, 0, ranks));
+    const int64_t turn = st->gather || w == 0 ? 0 : st->shift % w;
+    if (turn > 0) {
+        TRY(sift_op_fill_range(g, win0, win0 + turn, ranks));
+        TRY(sift_op_fill_range(g, count - turn, win0, ranks));
+    }
+    return sift_op_gather_attend(g, a->q, st->k, st->v, ranks, a->scale, a->out);
+}
+
 static sift_status decode(const attn *a, sift_tensor **indices_out)
 {
     const sift_attn_config *c = a->c;
@@ -162,6 +208,7 @@ static sift_status decode(const attn *a, sift_tensor **indices_out)
     sift_tensor *idx = NULL;
     TRY(decode_lists(a, q_score, &sel, &idx));
     *indices_out = idx;
+    if (a->stage) return staged_attend(a, &sel, idx);
     if (c->extrapolate) return sift_op_gather_attend_rope(g, q_attend, a->k, a->v, idx, a->scale, c->extrapolate, a->out);
     return sift_op_gather_attend(g, q_attend, a->k, a->v, idx, a->scale, a->out);
 }
@@ -247,8 +294,8 @@ sift_attn_config sift_attn_config_default(void)
     return c;
 }
 
-sift_status sift_attn_append(sift_graph *g, const sift_attn_config *given, const sift_tensor *q, const sift_tensor *k,
-                             const sift_tensor *v, sift_tensor *out, sift_tensor **indices_out)
+static sift_status append(sift_graph *g, const sift_attn_config *given, const sift_attn_staging *staging, const sift_tensor *q,
+                          const sift_tensor *k, const sift_tensor *v, sift_tensor *out, sift_tensor **indices_out)
 {
     if (indices_out) *indices_out = NULL;
     if (!g || !given) return sift_set_error(SIFT_E_INVALID, "sift_attn_append: null argument");
@@ -260,12 +307,30 @@ sift_status sift_attn_append(sift_graph *g, const sift_attn_config *given, const
         return sift_set_error(SIFT_E_SHAPE, "sift_attn_append: q has rank %d ([Hq][D] or [T][Hq][D])", q->ndim);
     const bool is_prefill = q->ndim == 3;
     TRY(check_config(cfg, q, k, is_prefill));
+    if (staging && (is_prefill || cfg->mode != SIFT_ATTN_SELECT || cfg->scorer != SIFT_SCORER_BUTLER ||
+                    (cfg->sel_state && cfg->sel_cache <= 1.0f)))
+        return sift_set_error(SIFT_E_UNSUPPORTED, "sift_attn_append: staged rows serve TokenButler's decode steps with a "
+                                                  "fixed interval");
     const attn a = {.g = g, .c = cfg, .q = q, .k = k, .v = v, .out = out, .hq = cfg->n_q_heads, .d = cfg->head_dim,
-                    .scale = 1.0f / sqrtf((float)cfg->head_dim)};
+                    .scale = 1.0f / sqrtf((float)cfg->head_dim), .stage = staging};
     sift_tensor *idx = NULL;
     TRY(is_prefill ? prefill(&a, &idx) : decode(&a, &idx));
     if (indices_out) *indices_out = idx;
     return SIFT_OK;
+}
+
+sift_status sift_attn_append(sift_graph *g, const sift_attn_config *cfg, const sift_tensor *q, const sift_tensor *k,
+                             const sift_tensor *v, sift_tensor *out, sift_tensor **indices_out)
+{
+    return append(g, cfg, NULL, q, k, v, out, indices_out);
+}
+
+sift_status sift_attn_append_staged(sift_graph *g, const sift_attn_config *cfg, const sift_attn_staging *staging,
+                                    const sift_tensor *q, const sift_tensor *k, const sift_tensor *v, sift_tensor *out,
+                                    sift_tensor **indices_out)
+{
+    if (!staging) return sift_set_error(SIFT_E_INVALID, "sift_attn_append_staged: staging is NULL");
+    return append(g, cfg, staging, q, k, v, out, indices_out);
 }
 
 sift_status sift_attn_graph(sift_context *ctx, const sift_attn_config *cfg, const sift_tensor *q, const sift_tensor *k,

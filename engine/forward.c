@@ -115,6 +115,22 @@ static sift_status host_turn(pass *f, uint32_t l)
     return sift_graph_create(f->s->m->ctx, &f->g);
 }
 
+/* The key (after RoPE) and value of segment sg's one decode row at layer l, as rope_and_cache
+ * wrote them to the cache: f32 [1][Hkv][D] each, for the staged rows. */
+static sift_status step_rows(pass *f, const segment *sg, uint32_t l, sift_attn_staging *out)
+{
+    const sift_gguf_hparams *hp = &f->s->m->hp;
+    sift_tensor *k, *v;
+    TRY(roped3(f, l, false, sg->row0, 1, &k)); /* [1][Hkv][D] */
+    if (qkv_fused(f, l))
+        TRY(qkv_part(f, 2, &v)); /* [1][Hkv][D] */
+    else
+        TRY(rows3(f, f->s->act[A_V], sg->row0, 1, hp->n_head_kv, hp->head_dim, &v)); /* [1][Hkv][D] */
+    out->new_k = k;
+    out->new_v = v;
+    return SIFT_OK;
+}
+
 /* The attention of layer l for one segment, under the session's policy. */
 static sift_status attend(pass *f, segment *sg, uint32_t l)
 {
@@ -142,6 +158,8 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
         TRY(rows3(f, s->act[A_ATT], sg->row0, sg->t, hq, d, &out)); /* [t][Hq][D] */
         return sift_attn_append(f->g, &a, q, k, v, out, &sg->attn_idx);
     }
+    sift_attn_staging staging = {0};
+    bool staged = false;
     switch (c->policy) {
     case SIFT_POLICY_DENSE: a.mode = SIFT_ATTN_DENSE; break;
     case SIFT_POLICY_BUTLER: { /* layer 0, which no producer serves, is dense */
@@ -169,6 +187,15 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
             a.sel_state = sl->sel_state;
             a.sel_cache = sg->butler == BUTLER_CHECK ? s->butler_reuse : 1.0f;
         }
+        /* under offload, full lists' rows are staged when chosen and read from there until the next
+         * selection (session.h: sift_butler_stages); a step whose lists are not full (every
+         * candidate kept) is never reused, and reads the cache */
+        staged = sl->stage_k && lay.cand > sel->budget && (sg->butler == BUTLER_SELECT || sg->butler == BUTLER_REUSE);
+        if (staged) {
+            staging = (sift_attn_staging){.k = sl->stage_k, .v = sl->stage_v, .gather = sg->butler == BUTLER_SELECT,
+                                          .shift = sg->butler_shift};
+            if (!staging.gather) TRY(step_rows(f, sg, l, &staging)); /* the row the reuse adds to the window */
+        }
         break;
     }
     case SIFT_POLICY_TOKENSELECT:
@@ -194,6 +221,7 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
     else
         TRY(roped(f, l, true, sg->row0, 2, (int64_t[]){hq, d}, &q)); /* [Hq][D] */
     TRY(rows2(f, s->act[A_ATT], sg->row0 * hq, hq, d, &out));                     /* [Hq][D] */
+    if (staged) return sift_attn_append_staged(f->g, &a, &staging, q, k, v, out, &sg->attn_idx);
     return sift_attn_append(f->g, &a, q, k, v, out, &sg->attn_idx);
 }
 
@@ -405,7 +433,8 @@ static bool same_segments(const step *a, const step *b)
     if (a->n_seg != b->n_seg || a->rows != b->rows || a->prefill != b->prefill) return false;
     for (int i = 0; i < a->n_seg; i++) {
         const segment *x = &a->seg[i], *y = &b->seg[i];
-        if (x->seq != y->seq || x->butler != y->butler || x->row0 != y->row0 || x->t != y->t || x->pos0 != y->pos0)
+        if (x->seq != y->seq || x->butler != y->butler || x->butler_shift != y->butler_shift || x->row0 != y->row0 ||
+            x->t != y->t || x->pos0 != y->pos0)
             return false;
     }
     return true;
@@ -436,7 +465,7 @@ static void build_ahead(sift_session *s, const step *st, sift_graph *running)
     for (int i = 0; i < st->n_seg; i++) {
         const segment *sg = &st->seg[i];
         s->ahead_seg[i] = (segment){.seq = sg->seq, .row0 = sg->row0, .t = 1, .pos0 = sg->pos0 + 1,
-                                    .butler = sift_butler_next(s, sg)};
+                                    .butler = sift_butler_next(s, sg), .butler_shift = sift_butler_shift(s, sg, true)};
     }
     s->ahead_n_seg = st->n_seg;
     step next = {.seg = s->ahead_seg, .n_seg = st->n_seg, .rows = st->rows, .prefill = false};

@@ -29,7 +29,9 @@ static void free_sequence_state(sift_session *s, sequence *q)
         sift_tensor_destroy(sl->sel_state);
         sift_tensor_destroy(sl->sel_idx);
         sift_tensor_destroy(sl->sel_warm);
-        sl->sel_state = sl->sel_idx = sl->sel_warm = NULL;
+        sift_tensor_destroy(sl->stage_k);
+        sift_tensor_destroy(sl->stage_v);
+        sl->sel_state = sl->sel_idx = sl->sel_warm = sl->stage_k = sl->stage_v = NULL;
         sl->butler_steps = sl->butler_reused = 0;
     }
     sift_tensor_destroy(q->host_idx);
@@ -124,12 +126,75 @@ static sift_status make_sel_cache(sift_session *s, sequence *q)
  * whatever the interval: a few values a layer, so that the memory estimate needs no more). */
 static int64_t butler_count(const sift_session_config *c) { return sift_max_count(c) + (c->neighbor_fetch ? c->budget : 0); }
 
+/* Which families of layer l move to host memory under offload: the cache's rule for the session's
+ * config (create_kv_cache), whether or not the pools offload. */
+static kv_cache_config kv_rules(const sift_session_config *c)
+{
+    return (kv_cache_config){.offload_v_only = c->kv_offload_v_only, .resident_layers = c->policy == SIFT_POLICY_BUTLER ? 1 : 0};
+}
+
+static bool layer_moves(const sift_session_config *c, uint32_t l)
+{
+    const kv_cache_config kc = kv_rules(c);
+    return sift_kv_cache_moves(&kc, l, KV_K) || sift_kv_cache_moves(&kc, l, KV_V);
+}
+
+/* Whether a BUTLER session of config c stages its lists' rows (session.h: sift_butler_stages), its
+ * pools offloaded or not, the interval decided by the query or not. */
+static bool butler_staging_on(const sift_session_config *c, bool offloaded, bool by_query)
+{
+    return c->policy == SIFT_POLICY_BUTLER && offloaded && !by_query && c->predict_interval > 1 && !c->neighbor_fetch;
+}
+
+static bool offloaded(const sift_session *s)
+{
+    sift_kv_pool_info p;
+    sift_kv_cache_pools(s->kv, &p);
+    return p.host_pages > 0;
+}
+
+bool sift_butler_stages(const sift_session *s, uint32_t l)
+{
+    return l >= 1 && butler_staging_on(&s->cfg, offloaded(s), sift_butler_by_query(s)) && layer_moves(&s->cfg, l);
+}
+
+size_t sift_butler_staging_bytes(const sift_session *s)
+{
+    const sift_gguf_hparams *hp = &s->m->hp;
+    size_t layers = 0;
+    for (uint32_t l = 0; l < hp->n_layer; l++) layers += sift_butler_stages(s, l);
+    return layers * 2 * (size_t)hp->n_head_kv * (size_t)sift_max_count(&s->cfg) * (size_t)hp->head_dim *
+           sift_dtype_size(s->cfg.kv_type);
+}
+
+/* Each staged layer's K and V rows [Hkv][S + k + W][D] (sift_butler_stages). */
+static sift_status make_butler_staging(sift_session *s, sequence *q)
+{
+    const sift_gguf_hparams *hp = &s->m->hp;
+    const int64_t shape[3] = {hp->n_head_kv, sift_max_count(&s->cfg), hp->head_dim};
+    for (uint32_t l = 1; l < hp->n_layer; l++) {
+        if (!sift_butler_stages(s, l)) continue;
+        seq_layer *sl = &q->layers[l];
+        sift_status st = sift_tensor_create(s->m->ctx, s->cfg.kv_type, 3, shape, &sl->stage_k);
+        if (st == SIFT_OK) st = sift_tensor_create(s->m->ctx, s->cfg.kv_type, 3, shape, &sl->stage_v);
+        if (st != SIFT_OK) {
+            char why[256]; /* the allocation's own message, copied before it is overwritten */
+            snprintf(why, sizeof why, "%s", sift_last_error());
+            return sift_set_error(st, "session: TokenButler's staged rows under KV offload (%zu bytes of device memory a "
+                                      "sequence; an interval of 1 or neighbour fetch stages none) could not be allocated: %s",
+                                  sift_butler_staging_bytes(s), why);
+        }
+    }
+    return SIFT_OK;
+}
+
 static sift_status make_butler_lists(sift_session *s, sequence *q)
 {
     const sift_gguf_hparams *hp = &s->m->hp;
     q->lists_kept = false;
     for (uint32_t l = 1; l < hp->n_layer; l++)
         TRY(sift_tensor_create(s->m->ctx, SIFT_I32, 2, (int64_t[]){hp->n_head_kv, butler_count(&s->cfg)}, &q->layers[l].sel_idx));
+    TRY(make_butler_staging(s, q));
     return make_sel_states(s, q, 1, (int64_t)hp->n_head * s->cfg.predictor->key_dim);
 }
 
@@ -205,20 +270,19 @@ static sift_status create_kv_cache(sift_session *s)
 {
     const sift_session_config *c = &s->cfg;
     const sift_gguf_hparams *hp = &s->m->hp;
-    const kv_cache_config kc = {.n_layer = hp->n_layer,
-                                .n_kv_heads = hp->n_head_kv,
-                                .head_dim = hp->head_dim,
-                                .kv_type = c->kv_type,
-                                .page_size = c->page_size,
-                                .n_seq = c->n_seq,
-                                .seq_tokens = c->n_ctx,
-                                .pool_tokens = c->pool_tokens,
-                                .device_tokens = c->kv_device_tokens,
-                                .offload_v_only = c->kv_offload_v_only,
-                                .resident_layers = c->policy == SIFT_POLICY_BUTLER ? 1 : 0,
-                                .pinned_tokens = c->sink,
-                                .key_dim = c->predictor ? c->predictor->key_dim : 0,
-                                .key_type = c->predictor_keys};
+    kv_cache_config kc = kv_rules(c); /* offload_v_only, resident_layers */
+    kc.n_layer = hp->n_layer;
+    kc.n_kv_heads = hp->n_head_kv;
+    kc.head_dim = hp->head_dim;
+    kc.kv_type = c->kv_type;
+    kc.page_size = c->page_size;
+    kc.n_seq = c->n_seq;
+    kc.seq_tokens = c->n_ctx;
+    kc.pool_tokens = c->pool_tokens;
+    kc.device_tokens = c->kv_device_tokens;
+    kc.pinned_tokens = c->sink;
+    kc.key_dim = c->predictor ? c->predictor->key_dim : 0;
+    kc.key_type = c->predictor_keys;
     return sift_kv_cache_create(s->m->ctx, &kc, &s->kv);
 }
 
@@ -347,6 +411,15 @@ butler_step sift_butler_next(const sift_session *s, const segment *sg)
     return butler_mode(s, s->seqs[sg->seq].decode_steps + 1, lists_kept_after(s, sg));
 }
 
+/* A reuse at decode step d (butler_mode) follows the selection at the step d' <= d with
+ * (d' - 1) % I == 0: (d - 1) % I steps before. */
+int64_t sift_butler_shift(const sift_session *s, const segment *sg, bool next)
+{
+    const int64_t d = s->seqs[sg->seq].decode_steps + (next ? 1 : 0);
+    const butler_step mode = next ? sift_butler_next(s, sg) : sg->butler;
+    return mode == BUTLER_REUSE ? (d - 1) % s->cfg.predict_interval : 0;
+}
+
 static sift_status run_step(sift_session *s, step *st, const int32_t *tokens, float *logits)
 {
     if (s->cfg.should_stop && s->cfg.should_stop(s->cfg.should_stop_user))
@@ -363,6 +436,7 @@ static sift_status run_step(sift_session *s, step *st, const int32_t *tokens, fl
     for (int i = 0; i < st->n_seg; i++) {
         const sequence *q = &s->seqs[st->seg[i].seq];
         st->seg[i].butler = butler_mode(s, q->decode_steps, q->lists_kept);
+        st->seg[i].butler_shift = sift_butler_shift(s, &st->seg[i], false);
     }
     TRY(sift_tensor_write(s->ids, 0, tokens, (size_t)st->rows * sizeof *tokens));
     sift_status e = sift_forward(s, st);

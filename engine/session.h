@@ -38,6 +38,10 @@ typedef struct seq_layer {
     sift_tensor *sel_idx;       /* the index set it keeps [1][S + k + W]; BUTLER's lists [Hkv][S + k (+ k) + W] */
     sift_tensor *sel_warm;      /* the warm start of select's top-k, i32 [lists][SIFT_SELECT_WARM_WORDS] (TokenSelect, BUTLER) */
     int64_t butler_steps, butler_reused; /* BUTLER: full selections, and those the fixed interval reused */
+    /* BUTLER under KV offload, the fixed interval (sift_butler_stages): the rows of the kept lists
+     * copied to the device when they are chosen, K and V [Hkv][S + k + W][D] of the cache's type, so
+     * that the steps reusing them read no host row (sift_attn_staging); NULL where not staged */
+    sift_tensor *stage_k, *stage_v;
     sift_kv_mirror mirror;      /* host copy of the cache (host policies, eval_mode) */
     float *obs_q;               /* the last SIFT_POLICY_OBS prompt queries [OBS][Hq][D] and positions */
     int64_t obs_pos[SIFT_POLICY_OBS];
@@ -62,6 +66,7 @@ typedef enum { BUTLER_SELECT, BUTLER_REUSE, BUTLER_CHECK } butler_step;
 typedef struct segment {
     int seq;
     butler_step butler;    /* decode under BUTLER */
+    int64_t butler_shift;  /* BUTLER_REUSE: decode steps since the selection it reuses (1 ..); else 0 */
     int64_t row0, t, pos0;
     sift_tensor *attn_idx; /* decode: the index list its attention read (NULL: dense) */
     float *q_host;         /* decode under eval_mode: the layer's query, for the quality measure */
@@ -167,6 +172,37 @@ void sift_profile_add(sift_session *s, const char *stage, sift_op op, double us,
 butler_step sift_butler_next(const sift_session *s, const segment *sg);
 /* Whether the device decides BUTLER's reuse by q' (sift_session_set_butler_reuse). */
 static inline bool sift_butler_by_query(const sift_session *s) { return s->butler_reuse <= 1.0f; }
+/* session.c: sg's butler_shift once its butler mode is set, from the sequence's decode steps
+ * since its prefill (next: of the step after sg, as sift_butler_next). */
+int64_t sift_butler_shift(const sift_session *s, const segment *sg, bool next);
+
+/* Whether layer l's K/V rows of a BUTLER session's selections are staged on the device
+ * (seq_layer.stage_k): the layer's K or V moves to host memory under KV offload, and the lists
+ * are reused for a fixed interval (> 1; without neighbour fetch, whose skipped entries a staged
+ * copy cannot tell from rows). The interval decided by the query is not staged: the device
+ * decides there whether a step reuses, and the copy (kv_gather) takes no predicate. */
+bool sift_butler_stages(const sift_session *s, uint32_t l);
+
+/* Device bytes of the staged rows of one sequence (every staged layer's K and V): layers x 2 x Hkv
+ * x (S + k + W) x D x the K/V element size, 0 where nothing is staged (sift_butler_stages). */
+size_t sift_butler_staging_bytes(const sift_session *s);
+
+/* attention.c: a TokenButler layer's attention reading its staged rows (seq_layer.stage_k) instead
+ * of the cache. On a selection (gather), the lists' K and V rows are copied into the staging rows
+ * in list order (kv_gather); on a reuse at `shift` steps after the selection, only the step's own
+ * key and value (new_k, new_v f32 [1][Hkv][D], as written to the cache) are written, into the
+ * window's slot of the oldest position, which has left the window: the window's W rows are a ring.
+ * Then gather_attend reads the staging rows in the order of the lists (sink, chosen, window by
+ * position), so that it sums what the paged attention sums, in the same order. */
+typedef struct sift_attn_staging {
+    sift_tensor *k, *v;                 /* [Hkv][S + k + W][D], the cache's type */
+    const sift_tensor *new_k, *new_v;   /* f32 [1][Hkv][D] */
+    bool gather;                        /* the step selects: copy the lists' rows */
+    int64_t shift;                      /* a reuse: steps since the selection (>= 1) */
+} sift_attn_staging;
+sift_status sift_attn_append_staged(sift_graph *g, const sift_attn_config *cfg, const sift_attn_staging *staging,
+                                    const sift_tensor *q, const sift_tensor *k, const sift_tensor *v, sift_tensor *out,
+                                    sift_tensor **indices_out);
 
 /* forward.c: runs a step (its pages taken, its tokens in s->ids) and leaves the logits in s->logits. */
 sift_status sift_forward(sift_session *s, step *st);
