@@ -9,7 +9,14 @@
  *    layers and families, the pools' figures, and a rewind then growth that moves nothing unwritten;
  *  - synthetic rows: every int8 projected key row ends in the scale 1.0, a fill past the sequence
  *    refused;
- *  - bad configurations and reads refused with a status.
+ *  - bad configurations and reads refused with a status;
+ *  - copies between tensors (sift_tensors_copy, what a page move is): a batch between a device
+ *    tensor and a host-memory one both ways and within the device one, f32 and f16, on the
+ *    backend's copy and through host memory, every byte read back against the same copies made on
+ *    mirrors here; on Vulkan also with tensors split into chunks (of 4096 bytes with f16 stored as
+ *    f32, and the small profile's 2^27), each copy crossing chunk boundaries at other places on its
+ *    two sides; batches refused whole (overlaps, ranges, types, part elements), copying nothing;
+ *    a page move's time and bytes counted.
  *
  *   sift-kv-cache-test */
 #include "kv_cache.h"
@@ -343,6 +350,188 @@ static void synthetic(const char *b)
     expect_status(cn, b, "a read past the pages held", sift_kv_cache_read_rows(cache, 1, 0, KV_K, 8, 5, rows, 13), SIFT_E_INVALID);
 }
 
+/* ---- copies between tensors ----------------------------------------------------------------------- */
+
+/* The chunk size, in the API's bytes of an f32 and of an f16 tensor, where the running context
+ * splits tensors (copy_batch builds copies across it); 0: the context at hand does not split them,
+ * and 4096 stands in. split_tag names the context's variant in the reports. */
+static size_t chunk_f32, chunk_f16;
+static const char *split_tag = "";
+
+/* Pseudo-random element bits of type t (f32 or f16), never infinity or NaN (which a device storing
+ * f16 as f32 need not keep bit for bit). */
+static void fill_bits(sift_dtype t, unsigned char *p, size_t n_elts, uint64_t seed)
+{
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < n_elts; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        if (t == SIFT_F16) {
+            uint16_t h = (uint16_t)(x >> 40);
+            if ((h & 0x7c00u) == 0x7c00u) h &= 0xbfffu;
+            memcpy(p + 2 * i, &h, 2);
+        } else {
+            uint32_t f = (uint32_t)(x >> 20);
+            if ((f & 0x7f800000u) == 0x7f800000u) f &= 0xbfffffffu;
+            memcpy(p + 4 * i, &f, 4);
+        }
+    }
+}
+
+/* The elements of a and b (n_elts of elt bytes) that differ. */
+static int64_t elements_differing(const unsigned char *a, const unsigned char *b, size_t n_elts, size_t elt)
+{
+    int64_t bad = 0;
+    for (size_t i = 0; i < n_elts; i++) bad += memcmp(a + i * elt, b + i * elt, elt) != 0;
+    return bad;
+}
+
+/* A device tensor and a host-memory one of `bytes` bytes of type t, with fresh random contents, and
+ * their mirrors here. */
+typedef struct {
+    sift_tensor *dev, *host;
+    unsigned char *dev_mirror, *host_mirror, *readback;
+    size_t bytes;
+} copy_pair;
+
+static void pair_free(copy_pair *p)
+{
+    sift_tensor_destroy(p->dev);
+    sift_tensor_destroy(p->host);
+    free(p->dev_mirror);
+    free(p->host_mirror);
+    free(p->readback);
+    memset(p, 0, sizeof *p);
+}
+
+static void pair_fill(copy_pair *p, sift_dtype t, uint64_t seed)
+{
+    const size_t elt = sift_dtype_size(t);
+    fill_bits(t, p->dev_mirror, p->bytes / elt, seed);
+    fill_bits(t, p->host_mirror, p->bytes / elt, seed + 1);
+    TRY(sift_tensor_write(p->dev, 0, p->dev_mirror, p->bytes));
+    TRY(sift_tensor_write(p->host, 0, p->host_mirror, p->bytes));
+}
+
+/* Both tensors read back equal their mirrors, else a failure naming what. */
+static void pair_expect(copy_pair *p, sift_dtype t, const char *what, const char *b)
+{
+    const size_t elt = sift_dtype_size(t);
+    TRY(sift_tensor_read(p->dev, 0, p->readback, p->bytes));
+    int64_t bad = elements_differing(p->readback, p->dev_mirror, p->bytes / elt, elt);
+    TRY(sift_tensor_read(p->host, 0, p->readback, p->bytes));
+    bad += elements_differing(p->readback, p->host_mirror, p->bytes / elt, elt);
+    report(what, b, "elements wrong", (double)bad, 0, bad == 0);
+}
+
+/* The batch of copy_case on pair p, for a chunk of B bytes and elements of e bytes (offsets in
+ * bytes; the tensors hold 3B + 4096). Device: 1's source crosses B, 2's destination 2B, 3 copies
+ * within the tensor, 4's source crosses 3B; host memory: 1's destination crosses 2B, 2's source B,
+ * 4's destination 3B at another place. No destination overlaps another copy's bytes. */
+static size_t copy_batch(copy_pair *p, size_t B, size_t e, sift_copy_region *r)
+{
+    const size_t L = B + 64 * e; /* copy 4: more than a chunk */
+    r[0] = (sift_copy_region){p->dev, B - 6 * e, p->host, 2 * B - 9 * e, 20 * e};
+    r[1] = (sift_copy_region){p->host, B - 20 * e, p->dev, 2 * B - 17 * e, 40 * e};
+    r[2] = (sift_copy_region){p->dev, 0, p->dev, B - 40 * e, 32 * e};
+    r[3] = (sift_copy_region){p->dev, 2 * B + 40 * e, p->host, 2 * B + 20 * e, L};
+    r[4] = (sift_copy_region){p->dev, 64 * e, p->host, 0, 0}; /* nothing */
+    return 5;
+}
+
+/* The copies of r[0 .. n) made on the mirrors (none overlaps another's destination: any order). */
+static void mirror_copies(copy_pair *p, const sift_copy_region *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *src = r[i].src == p->dev ? p->dev_mirror : p->host_mirror;
+        unsigned char *dst = r[i].dst == p->dev ? p->dev_mirror : p->host_mirror;
+        memmove(dst + r[i].dst_offset, src + r[i].src_offset, r[i].bytes);
+    }
+}
+
+/* copy_batch's copies on tensors of type t, on the backend's copy and through host memory, and
+ * the refusals (tag names the context's variant in the reports). */
+static void copy_type(const char *b, const char *tag, sift_dtype t, size_t chunk)
+{
+    const size_t e = sift_dtype_size(t), B = chunk ? chunk : 4096;
+    copy_pair p = {.bytes = 3 * B + 4096};
+    const int64_t shape = (int64_t)(p.bytes / e);
+    p.dev_mirror = malloc(p.bytes), p.host_mirror = malloc(p.bytes), p.readback = malloc(p.bytes);
+    sift_status st = p.dev_mirror && p.host_mirror && p.readback ? SIFT_OK : SIFT_E_NOMEM;
+    if (st == SIFT_OK) st = sift_tensor_create(ctx, t, 1, &shape, &p.dev);
+    if (st == SIFT_OK) st = sift_tensor_create_host(ctx, t, 1, &shape, &p.host);
+    if (st != SIFT_OK) pair_free(&p);
+    TRY(st);
+    sift_copy_region r[8];
+    char what[160];
+    for (int through_host = 0; through_host < 2; through_host++) {
+        pair_fill(&p, t, (uint64_t)(10 + through_host));
+        const size_t n = copy_batch(&p, B, e, r);
+        st = sift_tensors_copy(ctx, r, n, through_host);
+        if (st != SIFT_OK) pair_free(&p);
+        TRY(st);
+        mirror_copies(&p, r, n);
+        snprintf(what, sizeof what, "copies%s: %s %s, device <-> host memory, around byte %zu x 1, 2, 3", tag,
+                 sift_dtype_name(t), through_host ? "through host memory" : "on the device", B);
+        pair_expect(&p, t, what, b);
+    }
+    /* refused batches: a good copy first, which must not happen either */
+    sift_tensor *other = NULL;
+    st = sift_tensor_create(ctx, t == SIFT_F32 ? SIFT_F16 : SIFT_F32, 1, &shape, &other);
+    if (st != SIFT_OK) pair_free(&p);
+    TRY(st);
+    struct {
+        const char *what;
+        sift_copy_region bad;
+    } refused[] = {
+        {"a destination overlapping another's", {p.dev, 0, p.host, 2 * B - 9 * e + 3 * e, 4 * e}},
+        {"a destination overlapping a source", {p.host, 0, p.dev, B - 8 * e, 4 * e}},
+        {"a copy within its own bytes", {p.dev, 4 * B / 2, p.dev, 4 * B / 2 + e, 8 * e}},
+        {"a range past the source", {p.dev, p.bytes - 4 * e, p.host, 0, 8 * e}},
+        {"a range past the destination", {p.dev, 0, p.host, p.bytes, e}},
+        {"another element type", {other, 0, p.host, 0, 8 * e}},
+        {"part of an element", {p.dev, 1, p.host, 64 * e, 2 * e}},
+        {"no source", {NULL, 0, p.host, 0, e}},
+    };
+    pair_fill(&p, t, 20);
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        sift_copy_region batch[2] = {{p.dev, B - 6 * e, p.host, 2 * B - 9 * e, 20 * e}, refused[i].bad};
+        snprintf(what, sizeof what, "copies%s: %s: %s refused", tag, sift_dtype_name(t), refused[i].what);
+        expect_status(what, b, "status", sift_tensors_copy(ctx, batch, 2, false), SIFT_E_INVALID);
+    }
+    snprintf(what, sizeof what, "copies%s: %s: nothing copied by the refused batches", tag, sift_dtype_name(t));
+    pair_expect(&p, t, what, b);
+    sift_tensor_destroy(other);
+    pair_free(&p);
+}
+
+static void copies(const char *b)
+{
+    copy_type(b, split_tag, SIFT_F32, chunk_f32);
+    copy_type(b, split_tag, SIFT_F16, chunk_f16);
+    if (chunk_f32) return; /* the page move's figures once is enough */
+    /* a page move: every layer's K, V (f32 rows of 32 bytes) and layer 1's int8 projected keys
+     * (12 bytes) of 2 heads x 4 rows, timed */
+    const char *cn = "copies: a page move";
+    kv_cache_config cfg = base_config();
+    cfg.kv_type = SIFT_F32;
+    cfg.n_seq = 1;
+    cfg.seq_tokens = cfg.pool_tokens = 40;
+    cfg.device_tokens = 8;
+    cfg.key_dim = DK;
+    cfg.key_type = SIFT_I8;
+    new_cache(&cfg);
+    TRY(sift_kv_cache_reserve(cache, 0, 8));
+    write_rows(0, 0, 0, 8, cfg.n_layer);
+    TRY(sift_kv_cache_reserve(cache, 0, 9));
+    sift_kv_move_times mt;
+    sift_kv_cache_move_times(cache, &mt);
+    expect_int(cn, b, "moves", mt.moves, 1);
+    expect_int(cn, b, "bytes", (int64_t)mt.bytes, 2 * 2 * HKV * P * 32 + HKV * P * 12);
+    report("copies: a page move took time", b, "us", mt.us, 0, mt.us > 0);
+    expect_pages(cn, b, 0, (const int32_t[]){2, 1, 0}, 3);
+    expect_rows(cn, b, 0, 0, 0, 8, cfg.n_layer);
+}
+
 static void bad_configs(const char *b)
 {
     const char *cn = "bad config";
@@ -378,13 +567,34 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     setenv("SIFT_VULKAN_VALIDATION", "1", 0);
-    void (*cases[])(const char *) = {paging, rewind_sequences, host_pools, synthetic, bad_configs};
-    const char *names[] = {"paging", "rewind", "host pools", "synthetic", "bad config"};
+    void (*cases[])(const char *) = {paging, rewind_sequences, host_pools, synthetic, copies, bad_configs};
+    const char *names[] = {"paging", "rewind", "host pools", "synthetic", "copies", "bad config"};
     for (int kind = 0; kind < SIFT_BACKEND_COUNT; kind++) {
         ctx = test_context_open((sift_backend_kind)kind, "kv-cache", false);
         if (!ctx) continue;
         const char *b = sift_backend_kind_name((sift_backend_kind)kind);
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(cases[i], names[i], b);
+        test_context_done(ctx);
+    }
+    /* Vulkan with its tensors split into chunks (vk_memory.c), each a buffer of its own: chunks of
+     * 4096 bytes with f16 stored as f32 (each half then 4 bytes, a chunk 2048 halves); and the small
+     * profile, whose buffers reach 2^27 bytes (f16 stored as f32 there too). The environment is
+     * read when a context opens. */
+    const struct {
+        const char *var, *value, *tag;
+        size_t chunk_f32, chunk_f16;
+    } split[] = {{"SIFT_VULKAN_CHUNK_BYTES", "4096", " (chunks of 4096 bytes, f16 as f32)", 4096, 2048},
+                 {"SIFT_VULKAN_PROFILE", "small", " (small profile: chunks of 2^27 bytes, f16 as f32)", 1u << 27, 1u << 26}};
+    for (size_t v = 0; v < sizeof split / sizeof *split; v++) {
+        const bool f16_as_f32 = v == 0;
+        setenv(split[v].var, split[v].value, 1);
+        if (f16_as_f32) setenv("SIFT_VULKAN_F16_AS_F32", "1", 1);
+        ctx = test_context_open(SIFT_BACKEND_VULKAN, "kv-cache", false);
+        unsetenv(split[v].var);
+        if (f16_as_f32) unsetenv("SIFT_VULKAN_F16_AS_F32");
+        if (!ctx) continue;
+        chunk_f32 = split[v].chunk_f32, chunk_f16 = split[v].chunk_f16, split_tag = split[v].tag;
+        run_case(copies, "copies", "vulkan");
         test_context_done(ctx);
     }
     return test_summary("kv-cache", NULL);

@@ -193,6 +193,7 @@ typedef struct mode_result {
     int n_prof;
     int64_t prof_steps;
     sift_kv_pool_info pools;
+    sift_kv_move_times moves; /* the page moves of the session, filling included */
 } mode_result;
 
 /* The next tokens of the batch: arbitrary, different from step to step. */
@@ -231,7 +232,16 @@ static sift_status time_steps(decode_bench *b, sift_session *ss, mode_result *r)
         if (r->n_prof > PROFILE_MAX_ROWS) r->n_prof = PROFILE_MAX_ROWS;
     }
     if (s == SIFT_OK) s = sift_session_kv_pools(ss, &r->pools);
+    sift_session_kv_move_times(ss, &r->moves);
     return s;
+}
+
+/* Whether the session's page moves copy through host memory rather than on the device: the
+ * engine's switch for comparing the two (kv_cache.h), read as the engine reads it. */
+static bool moves_through_host(void)
+{
+    const char *v = getenv("SIFT_KV_MOVE_THROUGH_HOST");
+    return v && strcmp(v, "1") == 0;
 }
 
 /* A mode's row: a line of the table, or a JSON object. */
@@ -263,6 +273,13 @@ static void print_mode(const decode_bench *b, const sift_session *ss, int64_t n_
         printf(", \"kv_device_bytes\": %llu, \"kv_host_bytes\": %llu, \"pages_moved\": %lld",
                (unsigned long long)r->pools.device_bytes, (unsigned long long)r->pools.host_bytes,
                (long long)r->pools.pages_moved);
+        printf(", \"page_move_ms\": ");
+        cli_json_fixed(r->moves.us / 1e3, 3);
+        printf(", \"ms_per_page_move\": ");
+        cli_json_fixed(cli_ratio(r->moves.us / 1e3, (double)r->moves.moves), 3);
+        printf(", \"bytes_per_page_move\": ");
+        cli_json_fixed(cli_ratio(r->moves.bytes, (double)r->moves.moves), 0);
+        printf(", \"page_moves_through_host\": %s", moves_through_host() ? "true" : "false");
         if (p->profile) print_profile(b->prof, r->n_prof, r->prof_steps, r->med * 1e3, true);
         printf("}\n");
     } else {
@@ -272,6 +289,12 @@ static void print_mode(const decode_bench *b, const sift_session *ss, int64_t n_
         if (r->pools.host_pages > 0) {
             printf("%10s %-7s ", "", "");
             cli_print_pools(stdout, &r->pools);
+        }
+        if (r->moves.moves > 0) {
+            const double per_ms = r->moves.us / 1e3 / (double)r->moves.moves, per_mb = r->moves.bytes / 1e6 / (double)r->moves.moves;
+            printf("%10s %-7s page moves: %lld in %.3f ms of host time, %.3f ms a page of %.2f MB (%.2f GB/s)%s\n", "", "",
+                   (long long)r->moves.moves, r->moves.us / 1e3, per_ms, per_mb, per_mb / per_ms,
+                   moves_through_host() ? ", through host memory (SIFT_KV_MOVE_THROUGH_HOST=1)" : "");
         }
         if (p->profile) print_profile(b->prof, r->n_prof, r->prof_steps, r->med * 1e3, false);
     }
