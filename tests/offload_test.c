@@ -7,7 +7,13 @@
  *     of 64, then 8 greedy decode steps (each step's token is the last step's argmax);
  *   - a rewind into host pages, then the same tokens again;
  *   - synthetic contexts (sift_session_fill_synthetic, what bench-decode fills) and decode steps;
- * and each offloaded run really used the host pool: host pages in use and pages moved > 0. Also: a
+ *   - TokenButler reusing its lists: a fixed interval of 4 (staged rows: the selections' rows
+ *     copied to the device, the reusing steps reading that copy), of 6 with a window of 4 (the
+ *     window's ring of staged rows turns over), and butler:auto (the device decides; the cache);
+ * and each offloaded run really used the host pool: host pages in use and pages moved > 0. The
+ * staged runs are counted in a profiled run of the same steps (equal again): kv_gather copies
+ * K and V of each staged layer on each selecting step and on no other, kv_write adds each reusing
+ * step's row to them, and a run that stages nothing (resident, butler:auto) has neither. Also: a
  * tensor in host memory reads back what was written, and get_rows reads it as device memory. Every
  * scenario runs on the first model; the others (other head sizes, so other kernels) run the
  * policies over a prompt.
@@ -45,6 +51,22 @@ typedef struct {
 
 typedef enum { SCEN_PROMPT, SCEN_REWIND, SCEN_SYNTHETIC } scenario;
 
+/* How TokenButler reuses its lists: a fixed interval (1: never), or the device deciding by q'
+ * (reuse: the threshold, > 1 for none); and the window (0: the default). */
+typedef struct {
+    int interval;
+    float reuse;
+    int64_t window;
+} butler_reuse;
+
+static const butler_reuse NO_REUSE = {.interval = 1, .reuse = SIFT_SEL_CACHE_OFF};
+
+/* What a profiled run counted (sift_session_profile_stages): the attention's kv_gather nodes (the
+ * staging copies) and kv_write nodes (a reusing step's row added to them). */
+typedef struct {
+    int64_t gathers, writes;
+} staging_count;
+
 static int32_t argmax(const float *x, int n)
 {
     int32_t best = 0;
@@ -53,7 +75,7 @@ static int32_t argmax(const float *x, int n)
     return best;
 }
 
-static sift_session_config config(const model_run *t, sift_policy policy, int offload, bool v_only)
+static sift_session_config config(const model_run *t, sift_policy policy, int offload, bool v_only, const butler_reuse *br)
 {
     sift_session_config c = sift_session_config_default();
     c.n_ctx = 256;
@@ -65,15 +87,44 @@ static sift_session_config config(const model_run *t, sift_policy policy, int of
     if (policy == SIFT_POLICY_BUTLER) c.predictor = t->pred;
     if (offload) c.kv_device_tokens = DEVICE_TOKENS;
     c.kv_offload_v_only = offload && v_only;
+    c.predict_interval = br->interval;
+    if (br->window) c.window = br->window;
     return c;
 }
 
-/* One run: the scenario's context, then STEPS greedy decode steps. */
-static sift_status run(const model_run *t, const sift_session_config *cfg, scenario sc, outcome *o)
+/* Turns profiling on (count) and butler:auto's threshold. */
+static sift_status prepare(sift_session *s, const butler_reuse *br, bool count)
+{
+    sift_status st = br->reuse <= 1.0f ? sift_session_set_butler_reuse(s, br->reuse) : SIFT_OK;
+    if (st == SIFT_OK && count) st = sift_session_set_profiling(s, 1);
+    return st;
+}
+
+/* The staging nodes of the profiled steps: the attention's kv_gather and kv_write. */
+static sift_status count_staging(const sift_session *s, staging_count *out)
+{
+    sift_stage_time rows[160];
+    int n = 0;
+    *out = (staging_count){0};
+    const sift_status st = sift_session_profile_stages(s, rows, 160, &n, NULL);
+    if (st != SIFT_OK) return st;
+    for (int i = 0; i < n && i < 160; i++) {
+        if (strcmp(rows[i].stage, "attention") != 0) continue;
+        if (strcmp(rows[i].op, "kv_gather") == 0) out->gathers += rows[i].nodes;
+        if (strcmp(rows[i].op, "kv_write") == 0) out->writes += rows[i].nodes;
+    }
+    return SIFT_OK;
+}
+
+/* One run: the scenario's context, then STEPS greedy decode steps; profiled where count is not
+ * NULL, which gets the staging nodes. */
+static sift_status run(const model_run *t, const sift_session_config *cfg, const butler_reuse *br, scenario sc, outcome *o,
+                       staging_count *count)
 {
     const size_t nv = (size_t)t->info.n_vocab;
     sift_session *s = NULL;
     sift_status st = sift_session_create(t->m, cfg, &s);
+    if (st == SIFT_OK) st = prepare(s, br, count != NULL);
     float *lg = o->logits;
     if (sc == SCEN_SYNTHETIC) {
         if (st == SIFT_OK) st = sift_session_fill_synthetic(s, 120, 5);
@@ -92,12 +143,71 @@ static sift_status run(const model_run *t, const sift_session_config *cfg, scena
         o->toks[i] = argmax(out, (int)nv);
     }
     if (st == SIFT_OK) st = sift_session_kv_pools(s, &o->pools);
+    if (st == SIFT_OK && count) st = count_staging(s, count);
     sift_session_destroy(s);
     return st;
 }
 
-/* The offloaded run of a policy against the resident one. */
-static void compare(const model_run *t, sift_policy policy, bool v_only, scenario sc, const char *label)
+/* The first of steps 0 .. STEPS whose token or logits differ between two runs; -1: none. */
+static int first_difference(const outcome *a, const outcome *b, size_t nv)
+{
+    for (int i = 0; i <= STEPS; i++)
+        if (a->toks[i] != b->toks[i] || memcmp(a->logits + i * nv, b->logits + i * nv, nv * sizeof(float)) != 0) return i;
+    return -1;
+}
+
+/* The decode steps of a run (after a prompt STEPS, its last token read by the prefill; after a
+ * synthetic context, which is no prefill, STEPS + 1): how many select under the fixed interval I
+ * (session.c: the first two steps, then every I-th), and how many reuse. */
+static void butler_steps(scenario sc, int interval, int *selecting, int *reusing)
+{
+    *selecting = *reusing = 0;
+    const int steps = sc == SCEN_SYNTHETIC ? STEPS + 1 : STEPS;
+    for (int d = 0; d < steps; d++) { /* d: decode steps since the prefill */
+        const bool selects = d == 0 || (d - 1) % interval == 0;
+        *selecting += selects;
+        *reusing += !selects;
+    }
+}
+
+/* The staging of an offloaded TokenButler run with reuse br, profiled (offloaded: its outcome b, as
+ * the unprofiled run gave it): equal again, and its staging nodes those the interval implies on
+ * every layer but the dense layer 0, or none where nothing is staged (resident; butler:auto). */
+static void check_staging(const model_run *t, const sift_session_config *cfg, const butler_reuse *br, scenario sc,
+                          const outcome *b, bool offloaded, const char *label)
+{
+    const size_t nv = (size_t)t->info.n_vocab;
+    outcome p = {.logits = calloc((STEPS + 1) * nv, sizeof(float))};
+    staging_count n = {0};
+    char what[200];
+    const sift_status st = p.logits ? run(t, cfg, br, sc, &p, &n) : SIFT_E_NOMEM;
+    if (st != SIFT_OK) {
+        snprintf(what, sizeof what, "%s, profiled: %s", label, sift_last_error());
+        check(false, t->name, t->bname, what, (double)st);
+        free(p.logits);
+        return;
+    }
+    snprintf(what, sizeof what, "%s, profiled (%s): tokens and logits equal the unprofiled run's (first step differing)", label,
+             offloaded ? "offloaded" : "resident");
+    const int diff = first_difference(b, &p, nv);
+    check(diff < 0, t->name, t->bname, what, diff);
+    const bool staged = offloaded && br->interval > 1 && br->reuse > 1.0f;
+    int selecting, reusing;
+    butler_steps(sc, br->interval, &selecting, &reusing);
+    const int64_t layers = t->info.n_layers - 1; /* layer 0 attends densely */
+    const int64_t gathers = staged ? 2 * layers * selecting : 0, writes = staged ? 2 * layers * reusing : 0;
+    snprintf(what, sizeof what, "%s (%s): staging copies %lld K/V gathers, %lld K/V row writes (expected %lld, %lld)", label,
+             offloaded ? "offloaded" : "resident", (long long)n.gathers, (long long)n.writes, (long long)gathers,
+             (long long)writes);
+    check(n.gathers == gathers && n.writes == writes && (!staged || (gathers > 0 && writes > 0)), t->name, t->bname, what,
+          (double)n.gathers);
+    free(p.logits);
+}
+
+/* The offloaded run of a policy against the resident one; TokenButler reusing its lists as br says,
+ * its staging counted in profiled runs of both. */
+static void compare_reusing(const model_run *t, sift_policy policy, bool v_only, scenario sc, const butler_reuse *br,
+                            const char *label)
 {
     const size_t nv = (size_t)t->info.n_vocab;
     outcome a = {.logits = calloc((STEPS + 1) * nv, sizeof(float))}, b = {.logits = calloc((STEPS + 1) * nv, sizeof(float))};
@@ -106,17 +216,15 @@ static void compare(const model_run *t, sift_policy policy, bool v_only, scenari
         check(false, t->name, t->bname, "out of memory", 0);
         goto out;
     }
-    const sift_session_config resident = config(t, policy, 0, false), off = config(t, policy, 1, v_only);
-    sift_status st = run(t, &resident, sc, &a);
-    if (st == SIFT_OK) st = run(t, &off, sc, &b);
+    const sift_session_config resident = config(t, policy, 0, false, br), off = config(t, policy, 1, v_only, br);
+    sift_status st = run(t, &resident, br, sc, &a, NULL);
+    if (st == SIFT_OK) st = run(t, &off, br, sc, &b, NULL);
     if (st != SIFT_OK) {
         snprintf(what, sizeof what, "%s: %s", label, sift_last_error());
         check(false, t->name, t->bname, what, (double)st);
         goto out;
     }
-    int first_diff = -1;
-    for (int i = 0; i <= STEPS && first_diff < 0; i++)
-        if (a.toks[i] != b.toks[i] || memcmp(a.logits + i * nv, b.logits + i * nv, nv * sizeof(float)) != 0) first_diff = i;
+    const int first_diff = first_difference(&a, &b, nv);
     snprintf(what, sizeof what, "%s: tokens and logits equal resident (first step differing)", label);
     check(first_diff < 0, t->name, t->bname, what, first_diff);
     snprintf(what, sizeof what, "%s: host pages in use, of %lld", label, (long long)b.pools.host_pages);
@@ -124,9 +232,18 @@ static void compare(const model_run *t, sift_policy policy, bool v_only, scenari
           t->bname, what, (double)b.pools.host_used);
     snprintf(what, sizeof what, "%s: pages moved device -> host", label);
     check(b.pools.pages_moved > 0, t->name, t->bname, what, (double)b.pools.pages_moved);
+    if (policy == SIFT_POLICY_BUTLER && (br->interval > 1 || br->reuse <= 1.0f)) {
+        check_staging(t, &resident, br, sc, &a, false, label);
+        check_staging(t, &off, br, sc, &b, true, label);
+    }
 out:
     free(a.logits);
     free(b.logits);
+}
+
+static void compare(const model_run *t, sift_policy policy, bool v_only, scenario sc, const char *label)
+{
+    compare_reusing(t, policy, v_only, sc, &NO_REUSE, label);
 }
 
 /* The pools of a session made with config c, destroyed again; false after a failed check naming
@@ -144,7 +261,7 @@ static bool pools_of(const model_run *t, const sift_session_config *c, sift_kv_p
  * (K and V, or V only; under butler all of layer 0 on the device), and a config error is named. */
 static void sizes(const model_run *t)
 {
-    sift_session_config c = config(t, SIFT_POLICY_DENSE, 1, false);
+    sift_session_config c = config(t, SIFT_POLICY_DENSE, 1, false, &NO_REUSE);
     c.kv_device_tokens = 40; /* 2.5 pages: 3 */
     sift_kv_pool_info p = {0};
     const size_t row = (size_t)t->info.n_kv_heads * (size_t)t->info.head_dim * 2; /* f16, one K or V token, all heads */
@@ -157,7 +274,7 @@ static void sizes(const model_run *t)
     if (pools_of(t, &c, &p))
         check(p.device_bytes == layers * (256 + 48) * row && p.host_bytes == layers * 208 * row, t->name, t->bname,
               "V only: K whole on the device, V split", (double)p.device_bytes);
-    sift_session_config b = config(t, SIFT_POLICY_BUTLER, 1, false);
+    sift_session_config b = config(t, SIFT_POLICY_BUTLER, 1, false, &NO_REUSE);
     b.kv_device_tokens = 40;
     if (pools_of(t, &b, &p))
         check(p.device_bytes == 2 * 256 * row + (layers - 1) * 2 * 48 * row && p.host_bytes == (layers - 1) * 2 * 208 * row,
@@ -244,7 +361,18 @@ int main(int argc, char **argv)
             if (first) compare(&t, SIFT_POLICY_TOKENSELECT, false, SCEN_PROMPT, "tokenselect");
             compare(&t, SIFT_POLICY_TOKENSELECT, true, SCEN_PROMPT, "tokenselect, V offloaded only");
             compare(&t, SIFT_POLICY_BUTLER, false, SCEN_PROMPT, "butler");
+            compare_reusing(&t, SIFT_POLICY_BUTLER, false, SCEN_PROMPT, &(butler_reuse){.interval = 4, .reuse = SIFT_SEL_CACHE_OFF},
+                            "butler, interval 4 (staged)");
             if (first) {
+                compare_reusing(&t, SIFT_POLICY_BUTLER, false, SCEN_PROMPT,
+                                &(butler_reuse){.interval = 6, .reuse = SIFT_SEL_CACHE_OFF, .window = 4},
+                                "butler, interval 6, window 4 (the staged window's ring turns over)");
+                compare_reusing(&t, SIFT_POLICY_BUTLER, true, SCEN_PROMPT, &(butler_reuse){.interval = 4, .reuse = SIFT_SEL_CACHE_OFF},
+                                "butler, interval 4, V offloaded only (staged)");
+                compare_reusing(&t, SIFT_POLICY_BUTLER, false, SCEN_SYNTHETIC,
+                                &(butler_reuse){.interval = 3, .reuse = SIFT_SEL_CACHE_OFF}, "butler, interval 3, 120 synthetic tokens");
+                compare_reusing(&t, SIFT_POLICY_BUTLER, false, SCEN_PROMPT, &(butler_reuse){.interval = 4, .reuse = 0.5f},
+                                "butler:auto (threshold 0.5, at most 4 steps; the cache, not staged)");
                 compare(&t, SIFT_POLICY_H2O, false, SCEN_PROMPT, "h2o (host mirrors)");
                 compare(&t, SIFT_POLICY_TOKENSELECT, false, SCEN_REWIND, "tokenselect, rewind to 37 and again");
                 compare(&t, SIFT_POLICY_BUTLER, false, SCEN_SYNTHETIC, "butler, 120 synthetic tokens");
