@@ -15,6 +15,20 @@
 // units). A slot reads its quants with one 8-byte load (q4_k, q5_k: 4 groups of 4 values in two
 // sub-blocks; q6_k: 4 groups in four; q4_0: 4 groups in one block), the super-block's scales with
 // one 16-byte load that its 16 lanes share, and consecutive lanes read consecutive quant bytes.
+//
+// x as digits (XMODE 1, block types only): x_digits.comp has written every block of 32 values of x
+// as two int8 digits per value and a scale s, x = s (d0 + d1 / 2^7), before this dispatch (pc.x
+// then addresses those digits: its layout is in x_digits.comp). A unit or slot multiplies its
+// quants, as int8 packed four to a word (q4_0's q - 8 and q6_k's q - 32 sign-extended in place),
+// with the digits in 32-bit integer sums, 4 products a step: dot4, which is the device's OpSDot
+// where this file is compiled with MATVEC_INTEGER_DOT (the matvec_idot kernel, for devices with
+// shaderIntegerDotProduct), plain integer multiply-adds otherwise (the matvec kernel). A sum
+// 128 sum(q d0) + sum(q d1) over at most 16 values is below 2^24, so its conversion to f32 is
+// exact; it is scaled by the weights' scale times s / 2^7. The K-quants' mins multiply the f32 sum
+// of x over their sub-block (one x block), taken once per sub-block by the slots with s % 4 = 0.
+#ifdef MATVEC_INTEGER_DOT
+#extension GL_EXT_spirv_intrinsics : require
+#endif
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "weights.glsl"
@@ -24,11 +38,12 @@ layout(constant_id = 2) const uint NT = 1;      // tokens (T <= NT; the host set
 layout(constant_id = 3) const uint R = 1;       // rows per workgroup (R * NT <= 16)
 layout(constant_id = 5) const bool XALIGN = true; // x rows 16-byte aligned (K % 4 == 0)
 layout(constant_id = 6) const uint U = 2;       // units per invocation per trip
+layout(constant_id = 7) const uint XMODE = 0;   // 0: x f32 [T][K]; 1: x's digits (block types)
 
 layout(local_size_x_id = 0) in;
 
 layout(push_constant) uniform push_matvec {
-    TRef x;          // f32 [T][K]
+    TRef x;          // f32 [T][K]; XMODE 1: the digits of x (scratch, x_digits.comp's layout)
     TRef w;          // [N][K]
     TRef bias;       // f32 [N] (has_bias)
     TRef out_;       // f32 [T][N]
@@ -46,6 +61,56 @@ vec4 x4(uint t, uint k)
     const uint64_t e = uint64_t(t) * pc.K + k;
     if (XALIGN) return V4Ref(taddr(pc.x, e * 4ul)).v;
     return vec4(ld_f32(pc.x, e), ld_f32(pc.x, e + 1ul), ld_f32(pc.x, e + 2ul), ld_f32(pc.x, e + 3ul));
+}
+
+// ---- x's digits (XMODE 1) ----
+
+#ifdef MATVEC_INTEGER_DOT
+// OpSDot (SPV_KHR_integer_dot_product; core in SPIR-V 1.6), opcode 4450, on two words of 4 packed
+// int8 (PackedVectorFormat4x8Bit, 0), with the capabilities DotProduct (6019) and
+// DotProductInput4x8BitPacked (6018): glslang 12 has no GL_EXT_integer_dot_product, so the
+// instruction is declared through GL_EXT_spirv_intrinsics.
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int sdot_packed(int a, int b, spirv_literal int packed_vector_format);
+int dot4(uint a, uint b) { return sdot_packed(int(a), int(b), 0); }
+#else
+int dot4(uint a, uint b)
+{
+    const ivec4 p = ivec4(bitfieldExtract(int(a), 0, 8), bitfieldExtract(int(a), 8, 8), bitfieldExtract(int(a), 16, 8),
+                          bitfieldExtract(int(a), 24, 8));
+    const ivec4 q = ivec4(bitfieldExtract(int(b), 0, 8), bitfieldExtract(int(b), 8, 8), bitfieldExtract(int(b), 16, 8),
+                          bitfieldExtract(int(b), 24, 8));
+    return p.x * q.x + p.y * q.y + p.z * q.z + p.w * q.w;
+}
+#endif
+
+// 128 sum(w d0) + sum(w d1) over 4 values: w packed int8, xd = (d0 word, d1 word) of their digits
+int dot_digits(uint w, uvec2 xd) { return 128 * dot4(w, xd.x) + dot4(w, xd.y); }
+
+// Bytes per token of the digits, and token t's group g of 8 values: (d0 of values 0-3, d0 of 4-7,
+// d1 of 0-3, d1 of 4-7); block b's s / 2^7 and its sum of x (x_digits.comp).
+uint64_t xd_stride() { return (uint64_t(2u * pc.K + pc.K / 4u) + 15ul) & ~15ul; }
+uvec4 xd_group(uint t, uint g) { return U4Ref(taddr(pc.x, uint64_t(t) * xd_stride() + uint64_t(16u * g))).v; }
+float xd_scale(uint t, uint b)
+{
+    return uintBitsToFloat(U32Ref(taddr(pc.x, uint64_t(t) * xd_stride() + uint64_t(2u * pc.K + 4u * b))).v) * (1.0 / 128.0);
+}
+float xd_sum(uint t, uint b)
+{
+    return uintBitsToFloat(U32Ref(taddr(pc.x, uint64_t(t) * xd_stride() + uint64_t(2u * pc.K + pc.K / 8u + 4u * b))).v);
+}
+
+// Four 4-bit (q4_0) or 6-bit (q6_k) values, one a byte, as int8 less 8 or 32: flipping the top bit
+// gives the difference in that many bits, whose sign is then copied into the byte's upper bits.
+uint less_8(uint n)
+{
+    const uint t = n ^ 0x08080808u;
+    return t | ((t & 0x08080808u) * 0x1eu);
+}
+uint less_32(uint n)
+{
+    const uint t = n ^ 0x20202020u;
+    return t | ((t & 0x20202020u) * 0x06u);
 }
 
 // Each invocation's sums, [row][token] (a function's array parameter sized by specialization
@@ -210,6 +275,117 @@ void kq_rows(uint tid, uint64_t rb[R])
     }
 }
 
+// The slot's 4 groups of 4 values (kq_decode's) as packed int8 quants qw[g], with the group's scale
+// d[g] and min m[g] (q4_k, q5_k: the sub-block's dmin m, applied to its whole sub-block by kq_rows_digits).
+void kq_ints(KRaw r, uint s, out uint qw[4], out vec4 d, out vec4 m)
+{
+    const uint j = s & 15u;
+    const uint lo = 0x0f0f0f0fu;
+    m = vec4(0.0);
+    if (WT == WT_Q4_0) {
+        qw[0] = less_8(r.q.x & lo);
+        qw[1] = less_8(r.q.y & lo);
+        qw[2] = less_8((r.q.x >> 4) & lo);
+        qw[3] = less_8((r.q.y >> 4) & lo);
+        d = vec4(unpackHalf2x16(r.h.x).x);
+        return;
+    }
+    if (WT == WT_Q6_K) {
+        const uint hi = (j & 7u) >> 2;
+        const float dd = unpackHalf2x16(r.h.z).x;
+        [[unroll]] for (uint g = 0u; g < 4u; g++) {
+            const uint n = (((g % 2u == 0u ? r.q.x : r.q.y) >> ((g / 2u) * 4u)) & lo) | (((r.q.z >> (2u * g)) & 0x03030303u) << 4);
+            qw[g] = less_32(n);
+            const uint b = hi + 2u * g;
+            d[g] = dd * float(bitfieldExtract(int(b < 4u ? r.h.x : r.h.y), int(b & 3u) * 8, 8));
+        }
+        return;
+    }
+    const uint c = j >> 2;
+    qw[0] = r.q.x & lo;
+    qw[1] = r.q.y & lo;
+    qw[2] = (r.q.x >> 4) & lo;
+    qw[3] = (r.q.y >> 4) & lo;
+    if (WT == WT_Q5_K) {
+        qw[0] |= ((r.q.z >> (2u * c)) & 0x01010101u) << 4;
+        qw[1] |= ((r.q.w >> (2u * c)) & 0x01010101u) << 4;
+        qw[2] |= ((r.q.z >> (2u * c + 1u)) & 0x01010101u) << 4;
+        qw[3] |= ((r.q.w >> (2u * c + 1u)) & 0x01010101u) << 4;
+    }
+    uint sc0, m0, sc1, m1;
+    k_scale_min(r.h.xy, r.h.zw, 2u * c, sc0, m0);
+    k_scale_min(r.h.xy, r.h.zw, 2u * c + 1u, sc1, m1);
+    const vec2 dm = unpackHalf2x16(r.h.x);
+    d = dm.x * vec4(float(sc0), float(sc0), float(sc1), float(sc1));
+    m = dm.y * vec4(float(m0), float(m0), float(m1), float(m1));
+}
+
+// kq_rows against x's digits: the same slots and loads; per token, the digits of the slot's groups
+// (xd[t][g]: d0 and d1 words of values kq_base(s) + kq_off(g) .. + 3) and their blocks' s / 2^7. q4_0's
+// 4 groups lie in one block, q4_k's and q5_k's in two (groups 0-1, 2-3), q6_k's in four.
+void kq_rows_digits(uint tid, uint64_t rb[R])
+{
+    const uint nslots = pc.K / 16u;
+    for (uint s0 = tid; s0 < nslots; s0 += WGS * U) {
+        KRaw raw[U * R];
+        [[unroll]] for (uint i = 0u; i < U; i++) {
+            const uint s = s0 + i * WGS;
+            if (s < nslots)
+                [[unroll]] for (uint r = 0u; r < R; r++) raw[i * R + r] = kq_load(pc.w, rb[r], s);
+        }
+        [[unroll]] for (uint i = 0u; i < U; i++) {
+            const uint s = s0 + i * WGS;
+            if (s < nslots) {
+                const uint base = kq_base(s), b0 = base / 32u;
+                const bool min_here = WMIN && (s & 3u) == 0u; // the slot that takes its sub-blocks' mins
+                uvec2 xd[NT][4];
+                vec4 xs[NT];
+                vec2 xsum[NT];
+                [[unroll]] for (uint t = 0u; t < NT; t++) {
+                    const uint tt = min(t, pc.T - 1u);
+                    if (WT == WT_Q6_K) {
+                        [[unroll]] for (uint g = 0u; g < 4u; g++) {
+                            const uint p = base + kq_off(g);
+                            const uvec4 v = xd_group(tt, p / 8u);
+                            xd[t][g] = ((p >> 2) & 1u) == 0u ? v.xz : v.yw;
+                            xs[t][g] = xd_scale(tt, p / 32u);
+                        }
+                    } else {
+                        const uvec4 a = xd_group(tt, base / 8u), c = xd_group(tt, (base + kq_off(2u)) / 8u);
+                        xd[t][0] = a.xz;
+                        xd[t][1] = a.yw;
+                        xd[t][2] = c.xz;
+                        xd[t][3] = c.yw;
+                        xs[t] = vec4(xd_scale(tt, b0));
+                        if (WT != WT_Q4_0) xs[t].zw = vec2(xd_scale(tt, b0 + 1u));
+                    }
+                    xsum[t] = vec2(0.0);
+                    if (min_here) xsum[t] = vec2(xd_sum(tt, b0), xd_sum(tt, b0 + 1u));
+                }
+                [[unroll]] for (uint r = 0u; r < R; r++) {
+                    uint qw[4];
+                    vec4 d, m;
+                    kq_ints(raw[i * R + r], s, qw, d, m);
+                    [[unroll]] for (uint t = 0u; t < NT; t++) {
+                        float sum;
+                        if (WT == WT_Q6_K) {
+                            const vec4 n = vec4(dot_digits(qw[0], xd[t][0]), dot_digits(qw[1], xd[t][1]),
+                                                dot_digits(qw[2], xd[t][2]), dot_digits(qw[3], xd[t][3]));
+                            sum = dot(d * xs[t], n);
+                        } else { // groups 0-1 and 2-3 share their scales
+                            const int n01 = dot_digits(qw[0], xd[t][0]) + dot_digits(qw[1], xd[t][1]);
+                            const int n23 = dot_digits(qw[2], xd[t][2]) + dot_digits(qw[3], xd[t][3]);
+                            sum = float(n01) * (d.x * xs[t].x) + float(n23) * (d.z * xs[t].z);
+                        }
+                        if (min_here) sum -= m.x * xsum[t].x + m.z * xsum[t].y;
+                        acc[r * NT + t] += sum;
+                    }
+                }
+            }
+        }
+    }
+}
+
 void main()
 {
     const uint tid = gl_LocalInvocationIndex;
@@ -221,7 +397,36 @@ void main()
 
     [[unroll]] for (uint i = 0u; i < R * NT; i++) acc[i] = 0.0;
 
-    if (WSLOT) kq_rows(tid, rb);
+    if (WSLOT && XMODE == 1u) kq_rows_digits(tid, rb);
+    else if (WSLOT) kq_rows(tid, rb);
+    else if (XMODE == 1u) for (uint u0 = tid; u0 < nunits; u0 += WGS * U) { // q8_0 against x's digits
+        WUnit wu[U * R];
+        [[unroll]] for (uint j = 0u; j < U; j++) {
+            const uint u = u0 + j * WGS;
+            if (u < nunits)
+                [[unroll]] for (uint r = 0u; r < R; r++) wu[j * R + r] = w_load(pc.w, rb[r], u, pc.K);
+        }
+        [[unroll]] for (uint j = 0u; j < U; j++) {
+            const uint u = u0 + j * WGS;
+            if (u < nunits) {
+                uvec4 xd[NT];
+                float xs[NT];
+                [[unroll]] for (uint t = 0u; t < NT; t++) {
+                    const uint tt = min(t, pc.T - 1u);
+                    xd[t] = xd_group(tt, u);
+                    xs[t] = xd_scale(tt, u >> 2);
+                }
+                [[unroll]] for (uint r = 0u; r < R; r++) {
+                    const WUnit w = wu[j * R + r];
+                    const float d = unpackHalf2x16(w.a.z).x;
+                    [[unroll]] for (uint t = 0u; t < NT; t++) {
+                        const int n = dot_digits(w.a.x, xd[t].xz) + dot_digits(w.a.y, xd[t].yw);
+                        acc[r * NT + t] += float(n) * (d * xs[t]);
+                    }
+                }
+            }
+        }
+    }
     else for (uint u0 = tid; u0 < nunits; u0 += WGS * U) {
         WUnit wu[U * R];
         [[unroll]] for (uint j = 0u; j < U; j++) {

@@ -17,6 +17,16 @@
  * (two per SM of a large GPU). */
 #define VK_MATMUL_GROUPS 256u
 
+/* How matvec.comp takes x (SIFT_VULKAN_TUNE matvec_x; 0 picks VK_MATVEC_X_DOT where the device has
+ * integer dot products under its profile, else VK_MATVEC_X_FLOAT). The digits (block types only):
+ * x_digits.comp writes x once per product as two int8 digits per value and a scale per block of 32
+ * into the graph's scratch, then matvec multiplies the quants with them in integer sums. */
+typedef enum vk_matvec_x {
+    VK_MATVEC_X_FLOAT = 1, /* x read as f32, the weights converted to float */
+    VK_MATVEC_X_DOT = 2,   /* digits, integer dot products (OpSDot: the matvec_idot kernel) */
+    VK_MATVEC_X_INT = 3,   /* digits, plain 32-bit integer multiply-adds (any device) */
+} vk_matvec_x;
+
 /* ---- weights ---- */
 
 /* weights.glsl WT of a tensor as stored on the device (an f16 tensor widened to f32 reads as f32). */
@@ -163,6 +173,33 @@ sift_status vk_plan_matmul(plan *pl, const sift_node *n)
         spec[VK_SC_M_R] = bn;
         return vk_dispatch(pl, VK_K_MATMUL, spec, &p, sizeof p, ceil_div(nout, bn), ceil_div(t, 64), 1);
     }
+    /* x as digits for the block types (every one has K a multiple of 32), made here once for all
+     * the product's tokens; the matvec dispatches below then read them in place of x */
+    vk_matvec_x xmode = VK_MATVEC_X_FLOAT;
+    if (quant) {
+        xmode = be->tune.matvec_x ? (vk_matvec_x)be->tune.matvec_x : be->caps.int_dot ? VK_MATVEC_X_DOT : VK_MATVEC_X_FLOAT;
+        if (xmode == VK_MATVEC_X_DOT && !be->caps.int_dot)
+            return sift_set_error(SIFT_E_UNSUPPORTED,
+                                  "vulkan: matmul: SIFT_VULKAN_TUNE matvec_x=2 asks for integer dot products, which %s "
+                                  "lacks%s (shaderIntegerDotProduct)",
+                                  be->caps.props.deviceName, be->caps.profile ? " under its profile" : "");
+    }
+    const vk_kernel matvec = xmode == VK_MATVEC_X_DOT ? VK_K_MATVEC_IDOT : VK_K_MATVEC;
+    uint64_t xd_stride = 0;
+    if (xmode != VK_MATVEC_X_FLOAT) {
+        /* per token: 16 bytes a group of 8 values (d0, d1), then an f32 scale and an f32 sum a block
+         * of 32, rounded to 16 bytes (x_digits.comp's layout) */
+        xd_stride = ((uint64_t)2 * k + k / 4 + 15) & ~(uint64_t)15;
+        const VkDeviceSize off = vk_scratch_take(pl, (VkDeviceSize)(t * xd_stride));
+        const vk_tref digits = {.addr = vk_scratch_addr(pl, off), .meta = 0};
+        push_matvec p = {.x = xr, .out = digits, .K = k, .T = t};
+        uint32_t xspec[VK_NSPEC] = {0};
+        xspec[VK_SC_M_XALIGN] = spec[VK_SC_M_XALIGN];
+        TRY(dispatch_flat(pl, VK_K_X_DIGITS, xspec, &p, sizeof p, ceil_div((uint64_t)t * (k / 8), 256), "matmul"));
+        xr = digits;
+    }
+    spec[VK_SC_M_MODE] = xmode != VK_MATVEC_X_FLOAT;
+
     /* invocations per workgroup: about two units each or more (8 values; q4_0's and the K-quants'
      * slots, 16) */
     const uint32_t units = spec[VK_SC_M_WT] >= 4 ? k / 16 : k / 8;
@@ -184,13 +221,13 @@ sift_status vk_plan_matmul(plan *pl, const sift_node *n)
         spec[VK_SC_M_R] = r;
         /* tokens t0 .. t0 + nt - 1: x's and out's rows from t0 on (byte offsets in the references) */
         vk_tref xc = xr, outc = outr;
-        xc.meta += (uint64_t)t0 * k * sizeof(float);
+        xc.meta += (uint64_t)t0 * (xd_stride ? xd_stride : k * sizeof(float));
         outc.meta += (uint64_t)t0 * nout * sizeof(float);
         push_matvec p = {.x = xc, .w = wr, .bias = br, .out = outc, .K = k, .N = nout, .T = nt, .has_bias = bias != NULL};
         const uint32_t groups = ceil_div(nout, r);
         for (uint32_t g0 = 0; g0 < groups; g0 += be->caps.max_groups[0]) {
             p.group0 = g0;
-            TRY(vk_dispatch(pl, VK_K_MATVEC, spec, &p, sizeof p, min_u32(groups - g0, be->caps.max_groups[0]), 1, 1));
+            TRY(vk_dispatch(pl, matvec, spec, &p, sizeof p, min_u32(groups - g0, be->caps.max_groups[0]), 1, 1));
         }
     }
     return SIFT_OK;
