@@ -47,6 +47,7 @@ typedef struct {
     int32_t toks[STEPS + 1];
     float *logits; /* [STEPS + 1][n_vocab] */
     sift_kv_pool_info pools;
+    int64_t reused; /* TokenButler: the layers' decode steps that reused their lists (sift_session_sel_cache_stats) */
 } outcome;
 
 typedef enum { SCEN_PROMPT, SCEN_REWIND, SCEN_SYNTHETIC } scenario;
@@ -143,6 +144,8 @@ static sift_status run(const model_run *t, const sift_session_config *cfg, const
         o->toks[i] = argmax(out, (int)nv);
     }
     if (st == SIFT_OK) st = sift_session_kv_pools(s, &o->pools);
+    int64_t full_steps = 0;
+    if (st == SIFT_OK) st = sift_session_sel_cache_stats(s, -1, &o->reused, &full_steps);
     if (st == SIFT_OK && count) st = count_staging(s, count);
     sift_session_destroy(s);
     return st;
@@ -233,6 +236,8 @@ static void compare_reusing(const model_run *t, sift_policy policy, bool v_only,
     snprintf(what, sizeof what, "%s: pages moved device -> host", label);
     check(b.pools.pages_moved > 0, t->name, t->bname, what, (double)b.pools.pages_moved);
     if (policy == SIFT_POLICY_BUTLER && (br->interval > 1 || br->reuse <= 1.0f)) {
+        snprintf(what, sizeof what, "%s: the lists were reused (layer steps, as resident)", label);
+        check(b.reused > 0 && b.reused == a.reused, t->name, t->bname, what, (double)b.reused);
         check_staging(t, &resident, br, sc, &a, false, label);
         check_staging(t, &off, br, sc, &b, true, label);
     }
@@ -371,8 +376,8 @@ int main(int argc, char **argv)
                                 "butler, interval 4, V offloaded only (staged)");
                 compare_reusing(&t, SIFT_POLICY_BUTLER, false, SCEN_SYNTHETIC,
                                 &(butler_reuse){.interval = 3, .reuse = SIFT_SEL_CACHE_OFF}, "butler, interval 3, 120 synthetic tokens");
-                compare_reusing(&t, SIFT_POLICY_BUTLER, false, SCEN_PROMPT, &(butler_reuse){.interval = 4, .reuse = 0.5f},
-                                "butler:auto (threshold 0.5, at most 4 steps; the cache, not staged)");
+                compare_reusing(&t, SIFT_POLICY_BUTLER, false, SCEN_PROMPT, &(butler_reuse){.interval = 4, .reuse = -1.0f},
+                                "butler:auto (threshold -1: reuse up to 4 steps; the cache, not staged)");
                 compare(&t, SIFT_POLICY_H2O, false, SCEN_PROMPT, "h2o (host mirrors)");
                 compare(&t, SIFT_POLICY_TOKENSELECT, false, SCEN_REWIND, "tokenselect, rewind to 37 and again");
                 compare(&t, SIFT_POLICY_BUTLER, false, SCEN_SYNTHETIC, "butler, 120 synthetic tokens");
