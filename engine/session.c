@@ -674,7 +674,12 @@ sift_status sift_session_fill_synthetic(sift_session *s, int64_t n, uint64_t see
 sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, int64_t n, uint64_t seed)
 {
     if (!s) return sift_set_error(SIFT_E_INVALID, "sift_session_fill_synthetic: session is NULL");
-    return sift_kv_cache_fill_synthetic(s->kv, seq, n, seed);
+    TRY(sift_kv_cache_fill_synthetic(s->kv, seq, n, seed)); /* checks seq */
+    /* as after a prefill: the next decode step selects, so that no kept list (nor TokenButler's
+     * staged window, which takes one row a step) outlives rows added without a decode step */
+    s->seqs[seq].decode_steps = 0;
+    s->seqs[seq].lists_kept = false;
+    return SIFT_OK;
 }
 
 size_t sift_session_predictor_key_bytes(const sift_session *s) { return s ? sift_kv_cache_key_bytes(s->kv) : 0; }
