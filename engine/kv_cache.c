@@ -262,9 +262,10 @@ static double now_us(void)
 /* Moves the rows of physical page `from` (on the device) to page `to` (a host page) in every
  * family of every layer: K and V, and the projected keys (which stay on the device, in their
  * pool's page `to`). One batch of copies, which the backend makes on the device where it can
- * (tensor_copy), waited for once. Called while no graph runs (a step reserves its pages before it
- * is built, after the step before it was waited for), and the copies wait for one still in flight
- * anyway: so every row written to the page is there, and nothing reads the host page before it is. */
+ * (tensor_copy), waited for once. Called while no graph runs (a step reserves its pages after the
+ * step before it was waited for and before its own graph runs; one built ahead reads the page
+ * table only when it runs), and the copies wait for a run still in flight anyway: so every row
+ * written to the page is there, and nothing reads the host page before it is. */
 static sift_status move_page(kv_cache *c, int64_t from, int64_t to)
 {
     const double t0 = now_us();
