@@ -889,9 +889,10 @@ sift_status sift_backend_vulkan_open(const sift_backend_open_args *args, void **
     const VkPhysicalDeviceProperties *pp = &caps->props;
     char profile[64] = "";
     if (caps->profile) snprintf(profile, sizeof profile, ", profile %s", caps->profile);
-    snprintf(name, name_len, "%s (Vulkan %u.%u, driver %s, %s, subgroup %u%s)", pp->deviceName,
+    snprintf(name, name_len, "%s (Vulkan %u.%u, driver %s, %s%s, subgroup %u%s)", pp->deviceName,
              VK_API_VERSION_MAJOR(pp->apiVersion), VK_API_VERSION_MINOR(pp->apiVersion), caps->driver,
-             caps->f16_storage ? "f16 storage" : "f16 stored as f32", caps->subgroup, profile);
+             caps->f16_storage ? "f16 storage" : "f16 stored as f32", caps->int_dot ? ", integer dot products" : "",
+             caps->subgroup, profile);
     *out = be;
     *vt = be->get_memory_budget ? &vk_vtable_budget : &vk_vtable;
     return SIFT_OK;
