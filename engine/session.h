@@ -182,6 +182,10 @@ int64_t sift_butler_shift(const sift_session *s, const segment *sg, bool next);
  * copy cannot tell from rows). The interval decided by the query is not staged: the device
  * decides there whether a step reuses, and the copy (kv_gather) takes no predicate. */
 bool sift_butler_stages(const sift_session *s, uint32_t l);
+/* The same for a session of config c (sift_model_estimate's rule): staged or not, every layer
+ * past the dense layer 0 alike (its V moves whatever kv_offload_v_only says), given whether the
+ * pools offload and whether the device decides the reuse (sift_session_set_butler_reuse). */
+bool sift_butler_staging_on(const sift_session_config *c, bool offloaded, bool by_query);
 
 /* Device bytes of the staged rows of one sequence (every staged layer's K and V): layers x 2 x Hkv
  * x (S + k + W) x D x the K/V element size, 0 where nothing is staged (sift_butler_stages). */
