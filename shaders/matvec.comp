@@ -22,9 +22,10 @@
 // quants, as int8 packed four to a word (q4_0's q - 8 and q6_k's q - 32 sign-extended in place),
 // with the digits in 32-bit integer sums, 4 products a step: dot4, which is the device's OpSDot
 // where this file is compiled with MATVEC_INTEGER_DOT (the matvec_idot kernel, for devices with
-// shaderIntegerDotProduct), plain integer multiply-adds otherwise (the matvec kernel). A sum
-// 128 sum(q d0) + sum(q d1) over at most 16 values is below 2^24, so its conversion to f32 is
-// exact; it is scaled by the weights' scale times s / 2^7. The K-quants' mins multiply the f32 sum
+// shaderIntegerDotProduct), plain integer multiply-adds otherwise (the matvec kernel). The sum
+// 128 sum(q d0) + sum(q d1) of the values under one scale (a q8_0 unit's 8, |q| <= 128: below 2^23
+// + 2^16; 8 of 4- to 6-bit quants: far less) is below 2^24, so its conversion to f32 is exact; it
+// is scaled by the weights' scale times s / 2^7. The K-quants' mins multiply the f32 sum
 // of x over their sub-block (one x block), taken once per sub-block by the slots with s % 4 = 0.
 #ifdef MATVEC_INTEGER_DOT
 #extension GL_EXT_spirv_intrinsics : require

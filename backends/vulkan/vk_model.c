@@ -147,7 +147,8 @@ sift_status vk_plan_norm(plan *pl, const sift_node *n)
 
 /* out [T][N] = x [T][K] w [N][K]^T (+ bias). T <= VK_MATVEC_TOKENS: matvec.comp, up to
  * VK_MATVEC_MAX_T tokens a dispatch, R rows per workgroup, the workgroup's invocations over K (decode:
- * the weights streamed once per dispatch, at bandwidth); otherwise matmul.comp's 64 x 64 tiles (each
+ * the weights streamed once per dispatch, at bandwidth), block types against x's digits (x_digits.comp,
+ * one dispatch before them) unless vk_matvec_x says f32; otherwise matmul.comp's 64 x 64 tiles (each
  * weight read once per 64 tokens). */
 sift_status vk_plan_matmul(plan *pl, const sift_node *n)
 {
