@@ -530,7 +530,7 @@ static kv_bytes kv_pools(const sift_model *m, const sift_session_config *c, cons
 /* The intermediates one sequence's attention takes from the graph pool in one layer of a step at
  * context n (attention.c): decode under the policy, or a sparse prefill chunk after n positions. */
 static uint64_t attention_intermediates(const sift_model *m, const sift_session_config *c, uint32_t l, int64_t n,
-                                        bool prefill)
+                                        bool prefill, bool offloaded)
 {
     const uint64_t hq = m->hp.n_head, hkv = m->hp.n_head_kv, q_bytes = hq * m->hp.head_dim * sizeof(float);
     const sift_select_params sel = {.n_ctx = n, .sink = c->sink, .window = c->window, .budget = c->budget};
@@ -549,10 +549,12 @@ static uint64_t attention_intermediates(const sift_model *m, const sift_session_
         const sift_select_params st = {.n_ctx = n, .sink = c->sink, .window = c->window + c->budget, .budget = 0};
         return pool_bytes((uint64_t)sift_select_count(&st) * f32) + extrapolated;
     }
-    case SIFT_POLICY_BUTLER: { /* layers >= 1: the votes, and the chosen lists before the neighbours */
+    case SIFT_POLICY_BUTLER: { /* layers >= 1: the votes, the chosen lists before the neighbours, the staged rows' ranks */
         if (l == 0) return 0;
         const sift_select_layout lay = sift_select_layout_of(&sel);
-        return pool_bytes(hkv * cand * f32) + (c->neighbor_fetch ? pool_bytes(hkv * (uint64_t)lay.count * f32) : 0);
+        const uint64_t lists = hkv * (uint64_t)lay.count * f32;
+        return pool_bytes(hkv * cand * f32) + (c->neighbor_fetch ? pool_bytes(lists) : 0) +
+               (sift_butler_staging_on(c, offloaded, false) ? pool_bytes(lists) : 0);
     }
     default: return 0; /* dense attends the cache; the host policies' lists live in the session */
     }
@@ -565,24 +567,25 @@ static uint64_t attention_intermediates(const sift_model *m, const sift_session_
  * last chunks, as many as are given back within that window. */
 enum { POOL_EVICT_AFTER = 512 };
 
-static uint64_t pool_peak(const sift_model *m, const sift_session_config *c)
+static uint64_t pool_peak(const sift_model *m, const sift_session_config *c, bool offloaded)
 {
     uint64_t decode = 0;
-    for (uint32_t l = 0; l < m->hp.n_layer; l++) decode = add_sat(decode, attention_intermediates(m, c, l, c->n_ctx, false));
+    for (uint32_t l = 0; l < m->hp.n_layer; l++)
+        decode = add_sat(decode, attention_intermediates(m, c, l, c->n_ctx, false, offloaded));
     uint64_t prefill = 0;
     if (c->sparse_prefill) {
         const int64_t per_chunk = 4 * (int64_t)m->hp.n_layer; /* the mean query, votes, scores, indices */
         const int64_t chunks = (c->n_ctx + c->chunk - 1) / c->chunk, kept = 1 + POOL_EVICT_AFTER / per_chunk;
         for (int64_t i = 0; i < chunks && i < kept; i++)
             for (uint32_t l = 0; l < m->hp.n_layer; l++)
-                prefill = add_sat(prefill, attention_intermediates(m, c, l, c->n_ctx - 1 - i * c->chunk, true));
+                prefill = add_sat(prefill, attention_intermediates(m, c, l, c->n_ctx - 1 - i * c->chunk, true, offloaded));
     }
     return add_sat(mul_sat(2, decode), prefill);
 }
 
 /* The session's tensors beside the KV pools (session.c), and what the graph pool holds for its
- * sequences' steps. */
-static uint64_t session_scratch(const sift_model *m, const sift_session_config *c, const predictor_size *pr)
+ * sequences' steps; offloaded: some of the pool's pages are in host memory. */
+static uint64_t session_scratch(const sift_model *m, const sift_session_config *c, const predictor_size *pr, bool offloaded)
 {
     const sift_gguf_hparams *hp = &m->hp;
     const uint64_t t = (uint64_t)c->chunk, e = hp->n_embd, hq = hp->n_head, hkv = hp->n_head_kv, d = hp->head_dim,
@@ -604,11 +607,15 @@ static uint64_t session_scratch(const sift_model *m, const sift_session_config *
         const uint64_t lists = max_count + (c->neighbor_fetch ? (uint64_t)c->budget : 0);
         seq += (layers - 1) * hkv * (SIFT_SELECT_WARM_WORDS + lists) * f32;
         seq += (layers - 1) * (hq * (uint64_t)pr->key_dim + SIFT_SEL_CACHE_EXTRA) * f32; /* the check on q' */
+        /* the staged K and V rows of the kept lists [Hkv][S + k + W][D] (session.c); the interval
+         * decided by the query stages nothing, but a session set to it later is not known here */
+        if (sift_butler_staging_on(c, offloaded, false))
+            seq += (layers - 1) * 2 * hkv * max_count * d * sift_dtype_size(c->kv_type);
     } else if (sift_host_policy(c->policy)) {
         seq += hkv * max_count * f32;
     }
     b = add_sat(b, mul_sat(seqs, seq));
-    return add_sat(b, mul_sat(seqs, pool_peak(m, c)));
+    return add_sat(b, mul_sat(seqs, pool_peak(m, c, offloaded)));
 }
 
 sift_status sift_model_estimate(sift_context *ctx, const char *model_path, const char *predictor_path,
@@ -637,7 +644,7 @@ sift_status sift_model_estimate(sift_context *ctx, const char *model_path, const
     out->predictor = pr.bytes;
     out->kv = kv.device;
     out->kv_host = kv.host;
-    out->scratch = session_scratch(m, &c, &pr);
+    out->scratch = session_scratch(m, &c, &pr, dev_pages < pool_pages);
     out->device_total = add_sat(add_sat(out->weights, out->predictor), add_sat(out->kv, out->scratch));
     out->device_free = sift_context_free_memory(ctx);
     /* on the CPU backend the host pool is in the same memory as the rest */

@@ -246,6 +246,7 @@ typedef struct memory_case {
     int sparse_prefill, neighbor_fetch, v_only, n_seq;
     float sel_cache;
     bool predictor;
+    int predict_interval; /* TokenButler's; 0: the default */
 } memory_case;
 
 static void test_memory_case(sift_backend_kind kind, const char *model_path, const char *predictor_path, const memory_case *mc)
@@ -266,6 +267,7 @@ static void test_memory_case(sift_backend_kind kind, const char *model_path, con
     sc.kv_offload_v_only = mc->v_only;
     sc.n_seq = mc->n_seq;
     sc.sel_cache = mc->sel_cache;
+    if (mc->predict_interval) sc.predict_interval = mc->predict_interval;
     const char *pred = mc->predictor ? predictor_path : NULL;
     sift_memory_estimate est;
     char what[160];
@@ -319,14 +321,16 @@ static void test_memory_case(sift_backend_kind kind, const char *model_path, con
 static void test_memory(sift_backend_kind kind, const char *model, const char *predictor)
 {
     static const memory_case cases[] = {
-        {"dense", SIFT_POLICY_DENSE, 1024, 0, 0, 0, 0, 1, 0.9f, false},
-        {"tokenselect", SIFT_POLICY_TOKENSELECT, 1024, 0, 0, 0, 0, 1, 0.9f, false},
-        {"tokenselect, no Selection Cache, sparse prefill", SIFT_POLICY_TOKENSELECT, 1024, 0, 1, 0, 0, 1, SIFT_SEL_CACHE_OFF, false},
-        {"streaming, 2 sequences", SIFT_POLICY_STREAMING, 512, 0, 0, 0, 0, 2, 0.9f, false},
-        {"h2o", SIFT_POLICY_H2O, 512, 0, 0, 0, 0, 1, 0.9f, false},
-        {"butler, neighbour fetch", SIFT_POLICY_BUTLER, 1024, 0, 0, 1, 0, 1, 0.9f, true},
-        {"tokenselect, KV offload (256 tokens on the device)", SIFT_POLICY_TOKENSELECT, 1024, 256, 0, 0, 0, 1, 0.9f, false},
-        {"butler, KV offload of V only", SIFT_POLICY_BUTLER, 1024, 256, 0, 0, 1, 1, 0.9f, true},
+        {"dense", SIFT_POLICY_DENSE, 1024, 0, 0, 0, 0, 1, 0.9f, false, 0},
+        {"tokenselect", SIFT_POLICY_TOKENSELECT, 1024, 0, 0, 0, 0, 1, 0.9f, false, 0},
+        {"tokenselect, no Selection Cache, sparse prefill", SIFT_POLICY_TOKENSELECT, 1024, 0, 1, 0, 0, 1, SIFT_SEL_CACHE_OFF, false, 0},
+        {"streaming, 2 sequences", SIFT_POLICY_STREAMING, 512, 0, 0, 0, 0, 2, 0.9f, false, 0},
+        {"h2o", SIFT_POLICY_H2O, 512, 0, 0, 0, 0, 1, 0.9f, false, 0},
+        {"butler, neighbour fetch", SIFT_POLICY_BUTLER, 1024, 0, 0, 1, 0, 1, 0.9f, true, 0},
+        {"tokenselect, KV offload (256 tokens on the device)", SIFT_POLICY_TOKENSELECT, 1024, 256, 0, 0, 0, 1, 0.9f, false, 0},
+        {"butler, KV offload of V only", SIFT_POLICY_BUTLER, 1024, 256, 0, 0, 1, 1, 0.9f, true, 0},
+        /* a fixed interval under offload stages the kept lists' rows on the device */
+        {"butler, interval 4, KV offload", SIFT_POLICY_BUTLER, 1024, 256, 0, 0, 0, 1, 0.9f, true, 4},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_memory_case(kind, model, predictor, &cases[i]);
 
