@@ -27,6 +27,9 @@ sift_status vk_pipelines_init(vkb *be)
         return vk_fail(r, "vkCreatePipelineLayout");
     }
     for (int k = 0; k < VK_K_COUNT; k++) {
+        /* matvec_idot declares the integer dot product's capabilities, which a device without the
+         * feature may not be given a module with; vk_plan_matmul never picks it there */
+        if (k == VK_K_MATVEC_IDOT && !be->caps.int_dot_feature) continue;
         VkShaderModuleCreateInfo mci = {
             .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = vk_kernel_table[k].size, .pCode = vk_kernel_table[k].code};
         r = be->vk.vkCreateShaderModule(be->dev, &mci, NULL, &be->modules[k]);

@@ -17,8 +17,8 @@
  * (two per SM of a large GPU). */
 #define VK_MATMUL_GROUPS 256u
 
-/* How matvec.comp takes x (SIFT_VULKAN_TUNE matvec_x; 0 picks VK_MATVEC_X_DOT where the device has
- * integer dot products under its profile, else VK_MATVEC_X_FLOAT). The digits (block types only):
+/* How matvec.comp takes x (SIFT_VULKAN_TUNE matvec_x; 0 picks VK_MATVEC_X_DOT for the block types
+ * but q8_0 where the device has integer dot products under its profile, else VK_MATVEC_X_FLOAT). The digits (block types only):
  * x_digits.comp writes x once per product as two int8 digits per value and a scale per block of 32
  * into the graph's scratch, then matvec multiplies the quants with them in integer sums. */
 typedef enum vk_matvec_x {
@@ -178,7 +178,12 @@ sift_status vk_plan_matmul(plan *pl, const sift_node *n)
      * the product's tokens; the matvec dispatches below then read them in place of x */
     vk_matvec_x xmode = VK_MATVEC_X_FLOAT;
     if (quant) {
-        xmode = be->tune.matvec_x ? (vk_matvec_x)be->tune.matvec_x : be->caps.int_dot ? VK_MATVEC_X_DOT : VK_MATVEC_X_FLOAT;
+        /* q8_0 stays on floats by default: on an H100 its digits' products took 15.1 / 33.4 / 35.2 /
+         * 219.4 us at the 8B shapes against 12.2 / 31.0 / 31.7 / 217.2 (8-bit weights already read
+         * at 2-2.6 TB/s; the digits' dispatch and barrier cost more than the integer sums save),
+         * while q4_0 and q4_k gained (docs/benchmarks.md) */
+        const bool digits_pay = be->caps.int_dot && w->dtype != SIFT_Q8_0;
+        xmode = be->tune.matvec_x ? (vk_matvec_x)be->tune.matvec_x : digits_pay ? VK_MATVEC_X_DOT : VK_MATVEC_X_FLOAT;
         if (xmode == VK_MATVEC_X_DOT && !be->caps.int_dot)
             return sift_set_error(SIFT_E_UNSUPPORTED,
                                   "vulkan: matmul: SIFT_VULKAN_TUNE matvec_x=2 asks for integer dot products, which %s "
