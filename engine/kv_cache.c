@@ -400,7 +400,8 @@ static int64_t fill_span_pages(int64_t n, int64_t page_rows, size_t bytes_per_ro
 }
 
 /* Writes rows [q->len, q->len + n) of every KV head through view from buf, max_rows rows: a write
- * per run of adjacent pages. */
+ * per run of adjacent pages. Position j gets buf's row j % max_rows, whatever the runs (which differ
+ * with where the pages are: device or host). */
 static sift_status fill_family(const kv_cache *c, const kv_seq *q, const sift_tensor *view, int64_t n, size_t bytes_per_row,
                                const unsigned char *buf, int64_t max_rows)
 {
@@ -408,8 +409,9 @@ static sift_status fill_family(const kv_cache *c, const kv_seq *q, const sift_te
         for (int64_t j = q->len; j < q->len + n;) {
             size_t off;
             const sift_tensor *t;
-            const int64_t run = span_rows(c, q, view, h, j, q->len + n, bytes_per_row, max_rows, &t, &off);
-            TRY(sift_tensor_write((sift_tensor *)t, off, buf, (size_t)run * bytes_per_row));
+            const int64_t from = j % max_rows;
+            const int64_t run = span_rows(c, q, view, h, j, q->len + n, bytes_per_row, max_rows - from, &t, &off);
+            TRY(sift_tensor_write((sift_tensor *)t, off, buf + (size_t)from * bytes_per_row, (size_t)run * bytes_per_row));
             j += run;
         }
     return SIFT_OK;
@@ -431,35 +433,37 @@ sift_status sift_kv_cache_fill_synthetic(kv_cache *c, int seq, int64_t n, uint64
         return sift_set_error(SIFT_E_LIMIT, "sift_session_fill_synthetic: %lld tokens do not fit after %lld of %lld",
                               (long long)n, (long long)q->len, (long long)c->cfg.seq_tokens);
     TRY(sift_kv_cache_reserve(c, seq, q->len + n));
-    /* one page of random rows, repeated over up to 8 MiB and written over and over: the values do
-     * not matter, the upload does (in runs of adjacent pages: on a GPU each write is a round trip) */
+    /* up to 8 MiB of random rows, written over and over (in runs of adjacent pages: on a GPU each
+     * write is a round trip). The values matter where they are scored: a single page repeated gave
+     * every vote of a list P copies, and a top-k over such ties is not the one a real context
+     * costs (TokenButler's select took 94 us a layer at 128K in decode against 46 on distinct
+     * votes); rows now repeat only every 8 MiB (32K rows of K for D = 128 in f16) */
     const int64_t d = c->cfg.head_dim, p = c->cfg.page_size;
     const size_t elt = sift_dtype_size(c->cfg.kv_type), kv_row = row_bytes(c, KV_K), page_bytes = (size_t)p * kv_row;
     const int64_t span_pages = fill_span_pages(n, p, kv_row);
     unsigned char *buf = malloc((size_t)span_pages * page_bytes);
     if (!buf) return sift_set_error(SIFT_E_NOMEM, "sift_session_fill_synthetic: out of memory");
     uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (int64_t i = 0; i < p * d; i++) {
+    for (int64_t i = 0; i < span_pages * p * d; i++) {
         const float v = next_value(&x);
         if (elt == 2) ((uint16_t *)buf)[i] = sift_float_to_half(v);
         else ((float *)buf)[i] = v;
     }
-    for (int64_t pg = 1; pg < span_pages; pg++) memcpy(buf + (size_t)pg * page_bytes, buf, page_bytes);
     sift_status st = SIFT_OK;
     for (uint32_t l = 0; st == SIFT_OK && l < c->cfg.n_layer; l++) {
         st = fill_family(c, q, q->views[slot(l, KV_K)], n, kv_row, buf, span_pages * p);
         if (st == SIFT_OK) st = fill_family(c, q, q->views[slot(l, KV_V)], n, kv_row, buf, span_pages * p);
     }
     free(buf);
-    /* the projected keys, one random page the same way: f16 or f32 rows of d' values, or i8 rows of
-     * d' values and the scale 1.0 */
+    /* the projected keys the same way: f16 or f32 rows of d' values, or i8 rows of d' values and the
+     * scale 1.0 */
     const sift_dtype kt = c->cfg.key_type;
     const int64_t dk = c->cfg.key_dim;
     const size_t kp_row = dk ? row_bytes(c, KV_KP) : 0;
     const int64_t kp_pages = dk ? fill_span_pages(n, p, kp_row) : 1;
     buf = st == SIFT_OK && dk ? malloc((size_t)(kp_pages * p) * kp_row) : NULL;
     if (st == SIFT_OK && dk && !buf) st = sift_set_error(SIFT_E_NOMEM, "sift_session_fill_synthetic: out of memory");
-    for (int64_t r = 0; buf && r < p; r++)
+    for (int64_t r = 0; buf && r < kp_pages * p; r++)
         for (int64_t i = 0; i < dk; i++) {
             const float v = next_value(&x);
             unsigned char *row = buf + (size_t)r * kp_row;
@@ -472,7 +476,6 @@ sift_status sift_kv_cache_fill_synthetic(kv_cache *c, int seq, int64_t n, uint64
                 ((float *)row)[i] = v;
             }
         }
-    for (int64_t pg = 1; buf && pg < kp_pages; pg++) memcpy(buf + (size_t)(pg * p) * kp_row, buf, (size_t)p * kp_row);
     for (uint32_t l = 1; st == SIFT_OK && buf && l < c->cfg.n_layer; l++)
         st = fill_family(c, q, q->views[slot(l, KV_KP)], n, kp_row, buf, kp_pages * p);
     free(buf);
