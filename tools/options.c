@@ -644,7 +644,8 @@ static const cli_option options[] = {
                                "table prints - there)"},
               {CLI_DEVICES, "the same as one JSON object"},
               {0, "one JSON object per context and mode, one a line: ctx, attn (dense,\n"
-                  "select, cached, butler), batch, ms_per_step, tokens_per_s, ms_per_token\n"
+                  "select, cached, butler), batch, ms_per_step, tokens_per_s, first_step_ms\n"
+                  "(the first step after the fill, a warm-up), ms_per_token\n"
                   "(1000 / tokens_per_s), kv_gb, sel_cache_hit_rate, warm_hits and\n"
                   "warm_misses (the top-k's warm start, every step so far),\n"
                   "steps_run_ahead (steps that ran the graph built for them while the\n"
