@@ -109,16 +109,19 @@ struct NeighborArgs {
     int64_t lists, sink, chosen, win_count, cand_end;
 };
 
-// kv_gather (include/sift.h): out[g][i] = row idx[l][i] of KV head g of the cache (l = 0 for a
-// shared list, else g), copied in units of U (16, 4 or 2 bytes: what the rows' alignment allows);
-// zeros where the row is absent (kv_locate: outside [0, ncap), or on a page outside the pools).
+// kv_gather (include/sift.h): out[g][col0 + i] = row idx[l][i] of KV head g of the cache (l = 0
+// for a shared list, else g), copied in units of U (16, 4 or 2 bytes: what the rows' alignment
+// allows); zeros where the row is absent (kv_locate: outside [0, ncap), or on a page outside the
+// pools). out's other columns are not touched; a set predicate (skip) leaves out as it was.
 struct KvGatherArgs {
     RowMap kv;          // the cache (a host pool's rows read in place, across the host link)
     int64_t ncap;       // logical rows of the cache
     int f16;            // 2-byte elements (else 4): kv_at's strides are in elements
     const int32_t *idx; // [lists][count]
-    void *out;          // [hkv][count][d]
+    void *out;          // [hkv][ocount][d]
+    const float *skip;  // the predicate (sift_graph_skip_if), or NULL
     int64_t count, lists, units; // units per row
+    int64_t ocount, col0;        // out's rows per KV head; the row of entry 0 (col0 + count <= ocount)
 };
 
 // ---- get_rows: one block per (token, slice of NT * 8 elements) ---------------------------------
@@ -530,9 +533,10 @@ __global__ void __launch_bounds__(NT) neighbor_fetch_kernel(const NeighborArgs a
 template <typename U> __global__ void __launch_bounds__(NT) kv_gather_kernel(const KvGatherArgs a)
 {
     grid_dep_enter();
+    if (skipped(a.skip)) return;
     const int g = (int)blockIdx.y;
     const int32_t *list = a.idx + (a.lists == 1 ? 0 : (int64_t)g * a.count);
-    U *out = static_cast<U *>(a.out) + (int64_t)g * a.count * a.units;
+    U *out = static_cast<U *>(a.out) + ((int64_t)g * a.ocount + a.col0) * a.units;
     const int64_t total = a.count * a.units, stride = (int64_t)gridDim.x * NT;
     for (int64_t e = (int64_t)blockIdx.x * NT + threadIdx.x; e < total; e += stride) {
         const int64_t i = e / a.units, u = e % a.units;
@@ -815,8 +819,11 @@ extern "C" cudaError_t sift_cuda_kv_gather_launch(const sift_cuda_device *dev, c
     a.f16 = kv->dtype == SIFT_F16;
     a.idx = dev_ptr<const int32_t>(idx);
     a.out = dev_ptr(n->dst);
+    a.skip = skip_flag(n);
     a.count = idx->shape[1];
     a.lists = idx->shape[0];
+    a.ocount = n->dst->shape[1];
+    a.col0 = n->p.col0;
     a.units = kv->shape[2] * (int64_t)sift_dtype_size(kv->dtype) / plan->aligned;
     const dim3 grid((unsigned)plan->blocks, (unsigned)kv->shape[0]);
     if (plan->aligned == 16) return launch(kv_gather_kernel<uint4>, grid, dim3(NT), 0, st, a);

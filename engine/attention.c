@@ -50,6 +50,13 @@ static sift_status vote_candidates(const attn *a, const sift_tensor *q_score, co
  * reused step (the prediction interval) only moves the window of the kept lists. With sel_state,
  * the Selection Cache's check on the predictor's queries q' decides on the device whether the step
  * reuses: score_max and select are predicated on it, and the window moves either way. */
+/* The element of sel_state that says the check on q' reused (SIFT_SEL_CACHE_REUSE after q_ref
+ * [Hq * d']): the predicate of select and of the staged copy of the lists. */
+static int64_t butler_reuse_elem(const sift_attn_config *c)
+{
+    return c->score_q->shape[0] * c->score_q->shape[1] + SIFT_SEL_CACHE_REUSE;
+}
+
 static sift_status butler_lists(const attn *a, const sift_select_params *sel, sift_tensor **idx_out)
 {
     const sift_attn_config *c = a->c;
@@ -75,7 +82,7 @@ static sift_status butler_lists(const attn *a, const sift_select_params *sel, si
     TRY(sift_graph_new_tensor(g, SIFT_F32, 2, (int64_t[]){lists, l.cand}, "votes", &votes));
     if (check) { /* score_max and select do nothing on a hit */
         TRY(sift_op_sel_cache_check(g, c->score_q, c->sel_cache, full, c->sel_state));
-        TRY(sift_graph_skip_if(g, c->sel_state, c->score_q->shape[0] * c->score_q->shape[1] + SIFT_SEL_CACHE_REUSE));
+        TRY(sift_graph_skip_if(g, c->sel_state, butler_reuse_elem(c)));
     }
     if (l.cand > 0) TRY(vote_candidates(a, NULL, sel, SIFT_VOTE_KVHEAD_MAX, votes));
     TRY(sift_op_select_warm(g, votes, c->sel_warm, sel, chosen));
@@ -130,10 +137,15 @@ static sift_status decode_lists(const attn *a, const sift_tensor *q_score, const
 
 /* The staged attention of a TokenButler step (session.h: sift_attn_staging) after its lists idx
  * [Hkv][count] were made or reused. The staging rows of list rank i hold rank i's row for the sink
- * and the chosen part; the window's W rows are a ring: the selection copies its window (positions
- * N - W .. N - 1 at N of the selection) in order, and the reuse `shift` steps on writes its own
- * row, position N - 1, over slot (shift - 1) mod W, the position that left the window. The
- * window's positions in order are then slots shift mod W, ..., W - 1, 0, ...: two fill_ranges. */
+ * and the chosen part. The fixed interval: the window's W rows are a ring: the selection copies
+ * its window (positions N - W .. N - 1 at N of the selection) in order, and the reuse `shift`
+ * steps on writes its own row, position N - 1, over slot (shift - 1) mod W, the position that left
+ * the window. The window's positions in order are then slots shift mod W, ..., W - 1, 0, ...: two
+ * fill_ranges. The interval decided by the query (the check on q' ran: butler_lists): the device
+ * alone knows whether select ran, so the copy of the lists is predicated on the same flag, and
+ * the window, whose rows are the newest and on the device (so cheap to read), is copied again
+ * every step into its columns in position order, over what the copy of the lists put there on a
+ * selecting step: the staging rows are then in list order, read with the identity ranks. */
 static sift_status staged_attend(const attn *a, const sift_select_params *sel, const sift_tensor *idx)
 {
     const sift_attn_staging *st = a->stage;
@@ -150,7 +162,21 @@ static sift_status staged_attend(const attn *a, const sift_select_params *sel, c
             return sift_set_error(SIFT_E_SHAPE, "attention: the staged %s rows must be %s [%lld][%lld][%lld]", i ? "value" : "key",
                                   sift_dtype_name(kv->dtype), (long long)lists, (long long)count, (long long)a->d);
     }
-    if (st->gather) {
+    const sift_attn_config *c = a->c;
+    const bool by_query = c->sel_state && c->sel_cache <= 1.0f; /* butler_lists predicated select (full lists) */
+    if (by_query) {
+        TRY(sift_graph_skip_if(g, c->sel_state, butler_reuse_elem(c))); /* the lists' rows, as select: on a hit, nothing */
+        TRY(sift_op_kv_gather(g, a->k, idx, st->k)); /* [Hkv][count][D] */
+        TRY(sift_op_kv_gather(g, a->v, idx, st->v)); /* [Hkv][count][D] */
+        TRY(sift_graph_skip_if(g, NULL, 0));
+        if (w > 0) { /* the window's positions, the same for every KV head: columns [win0, count) */
+            sift_tensor *win;
+            TRY(sift_graph_new_tensor(g, SIFT_I32, 2, (int64_t[]){1, w}, "staged_window", &win)); /* [1][W] */
+            TRY(sift_op_fill_range(g, 0, l.win_begin, win));
+            TRY(sift_op_kv_gather_at(g, a->k, win, win0, st->k)); /* columns [win0, count) of [Hkv][count][D] */
+            TRY(sift_op_kv_gather_at(g, a->v, win, win0, st->v));
+        }
+    } else if (st->gather) {
         TRY(sift_op_kv_gather(g, a->k, idx, st->k)); /* [Hkv][count][D] */
         TRY(sift_op_kv_gather(g, a->v, idx, st->v)); /* [Hkv][count][D] */
     } else if (w > 0) {
@@ -164,7 +190,7 @@ static sift_status staged_attend(const attn *a, const sift_select_params *sel, c
     sift_tensor *ranks; /* [Hkv][count]: the staging row of each list entry */
     TRY(sift_graph_new_tensor(g, SIFT_I32, 2, (int64_t[]){lists, count}, "staged_ranks", &ranks));
     TRY(sift_op_fill_range(g, 0, 0, ranks));
-    const int64_t turn = st->gather || w == 0 ? 0 : st->shift % w;
+    const int64_t turn = by_query || st->gather || w == 0 ? 0 : st->shift % w;
     if (turn > 0) {
         TRY(sift_op_fill_range(g, win0, win0 + turn, ranks));
         TRY(sift_op_fill_range(g, count - turn, win0, ranks));
@@ -307,10 +333,8 @@ static sift_status append(sift_graph *g, const sift_attn_config *given, const si
         return sift_set_error(SIFT_E_SHAPE, "sift_attn_append: q has rank %d ([Hq][D] or [T][Hq][D])", q->ndim);
     const bool is_prefill = q->ndim == 3;
     TRY(check_config(cfg, q, k, is_prefill));
-    if (staging && (is_prefill || cfg->mode != SIFT_ATTN_SELECT || cfg->scorer != SIFT_SCORER_BUTLER ||
-                    (cfg->sel_state && cfg->sel_cache <= 1.0f)))
-        return sift_set_error(SIFT_E_UNSUPPORTED, "sift_attn_append: staged rows serve TokenButler's decode steps with a "
-                                                  "fixed interval");
+    if (staging && (is_prefill || cfg->mode != SIFT_ATTN_SELECT || cfg->scorer != SIFT_SCORER_BUTLER))
+        return sift_set_error(SIFT_E_UNSUPPORTED, "sift_attn_append: staged rows serve TokenButler's decode steps only");
     const attn a = {.g = g, .c = cfg, .q = q, .k = k, .v = v, .out = out, .hq = cfg->n_q_heads, .d = cfg->head_dim,
                     .scale = 1.0f / sqrtf((float)cfg->head_dim), .stage = staging};
     sift_tensor *idx = NULL;

@@ -128,7 +128,7 @@ typedef struct sift_node_params {
     bool rope_keys;             /* gather_attend: rotate the key at list rank i to position i (SPEC §6) */
     float theta;                /* sel_cache_check */
     int full;                   /* sel_cache_check */
-    int64_t col0, start;        /* fill_range */
+    int64_t col0, start;        /* fill_range; col0: kv_gather's first output column */
 } sift_node_params;
 
 #define SIFT_NODE_MAX_SRC 4

@@ -189,12 +189,13 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
         }
         /* under offload, full lists' rows are staged when chosen and read from there until the next
          * selection (session.h: sift_butler_stages); a step whose lists are not full (every
-         * candidate kept) is never reused, and reads the cache */
-        staged = sl->stage_k && lay.cand > sel->budget && (sg->butler == BUTLER_SELECT || sg->butler == BUTLER_REUSE);
+         * candidate kept) is never reused, and reads the cache. Every step stages (a check on q'
+         * copies the lists where select ran, on the device's decision: attention.c) */
+        staged = sl->stage_k && lay.cand > sel->budget;
         if (staged) {
             staging = (sift_attn_staging){.k = sl->stage_k, .v = sl->stage_v, .gather = sg->butler == BUTLER_SELECT,
                                           .shift = sg->butler_shift};
-            if (!staging.gather) TRY(step_rows(f, sg, l, &staging)); /* the row the reuse adds to the window */
+            if (sg->butler == BUTLER_REUSE) TRY(step_rows(f, sg, l, &staging)); /* the row the reuse adds to the window */
         }
         break;
     }

@@ -160,7 +160,7 @@ sift_status sift_graph_push_node(sift_graph *g, const sift_node *n)
     sift_node node = *n;
     if (g->skip) {
         if (!(sift_op_info_of(n->op)->flags & SIFT_OPF_SKIPPABLE))
-            return sift_set_error(SIFT_E_UNSUPPORTED, "%s: only score, vote and select take a predicate (sift_graph_skip_if)",
+            return sift_set_error(SIFT_E_UNSUPPORTED, "%s: only score, score_max, vote, select and kv_gather take a predicate (sift_graph_skip_if)",
                                   sift_op_name(n->op));
         const sift_tensor *f = g->skip, *d = n->dst;
         if (storage(f) == storage(d) && f->offset < d->offset + d->nbytes && d->offset < f->offset + f->nbytes)

@@ -549,12 +549,14 @@ static uint64_t attention_intermediates(const sift_model *m, const sift_session_
         const sift_select_params st = {.n_ctx = n, .sink = c->sink, .window = c->window + c->budget, .budget = 0};
         return pool_bytes((uint64_t)sift_select_count(&st) * f32) + extrapolated;
     }
-    case SIFT_POLICY_BUTLER: { /* layers >= 1: the votes, the chosen lists before the neighbours, the staged rows' ranks */
+    case SIFT_POLICY_BUTLER: { /* layers >= 1: the votes, the chosen lists before the neighbours, the staged rows' ranks
+                                * and, where the query decides the reuse, the window's positions [1][W] */
         if (l == 0) return 0;
         const sift_select_layout lay = sift_select_layout_of(&sel);
         const uint64_t lists = hkv * (uint64_t)lay.count * f32;
+        const bool staged = sift_butler_staging_on(c, offloaded);
         return pool_bytes(hkv * cand * f32) + (c->neighbor_fetch ? pool_bytes(lists) : 0) +
-               (sift_butler_staging_on(c, offloaded, false) ? pool_bytes(lists) : 0);
+               (staged ? pool_bytes(lists) + pool_bytes((uint64_t)lay.win_count * f32) : 0);
     }
     default: return 0; /* dense attends the cache; the host policies' lists live in the session */
     }
@@ -607,9 +609,9 @@ static uint64_t session_scratch(const sift_model *m, const sift_session_config *
         const uint64_t lists = max_count + (c->neighbor_fetch ? (uint64_t)c->budget : 0);
         seq += (layers - 1) * hkv * (SIFT_SELECT_WARM_WORDS + lists) * f32;
         seq += (layers - 1) * (hq * (uint64_t)pr->key_dim + SIFT_SEL_CACHE_EXTRA) * f32; /* the check on q' */
-        /* the staged K and V rows of the kept lists [Hkv][S + k + W][D] (session.c); the interval
-         * decided by the query stages nothing, but a session set to it later is not known here */
-        if (sift_butler_staging_on(c, offloaded, false))
+        /* the staged K and V rows of the kept lists [Hkv][S + k + W][D] (session.c), the same
+         * whether the interval is fixed or decided by the query (set on the session later) */
+        if (sift_butler_staging_on(c, offloaded))
             seq += (layers - 1) * 2 * hkv * max_count * d * sift_dtype_size(c->kv_type);
     } else if (sift_host_policy(c->policy)) {
         seq += hkv * max_count * f32;

@@ -299,7 +299,9 @@ sift_status sift_op_causal_attend_sparse(sift_graph *g, const sift_tensor *q, co
 
 /* The node's inputs are {indices, kv}: the op table lets inputs 1 and 2 of a PAGED_KV op be paged
  * views, and the cache is input 1 here as in the attention ops (input 0 is their q). */
-sift_status sift_op_kv_gather(sift_graph *g, const sift_tensor *kv, const sift_tensor *indices, sift_tensor *out)
+/* exact: out has the lists' n columns (sift_op_kv_gather), else at least col0 + n. */
+static sift_status kv_gather(sift_graph *g, const sift_tensor *kv, const sift_tensor *indices, int64_t col0, bool exact,
+                             sift_tensor *out)
 {
     const char *op = "kv_gather";
     TRY(sift_need_tensor(g, kv, op, "kv"));
@@ -329,12 +331,30 @@ sift_status sift_op_kv_gather(sift_graph *g, const sift_tensor *kv, const sift_t
     TRY(sift_need_tensor(g, out, op, "out"));
     TRY(sift_need_dtype(out, kv->dtype, op, "out"));
     TRY(sift_need_rank(out, 3, op, "out"));
-    if (out->shape[0] != hkv || out->shape[1] != count || out->shape[2] != d)
+    if (col0 < 0 || col0 > INT32_MAX)
+        return sift_set_error(SIFT_E_SHAPE, "kv_gather: column offset %lld (0 .. %d)", (long long)col0, INT32_MAX);
+    if (out->shape[0] != hkv || out->shape[2] != d || (exact && out->shape[1] != count))
         return sift_set_error(SIFT_E_SHAPE, "kv_gather: out tensor '%s' is [%lld][%lld][%lld], expected [%lld][%lld][%lld]",
                               out->name, (long long)out->shape[0], (long long)out->shape[1], (long long)out->shape[2],
                               (long long)hkv, (long long)count, (long long)d);
+    if (out->shape[1] < col0 + count || out->shape[1] > INT32_MAX)
+        return sift_set_error(SIFT_E_SHAPE, "kv_gather: out tensor '%s' has %lld columns, expected at least col0 %lld + %lld "
+                              "entries (and fewer than 2^31)",
+                              out->name, (long long)out->shape[1], (long long)col0, (long long)count);
     sift_node n = {.op = SIFT_OP_KV_GATHER, .n_src = 2, .src = {indices, kv}, .dst = out};
+    n.p.col0 = col0;
     return sift_graph_push_node(g, &n);
+}
+
+sift_status sift_op_kv_gather(sift_graph *g, const sift_tensor *kv, const sift_tensor *indices, sift_tensor *out)
+{
+    return kv_gather(g, kv, indices, 0, true, out);
+}
+
+sift_status sift_op_kv_gather_at(sift_graph *g, const sift_tensor *kv, const sift_tensor *indices, int64_t col0,
+                                 sift_tensor *out)
+{
+    return kv_gather(g, kv, indices, col0, false, out);
 }
 
 sift_status sift_op_mean_rows(sift_graph *g, const sift_tensor *x, sift_tensor *out)
@@ -396,8 +416,13 @@ double sift_bytes_neighbor_fetch(const sift_node *n) { return (double)n->src[0]-
 double sift_bytes_mean_rows(const sift_node *n) { return (double)n->src[0]->nbytes + (double)n->dst->nbytes; }
 
 /* The rows it copies, each read and written once, and the lists (a skipped entry's row is
- * written, not read: counted as read, as gather_attend counts its entries). */
-double sift_bytes_kv_gather(const sift_node *n) { return (double)n->src[0]->nbytes + 2.0 * (double)n->dst->nbytes; }
+ * written, not read: counted as read, as gather_attend counts its entries). Only the n columns it
+ * writes of out count (a longer out's other columns are not touched). */
+double sift_bytes_kv_gather(const sift_node *n)
+{
+    const sift_tensor *idx = n->src[0], *kv = n->src[1];
+    return (double)idx->nbytes + 2.0 * (double)kv->shape[0] * (double)idx->shape[1] * kv_row_bytes(kv);
+}
 
 double sift_bytes_causal_attend_sparse(const sift_node *n)
 {

@@ -139,9 +139,9 @@ static bool layer_moves(const sift_session_config *c, uint32_t l)
     return sift_kv_cache_moves(&kc, l, KV_K) || sift_kv_cache_moves(&kc, l, KV_V);
 }
 
-bool sift_butler_staging_on(const sift_session_config *c, bool offloaded, bool by_query)
+bool sift_butler_staging_on(const sift_session_config *c, bool offloaded)
 {
-    return c->policy == SIFT_POLICY_BUTLER && offloaded && !by_query && c->predict_interval > 1 && !c->neighbor_fetch;
+    return c->policy == SIFT_POLICY_BUTLER && offloaded && c->predict_interval > 1 && !c->neighbor_fetch;
 }
 
 static bool offloaded(const sift_session *s)
@@ -153,7 +153,7 @@ static bool offloaded(const sift_session *s)
 
 bool sift_butler_stages(const sift_session *s, uint32_t l)
 {
-    return l >= 1 && sift_butler_staging_on(&s->cfg, offloaded(s), sift_butler_by_query(s)) && layer_moves(&s->cfg, l);
+    return l >= 1 && sift_butler_staging_on(&s->cfg, offloaded(s)) && layer_moves(&s->cfg, l);
 }
 
 size_t sift_butler_staging_bytes(const sift_session *s)

@@ -178,26 +178,31 @@ int64_t sift_butler_shift(const sift_session *s, const segment *sg, bool next);
 
 /* Whether layer l's K/V rows of a BUTLER session's selections are staged on the device
  * (seq_layer.stage_k): the layer's K or V moves to host memory under KV offload, and the lists
- * are reused for a fixed interval (> 1; without neighbour fetch, whose skipped entries a staged
- * copy cannot tell from rows). The interval decided by the query is not staged: the device
- * decides there whether a step reuses, and the copy (kv_gather) takes no predicate. */
+ * may be reused: an interval > 1, fixed or the longest the query's decision lets a selection last
+ * (without neighbour fetch, whose skipped entries a staged copy cannot tell from rows). */
 bool sift_butler_stages(const sift_session *s, uint32_t l);
 /* The same for a session of config c (sift_model_estimate's rule): staged or not, every layer
  * past the dense layer 0 alike (its V moves whatever kv_offload_v_only says), given whether the
- * pools offload and whether the device decides the reuse (sift_session_set_butler_reuse). */
-bool sift_butler_staging_on(const sift_session_config *c, bool offloaded, bool by_query);
+ * pools offload. Who decides the reuse (sift_session_set_butler_reuse) does not matter, so a
+ * session set to the query's decision later needs no more than the estimate said. */
+bool sift_butler_staging_on(const sift_session_config *c, bool offloaded);
 
 /* Device bytes of the staged rows of one sequence (every staged layer's K and V): layers x 2 x Hkv
  * x (S + k + W) x D x the K/V element size, 0 where nothing is staged (sift_butler_stages). */
 size_t sift_butler_staging_bytes(const sift_session *s);
 
 /* attention.c: a TokenButler layer's attention reading its staged rows (seq_layer.stage_k) instead
- * of the cache. On a selection (gather), the lists' K and V rows are copied into the staging rows
- * in list order (kv_gather); on a reuse at `shift` steps after the selection, only the step's own
- * key and value (new_k, new_v f32 [1][Hkv][D], as written to the cache) are written, into the
- * window's slot of the oldest position, which has left the window: the window's W rows are a ring.
- * Then gather_attend reads the staging rows in the order of the lists (sink, chosen, window by
- * position), so that it sums what the paged attention sums, in the same order. */
+ * of the cache. The fixed interval: on a selection (gather), the lists' K and V rows are copied
+ * into the staging rows in list order (kv_gather); on a reuse at `shift` steps after the
+ * selection, only the step's own key and value (new_k, new_v f32 [1][Hkv][D], as written to the
+ * cache) are written, into the window's slot of the oldest position, which has left the window:
+ * the window's W rows are a ring. The interval decided by the query (the config's Selection
+ * Cache check on q'), where the host knows neither whether a step reuses nor the ring's turn: the
+ * copy of the lists is predicated on the check as select is, and the window's W rows, the newest
+ * and on the device, are copied again every step into their columns [S + k, S + k + W) in order
+ * (gather, shift, new_k and new_v unused). Then gather_attend reads the staging rows in the order
+ * of the lists (sink, chosen, window by position), so that it sums what the paged attention sums,
+ * in the same order. */
 typedef struct sift_attn_staging {
     sift_tensor *k, *v;                 /* [Hkv][S + k + W][D], the cache's type */
     const sift_tensor *new_k, *new_v;   /* f32 [1][Hkv][D] */

@@ -863,7 +863,7 @@ SIFT_API sift_status sift_op_causal_attend(sift_graph *g, const sift_tensor *q, 
 
 /* Nodes appended after this call, until it is called again with flag NULL, do nothing at run time
  * when element `element` of the f32 tensor flag is non-zero (their outputs keep what they held).
- * Only score, score_max, vote and select take a predicate. The Selection Cache skips its stages this way. */
+ * Only score, score_max, vote, select and kv_gather take a predicate. The Selection Cache skips its stages this way. */
 SIFT_API sift_status sift_graph_skip_if(sift_graph *g, const sift_tensor *flag, int64_t element);
 
 /* Elements of a Selection Cache state after the reference query q_ref [Hq * D]. */
@@ -900,6 +900,12 @@ SIFT_API sift_status sift_op_fill_range(sift_graph *g, int64_t col0, int64_t sta
  * cache (quantized keys, which only score_max reads) is SIFT_E_UNSUPPORTED. */
 SIFT_API sift_status sift_op_kv_gather(sift_graph *g, const sift_tensor *kv, const sift_tensor *indices,
                                        sift_tensor *out);
+/* sift_op_kv_gather into columns [col0, col0 + n) of a longer out [Hkv][count][D] (col0 >= 0,
+ * col0 + n <= count): out[g][col0 + i] = kv[g][indices[l][i]]; the other columns keep what they
+ * held. TokenButler's staged rows under the interval decided by the query gather the window's rows
+ * after the kept chosen ones this way. kv_gather takes a predicate (sift_graph_skip_if). */
+SIFT_API sift_status sift_op_kv_gather_at(sift_graph *g, const sift_tensor *kv, const sift_tensor *indices, int64_t col0,
+                                          sift_tensor *out);
 /* gather_attend for length extrapolation (docs/algorithms.md): k holds keys before RoPE; the key at list
  * rank i (0-based) is rotated to position i before its dot product (p as for sift_op_rope, no
  * frequency factors). The caller rotates q to position n (the list length). */

@@ -1443,7 +1443,13 @@ typedef struct {
     int lists;      /* 1 (shared) or Hkv */
     int64_t count;  /* entries per list */
     size_t out_off; /* out starts this many bytes into a larger tensor */
+    int64_t col0;   /* the entries go to out's columns [col0, col0 + count) (sift_op_kv_gather_at) */
+    int64_t extra;  /* out's columns past col0 + count: out is [Hkv][col0 + count + extra][D] */
+    int pred;       /* 0: no predicate; 1: a predicate not set (the copy runs); 2: set (out unchanged) */
 } gather_case;
+
+/* out's columns per KV head. */
+static int64_t gather_out_count(const gather_case *c) { return c->col0 + c->count + c->extra; }
 
 enum { GATHER_FILL = 0xa5, GATHER_TAIL = 64 }; /* out's surroundings hold GATHER_FILL: bytes written must be out's */
 
@@ -1479,10 +1485,12 @@ static unsigned char *gather_run(const backend *b, const gather_case *c, const u
 {
     const char *bname = sift_backend_kind_name(b->kind);
     const size_t elt = sift_dtype_size(c->dt), row_bytes = (size_t)c->d * elt;
-    const size_t out_bytes = (size_t)(c->hkv * c->count) * row_bytes, all = c->out_off + out_bytes + GATHER_TAIL;
+    const int64_t ocount = gather_out_count(c);
+    const size_t out_bytes = (size_t)(c->hkv * ocount) * row_bytes, all = c->out_off + out_bytes + GATHER_TAIL;
     const int64_t dev_rows = c->two_pools ? pool_rows / c->page / 2 * c->page : pool_rows;
-    const int64_t ls[2] = {c->lists, c->count}, os[3] = {c->hkv, c->count, c->d}, parent_n = (int64_t)(all / elt);
-    sift_tensor *dev = NULL, *host = NULL, *pages = NULL, *view = NULL, *it = NULL, *parent = NULL, *out = NULL;
+    const int64_t ls[2] = {c->lists, c->count}, os[3] = {c->hkv, ocount, c->d}, parent_n = (int64_t)(all / elt), one = 1;
+    const float flag_value = c->pred == 2 ? 1.0f : 0.0f;
+    sift_tensor *dev = NULL, *host = NULL, *pages = NULL, *view = NULL, *it = NULL, *parent = NULL, *out = NULL, *flag = NULL;
     sift_graph *g = NULL;
     unsigned char *bytes = malloc(all), *got = NULL;
     memset(bytes, GATHER_FILL, all);
@@ -1501,7 +1509,14 @@ static unsigned char *gather_run(const backend *b, const gather_case *c, const u
     CHECK_OK(sift_tensor_write(parent, 0, bytes, all), cname, bname);
     CHECK_OK(sift_tensor_view(parent, c->dt, 3, os, c->out_off, &out), cname, bname);
     CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
-    CHECK_OK(sift_op_kv_gather(g, view ? view : dev, it, out), cname, bname);
+    if (c->pred) {
+        CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 1, &one, &flag), cname, bname);
+        CHECK_OK(sift_tensor_write(flag, 0, &flag_value, sizeof flag_value), cname, bname);
+        CHECK_OK(sift_graph_skip_if(g, flag, 0), cname, bname);
+    }
+    if (c->col0 || c->extra) CHECK_OK(sift_op_kv_gather_at(g, view ? view : dev, it, c->col0, out), cname, bname);
+    else CHECK_OK(sift_op_kv_gather(g, view ? view : dev, it, out), cname, bname);
+    CHECK_OK(sift_graph_skip_if(g, NULL, 0), cname, bname);
     CHECK_OK(compute_checked(g), cname, bname);
     CHECK_OK(sift_tensor_read(parent, 0, bytes, all), cname, bname);
     got = bytes;
@@ -1509,15 +1524,16 @@ static unsigned char *gather_run(const backend *b, const gather_case *c, const u
 out:
     free(bytes);
     sift_graph_destroy(g);
-    sift_tensor *held[] = {out, parent, it, view, pages, host, dev};
+    sift_tensor *held[] = {out, parent, it, view, pages, host, dev, flag};
     for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) sift_tensor_destroy(held[i]);
     return got;
 }
 
-/* Rows of got's out that differ from want's, and bytes around out that are not GATHER_FILL. */
+/* Rows of got's out that differ from want's (the columns not written included: they must still
+ * hold GATHER_FILL), and bytes around out that are not GATHER_FILL. */
 static void gather_compare(const char *cname, const gather_case *c, const unsigned char *want, const unsigned char *got)
 {
-    const size_t row_bytes = (size_t)c->d * sift_dtype_size(c->dt), rows = (size_t)(c->hkv * c->count);
+    const size_t row_bytes = (size_t)c->d * sift_dtype_size(c->dt), rows = (size_t)(c->hkv * gather_out_count(c));
     int64_t wrong = 0, outside = 0;
     for (size_t r = 0; r < rows; r++)
         wrong += memcmp(want + c->out_off + r * row_bytes, got + c->out_off + r * row_bytes, row_bytes) != 0;
@@ -1553,7 +1569,8 @@ static void kv_gather_check(const conf_case *cc, const backend *ref, const backe
                                                                                         : (int32_t)(rng_next() % (uint64_t)rows);
     }
     /* the rows expected, and where they came from */
-    const size_t all = c->out_off + (size_t)(c->hkv * c->count) * row_bytes + GATHER_TAIL;
+    const int64_t ocount = gather_out_count(c);
+    const size_t all = c->out_off + (size_t)(c->hkv * ocount) * row_bytes + GATHER_TAIL;
     unsigned char *want = malloc(all), *r0 = NULL, *r1 = NULL;
     memset(want, GATHER_FILL, all);
     int64_t from_dev = 0, from_host = 0, zero = 0;
@@ -1565,13 +1582,14 @@ static void kv_gather_check(const conf_case *cc, const backend *ref, const backe
                 const int64_t page = table[j / c->page];
                 phys = page >= 0 && page < pp ? page * c->page + j % c->page : -1;
             }
-            unsigned char *dst = want + c->out_off + (size_t)(g * c->count + i) * row_bytes;
+            /* a set predicate leaves out as it was: GATHER_FILL */
+            unsigned char *dst = want + c->out_off + (size_t)(g * ocount + c->col0 + i) * row_bytes;
             if (phys < 0) {
-                memset(dst, 0, row_bytes);
+                if (c->pred != 2) memset(dst, 0, row_bytes);
                 zero++;
                 continue;
             }
-            memcpy(dst, pool + (size_t)(g * pool_rows + phys) * row_bytes, row_bytes);
+            if (c->pred != 2) memcpy(dst, pool + (size_t)(g * pool_rows + phys) * row_bytes, row_bytes);
             if (phys < dev_rows) from_dev++;
             else from_host++;
         }
@@ -1590,7 +1608,8 @@ static void kv_gather_refusals(const conf_case *cc, const backend *ref, const ba
     (void)ref;
     sift_context *ctx = dut->ctx;
     sift_tensor *kv = NULL, *k8 = NULL, *idx = NULL, *idx3 = NULL, *idxf = NULL, *out = NULL, *out16 = NULL, *outs = NULL;
-    sift_graph *g = NULL;
+    sift_tensor *outl = NULL;
+    sift_graph *g = NULL, *g2 = NULL;
     TRY(sift_tensor_create(ctx, SIFT_F32, 3, (int64_t[]){2, 40, 16}, &kv));
     TRY(sift_tensor_create(ctx, SIFT_I8, 3, (int64_t[]){2, 40, 20}, &k8));
     TRY(sift_tensor_create(ctx, SIFT_I32, 2, (int64_t[]){2, 9}, &idx));
@@ -1599,7 +1618,9 @@ static void kv_gather_refusals(const conf_case *cc, const backend *ref, const ba
     TRY(sift_tensor_create(ctx, SIFT_F32, 3, (int64_t[]){2, 9, 16}, &out));
     TRY(sift_tensor_create(ctx, SIFT_F16, 3, (int64_t[]){2, 9, 16}, &out16));
     TRY(sift_tensor_create(ctx, SIFT_F32, 3, (int64_t[]){2, 8, 16}, &outs));
+    TRY(sift_tensor_create(ctx, SIFT_F32, 3, (int64_t[]){2, 12, 16}, &outl));
     TRY(sift_graph_create(ctx, &g));
+    TRY(sift_graph_create(ctx, &g2));
     const struct {
         const char *what;
         sift_status got, want;
@@ -1610,7 +1631,11 @@ static void kv_gather_refusals(const conf_case *cc, const backend *ref, const ba
         {"3 lists for 2 KV heads", sift_op_kv_gather(g, kv, idx3, out), SIFT_E_SHAPE},
         {"f32 indices", sift_op_kv_gather(g, kv, idxf, out), SIFT_E_DTYPE},
         {"no cache", sift_op_kv_gather(g, NULL, idx, out), SIFT_E_INVALID},
+        {"a longer out at col0 0", sift_op_kv_gather(g, kv, idx, outl), SIFT_E_SHAPE},
+        {"col0 + n past out", sift_op_kv_gather_at(g, kv, idx, 4, outl), SIFT_E_SHAPE},
+        {"a negative col0", sift_op_kv_gather_at(g, kv, idx, -1, outl), SIFT_E_SHAPE},
         {"valid", sift_op_kv_gather(g, kv, idx, out), SIFT_OK},
+        {"valid at col0 3 of 12", sift_op_kv_gather_at(g2, kv, idx, 3, outl), SIFT_OK},
     };
     int wrong = 0;
     for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
@@ -1623,8 +1648,13 @@ static void kv_gather_refusals(const conf_case *cc, const backend *ref, const ba
     /* the lists once, and the rows read and written: 2 x 9 x 16 f32 */
     const double bytes = sift_graph_node_count(g) == 1 ? sift_graph_node_bytes(g, 0) : -1.0;
     report(cc->name, running_backend, "bytes", bytes, 2 * 9 * 4 + 2.0 * (2 * 9 * 16 * 4), bytes == 2 * 9 * 4 + 2.0 * (2 * 9 * 16 * 4));
+    /* into a longer out: only the 9 rows written count, not out's 12 */
+    const double bytes_at = sift_graph_node_count(g2) == 1 ? sift_graph_node_bytes(g2, 0) : -1.0;
+    report(cc->name, running_backend, "bytes at col0", bytes_at, 2 * 9 * 4 + 2.0 * (2 * 9 * 16 * 4),
+           bytes_at == 2 * 9 * 4 + 2.0 * (2 * 9 * 16 * 4));
     sift_graph_destroy(g);
-    sift_tensor *held[] = {kv, k8, idx, idx3, idxf, out, out16, outs};
+    sift_graph_destroy(g2);
+    sift_tensor *held[] = {kv, k8, idx, idx3, idxf, out, out16, outs, outl};
     for (size_t i = 0; i < sizeof held / sizeof held[0]; i++) sift_tensor_destroy(held[i]);
 }
 
@@ -1632,24 +1662,40 @@ static void add_kv_gather_cases(void)
 {
     registry_add("ops", "kv_gather refusals and bytes", kv_gather_refusals, NULL, NULL, 0);
     static const gather_case gs[] = {
-        {2, 64, SIFT_F16, 1000, 16, false, 2, 300, 0},    /* one pool, a list per KV head */
-        {8, 128, SIFT_F16, 4096, 256, true, 8, 777, 0},   /* two pools, the 8B model's KV heads */
-        {4, 8, SIFT_F32, 300, 4, true, 1, 37, 0},         /* a shared list, D = 8, pages of 4 rows */
-        {1, 16, SIFT_F16, 50, 0, false, 1, 65, 0},        /* flat, d' = 16 */
-        {8, 128, SIFT_F32, 2000, 64, true, 8, 1, 0},      /* one entry */
-        {4, 40, SIFT_F32, 700, 0, false, 4, 1000, 4},     /* flat, more entries than rows, out 4 bytes in */
-        {2, 72, SIFT_F16, 513, 32, true, 2, 129, 4},      /* D = 72, out 4 bytes in */
-        {2, 24, SIFT_F16, 100, 8, false, 1, 50, 2},       /* out 2 bytes in: no whole 32-bit words */
-        {4, 64, SIFT_F16, 300, 16, true, 4, 0, 0},        /* empty lists */
-        {8, 32, SIFT_F16, 3000, 128, true, 8, 2049, 16},  /* out 16 bytes in */
-        {2, 128, SIFT_F32, 9000, 64, true, 2, 8300, 0},   /* more units than one grid covers */
+        {2, 64, SIFT_F16, 1000, 16, false, 2, 300, 0, 0, 0, 0},    /* one pool, a list per KV head */
+        {8, 128, SIFT_F16, 4096, 256, true, 8, 777, 0, 0, 0, 0},   /* two pools, the 8B model's KV heads */
+        {4, 8, SIFT_F32, 300, 4, true, 1, 37, 0, 0, 0, 0},         /* a shared list, D = 8, pages of 4 rows */
+        {1, 16, SIFT_F16, 50, 0, false, 1, 65, 0, 0, 0, 0},        /* flat, d' = 16 */
+        {8, 128, SIFT_F32, 2000, 64, true, 8, 1, 0, 0, 0, 0},      /* one entry */
+        {4, 40, SIFT_F32, 700, 0, false, 4, 1000, 4, 0, 0, 0},     /* flat, more entries than rows, out 4 bytes in */
+        {2, 72, SIFT_F16, 513, 32, true, 2, 129, 4, 0, 0, 0},      /* D = 72, out 4 bytes in */
+        {2, 24, SIFT_F16, 100, 8, false, 1, 50, 2, 0, 0, 0},       /* out 2 bytes in: no whole 32-bit words */
+        {4, 64, SIFT_F16, 300, 16, true, 4, 0, 0, 0, 0, 0},        /* empty lists */
+        {8, 32, SIFT_F16, 3000, 128, true, 8, 2049, 16, 0, 0, 0},  /* out 16 bytes in */
+        {2, 128, SIFT_F32, 9000, 64, true, 2, 8300, 0, 0, 0, 0},   /* more units than one grid covers */
+        /* into columns [col0, col0 + n) of a longer out (TokenButler's staged window), the rest untouched */
+        {2, 64, SIFT_F16, 1000, 16, true, 1, 16, 0, 28, 0, 0},   /* a shared list to the last columns */
+        {8, 128, SIFT_F16, 4096, 256, true, 8, 300, 16, 44, 5, 0}, /* columns in the middle, out 16 bytes in */
+        {4, 40, SIFT_F32, 700, 0, false, 4, 33, 4, 7, 11, 0},    /* flat, D = 40 (words), out 4 bytes in */
+        {2, 24, SIFT_F16, 100, 8, false, 1, 20, 2, 3, 1, 0},     /* out 2 bytes in: no whole 32-bit words */
+        /* predicated (sift_graph_skip_if): set, out keeps what it held; not set, the copy runs */
+        {2, 64, SIFT_F16, 1000, 16, true, 2, 300, 0, 0, 0, 2},
+        {4, 128, SIFT_F16, 500, 16, true, 4, 40, 0, 24, 16, 2},
+        {4, 128, SIFT_F16, 500, 16, true, 4, 40, 0, 24, 16, 1},
+        {2, 64, SIFT_F32, 300, 0, false, 2, 80, 0, 0, 0, 1},
     };
     for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++) {
         char name[128], layout[32];
         if (gs[i].page) snprintf(layout, sizeof layout, "P=%lld pools=%d", (long long)gs[i].page, gs[i].two_pools ? 2 : 1);
         else snprintf(layout, sizeof layout, "flat");
-        snprintf(name, sizeof name, "kv_gather H=%d D=%d %s N=%lld %s L=%d n=%lld +%zu", gs[i].hkv, gs[i].d,
-                 sift_dtype_name(gs[i].dt), (long long)gs[i].n, layout, gs[i].lists, (long long)gs[i].count, gs[i].out_off);
+        snprintf(name, sizeof name, "kv_gather H=%d D=%d %s N=%lld %s L=%d n=%lld +%zu%s", gs[i].hkv, gs[i].d,
+                 sift_dtype_name(gs[i].dt), (long long)gs[i].n, layout, gs[i].lists, (long long)gs[i].count, gs[i].out_off,
+                 gs[i].pred == 2 ? " skipped" : gs[i].pred == 1 ? " pred-clear" : "");
+        if (gs[i].col0 || gs[i].extra) {
+            char at[48];
+            snprintf(at, sizeof at, " col0=%lld of %lld", (long long)gs[i].col0, (long long)gather_out_count(&gs[i]));
+            strncat(name, at, sizeof name - strlen(name) - 1);
+        }
         registry_add("ops", name, kv_gather_check, NULL, &gs[i], sizeof gs[i]);
     }
 }

@@ -587,19 +587,19 @@ static sift_status cpu_mean_rows(cpu_backend *be, const sift_node *n)
     return SIFT_OK;
 }
 
-/* out[g][i] = row indices[l][i] of KV head g of the cache, its bytes as they are; zeros where the
- * row is absent (an entry outside the cache, or on a page outside the pools). l = 0 for a shared
- * list, else g. */
+/* out[g][col0 + i] = row indices[l][i] of KV head g of the cache, its bytes as they are; zeros
+ * where the row is absent (an entry outside the cache, or on a page outside the pools). l = 0 for
+ * a shared list, else g. out's other columns are left as they are. */
 static sift_status cpu_kv_gather(cpu_backend *be, const sift_node *n)
 {
     (void)be;
     const sift_tensor *idx = n->src[0], *kv = n->src[1];
-    const int64_t hkv = kv->shape[0], count = idx->shape[1];
+    const int64_t hkv = kv->shape[0], count = idx->shape[1], out_count = n->dst->shape[1], col0 = n->p.col0;
     const size_t row_bytes = (size_t)kv->shape[2] * sift_dtype_size(kv->dtype);
     for (int64_t g = 0; g < hkv; g++) {
         const int32_t *list = (const int32_t *)cpu_data(idx) + (idx->shape[0] == 1 ? 0 : g) * count;
         for (int64_t i = 0; i < count; i++) {
-            char *dst = (char *)cpu_data(n->dst) + (size_t)(g * count + i) * row_bytes;
+            char *dst = (char *)cpu_data(n->dst) + (size_t)(g * out_count + col0 + i) * row_bytes;
             const void *src = cpu_kv_row_addr(kv, g, list[i]);
             if (src) memcpy(dst, src, row_bytes);
             else memset(dst, 0, row_bytes);

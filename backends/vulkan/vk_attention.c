@@ -81,7 +81,7 @@ static void row_spec(const rowcfg *c, uint32_t d, bool f16, bool aligned, bool d
 static uint32_t target_groups(const vkb *be) { return be->tune.groups ? be->tune.groups : 512u; }
 
 /* The device address of a predicated node's flag (sift_graph_skip_if), 0 for none: every dispatch of
- * score, vote and select reads it first and returns when it is non-zero (common.glsl skipped). */
+ * score, vote, select and kv_gather reads it first and returns when it is non-zero (common.glsl skipped). */
 static sift_status skip_flag(const sift_node *n, uint64_t *out)
 {
     *out = 0;
@@ -431,7 +431,8 @@ sift_status vk_plan_neighbor_fetch(plan *pl, const sift_node *n)
 /* kv_gather (kv_gather.comp): one invocation per unit of an output row, grid (tiles, KV heads). The
  * units are 16-byte vectors where every row of the cache (both pools) and of out starts 16-byte
  * aligned, else 32-bit words: every stored row is a multiple of 4 bytes (D a multiple of 8), but a
- * view that starts 2 bytes in leaves no whole word, and is refused. */
+ * view that starts 2 bytes in leaves no whole word, and is refused. The rows go to out's columns
+ * [col0, col0 + count); a predicated node's dispatches read the flag first (skip_flag). */
 sift_status vk_plan_kv_gather(plan *pl, const sift_node *n)
 {
     vkb *be = vk_plan_backend(pl);
@@ -442,7 +443,12 @@ sift_status vk_plan_kv_gather(plan *pl, const sift_node *n)
     const uint32_t elem = kv->dtype == SIFT_F16 && !vk_tensor_is_f16(kv) ? 4u : (uint32_t)sift_dtype_size(kv->dtype);
     const uint32_t row_bytes = (uint32_t)kv->shape[2] * elem;
     const bool aligned = row_bytes % 16 == 0 && vk_rows_aligned(kv) && vk_rows_aligned(n->dst);
-    push_kv_gather p = {.count = (uint32_t)count, .units = row_bytes / (aligned ? 16u : 4u), .lists = (uint32_t)idx->shape[0]};
+    push_kv_gather p = {.count = (uint32_t)count,
+                        .units = row_bytes / (aligned ? 16u : 4u),
+                        .lists = (uint32_t)idx->shape[0],
+                        .ocount = (uint32_t)n->dst->shape[1], /* below 2^31 (sift_op_kv_gather_at) */
+                        .col0 = (uint32_t)n->p.col0};
+    TRY(skip_flag(n, &p.skip));
     if ((uint64_t)count * p.units > UINT32_MAX - (1u << 20))
         return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: kv_gather of %lld rows of %u bytes", (long long)count, row_bytes);
     TRY(vk_tensor_ref(idx, &p.idx));

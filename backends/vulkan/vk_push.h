@@ -87,7 +87,8 @@ typedef struct {
 typedef struct {
     vk_tref idx, out;
     vk_kvref kv;
-    uint32_t count, units, lists, g0;
+    uint64_t skip;
+    uint32_t count, units, lists, g0, ocount, col0;
 } push_kv_gather;
 
 /* sel_cache.comp */
