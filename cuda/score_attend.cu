@@ -218,6 +218,12 @@ extern "C" cudaError_t sift_cuda_init(int device, sift_cuda_device *dev)
     // of the tensor cores (to compare the two); read once, here
     const char *mma = getenv("SIFT_CUDA_MMA");
     dev->mma = !(mma && !strcmp(mma, "0"));
+    // SIFT_CUDA_SELECT_WARM=1 starts TokenButler's top-k warm (select.cu); off by default because a
+    // miss costs far more than a hit saves: on an H100, 8B Q8_0 TokenButler decode at 128K (random
+    // predictor, 45% of the lists hitting) ran at 123.6 tokens/s warm and 138.2 in full, its select
+    // 85 us a layer against 51 (docs/benchmarks.md). The conformance turns it on.
+    const char *warm = getenv("SIFT_CUDA_SELECT_WARM");
+    dev->select_warm = warm && !strcmp(warm, "1");
 #ifndef SIFT_CUDA_EMU
     // Kernels launch programmatically on sm_90 and later (common.cuh launch): on the H200 that took
     // 32K decode of the 8B-shaped model from 176 to 195 tokens/s. SIFT_CUDA_PDL=0 turns it off.

@@ -798,11 +798,14 @@ extern "C" cudaError_t sift_cuda_select_plan(const sift_cuda_device *dev, const 
         while (sch > 1024 && lists * ((cand + sch - 1) / sch) < SELECT_BLOCKS) sch /= 2;
         plan->split_len = sch;
         plan->blocks = (int)((cand + sch - 1) / sch);
-        // several lists only (TokenButler's, one per KV head): on an H100, 8 lists of 128K candidates
-        // took 36.1 us warm against 46.5 in full and 8 of 1M 76.2 against 146.3, but one list of
-        // 128K took 34.5 against 23.4 (two launches more, each with its latency, to save part of
-        // the radix select's passes over few candidates)
-        const bool warm = n->n_src == 2 && lists >= 2 && dev->smem_optin >= WARM_SMEM && plan->blocks <= WARM_MAX_BLOCKS &&
+        // with SIFT_CUDA_SELECT_WARM=1 only (dev->select_warm: a miss costs the collect pass and the
+        // tail beside the radix select, and decode misses often), and several lists only
+        // (TokenButler's, one per KV head): on an H100, 8 lists of 128K candidates took 36.1 us warm
+        // against 46.5 in full and 8 of 1M 76.2 against 146.3, but one list of 128K took 34.5
+        // against 23.4 (two launches more, each with its latency, to save part of the radix
+        // select's passes over few candidates)
+        const bool warm = dev->select_warm && n->n_src == 2 && lists >= 2 && dev->smem_optin >= WARM_SMEM &&
+                          plan->blocks <= WARM_MAX_BLOCKS &&
                           warm_rank((uint32_t)l->chosen, (uint64_t)cand) <= WARM_CAP / 2;
         if (warm) plan->path = 2;
         plan->zeroed_bytes = zeroed_bytes(lists, warm);

@@ -28,6 +28,7 @@ typedef struct sift_cuda_device {
     size_t smem_per_sm;  /* shared memory per multiprocessor, bytes */
     size_t smem_optin;   /* the most dynamic shared memory one block may use, bytes */
     int mma;             /* score and decode attention may use the tensor cores (SIFT_CUDA_MMA=0: never) */
+    int select_warm;     /* select starts warm where it can (SIFT_CUDA_SELECT_WARM=1; off by default) */
 } sift_cuda_device;
 
 /* Picks the pipeline depth for the device and raises the kernels' dynamic shared memory limits.

@@ -438,8 +438,8 @@ out:
  * vote (too few collected) and to the lowest key (everything collected: more than a GPU backend
  * holds once |C| is large). A backend that starts warm counts every run as a hit or a miss, and a
  * run over the same votes as the run before must hit; one that selects in full leaves warm as it
- * is. The CPU never starts warm; CUDA does for several lists; Vulkan where SIFT_VULKAN_TUNE has
- * select_warm=1 (tests/meson.build sets it). */
+ * is. The CPU never starts warm; CUDA does for several lists where SIFT_CUDA_SELECT_WARM=1, Vulkan
+ * where SIFT_VULKAN_TUNE has select_warm=1 (tests/meson.build sets both). */
 typedef struct {
     int lists;
     int64_t cand, k, sink, window;
@@ -462,8 +462,8 @@ static void warm_select_check(const conf_case *cc, const backend *ref, const bac
 {
     const warm_select_case *wc = cc->params;
     const char *bname = sift_backend_kind_name(b->kind), *cname = cc->name;
-    const char *tune = getenv("SIFT_VULKAN_TUNE");
-    const bool starts_warm = (b->kind == SIFT_BACKEND_CUDA && wc->lists >= 2) ||
+    const char *tune = getenv("SIFT_VULKAN_TUNE"), *cuda_warm = getenv("SIFT_CUDA_SELECT_WARM");
+    const bool starts_warm = (b->kind == SIFT_BACKEND_CUDA && wc->lists >= 2 && cuda_warm && !strcmp(cuda_warm, "1")) ||
                      (b->kind == SIFT_BACKEND_VULKAN && tune && strstr(tune, "select_warm=1"));
     const sift_select_params p = {.n_ctx = wc->sink + wc->cand + wc->window, .sink = wc->sink, .window = wc->window,
                                   .budget = wc->k};

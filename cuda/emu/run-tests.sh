@@ -68,6 +68,7 @@ for t in "$root/tests/badinput.c" "$root/cuda/emu/extra_cache.c" "$root/cuda/emu
 done
 export SIFT_CONFORMANCE_MAX_N=${SIFT_CONFORMANCE_MAX_N:-255}
 export SIFT_CONFORMANCE_MAX_ROWS=${SIFT_CONFORMANCE_MAX_ROWS:-7000}
+export SIFT_CUDA_SELECT_WARM=${SIFT_CUDA_SELECT_WARM:-1} # the warm top-k, off by default, as the conformance runs it
 rc=0
 if [ "$what" = all ] || [ "$what" = badinput ]; then
   "$out/badinput" > "$out/badinput.txt" 2>&1 || rc=1
