@@ -434,10 +434,9 @@ sift_status sift_kv_cache_fill_synthetic(kv_cache *c, int seq, int64_t n, uint64
                               (long long)n, (long long)q->len, (long long)c->cfg.seq_tokens);
     TRY(sift_kv_cache_reserve(c, seq, q->len + n));
     /* up to 8 MiB of random rows, written over and over (in runs of adjacent pages: on a GPU each
-     * write is a round trip). The values matter where they are scored: a single page repeated gave
-     * every vote of a list P copies, and a top-k over such ties is not the one a real context
-     * costs (TokenButler's select took 94 us a layer at 128K in decode against 46 on distinct
-     * votes); rows now repeat only every 8 MiB (32K rows of K for D = 128 in f16) */
+     * write is a round trip). The values matter where they are scored: a single page repeated
+     * gave every vote of a list P copies, a top-k over ties no real context has; rows now repeat
+     * only every 8 MiB (32K rows of K for D = 128 in f16) */
     const int64_t d = c->cfg.head_dim, p = c->cfg.page_size;
     const size_t elt = sift_dtype_size(c->cfg.kv_type), kv_row = row_bytes(c, KV_K), page_bytes = (size_t)p * kv_row;
     const int64_t span_pages = fill_span_pages(n, p, kv_row);
