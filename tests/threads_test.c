@@ -100,7 +100,7 @@ static void run_backend(sift_backend_kind kind, const char *path)
     for (int t = 0; t < N_THREADS; t++) {
         if (!started[t]) continue;
         pthread_join(th[t], NULL);
-        char what[160];
+        char what[320]; /* room for the worker's error[256] */
         snprintf(what, sizeof what, "thread %d: %d rounds ran%s%s", t, N_ROUNDS, w[t].status ? ": " : "", w[t].error);
         check(w[t].status == SIFT_OK, bname, what);
         for (int r = 0; w[t].status == SIFT_OK && r < N_ROUNDS; r++) {
