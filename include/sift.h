@@ -526,7 +526,8 @@ SIFT_API sift_status sift_session_kv_pools(const sift_session *s, sift_kv_pool_i
 SIFT_API sift_status sift_session_sel_cache_stats(const sift_session *s, int layer, int64_t *hits, int64_t *steps);
 /* The top-k's warm start (sift_op_select_warm) of a layer (-1: all layers), summed over sequences
  * and lists: selections the warm start answered, and those that fell back to the full select. Both
- * stay 0 where the backend selects in full every step (the CPU). */
+ * stay 0 where the backend selects in full every step: the CPU, and CUDA and Vulkan unless
+ * SIFT_CUDA_SELECT_WARM=1 or SIFT_VULKAN_TUNE=select_warm=1 turns their warm start on. */
 SIFT_API sift_status sift_session_select_warm_stats(const sift_session *s, int layer, int64_t *hits, int64_t *misses);
 
 /* One op's share of the profiled steps (sift_session_profile): the nodes of that op that ran, their
