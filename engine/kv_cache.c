@@ -1,7 +1,6 @@
 /* The paged KV cache (kv_cache.h): its pools and free lists, each sequence's page table and views,
  * the moves of offload, and the host's reads and writes of its rows. */
 #include "kv_cache.h"
-#include "session.h" /* sift_session_kv_move_times, at the end */
 
 #include <stdlib.h>
 #include <string.h>
@@ -639,18 +638,4 @@ sift_status sift_tensors_copy(sift_context *ctx, const sift_copy_region *regions
     for (size_t i = 0; st == SIFT_OK && i < n; i++) regions[i].dst->has_data = true;
     free(resolved);
     return st;
-}
-
-/* ---- the session's figures ------------------------------------------------------------------------- */
-
-/* Here rather than beside sift_session_kv_pools (session.c) only for now: it reads the cache's own
- * counters. */
-void sift_session_kv_move_times(const sift_session *s, sift_kv_move_times *out)
-{
-    if (!out) return;
-    if (!s) {
-        *out = (sift_kv_move_times){0};
-        return;
-    }
-    sift_kv_cache_move_times(s->kv, out);
 }

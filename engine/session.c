@@ -693,6 +693,16 @@ sift_status sift_session_kv_pools(const sift_session *s, sift_kv_pool_info *out)
     return SIFT_OK;
 }
 
+void sift_session_kv_move_times(const sift_session *s, sift_kv_move_times *out)
+{
+    if (!out) return;
+    if (!s) {
+        *out = (sift_kv_move_times){0};
+        return;
+    }
+    sift_kv_cache_move_times(s->kv, out);
+}
+
 int64_t sift_session_steps_run_ahead(const sift_session *s) { return s ? s->steps_run_ahead : 0; }
 
 void sift_session_ahead_times(const sift_session *s, sift_ahead_times *out)
