@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static _Thread_local char last_error[512];
 
@@ -737,4 +738,11 @@ void sift_f32_to_f16(uint16_t *dst, const float *src, size_t n)
 void sift_f16_to_f32(float *dst, const uint16_t *src, size_t n)
 {
     for (size_t i = 0; i < n; i++) dst[i] = sift_half_to_float(src[i]);
+}
+
+double sift_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }

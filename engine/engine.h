@@ -9,6 +9,8 @@ const sift_backend_vtable *sift_context_vtable(const sift_context *ctx, void **b
 /* The context's lock, held around every call into its backend (sift.h: threads). */
 void sift_context_lock(sift_context *ctx);
 void sift_context_unlock(sift_context *ctx);
+/* A monotonic clock in microseconds, for the host times the engine reports. */
+double sift_now_us(void);
 /* A message for ctx's log (sift_log, with the context named). */
 void sift_log_to(sift_context *ctx, sift_log_level level, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -22,7 +22,6 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <time.h>
 
 typedef struct pass {
     sift_session *s;
@@ -422,13 +421,6 @@ static sift_status build(pass *f)
 
 /* ---- running ahead ------------------------------------------------------------------------------ */
 
-static double now_us(void)
-{
-    struct timespec t;
-    timespec_get(&t, TIME_UTC);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
-}
-
 static bool same_segments(const step *a, const step *b)
 {
     if (a->n_seg != b->n_seg || a->rows != b->rows || a->prefill != b->prefill) return false;
@@ -496,16 +488,16 @@ sift_status sift_forward(sift_session *s, step *st)
     }
     if (e == SIFT_OK && ahead) {
         sift_ahead_times *at = &s->ahead_times;
-        const double t0 = now_us();
+        const double t0 = sift_now_us();
         e = sift_graph_submit(f.g);
-        const double t1 = now_us();
+        const double t1 = sift_now_us();
         if (e == SIFT_OK) build_ahead(s, st, f.g);
-        const double t2 = now_us();
+        const double t2 = sift_now_us();
         if (e == SIFT_OK) e = sift_graph_wait(f.g);
         at->steps++;
         at->submit_us += t1 - t0;
         at->build_us += t2 - t1;
-        at->wait_us += now_us() - t2;
+        at->wait_us += sift_now_us() - t2;
     } else if (e == SIFT_OK) {
         e = compute(&f);
     }

@@ -4,7 +4,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct kv_seq {
     int64_t len;         /* rows written: positions [0, len) */
@@ -251,13 +250,6 @@ static void page_regions(const kv_cache *c, uint32_t l, kv_family f, int64_t fro
     }
 }
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
 /* Moves the rows of physical page `from` (on the device) to page `to` (a host page) in every
  * family of every layer: K and V, and the projected keys (which stay on the device, in their
  * pool's page `to`). One batch of copies, which the backend makes on the device where it can
@@ -267,13 +259,13 @@ static double now_us(void)
  * written to the page is there, and nothing reads the host page before it is. */
 static sift_status move_page(kv_cache *c, int64_t from, int64_t to)
 {
-    const double t0 = now_us();
+    const double t0 = sift_now_us();
     size_t n = 0;
     for (uint32_t l = 0; l < c->cfg.n_layer; l++)
         for (int f = 0; f < KV_FAMILIES; f++)
             if (family(c, l, (kv_family)f)) page_regions(c, l, (kv_family)f, from, to, c->move_regions, &n);
     TRY(sift_tensors_copy(c->ctx, c->move_regions, n, c->move_through_host));
-    c->move_us += now_us() - t0;
+    c->move_us += sift_now_us() - t0;
     for (size_t i = 0; i < n; i++) c->move_bytes += (double)c->move_regions[i].bytes;
     c->pages_moved++;
     return SIFT_OK;
