@@ -18,9 +18,10 @@
 #define VK_MATMUL_GROUPS 256u
 
 /* How matvec.comp takes x (SIFT_VULKAN_TUNE matvec_x; 0 picks VK_MATVEC_X_DOT for the block types
- * but q8_0 where the device has integer dot products under its profile, else VK_MATVEC_X_FLOAT). The digits (block types only):
- * x_digits.comp writes x once per product as two int8 digits per value and a scale per block of 32
- * into the graph's scratch, then matvec multiplies the quants with them in integer sums. */
+ * but q8_0 where the device has integer dot products under its profile, else VK_MATVEC_X_FLOAT).
+ * The digits (block types only): x_digits.comp writes x once per product as two int8 digits per
+ * value and a scale per block of 32 into the graph's scratch, then matvec multiplies the quants
+ * with them in integer sums. */
 typedef enum vk_matvec_x {
     VK_MATVEC_X_FLOAT = 1, /* x read as f32, the weights converted to float */
     VK_MATVEC_X_DOT = 2,   /* digits, integer dot products (OpSDot: the matvec_idot kernel) */
