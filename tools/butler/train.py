@@ -14,7 +14,8 @@ against the teacher's own top-k) is logged as it trains.
 Data (one of):
   --text FILE     random windows of a text, tokenized by `SIFT tokenize` (needs --sift); each
                   window is BOS then --seq-len - 1 tokens; the last 5% of the text is held out
-  --retrieval     tools/retrieval/task.py's recall samples (for its char-level retrieval model)
+  --retrieval     tools/retrieval/task.py's recall samples (for its char-level retrieval model);
+                  --retrieval-tasks draws each sample's task from ruler_tasks.py's instead
   --sample N      N sequences sampled from the base model itself (temperature --temperature), BOS
                   first; shorter lengths take their prefixes; --eval-seqs more are held out
 
@@ -60,6 +61,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools", "retrieval"))
 import butler as bt  # noqa: E402
 import task  # noqa: E402
+import ruler_tasks  # noqa: E402
 import teacher as tc  # noqa: E402
 
 RETRIEVAL_MODEL = os.path.join(ROOT, "tools", "retrieval", "model", "retrieval.gguf")
@@ -124,16 +126,20 @@ class TextData:
 
 
 class RetrievalData:
-    """task.py's recall samples: BOS, then length - 1 characters of haystack, records and queries."""
+    """Samples of the retrieval tasks (task.py's recall, or ruler_tasks.py's): BOS, then length - 1
+    characters of haystack, records and queries; each sample's task drawn evenly from `tasks`."""
 
-    def __init__(self, eval_len, eval_seqs, seed):
+    def __init__(self, eval_len, eval_seqs, seed, tasks=("recall",)):
         self.lut = np.array(task.byte_to_id_table(), dtype=np.int64)
+        self.tasks = list(tasks)
         r = random.Random("sift-butler-eval-%d" % seed)
         self.eval = [self._seq(r, eval_len) for _ in range(eval_seqs)]
         self.py_rng = random.Random("sift-butler-train-%d" % seed)
 
     def _seq(self, r, length):
-        text, _ = task.recall_sample(r, length - 1)
+        # one task: the same draws as before the mixture existed
+        name = self.tasks[0] if len(self.tasks) == 1 else r.choice(self.tasks)
+        text, _ = ruler_tasks.GENERATORS[name](r, length - 1)
         return np.concatenate([[task.BOS_ID], self.lut[np.frombuffer(text.encode("ascii"), dtype=np.uint8)]])
 
     def batch(self, length, n, rng):
@@ -331,10 +337,15 @@ def train(args, log):
     if args.retrieval:
         if not is_retrieval_vocab(teacher):
             raise SystemExit("--retrieval needs a model with task.py's character vocabulary (tools/retrieval)")
-        if lo - 1 < task.min_recall_chars():
-            raise SystemExit("--retrieval needs --seq-len of at least %d" % (task.min_recall_chars() + 1))
-        data = RetrievalData(eval_len, args.eval_seqs, args.seed)
-        source = "retrieval samples"
+        try:
+            tasks = ruler_tasks.parse_names(args.retrieval_tasks)
+        except ValueError as e:
+            raise SystemExit("--retrieval-tasks: %s" % e)
+        shortest = max(ruler_tasks.min_chars(name) for name in tasks)
+        if lo - 1 < shortest:
+            raise SystemExit("--retrieval needs --seq-len of at least %d" % (shortest + 1))
+        data = RetrievalData(eval_len, args.eval_seqs, args.seed, tasks)
+        source = "retrieval samples (%s)" % ", ".join(tasks)
     elif args.text:
         if not args.sift:
             raise SystemExit("--text needs --sift (the sift binary that tokenizes it)")
@@ -614,6 +625,9 @@ def parse_args(argv):
     d = ap.add_argument_group("data (one of)")
     d.add_argument("--text", help="a text file; tokenized by `SIFT tokenize` (give --sift)")
     d.add_argument("--retrieval", action="store_true", help="tools/retrieval/task.py's recall samples (its char vocabulary)")
+    d.add_argument("--retrieval-tasks", default="recall", metavar="TASKS",
+                   help="--retrieval: the tasks of tools/retrieval/ruler_tasks.py drawn evenly per sample, "
+                        "comma-separated or all (default recall)")
     d.add_argument("--sample", type=int, default=0, metavar="N",
                    help="N sequences sampled from the base itself (KV-cached decoding; --eval-seqs more held out)")
     d.add_argument("--temperature", type=float, default=1.0, help="--sample's temperature (default 1)")
@@ -675,6 +689,7 @@ def main(argv=None):
         raise SystemExit("give --model BASE.gguf and --out PRED.gguf (see --help)")
     if not args.steps and not args.time_budget:
         raise SystemExit("give --steps N or --time-budget SECONDS")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     log = Log(args.log or os.path.splitext(args.out)[0] + ".log")
     log("sift butler trainer: torch %s, numpy %s; %s" % (torch.__version__, np.__version__, " ".join(sys.argv)))
     train(args, log)
