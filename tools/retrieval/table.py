@@ -27,6 +27,7 @@ and a quick look on the CPU (two lengths, two budgets, a few samples):
 """
 
 import argparse
+import concurrent.futures
 import datetime
 import json
 import os
@@ -55,6 +56,9 @@ def parse_args(argv):
     ap.add_argument("--seed", type=int, default=1, help="the test sets' seed, as train.py's --seed (default 1)")
     ap.add_argument("--backend", help="sift eval's --backend (default: its own choice)")
     ap.add_argument("--threads", help="sift eval's -t")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="tasks evaluated at once, one sift eval each (default 1; on a GPU, whose small-model "
+                         "decode steps leave it mostly idle, one per task)")
     ap.add_argument("--sink", type=int, default=4)
     ap.add_argument("--window", type=int, default=64)
     a = ap.parse_args(argv)
@@ -157,17 +161,20 @@ def main(argv=None):
              "predictor": a.predictor, "backend": a.backend, "sink": a.sink, "window": a.window,
              "budgets": budgets, "lengths": a.length_list, "samples_per_length": a.samples, "seed": a.seed,
              "tasks": {}}
-    for name in a.task_list:
-        svg = os.path.join(a.out, "%s.svg" % name)
-        cmd, rows, wall = run_eval(a, name, paths[name], svg)
-        retitle_svg(svg, name, a.length_list)
-        acc, gaps = summarize(rows)
-        table["tasks"][name] = {"test_set": paths[name], "sift_eval": " ".join(cmd), "wall_s": round(wall, 1),
-                                "results": rows, "gaps": gaps}
-        print(markdown(name, a, acc, budgets) + "\n", flush=True)
-        print("(%s: %.0f s; chart %s)\n" % (name, wall, svg), file=sys.stderr, flush=True)
-    with open(os.path.join(a.out, "table.json"), "w") as f:
-        json.dump(table, f, indent=1)
+    svgs = {name: os.path.join(a.out, "%s.svg" % name) for name in a.task_list}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        runs = {name: pool.submit(run_eval, a, name, paths[name], svgs[name]) for name in a.task_list}
+        for name in a.task_list:  # reported in the tasks' order, each as soon as it and those before it end
+            svg = svgs[name]
+            cmd, rows, wall = runs[name].result()
+            retitle_svg(svg, name, a.length_list)
+            acc, gaps = summarize(rows)
+            table["tasks"][name] = {"test_set": paths[name], "sift_eval": " ".join(cmd), "wall_s": round(wall, 1),
+                                    "results": rows, "gaps": gaps}
+            print(markdown(name, a, acc, budgets) + "\n", flush=True)
+            print("(%s: %.0f s; chart %s)\n" % (name, wall, svg), file=sys.stderr, flush=True)
+            with open(os.path.join(a.out, "table.json"), "w") as f:  # after each task: a cut-off run keeps those done
+                json.dump(table, f, indent=1)
     print("table.py: wrote %s and %d charts" % (os.path.join(a.out, "table.json"), len(a.task_list)), file=sys.stderr)
     return 0
 
