@@ -32,6 +32,7 @@
 #include "bw_probe_bda.spv.h"
 #include "bw_probe_fill.spv.h"
 #include "bw_probe_read.spv.h"
+#include "vk_device_type.h"
 
 #define PROG "sift-vk-bwprobe"
 #define WGS 256u                   /* the kernel's workgroup size */
@@ -518,28 +519,6 @@ static bool has_instance_ext(const char *layer, const char *name)
     return found;
 }
 
-static int type_rank(VkPhysicalDeviceType t)
-{
-    switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 4;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 3;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 0;
-    default: return 1;
-    }
-}
-
-static const char *type_text(VkPhysicalDeviceType t)
-{
-    switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU emulation";
-    default: return "other device";
-    }
-}
-
 /* "DEVICE_LOCAL|HOST_VISIBLE|..." */
 static const char *flags_text(VkMemoryPropertyFlags f, char *buf, size_t n)
 {
@@ -658,8 +637,8 @@ static int open_device(void)
         for (uint32_t i = 0; i < n; i++) {
             VkPhysicalDeviceProperties p;
             vkGetPhysicalDeviceProperties(devs[i], &p);
-            if (type_rank(p.deviceType) > best) {
-                best = type_rank(p.deviceType);
+            if (sift_vk_type_rank(p.deviceType) > best) {
+                best = sift_vk_type_rank(p.deviceType);
                 C.index = (int)i;
             }
         }
@@ -1569,7 +1548,7 @@ static void print_device(const uint32_t *types, int n_types, uint64_t max_bytes)
     FILE *f = info_out();
     char b1[32], b2[32], fl[128];
     const uint32_t api = C.props.apiVersion;
-    fprintf(f, "%s: %s (%s, Vulkan %u.%u.%u, %s), device %d of %d\n", PROG, C.props.deviceName, type_text(C.props.deviceType),
+    fprintf(f, "%s: %s (%s, Vulkan %u.%u.%u, %s), device %d of %d\n", PROG, C.props.deviceName, sift_vk_type_text(C.props.deviceType),
             VK_API_VERSION_MAJOR(api), VK_API_VERSION_MINOR(api), VK_API_VERSION_PATCH(api), C.driver, C.index, C.n_devices);
     fprintf(f, "limits: maxStorageBufferRange %u, maxMemoryAllocationSize %s, maxBufferSize %s, storage descriptors per stage %u, "
                "maxMemoryAllocationCount %u, maxComputeWorkGroupCount[0] %u, minStorageBufferOffsetAlignment %" PRIu64 "\n",

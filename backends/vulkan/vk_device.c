@@ -25,6 +25,7 @@
  *                                  vk_model.c vk_matvec_x)
  */
 #include "vk_internal.h"
+#include "vk_device_type.h"
 #include "vk_profile.h"
 
 #include <pthread.h>
@@ -287,32 +288,8 @@ static VkDeviceSize device_memory(VkPhysicalDevice d)
     return best;
 }
 
-/* The order of preference among device types: a discrete GPU, then an integrated one, a virtual
- * one, anything else, and a CPU emulation (lavapipe) last. */
-static int type_rank(VkPhysicalDeviceType t)
-{
-    switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 4;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 3;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 0;
-    default: return 1;
-    }
-}
-
-static const char *type_text(VkPhysicalDeviceType t)
-{
-    switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "a discrete GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "an integrated GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "a virtual GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "a CPU emulation";
-    default: return "a device of another type";
-    }
-}
-
 /* The device a context opens when given none: SIFT_VULKAN_DEVICE=<index> from the environment,
- * else, of the devices sift can use (vk_caps_query), the best type (type_rank), then the most
+ * else, of the devices sift can use (vk_caps_query), the best type (sift_vk_type_rank), then the most
  * device-local memory, then the lowest index; device 0 where none is usable (opening it then says
  * why). */
 static sift_status default_device(const VkPhysicalDevice *devs, uint32_t n, uint32_t *pick)
@@ -338,7 +315,7 @@ static sift_status default_device(const VkPhysicalDevice *devs, uint32_t n, uint
     for (uint32_t i = 0; i < n; i++) {
         vk_caps caps;
         if ((why_not = vk_caps_query(devs[i], &caps)) != SIFT_OK) continue;
-        const int rank = type_rank(caps.props.deviceType);
+        const int rank = sift_vk_type_rank(caps.props.deviceType);
         const VkDeviceSize mem = device_memory(devs[i]);
         if (rank > best_rank || (rank == best_rank && mem > best_mem)) {
             best_rank = rank;
@@ -622,9 +599,9 @@ static void describe_use(const VkPhysicalDevice *devs, uint32_t n, uint32_t inde
         VkPhysicalDeviceProperties p, q;
         vkGetPhysicalDeviceProperties(devs[index], &p);
         vkGetPhysicalDeviceProperties(devs[pick], &q);
-        const bool by_type = type_rank(q.deviceType) != type_rank(p.deviceType);
+        const bool by_type = sift_vk_type_rank(q.deviceType) != sift_vk_type_rank(p.deviceType);
         snprintf(out->why_not, sizeof out->why_not, "device %u (%.120s, %s) comes first: %s", pick, q.deviceName,
-                 type_text(q.deviceType),
+                 sift_vk_type_text(q.deviceType),
                  by_type ? "its type ranks higher (discrete, integrated, virtual GPU, other, CPU emulation)"
                          : device_memory(devs[pick]) != device_memory(devs[index]) ? "more memory" : "a lower index");
     }
