@@ -165,12 +165,14 @@ if SIFT:
     with tempfile.TemporaryDirectory() as out:
         cmd = [sys.executable, os.path.join(ROOT, "tools/retrieval/table.py"), "--sift", SIFT, "--model", model,
                "--backend", "cpu", "--tasks", "recall,vartrack", "--policies", "dense,oracle,streaming",
-               "--budgets", "16,32", "--lengths", "512", "--samples", "2", "--out", out]
+               "--budgets", "16,32", "--lengths", "512", "--samples", "2", "--jobs", "2", "--out", out]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         check(proc.returncode == 0, "table.py exit %d: %s" % (proc.returncode, proc.stderr[-2000:]))
         if proc.returncode == 0:
             with open(os.path.join(out, "table.json")) as f:
                 table = json.load(f)
+            # two tasks at once (--jobs 2), reported in the order given
+            check(list(table["tasks"]) == ["recall", "vartrack"], "tasks in table.json: %s" % list(table["tasks"]))
             for name in ("recall", "vartrack"):
                 rows = table["tasks"][name]["results"]
                 got = sorted((r["policy"], r["budget"], r["length"]) for r in rows)
