@@ -32,7 +32,7 @@
 #include "bw_probe_bda.spv.h"
 #include "bw_probe_fill.spv.h"
 #include "bw_probe_read.spv.h"
-#include "vk_device_type.h"
+#include "vk_names.h"
 
 #define PROG "sift-vk-bwprobe"
 #define WGS 256u                   /* the kernel's workgroup size */
@@ -469,21 +469,6 @@ static ctx C;
 static options O;
 static int status = EXIT_OK;  /* the exit status so far: errors that let the run go on */
 static int validation_msgs;
-
-static const char *vk_result_name(VkResult r)
-{
-    switch (r) {
-#define R(x) case x: return #x;
-        R(VK_SUCCESS) R(VK_NOT_READY) R(VK_TIMEOUT) R(VK_INCOMPLETE) R(VK_ERROR_OUT_OF_HOST_MEMORY)
-        R(VK_ERROR_OUT_OF_DEVICE_MEMORY) R(VK_ERROR_INITIALIZATION_FAILED) R(VK_ERROR_DEVICE_LOST)
-        R(VK_ERROR_MEMORY_MAP_FAILED) R(VK_ERROR_LAYER_NOT_PRESENT) R(VK_ERROR_EXTENSION_NOT_PRESENT)
-        R(VK_ERROR_FEATURE_NOT_PRESENT) R(VK_ERROR_INCOMPATIBLE_DRIVER) R(VK_ERROR_TOO_MANY_OBJECTS)
-        R(VK_ERROR_FORMAT_NOT_SUPPORTED) R(VK_ERROR_FRAGMENTED_POOL) R(VK_ERROR_UNKNOWN)
-        R(VK_ERROR_OUT_OF_POOL_MEMORY) R(VK_ERROR_FRAGMENTATION) R(VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS)
-#undef R
-    default: return "VkResult (unknown)";
-    }
-}
 
 /* a Vulkan call that must succeed: otherwise the message and exit 1 */
 static void check(VkResult r, const char *call)

@@ -25,7 +25,6 @@
  *                                  vk_model.c vk_matvec_x)
  */
 #include "vk_internal.h"
-#include "vk_device_type.h"
 #include "vk_profile.h"
 
 #include <pthread.h>
@@ -33,22 +32,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-const char *vk_result_name(VkResult r)
-{
-    switch (r) {
-#define C(x) case x: return #x;
-        C(VK_SUCCESS) C(VK_NOT_READY) C(VK_TIMEOUT) C(VK_INCOMPLETE) C(VK_ERROR_OUT_OF_HOST_MEMORY)
-        C(VK_ERROR_OUT_OF_DEVICE_MEMORY) C(VK_ERROR_INITIALIZATION_FAILED) C(VK_ERROR_DEVICE_LOST)
-        C(VK_ERROR_MEMORY_MAP_FAILED) C(VK_ERROR_LAYER_NOT_PRESENT) C(VK_ERROR_EXTENSION_NOT_PRESENT)
-        C(VK_ERROR_FEATURE_NOT_PRESENT) C(VK_ERROR_INCOMPATIBLE_DRIVER) C(VK_ERROR_TOO_MANY_OBJECTS)
-        C(VK_ERROR_FORMAT_NOT_SUPPORTED) C(VK_ERROR_FRAGMENTED_POOL) C(VK_ERROR_UNKNOWN)
-        C(VK_ERROR_OUT_OF_POOL_MEMORY) C(VK_ERROR_FRAGMENTATION) C(VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS)
-        C(VK_ERROR_INVALID_SHADER_NV)
-#undef C
-    default: return "VkResult (unknown)";
-    }
-}
 
 sift_status vk_fail(VkResult r, const char *call)
 {

@@ -10,6 +10,8 @@
 #include <stdatomic.h>
 #include <volk.h>
 
+#include "vk_names.h" /* vk_result_name, sift_vk_type_rank, sift_vk_type_text */
+
 /* The planners' shared helpers: return a failed status at once; sizes in workgroups. */
 #define TRY(x)                                                                                                         \
     do {                                                                                                               \
@@ -201,7 +203,6 @@ typedef struct vkb {
 
 /* Turns a failed VkResult into a sift status and message naming the call. */
 sift_status vk_fail(VkResult r, const char *call);
-const char *vk_result_name(VkResult r);
 
 /* What a buffer is for: device storage (shaders, transfers), the staging buffer (host-visible,
  * transfers only), or storage in host memory that the shaders read (host-visible, mapped). */
