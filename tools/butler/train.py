@@ -341,9 +341,9 @@ def train(args, log):
             tasks = ruler_tasks.parse_names(args.retrieval_tasks)
         except ValueError as e:
             raise SystemExit("--retrieval-tasks: %s" % e)
-        shortest = max(ruler_tasks.min_chars(name) for name in tasks)
-        if lo - 1 < shortest:
-            raise SystemExit("--retrieval needs --seq-len of at least %d" % (shortest + 1))
+        needed = max(ruler_tasks.min_chars(name) for name in tasks)  # the longest of the tasks' shortest samples
+        if lo - 1 < needed:
+            raise SystemExit("--retrieval needs --seq-len of at least %d" % (needed + 1))
         data = RetrievalData(eval_len, args.eval_seqs, args.seed, tasks)
         source = "retrieval samples (%s)" % ", ".join(tasks)
     elif args.text:

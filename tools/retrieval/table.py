@@ -57,8 +57,7 @@ def parse_args(argv):
     ap.add_argument("--backend", help="sift eval's --backend (default: its own choice)")
     ap.add_argument("--threads", help="sift eval's -t")
     ap.add_argument("--jobs", type=int, default=1,
-                    help="tasks evaluated at once, one sift eval each (default 1; on a GPU, whose small-model "
-                         "decode steps leave it mostly idle, one per task)")
+                    help="tasks evaluated at once, one sift eval each (default 1)")
     ap.add_argument("--sink", type=int, default=4)
     ap.add_argument("--window", type=int, default=64)
     a = ap.parse_args(argv)
