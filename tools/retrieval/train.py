@@ -10,8 +10,8 @@ sequences are short, to teach copying first. Half of the batches (--mix-frac) re
 length, log-uniform in [length / 8, length], so that 4K and 8K stay as good as the frontier.
 With --tasks, the samples come from a mixture of ruler_tasks.py's tasks (recall among them): the
 gate then asks for the tasks' mean accuracy to pass --gate and for each task's to pass --gate-floor,
-so that one task the model is slow to learn (vartrack's three hops) holds the others back only while
-it is far behind.
+so that one task the model is slow to learn (vartrack's two or three hops) holds the others back
+only while it is far behind.
 
 The model is the Llama that sift runs as GGUF arch 'llama': RMSNorm, RoPE rotating adjacent pairs
 (2i, 2i+1) (the Meta / llama2.c convention; sift applies it to unpermuted Q/K rows), GQA with query
