@@ -22,9 +22,7 @@
  *                                  workgroups of the streaming kernels, default 1024), matvec_x
  *                                  (decode products' x: 0 automatic, 1 f32, 2 int8 digits with
  *                                  integer dot products, 3 digits with plain integer arithmetic;
- *                                  vk_model.c vk_matvec_x), flag_only (1: predicated nodes launch
- *                                  and test their flag in every workgroup, as without
- *                                  VK_EXT_conditional_rendering; vk_graph.c)
+ *                                  vk_model.c vk_matvec_x)
  */
 #include "vk_internal.h"
 #include "vk_profile.h"
@@ -135,7 +133,6 @@ static sift_status parse_tune(const char *env, vk_tune *t)
         {"select_warm", offsetof(vk_tune, select_warm), 0, 1, false},
         {"groups", offsetof(vk_tune, groups), 1, 1u << 20, false},
         {"matvec_x", offsetof(vk_tune, matvec_x), 0, 3, false},
-        {"flag_only", offsetof(vk_tune, flag_only), 0, 1, false},
     };
     memset(t, 0, sizeof *t);
     if (!env) return SIFT_OK;
@@ -155,7 +152,7 @@ static sift_status parse_tune(const char *env, vk_tune *t)
             return sift_set_error(SIFT_E_INVALID,
                                   "vulkan: SIFT_VULKAN_TUNE='%s': bad entry '%.*s' (keys: score_rows, attn_rows 1..8; "
                                   "score_wgs, attn_wgs powers of two 64..1024; smax_lanes powers of two 1..16; smax_stream 1..%d; "
-                                  "select_groups; select_warm 0..1; groups; matvec_x 0..3; flag_only 0..1)",
+                                  "select_groups; select_warm 0..1; groups; matvec_x 0..3)",
                                   env, (int)(end - p), p, SIFT_MAX_HEAD_DIM);
         *(uint32_t *)((char *)t + keys[i].off) = (uint32_t)v;
         p = *end ? end + 1 : end;
@@ -394,12 +391,6 @@ sift_status vk_caps_query(VkPhysicalDevice phys, vk_caps *c)
                                             .pNext = v13 ? &f13 : NULL};
     VkPhysicalDeviceVulkan11Features f11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
-    VkPhysicalDeviceConditionalRenderingFeaturesEXT fcr = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_CONDITIONAL_RENDERING_FEATURES_EXT};
-    if (has_device_ext(phys, VK_EXT_CONDITIONAL_RENDERING_EXTENSION_NAME)) {
-        fcr.pNext = f2.pNext;
-        f2.pNext = &fcr;
-    }
     vkGetPhysicalDeviceFeatures2(phys, &f2);
     snprintf(c->driver, sizeof c->driver, "%s", p12.driverInfo[0] ? p12.driverInfo : p12.driverName);
 
@@ -444,9 +435,6 @@ sift_status vk_caps_query(VkPhysicalDevice phys, vk_caps *c)
      * on 1.3, where the feature is core (1.2 devices run the float path) */
     c->int_dot_feature = v13 && f13.shaderIntegerDotProduct;
     c->int_dot = c->int_dot_feature;
-    /* a Selection Cache hit's skipped stages not launched at all (vk_graph.c), on top of the
-     * workgroups' own test of the flag, which every device keeps */
-    c->cond_render = fcr.conditionalRendering;
     c->max_shared = pp->limits.maxComputeSharedMemorySize;
     c->max_invocations = pp->limits.maxComputeWorkGroupInvocations;
     for (int i = 0; i < 3; i++) c->max_groups[i] = pp->limits.maxComputeWorkGroupCount[i];
@@ -504,7 +492,6 @@ sift_status vk_caps_query(VkPhysicalDevice phys, vk_caps *c)
         if (pr->no_f16_storage) c->f16_storage = false;
         if (pr->no_timestamps) c->ts_bits = 0;
         if (pr->no_int_dot) c->int_dot = false;
-        if (pr->no_cond_render) c->cond_render = false;
         /* no_f16_arith, no_int8_storage, no_int64_atomics: the backend enables none of these */
     }
     if (c->require_subgroup && c->subgroup * p13.maxComputeWorkgroupSubgroups < c->max_invocations)
@@ -766,7 +753,6 @@ sift_status sift_backend_vulkan_open(const sift_backend_open_args *args, void **
     if (s != SIFT_OK) goto fail;
     s = vk_caps_query(be->phys, &be->caps);
     if (s != SIFT_OK) goto fail;
-    if (be->tune.flag_only) be->caps.cond_render = false;
     const vk_caps *caps = &be->caps;
     const uint32_t fam = caps->qfamily;
 
@@ -808,15 +794,8 @@ sift_status sift_backend_vulkan_open(const sift_backend_open_args *args, void **
     VkPhysicalDeviceFeatures2 e2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &e12};
     e2.features.shaderInt64 = VK_TRUE;
     /* the free memory the estimate compares with (vk_memory_free), where the device tells it */
-    VkPhysicalDeviceConditionalRenderingFeaturesEXT ecr = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_CONDITIONAL_RENDERING_FEATURES_EXT, .conditionalRendering = VK_TRUE};
-    const char *dev_exts[2];
+    const char *dev_exts[1];
     uint32_t n_dev_exts = 0;
-    if (caps->cond_render) {
-        dev_exts[n_dev_exts++] = VK_EXT_CONDITIONAL_RENDERING_EXTENSION_NAME;
-        ecr.pNext = e2.pNext;
-        e2.pNext = &ecr;
-    }
     const bool memory_budget = has_device_ext(be->phys, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     if (memory_budget) dev_exts[n_dev_exts++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
@@ -870,10 +849,10 @@ sift_status sift_backend_vulkan_open(const sift_backend_open_args *args, void **
     const VkPhysicalDeviceProperties *pp = &caps->props;
     char profile[64] = "";
     if (caps->profile) snprintf(profile, sizeof profile, ", profile %s", caps->profile);
-    snprintf(name, name_len, "%s (Vulkan %u.%u, driver %s, %s%s%s, subgroup %u%s)", pp->deviceName,
+    snprintf(name, name_len, "%s (Vulkan %u.%u, driver %s, %s%s, subgroup %u%s)", pp->deviceName,
              VK_API_VERSION_MAJOR(pp->apiVersion), VK_API_VERSION_MINOR(pp->apiVersion), caps->driver,
              caps->f16_storage ? "f16 storage" : "f16 stored as f32", caps->int_dot ? ", integer dot products" : "",
-             caps->cond_render ? ", conditional rendering" : "", caps->subgroup, profile);
+             caps->subgroup, profile);
     *out = be;
     *vt = be->get_memory_budget ? &vk_vtable_budget : &vk_vtable;
     return SIFT_OK;

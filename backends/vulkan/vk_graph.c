@@ -125,13 +125,6 @@ typedef struct vk_step {
  * timestamp at the two ends only (sift_graph_compute_span, barriers as untimed). */
 typedef enum { REC_PLAIN, REC_NODES, REC_SPAN, REC_KINDS } rec_kind;
 
-/* A predicate that conditional rendering tests: the node's dispatches run only while the 32-bit
- * word at buf + off is zero (buf VK_NULL_HANDLE: none). */
-typedef struct vk_cond {
-    VkBuffer buf;
-    VkDeviceSize off;
-} vk_cond;
-
 typedef struct vk_cache {
     unsigned version;
     int n_nodes;
@@ -139,7 +132,6 @@ typedef struct vk_cache {
     int n_steps, cap_steps;
     int *node_first;           /* node i runs steps [node_first[i], node_first[i + 1]) */
     bool *node_barrier;        /* node i must wait for the nodes before it (see node_barriers) */
-    vk_cond *node_cond;        /* node i's dispatches under conditional rendering (see predicates) */
     vk_buf scratch;
     bool scratch_dirty;        /* not zeroed yet: the first run zeroes it first (vk_graph_compute) */
     unsigned char *blob;       /* the data of STEP_UPDATE steps */
@@ -309,7 +301,6 @@ void vk_graph_release(void *p, sift_graph *g)
     free(gc->steps);
     free(gc->node_first);
     free(gc->node_barrier);
-    free(gc->node_cond);
     free(gc);
     g->backend_cache = NULL;
 }
@@ -379,32 +370,6 @@ static sift_status node_barriers(const sift_graph *g, bool *need)
     return SIFT_OK;
 }
 
-/* Which predicated nodes (sift_graph_skip_if) conditional rendering skips, where the device has it:
- * those whose flag is the REUSE element of a sel_cache_check's state written earlier in the graph.
- * That check writes exactly 0 or 1 there, so the word's test (non-zero bits) and the predicate's
- * (a non-zero f32: -0 is zero) agree; a flag from anywhere else is tested by the workgroups alone.
- * Either way every workgroup still tests the flag (common.glsl skipped). On a hit the node's grids
- * are not launched at all: a TokenSelect step's score, vote and select and TokenButler's lists. */
-static sift_status predicates(const vkb *be, const sift_graph *g, vk_cond *cond)
-{
-    if (!be->caps.cond_render) return SIFT_OK;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const sift_node *n = &g->nodes[i];
-        if (!n->skip) continue;
-        const size_t flag_byte = n->skip->offset + (size_t)n->skip_elem * 4u;
-        bool from_check = false;
-        for (int j = 0; j < i && !from_check; j++) {
-            const sift_node *c = &g->nodes[j];
-            if (c->op != SIFT_OP_SEL_CACHE_CHECK) continue;
-            const int64_t qn = c->src[0]->shape[0] * c->src[0]->shape[1];
-            from_check = c->dst->impl == n->skip->impl &&
-                         c->dst->offset + (size_t)(qn + SIFT_SEL_CACHE_REUSE) * 4u == flag_byte;
-        }
-        if (from_check) TRY(vk_tensor_at(n->skip, (uint64_t)n->skip_elem * 4u, &cond[i].buf, &cond[i].off));
-    }
-    return SIFT_OK;
-}
-
 /* Records the zeroing of a graph's scratch into the transfer command buffer, submitted with the
  * graph's first run: kernels that keep state in the scratch between runs (select's histograms,
  * cleared by the runs themselves for the next one) start from zeros, at no extra round trip. */
@@ -425,11 +390,8 @@ static sift_status build(vkb *be, sift_graph *g, vk_cache *gc)
     gc->n_nodes = g->n_nodes;
     gc->node_first = calloc((size_t)g->n_nodes + 1, sizeof *gc->node_first);
     gc->node_barrier = calloc((size_t)g->n_nodes + 1, sizeof *gc->node_barrier);
-    gc->node_cond = calloc((size_t)g->n_nodes + 1, sizeof *gc->node_cond);
-    if (!gc->node_first || !gc->node_barrier || !gc->node_cond)
-        return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
+    if (!gc->node_first || !gc->node_barrier) return sift_set_error(SIFT_E_NOMEM, "vulkan: out of host memory");
     TRY(node_barriers(g, gc->node_barrier));
-    TRY(predicates(be, g, gc->node_cond));
     plan pl = {.be = be, .gc = gc, .emit = false};
     for (int i = 0; i < g->n_nodes; i++) TRY(planners[g->nodes[i].op](&pl, &g->nodes[i]));
     TRY(scratch_get(be, pl.used, &gc->scratch));
@@ -485,20 +447,12 @@ static sift_status record(vkb *be, vk_cache *gc, rec_kind kind)
     bool due = false; /* a barrier owed by a node without steps goes before the next step */
     for (int i = 0; i < gc->n_nodes; i++) {
         bool first = true;
-        const vk_cond *cond = &gc->node_cond[i];
         due = due || gc->node_barrier[i];
         for (int s = gc->node_first[i]; s < gc->node_first[i + 1]; s++) {
             const vk_step *st = &gc->steps[s];
             if (st->kind == STEP_UPDATE) continue; /* recorded above */
             /* timed recordings keep every barrier, so that each node's time is its own */
             if (timed || !first || due) vk_barrier(be, cb);
-            if (first && cond->buf) { /* after the barrier that orders the check's write before the test */
-                VkConditionalRenderingBeginInfoEXT ci = {.sType = VK_STRUCTURE_TYPE_CONDITIONAL_RENDERING_BEGIN_INFO_EXT,
-                                                         .buffer = cond->buf,
-                                                         .offset = cond->off,
-                                                         .flags = VK_CONDITIONAL_RENDERING_INVERTED_BIT_EXT};
-                be->vk.vkCmdBeginConditionalRenderingEXT(cb, &ci);
-            }
             first = false;
             due = false;
             if (st->pipeline != bound) {
@@ -508,7 +462,6 @@ static sift_status record(vkb *be, vk_cache *gc, rec_kind kind)
             be->vk.vkCmdPushConstants(cb, be->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, st->push_size, st->push);
             be->vk.vkCmdDispatch(cb, st->groups[0], st->groups[1], st->groups[2]);
         }
-        if (cond->buf && !first) be->vk.vkCmdEndConditionalRenderingEXT(cb);
         if (timed) be->vk.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, gc->queries, (uint32_t)i + 1);
     }
     if (kind == REC_SPAN) be->vk.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, gc->queries, 1);

@@ -127,8 +127,6 @@ typedef struct vk_tune {
     uint32_t matvec_x;              /* matvec's x: 0 automatic (VK_MATVEC_X_DOT where the device has
                                      * integer dot products, else VK_MATVEC_X_FLOAT), else a vk_matvec_x
                                      * (vk_model.c), for timing the paths side by side */
-    uint32_t flag_only;             /* 1: predicated nodes always launch and their workgroups test the flag,
-                                     * as on a device without conditional rendering (timing them side by side) */
 } vk_tune;
 
 /* What the planners and pipelines may use of the device, filled once at open (vk_caps_query in
@@ -155,9 +153,6 @@ typedef struct vk_caps {
     bool int_dot_feature;           /* shaderIntegerDotProduct (Vulkan 1.3), enabled on the device whatever
                                      * the profile, so that the matvec_idot kernel's module is valid */
     bool int_dot;                   /* ... and not turned off by the profile: matvec's integer dot products */
-    bool cond_render;               /* VK_EXT_conditional_rendering (enabled), not turned off by the profile or
-                                     * SIFT_VULKAN_TUNE flag_only: a node predicated on a Selection Cache
-                                     * check is not launched at all when the check reuses (vk_graph.c) */
     uint32_t qfamily;               /* the compute queue family */
     uint32_t ts_bits;               /* timestampValidBits of that family (0: no timestamps) */
     float ts_period;                /* ns per tick */
@@ -224,7 +219,7 @@ sift_status vk_submit_wait(vkb *be, VkCommandBuffer cb);
 sift_status vk_submit_recorded(vkb *be, VkCommandBuffer first, VkCommandBuffer cb, bool wait);
 sift_status vk_sync(void *be);
 /* The one barrier used between every two steps: compute/transfer writes before compute/transfer
- * reads and writes, and before conditional rendering's read of a predicate where it is on. */
+ * reads and writes. */
 void vk_barrier(vkb *be, VkCommandBuffer cb);
 
 sift_status vk_tensor_alloc(void *be, sift_tensor *t);
@@ -242,8 +237,6 @@ sift_status vk_kv_ref(vkb *be, const sift_tensor *t, vk_kvref *out);
 /* The device address of byte `byte` of t (from its first element), resolved through its chunks: for
  * a scalar the kernels read directly (a predicate flag). The 4 bytes there lie in one chunk. */
 sift_status vk_tensor_addr(const sift_tensor *t, uint64_t byte, uint64_t *out);
-/* The buffer and offset of byte `byte` of t (conditional rendering's predicate). */
-sift_status vk_tensor_at(const sift_tensor *t, uint64_t byte, VkBuffer *buf, VkDeviceSize *off);
 /* True when t's first element is 16-byte aligned on the device (the kernels' vector loads). */
 bool vk_rows_aligned(const sift_tensor *t);
 /* True when t is stored as halves on the device. */

@@ -54,8 +54,6 @@ sift_status vk_buf_create(vkb *be, VkDeviceSize size, vk_mem_kind kind, vk_buf *
                          VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT),
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
     };
-    /* any tensor may hold a predicate that conditional rendering reads (vk_graph.c) */
-    if (!host && be->caps.cond_render) bi.usage |= VK_BUFFER_USAGE_CONDITIONAL_RENDERING_BIT_EXT;
     VkResult r = be->vk.vkCreateBuffer(be->dev, &bi, NULL, &b->buf);
     if (r != VK_SUCCESS) {
         b->buf = VK_NULL_HANDLE;
@@ -210,12 +208,7 @@ void vk_barrier(vkb *be, VkCommandBuffer cb)
                          VK_ACCESS_TRANSFER_WRITE_BIT,
     };
     const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    VkPipelineStageFlags dst = st;
-    if (be->caps.cond_render) {
-        mb.dstAccessMask |= VK_ACCESS_CONDITIONAL_RENDERING_READ_BIT_EXT;
-        dst |= VK_PIPELINE_STAGE_CONDITIONAL_RENDERING_BIT_EXT;
-    }
-    be->vk.vkCmdPipelineBarrier(cb, st, dst, 0, 1, &mb, 0, NULL, 0, NULL);
+    be->vk.vkCmdPipelineBarrier(cb, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
 static void host_read_barrier(vkb *be, VkCommandBuffer cb)
@@ -679,20 +672,6 @@ sift_status vk_tensor_addr(const sift_tensor *t, uint64_t byte, uint64_t *out)
     const uint64_t c = vt->shift ? o >> vt->shift : 0;
     if (c >= (uint64_t)vt->n_chunks) return sift_set_error(SIFT_E_INVALID, "vulkan: byte %llu outside '%s'", (unsigned long long)byte, t->name);
     *out = vt->chunks[c].addr + (vt->shift ? o & (vt->chunk_bytes - 1) : o);
-    return SIFT_OK;
-}
-
-sift_status vk_tensor_at(const sift_tensor *t, uint64_t byte, VkBuffer *buf, VkDeviceSize *off)
-{
-    const vk_tensor *vt = t->impl;
-    if (!vt) return sift_set_error(SIFT_E_INVALID, "vulkan: tensor '%s' has no storage", t->name);
-    if (vt->widened)
-        return sift_set_error(SIFT_E_UNSUPPORTED, "vulkan: '%s' lies in an f16 tensor stored as f32", t->name);
-    const uint64_t o = storage_offset(t) + byte;
-    const uint64_t c = vt->shift ? o >> vt->shift : 0;
-    if (c >= (uint64_t)vt->n_chunks) return sift_set_error(SIFT_E_INVALID, "vulkan: byte %llu outside '%s'", (unsigned long long)byte, t->name);
-    *buf = vt->chunks[c].buf;
-    *off = vt->shift ? o & (vt->chunk_bytes - 1) : o;
     return SIFT_OK;
 }
 

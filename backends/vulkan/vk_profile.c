@@ -27,8 +27,7 @@ static const vk_profile profiles[] = {
      .no_f16_arith = true,
      .no_int8_storage = true,
      .no_timestamps = true,
-     .no_int_dot = true,
-     .no_cond_render = true},
+     .no_int_dot = true},
     {.name = "nvidia",
      .describes = "NVIDIA GPUs (the H100 and H200 sift is measured on)",
      .subgroups = 32u,
@@ -91,7 +90,6 @@ static void limits_text(const vk_profile *p, char *buf, size_t cap)
     if (p->no_int64_atomics) ADD("; no 64-bit atomics");
     if (p->no_timestamps) ADD("; no timestamps");
     if (p->no_int_dot) ADD("; no integer dot products");
-    if (p->no_cond_render) ADD("; no conditional rendering");
 #undef ADD
 }
 

@@ -24,7 +24,6 @@ typedef struct vk_profile {
     bool no_int64_atomics;     /* shaderBufferInt64Atomics off (sift's shaders use none) */
     bool no_timestamps;        /* no timestamp queries: timed graph runs fail with SIFT_E_UNSUPPORTED */
     bool no_int_dot;           /* no integer dot products (shaderIntegerDotProduct): matvec's float path */
-    bool no_cond_render;       /* no VK_EXT_conditional_rendering: predicated nodes' workgroups test the flag */
 } vk_profile;
 
 /* The profile named `name`, or NULL. */
