@@ -47,7 +47,7 @@ void sift_graph_destroy(sift_graph *g)
         sift_context_unlock(g->ctx);
     }
     for (int i = g->n_owned - 1; i >= 0; i--) sift_tensor_destroy(g->owned[i]); /* views before their parents */
-    for (int i = 0; i < g->n_pooled; i++) sift_graph_pool_give(g->ctx, sift_context_graph_pool(g->ctx), g->pooled[i]);
+    sift_graph_pool_give(g->ctx, sift_context_graph_pool(g->ctx), g->pooled, g->n_pooled);
     free(g->pooled);
     free(g->owned);
     free(g->nodes);
@@ -110,7 +110,7 @@ sift_status sift_graph_new_tensor(sift_graph *g, sift_dtype dtype, int ndim, con
         TRY(sift_graph_pool_take(g->ctx, sift_context_graph_pool(g->ctx), bytes, &buf));
         s = sift_tensor_view(buf, dtype, ndim, shape, 0, out);
         if (s != SIFT_OK) {
-            sift_graph_pool_give(g->ctx, sift_context_graph_pool(g->ctx), buf);
+            sift_graph_pool_give(g->ctx, sift_context_graph_pool(g->ctx), &buf, 1);
             return s;
         }
         g->pooled[g->n_pooled++] = buf;
@@ -325,7 +325,7 @@ sift_status sift_graph_wait(sift_graph *g)
 void sift_graph_lend_storage(sift_graph *g)
 {
     if (!g) return;
-    for (int i = 0; i < g->n_pooled; i++) sift_graph_pool_give(g->ctx, sift_context_graph_pool(g->ctx), g->pooled[i]);
+    sift_graph_pool_give(g->ctx, sift_context_graph_pool(g->ctx), g->pooled, g->n_pooled);
     g->n_pooled = 0;
 }
 

@@ -4,8 +4,14 @@
  * synchronization each, cost milliseconds a step. A graph tensor is instead a view of a buffer
  * taken from the pool: the smallest free one of at least its bytes and at most a quarter more
  * (a context that grows by a token a step reuses its buffers for many steps), else a new one of
- * about an eighth more. Buffers go back when their graph is destroyed, and are freed when no graph
- * has taken them for a while (EVICT_AFTER givebacks) or with the context.
+ * about an eighth more. A graph's buffers go back together when it is destroyed, or when the next
+ * graph is built while it runs (sift_graph_lend_storage): one giveback. A buffer no graph has taken
+ * for EVICT_AFTER givebacks is freed, as are all with the context. Givebacks are counted per graph,
+ * not per buffer: counted per buffer, a graph of more buffers than the limit (a batch of 16 on 32
+ * layers) evicted its own first buffers as it gave back its last, every step.
+ *
+ * A buffer lent while its graph runs is still viewed by that graph's tensors: eviction drops the
+ * pool's reference only, and the last view frees it (free_buffer).
  *
  * A taken buffer is not zeroed: a graph's tensors are written by the nodes that produce them before
  * any node reads them (sift_graph_compute refuses a graph where that is not so).
@@ -17,7 +23,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-enum { EVICT_AFTER = 512 };
+enum { EVICT_AFTER = 32 };
 
 typedef struct pool_buffer {
     sift_tensor *t; /* an i32 tensor of cap bytes */
@@ -45,15 +51,21 @@ sift_status sift_graph_pool_create(sift_graph_pool **out)
     return SIFT_OK;
 }
 
-/* Frees a buffer the pool holds (its tensor holds no context reference). */
+/* Drops the pool's reference to a buffer (its tensor holds no context reference) and frees it,
+ * unless a graph's tensors still view it: then the last of them frees it (sift_tensor_destroy), and
+ * releases the context reference that a tensor owning storage holds, taken here for it. */
 static void free_buffer(sift_context *ctx, sift_tensor *t)
 {
     void *be;
     const sift_backend_vtable *vt = sift_context_vtable(ctx, &be);
     sift_context_lock(ctx);
-    vt->tensor_free(be, t);
+    const bool last = --t->refs == 0;
+    if (last)
+        vt->tensor_free(be, t);
+    else
+        sift_context_retain(ctx);
     sift_context_unlock(ctx);
-    free(t);
+    if (last) free(t);
 }
 
 void sift_graph_pool_destroy(sift_context *ctx, sift_graph_pool *p)
@@ -114,18 +126,22 @@ sift_status sift_graph_pool_take(sift_context *ctx, sift_graph_pool *p, size_t b
     return SIFT_OK;
 }
 
-void sift_graph_pool_give(sift_context *ctx, sift_graph_pool *p, sift_tensor *t)
+void sift_graph_pool_give(sift_context *ctx, sift_graph_pool *p, sift_tensor *const *ts, int n)
 {
     sift_tensor *evict[8];
     int n_evict = 0;
     pthread_mutex_lock(&p->lock);
     const uint64_t now = ++p->givebacks;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < p->n; i++)
+            if (p->buf[i].t == ts[j]) {
+                p->buf[i].busy = false;
+                p->buf[i].last_use = now;
+                break;
+            }
     for (int i = 0; i < p->n; i++) {
         pool_buffer *b = &p->buf[i];
-        if (b->t == t) {
-            b->busy = false;
-            b->last_use = now;
-        } else if (!b->busy && now - b->last_use > EVICT_AFTER && n_evict < 8) {
+        if (!b->busy && now - b->last_use > EVICT_AFTER && n_evict < 8) {
             evict[n_evict++] = b->t;
             p->buf[i--] = p->buf[--p->n];
         }
