@@ -23,7 +23,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-enum { EVICT_AFTER = 32 };
+enum { EVICT_AFTER = 8 };
 
 typedef struct pool_buffer {
     sift_tensor *t; /* an i32 tensor of cap bytes */
