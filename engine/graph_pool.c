@@ -21,7 +21,9 @@
 #include "graph_pool.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { EVICT_AFTER = 8 };
 
@@ -126,19 +128,43 @@ sift_status sift_graph_pool_take(sift_context *ctx, sift_graph_pool *p, size_t b
     return SIFT_OK;
 }
 
+static int compare_ptr(const void *a, const void *b)
+{
+    const uintptr_t x = (uintptr_t)*(sift_tensor *const *)a, y = (uintptr_t)*(sift_tensor *const *)b;
+    return (x > y) - (x < y);
+}
+
+/* Whether t is among the n sorted tensors ts. */
+static bool among(sift_tensor *const *ts, int n, const sift_tensor *t)
+{
+    return bsearch(&t, ts, (size_t)n, sizeof *ts, compare_ptr) != NULL;
+}
+
 void sift_graph_pool_give(sift_context *ctx, sift_graph_pool *p, sift_tensor *const *ts, int n)
 {
     sift_tensor *evict[8];
     int n_evict = 0;
+    /* a batch's graph gives back about a thousand buffers to a pool of as many: sorted, each of the
+     * pool's is looked up in log time, not by a scan of the given ones */
+    sift_tensor **sorted = n > 1 ? malloc((size_t)n * sizeof *sorted) : NULL;
+    if (sorted) {
+        memcpy(sorted, ts, (size_t)n * sizeof *sorted);
+        qsort(sorted, (size_t)n, sizeof *sorted, compare_ptr);
+    }
     pthread_mutex_lock(&p->lock);
     const uint64_t now = ++p->givebacks;
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < p->n; i++)
-            if (p->buf[i].t == ts[j]) {
-                p->buf[i].busy = false;
-                p->buf[i].last_use = now;
-                break;
-            }
+    for (int i = 0; i < p->n; i++) {
+        pool_buffer *b = &p->buf[i];
+        bool given = false;
+        if (sorted)
+            given = among(sorted, n, b->t);
+        else /* one buffer, or no memory to sort: a scan */
+            for (int j = 0; j < n && !given; j++) given = ts[j] == b->t;
+        if (given) {
+            b->busy = false;
+            b->last_use = now;
+        }
+    }
     for (int i = 0; i < p->n; i++) {
         pool_buffer *b = &p->buf[i];
         if (!b->busy && now - b->last_use > EVICT_AFTER && n_evict < 8) {
@@ -147,5 +173,6 @@ void sift_graph_pool_give(sift_context *ctx, sift_graph_pool *p, sift_tensor *co
         }
     }
     pthread_mutex_unlock(&p->lock);
+    free(sorted);
     for (int i = 0; i < n_evict; i++) free_buffer(ctx, evict[i]);
 }
