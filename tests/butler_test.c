@@ -209,8 +209,11 @@ static void run_backend(sift_context *ctx, const char *bname, const char *model_
               pi.overhead < 0.05,
           bname, "the predictor's facts (d', P, producers, overhead)", pi.overhead);
 
-    const int n_prompt = 600, steps = 13, nv = mi.n_vocab;
-    int32_t toks[600];
+    /* a prompt 3x what a selection keeps (S + W + k = 84 at k = 64): long enough that selecting
+     * changes the logits, short enough that lavapipe prefills it a dozen times in a minute */
+    enum { N_PROMPT = 256 };
+    const int n_prompt = N_PROMPT, steps = 13, nv = mi.n_vocab;
+    int32_t toks[N_PROMPT];
     for (int i = 0; i < n_prompt; i++) toks[i] = i == 0 && mi.bos >= 0 ? mi.bos : 3 + (int32_t)((i * 7919u) % (uint32_t)(nv - 3));
     float *dense = malloc((size_t)nv * 4), *got = malloc((size_t)nv * 4), *other = malloc((size_t)nv * 4);
     int64_t full = 0, reused = 0;

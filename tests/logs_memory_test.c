@@ -321,16 +321,16 @@ static void test_memory_case(sift_backend_kind kind, const char *model_path, con
 static void test_memory(sift_backend_kind kind, const char *model, const char *predictor)
 {
     static const memory_case cases[] = {
-        {"dense", SIFT_POLICY_DENSE, 1024, 0, 0, 0, 0, 1, 0.9f, false, 0},
-        {"tokenselect", SIFT_POLICY_TOKENSELECT, 1024, 0, 0, 0, 0, 1, 0.9f, false, 0},
-        {"tokenselect, no Selection Cache, sparse prefill", SIFT_POLICY_TOKENSELECT, 1024, 0, 1, 0, 0, 1, SIFT_SEL_CACHE_OFF, false, 0},
+        {"dense", SIFT_POLICY_DENSE, 512, 0, 0, 0, 0, 1, 0.9f, false, 0},
+        {"tokenselect", SIFT_POLICY_TOKENSELECT, 512, 0, 0, 0, 0, 1, 0.9f, false, 0},
+        {"tokenselect, no Selection Cache, sparse prefill", SIFT_POLICY_TOKENSELECT, 512, 0, 1, 0, 0, 1, SIFT_SEL_CACHE_OFF, false, 0},
         {"streaming, 2 sequences", SIFT_POLICY_STREAMING, 512, 0, 0, 0, 0, 2, 0.9f, false, 0},
         {"h2o", SIFT_POLICY_H2O, 512, 0, 0, 0, 0, 1, 0.9f, false, 0},
-        {"butler, neighbour fetch", SIFT_POLICY_BUTLER, 1024, 0, 0, 1, 0, 1, 0.9f, true, 0},
-        {"tokenselect, KV offload (256 tokens on the device)", SIFT_POLICY_TOKENSELECT, 1024, 256, 0, 0, 0, 1, 0.9f, false, 0},
-        {"butler, KV offload of V only", SIFT_POLICY_BUTLER, 1024, 256, 0, 0, 1, 1, 0.9f, true, 0},
+        {"butler, neighbour fetch", SIFT_POLICY_BUTLER, 512, 0, 0, 1, 0, 1, 0.9f, true, 0},
+        {"tokenselect, KV offload (256 tokens on the device)", SIFT_POLICY_TOKENSELECT, 512, 256, 0, 0, 0, 1, 0.9f, false, 0},
+        {"butler, KV offload of V only", SIFT_POLICY_BUTLER, 512, 256, 0, 0, 1, 1, 0.9f, true, 0},
         /* a fixed interval under offload stages the kept lists' rows on the device */
-        {"butler, interval 4, KV offload", SIFT_POLICY_BUTLER, 1024, 256, 0, 0, 0, 1, 0.9f, true, 4},
+        {"butler, interval 4, KV offload", SIFT_POLICY_BUTLER, 512, 256, 0, 0, 0, 1, 0.9f, true, 4},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_memory_case(kind, model, predictor, &cases[i]);
 
