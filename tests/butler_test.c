@@ -370,7 +370,7 @@ static void shipped_predictor(sift_context *ctx, const char *base, const char *p
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: sift-butler-test MODEL.gguf SCRATCH_DIR PREDICTORS_DIR SHARED_DIR\n");
+        fprintf(stderr, "usage: sift-butler-test MODEL.gguf SCRATCH_DIR PREDICTORS_DIR SHARED_DIR [TASKS_MODEL.gguf]\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -393,6 +393,10 @@ int main(int argc, char **argv)
         test_case_begin("shipped predictors", "cpu");
         snprintf(predictor, sizeof predictor, "%s/retrieval.butler.gguf", argv[3]);
         shipped_predictor(cpu, argv[1], predictor, argv[2]);
+        if (argc > 5) { /* the model of the harder tasks and its predictor */
+            snprintf(predictor, sizeof predictor, "%s/retrieval-tasks.butler.gguf", argv[3]);
+            shipped_predictor(cpu, argv[5], predictor, argv[2]);
+        }
         snprintf(stories, sizeof stories, "%s/models/stories260K.gguf", argv[4]);
         snprintf(predictor, sizeof predictor, "%s/stories260K.butler.gguf", argv[3]);
         FILE *f = fopen(stories, "rb");
