@@ -136,14 +136,16 @@ static sift_status decode_lists(const attn *a, const sift_tensor *q_score, const
 }
 
 /* The staged attention of a TokenButler step (session.h: sift_attn_staging) after its lists idx
- * [Hkv][count] were made or reused. A selection copies its lists' rows into the staging rows in
- * list order: under the fixed interval on the steps the host marks (st->gather); under the
- * interval decided by the query (the check on q' ran: butler_lists) predicated on the flag select
- * reads, since only the device knows whether select ran. Either way the window's W rows, the
- * newest and on the device (so cheap to read), are copied again every step into their columns
- * [S + k, S + k + W) in position order, over what the copy of the lists put there: the staging
- * rows are then always in list order, read with the identity ranks, and a reusing step's graph
- * does not depend on how many steps ago its lists were chosen. */
+ * [Hkv][count] were made or reused. The staging rows of list rank i hold rank i's row for the sink
+ * and the chosen part. The fixed interval: the window's W rows are a ring: the selection copies
+ * its window (positions N - W .. N - 1 at N of the selection) in order, and the reuse `shift`
+ * steps on writes its own row, position N - 1, over slot (shift - 1) mod W, the position that left
+ * the window. The window's positions in order are then slots shift mod W, ..., W - 1, 0, ...: two
+ * fill_ranges. The interval decided by the query (the check on q' ran: butler_lists): the device
+ * alone knows whether select ran, so the copy of the lists is predicated on the same flag, and
+ * the window, whose rows are the newest and on the device (so cheap to read), is copied again
+ * every step into its columns in position order, over what the copy of the lists put there on a
+ * selecting step: the staging rows are then in list order, read with the identity ranks. */
 static sift_status staged_attend(const attn *a, const sift_select_params *sel, const sift_tensor *idx)
 {
     const sift_attn_staging *st = a->stage;
@@ -162,22 +164,37 @@ static sift_status staged_attend(const attn *a, const sift_select_params *sel, c
     }
     const sift_attn_config *c = a->c;
     const bool by_query = c->sel_state && c->sel_cache <= 1.0f; /* butler_lists predicated select (full lists) */
-    if (by_query || st->gather) {
-        if (by_query) TRY(sift_graph_skip_if(g, c->sel_state, butler_reuse_elem(c))); /* as select: on a hit, nothing */
+    if (by_query) {
+        TRY(sift_graph_skip_if(g, c->sel_state, butler_reuse_elem(c))); /* the lists' rows, as select: on a hit, nothing */
         TRY(sift_op_kv_gather(g, a->k, idx, st->k)); /* [Hkv][count][D] */
         TRY(sift_op_kv_gather(g, a->v, idx, st->v)); /* [Hkv][count][D] */
-        if (by_query) TRY(sift_graph_skip_if(g, NULL, 0));
+        TRY(sift_graph_skip_if(g, NULL, 0));
+        if (w > 0) { /* the window's positions, the same for every KV head: columns [win0, count) */
+            sift_tensor *win;
+            TRY(sift_graph_new_tensor(g, SIFT_I32, 2, (int64_t[]){1, w}, "staged_window", &win)); /* [1][W] */
+            TRY(sift_op_fill_range(g, 0, l.win_begin, win));
+            TRY(sift_op_kv_gather_at(g, a->k, win, win0, st->k)); /* columns [win0, count) of [Hkv][count][D] */
+            TRY(sift_op_kv_gather_at(g, a->v, win, win0, st->v));
+        }
+    } else if (st->gather) {
+        TRY(sift_op_kv_gather(g, a->k, idx, st->k)); /* [Hkv][count][D] */
+        TRY(sift_op_kv_gather(g, a->v, idx, st->v)); /* [Hkv][count][D] */
+    } else if (w > 0) {
+        if (st->shift < 1 || !st->new_k || !st->new_v)
+            return sift_set_error(SIFT_E_INVALID, "attention: a staged reuse needs its shift (%lld) and the step's key and value",
+                                  (long long)st->shift);
+        const int64_t slot = win0 + (st->shift - 1) % w;
+        TRY(sift_op_kv_write(g, st->new_k, slot, st->k));
+        TRY(sift_op_kv_write(g, st->new_v, slot, st->v));
     }
-    if (w > 0 && (by_query || !st->gather)) { /* the window's positions, the same for every KV head */
-        sift_tensor *win;
-        TRY(sift_graph_new_tensor(g, SIFT_I32, 2, (int64_t[]){1, w}, "staged_window", &win)); /* [1][W] */
-        TRY(sift_op_fill_range(g, 0, l.win_begin, win));
-        TRY(sift_op_kv_gather_at(g, a->k, win, win0, st->k)); /* columns [win0, count) of [Hkv][count][D] */
-        TRY(sift_op_kv_gather_at(g, a->v, win, win0, st->v));
-    }
-    sift_tensor *ranks; /* [Hkv][count]: the staging row of each list entry, its rank */
+    sift_tensor *ranks; /* [Hkv][count]: the staging row of each list entry */
     TRY(sift_graph_new_tensor(g, SIFT_I32, 2, (int64_t[]){lists, count}, "staged_ranks", &ranks));
     TRY(sift_op_fill_range(g, 0, 0, ranks));
+    const int64_t turn = by_query || st->gather || w == 0 ? 0 : st->shift % w;
+    if (turn > 0) {
+        TRY(sift_op_fill_range(g, win0, win0 + turn, ranks));
+        TRY(sift_op_fill_range(g, count - turn, win0, ranks));
+    }
     return sift_op_gather_attend(g, a->q, st->k, st->v, ranks, a->scale, a->out);
 }
 

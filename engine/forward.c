@@ -114,6 +114,22 @@ static sift_status host_turn(pass *f, uint32_t l)
     return sift_graph_create(f->s->m->ctx, &f->g);
 }
 
+/* The key (after RoPE) and value of segment sg's one decode row at layer l, as rope_and_cache
+ * wrote them to the cache: f32 [1][Hkv][D] each, for the staged rows. */
+static sift_status step_rows(pass *f, const segment *sg, uint32_t l, sift_attn_staging *out)
+{
+    const sift_gguf_hparams *hp = &f->s->m->hp;
+    sift_tensor *k, *v;
+    TRY(roped3(f, l, false, sg->row0, 1, &k)); /* [1][Hkv][D] */
+    if (qkv_fused(f, l))
+        TRY(qkv_part(f, 2, &v)); /* [1][Hkv][D] */
+    else
+        TRY(rows3(f, f->s->act[A_V], sg->row0, 1, hp->n_head_kv, hp->head_dim, &v)); /* [1][Hkv][D] */
+    out->new_k = k;
+    out->new_v = v;
+    return SIFT_OK;
+}
+
 /* The attention of layer l for one segment, under the session's policy. */
 static sift_status attend(pass *f, segment *sg, uint32_t l)
 {
@@ -176,7 +192,9 @@ static sift_status attend(pass *f, segment *sg, uint32_t l)
          * copies the lists where select ran, on the device's decision: attention.c) */
         staged = sl->stage_k && lay.cand > sel->budget;
         if (staged) {
-            staging = (sift_attn_staging){.k = sl->stage_k, .v = sl->stage_v, .gather = sg->butler == BUTLER_SELECT};
+            staging = (sift_attn_staging){.k = sl->stage_k, .v = sl->stage_v, .gather = sg->butler == BUTLER_SELECT,
+                                          .shift = sg->butler_shift};
+            if (sg->butler == BUTLER_REUSE) TRY(step_rows(f, sg, l, &staging)); /* the row the reuse adds to the window */
         }
         break;
     }
@@ -408,7 +426,7 @@ static bool same_segments(const step *a, const step *b)
     if (a->n_seg != b->n_seg || a->rows != b->rows || a->prefill != b->prefill) return false;
     for (int i = 0; i < a->n_seg; i++) {
         const segment *x = &a->seg[i], *y = &b->seg[i];
-        if (x->seq != y->seq || x->butler != y->butler || x->row0 != y->row0 ||
+        if (x->seq != y->seq || x->butler != y->butler || x->butler_shift != y->butler_shift || x->row0 != y->row0 ||
             x->t != y->t || x->pos0 != y->pos0)
             return false;
     }
@@ -440,7 +458,7 @@ static void build_ahead(sift_session *s, const step *st, sift_graph *running)
     for (int i = 0; i < st->n_seg; i++) {
         const segment *sg = &st->seg[i];
         s->ahead_seg[i] = (segment){.seq = sg->seq, .row0 = sg->row0, .t = 1, .pos0 = sg->pos0 + 1,
-                                    .butler = sift_butler_next(s, sg)};
+                                    .butler = sift_butler_next(s, sg), .butler_shift = sift_butler_shift(s, sg, true)};
     }
     s->ahead_n_seg = st->n_seg;
     step next = {.seg = s->ahead_seg, .n_seg = st->n_seg, .rows = st->rows, .prefill = false};

@@ -409,6 +409,15 @@ butler_step sift_butler_next(const sift_session *s, const segment *sg)
     return butler_mode(s, s->seqs[sg->seq].decode_steps + 1, lists_kept_after(s, sg));
 }
 
+/* A reuse at decode step d (butler_mode) follows the selection at the step d' <= d with
+ * (d' - 1) % I == 0: (d - 1) % I steps before. */
+int64_t sift_butler_shift(const sift_session *s, const segment *sg, bool next)
+{
+    const int64_t d = s->seqs[sg->seq].decode_steps + (next ? 1 : 0);
+    const butler_step mode = next ? sift_butler_next(s, sg) : sg->butler;
+    return mode == BUTLER_REUSE ? (d - 1) % s->cfg.predict_interval : 0;
+}
+
 static sift_status run_step(sift_session *s, step *st, const int32_t *tokens, float *logits)
 {
     if (s->cfg.should_stop && s->cfg.should_stop(s->cfg.should_stop_user))
@@ -425,6 +434,7 @@ static sift_status run_step(sift_session *s, step *st, const int32_t *tokens, fl
     for (int i = 0; i < st->n_seg; i++) {
         const sequence *q = &s->seqs[st->seg[i].seq];
         st->seg[i].butler = butler_mode(s, q->decode_steps, q->lists_kept);
+        st->seg[i].butler_shift = sift_butler_shift(s, &st->seg[i], false);
     }
     TRY(sift_tensor_write(s->ids, 0, tokens, (size_t)st->rows * sizeof *tokens));
     sift_status e = sift_forward(s, st);

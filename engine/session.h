@@ -66,6 +66,7 @@ typedef enum { BUTLER_SELECT, BUTLER_REUSE, BUTLER_CHECK } butler_step;
 typedef struct segment {
     int seq;
     butler_step butler;    /* decode under BUTLER */
+    int64_t butler_shift;  /* BUTLER_REUSE: decode steps since the selection it reuses (1 ..); else 0 */
     int64_t row0, t, pos0;
     sift_tensor *attn_idx; /* decode: the index list its attention read (NULL: dense) */
     float *q_host;         /* decode under eval_mode: the layer's query, for the quality measure */
@@ -171,6 +172,10 @@ void sift_profile_add(sift_session *s, const char *stage, sift_op op, double us,
 butler_step sift_butler_next(const sift_session *s, const segment *sg);
 /* Whether the device decides BUTLER's reuse by q' (sift_session_set_butler_reuse). */
 static inline bool sift_butler_by_query(const sift_session *s) { return s->butler_reuse <= 1.0f; }
+/* session.c: sg's butler_shift once its butler mode is set, from the sequence's decode steps
+ * since its prefill (next: of the step after sg, as sift_butler_next). */
+int64_t sift_butler_shift(const sift_session *s, const segment *sg, bool next);
+
 /* Whether layer l's K/V rows of a BUTLER session's selections are staged on the device
  * (seq_layer.stage_k): the layer's K or V moves to host memory under KV offload, and the lists
  * may be reused: an interval > 1, fixed or the longest the query's decision lets a selection last
@@ -187,16 +192,22 @@ bool sift_butler_staging_on(const sift_session_config *c, bool offloaded);
 size_t sift_butler_staging_bytes(const sift_session *s);
 
 /* attention.c: a TokenButler layer's attention reading its staged rows (seq_layer.stage_k) instead
- * of the cache. A selection copies its lists' K and V rows into the staging rows in list order
- * (kv_gather): under the fixed interval on the steps marked `gather`; under the interval decided by
- * the query (the config's Selection Cache check on q'), where the host does not know whether a
- * step reuses, predicated on the check as select is. Every step then copies the window's W rows,
- * the newest and on the device, again into their columns [S + k, S + k + W) in position order, so
- * gather_attend reads the staging rows in the order of the lists (sink, chosen, window by
- * position) and sums what the paged attention sums, in the same order. */
+ * of the cache. The fixed interval: on a selection (gather), the lists' K and V rows are copied
+ * into the staging rows in list order (kv_gather); on a reuse at `shift` steps after the
+ * selection, only the step's own key and value (new_k, new_v f32 [1][Hkv][D], as written to the
+ * cache) are written, into the window's slot of the oldest position, which has left the window:
+ * the window's W rows are a ring. The interval decided by the query (the config's Selection
+ * Cache check on q'), where the host knows neither whether a step reuses nor the ring's turn: the
+ * copy of the lists is predicated on the check as select is, and the window's W rows, the newest
+ * and on the device, are copied again every step into their columns [S + k, S + k + W) in order
+ * (gather, shift, new_k and new_v unused). Then gather_attend reads the staging rows in the order
+ * of the lists (sink, chosen, window by position), so that it sums what the paged attention sums,
+ * in the same order. */
 typedef struct sift_attn_staging {
-    sift_tensor *k, *v; /* [Hkv][S + k + W][D], the cache's type */
-    bool gather;        /* the fixed interval: the step selects, copy the lists' rows */
+    sift_tensor *k, *v;                 /* [Hkv][S + k + W][D], the cache's type */
+    const sift_tensor *new_k, *new_v;   /* f32 [1][Hkv][D] */
+    bool gather;                        /* the step selects: copy the lists' rows */
+    int64_t shift;                      /* a reuse: steps since the selection (>= 1) */
 } sift_attn_staging;
 sift_status sift_attn_append_staged(sift_graph *g, const sift_attn_config *cfg, const sift_attn_staging *staging,
                                     const sift_tensor *q, const sift_tensor *k, const sift_tensor *v, sift_tensor *out,

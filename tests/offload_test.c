@@ -9,14 +9,14 @@
  *   - synthetic contexts (sift_session_fill_synthetic, what bench-decode fills) and decode steps;
  *   - TokenButler reusing its lists: a fixed interval of 4 (staged rows: the selections' rows
  *     copied to the device, the reusing steps reading that copy), of 6 with a window of 4 (the
- *     window moves past the one its selection copied), and butler:auto (the device decides: staged rows
+ *     window's ring of staged rows turns over), and butler:auto (the device decides: staged rows
  *     too, the lists' copy predicated on the device's check);
  * and each offloaded run really used the host pool: host pages in use and pages moved > 0. The
  * staged runs are counted in a profiled run of the same steps (equal again): under the fixed
- * interval kv_gather copies K and V of each staged layer's lists on each selecting step, and of its
- * window on each reusing step; under butler:auto every step has the lists' copy (K and V,
- * predicated: the device skips it where it reuses) and the window's copy (K and V); a run that
- * stages nothing (resident) has none. Also: a
+ * interval kv_gather copies K and V of each staged layer on each selecting step and on no other,
+ * and kv_write adds each reusing step's row to them; under butler:auto every step has the lists'
+ * copy (K and V, predicated: the device skips it where it reuses) and the window's copy (K and V),
+ * and no kv_write; a run that stages nothing (resident) has neither. Also: a
  * tensor in host memory reads back what was written, and get_rows reads it as device memory. Every
  * scenario runs on the first model; the others (other head sizes, so other kernels) run the
  * policies over a prompt.
@@ -66,9 +66,9 @@ typedef struct {
 static const butler_reuse NO_REUSE = {.interval = 1, .reuse = SIFT_SEL_CACHE_OFF};
 
 /* What a profiled run counted (sift_session_profile_stages): the attention's kv_gather nodes (the
- * staging copies). */
+ * staging copies) and kv_write nodes (a reusing step's row added to them). */
 typedef struct {
-    int64_t gathers;
+    int64_t gathers, writes;
 } staging_count;
 
 static int32_t argmax(const float *x, int n)
@@ -104,7 +104,7 @@ static sift_status prepare(sift_session *s, const butler_reuse *br, bool count)
     return st;
 }
 
-/* The staging nodes of the profiled steps: the attention's kv_gather. */
+/* The staging nodes of the profiled steps: the attention's kv_gather and kv_write. */
 static sift_status count_staging(const sift_session *s, staging_count *out)
 {
     sift_stage_time rows[160];
@@ -115,6 +115,7 @@ static sift_status count_staging(const sift_session *s, staging_count *out)
     for (int i = 0; i < n && i < 160; i++) {
         if (strcmp(rows[i].stage, "attention") != 0) continue;
         if (strcmp(rows[i].op, "kv_gather") == 0) out->gathers += rows[i].nodes;
+        if (strcmp(rows[i].op, "kv_write") == 0) out->writes += rows[i].nodes;
     }
     return SIFT_OK;
 }
@@ -177,9 +178,8 @@ static void butler_steps(scenario sc, int interval, int *selecting, int *reusing
 
 /* The staging of an offloaded TokenButler run with reuse br, profiled (offloaded: its outcome b, as
  * the unprofiled run gave it): equal again, and its staging nodes those the interval implies on
- * every layer but the dense layer 0 (the fixed interval: 2 kv_gather nodes a layer-step, the
- * lists' K and V on a selecting step, the window's on a reusing one; butler:auto: 4, counted
- * whether the device skipped the lists' copy or not), or none where nothing is staged (resident). */
+ * every layer but the dense layer 0 (butler:auto: 4 kv_gather nodes a layer-step, counted whether
+ * the device skipped the lists' copy or not), or none where nothing is staged (resident). */
 static void check_staging(const model_run *t, const sift_session_config *cfg, const butler_reuse *br, scenario sc,
                           const outcome *b, bool offloaded, const char *label)
 {
@@ -202,10 +202,13 @@ static void check_staging(const model_run *t, const sift_session_config *cfg, co
     int selecting, reusing;
     butler_steps(sc, br->interval, &selecting, &reusing);
     const int64_t layers = t->info.n_layers - 1; /* layer 0 attends densely */
-    const int64_t gathers = !staged ? 0 : (by_query ? 4 : 2) * layers * (selecting + reusing);
-    snprintf(what, sizeof what, "%s (%s): staging copies %lld K/V gathers (expected %lld)", label,
-             offloaded ? "offloaded" : "resident", (long long)n.gathers, (long long)gathers);
-    check(n.gathers == gathers && (!staged || (reusing > 0 && gathers > 0)), t->name, t->bname, what, (double)n.gathers);
+    int64_t gathers = staged ? 2 * layers * selecting : 0, writes = staged ? 2 * layers * reusing : 0;
+    if (staged && by_query) gathers = 4 * layers * (selecting + reusing), writes = 0;
+    snprintf(what, sizeof what, "%s (%s): staging copies %lld K/V gathers, %lld K/V row writes (expected %lld, %lld)", label,
+             offloaded ? "offloaded" : "resident", (long long)n.gathers, (long long)n.writes, (long long)gathers,
+             (long long)writes);
+    check(n.gathers == gathers && n.writes == writes && (!staged || (gathers > 0 && (writes > 0 || by_query))), t->name, t->bname, what,
+          (double)n.gathers);
     free(p.logits);
 }
 
@@ -373,7 +376,7 @@ int main(int argc, char **argv)
             if (first) {
                 compare_reusing(&t, SIFT_POLICY_BUTLER, false, SCEN_PROMPT,
                                 &(butler_reuse){.interval = 6, .reuse = SIFT_SEL_CACHE_OFF, .window = 4},
-                                "butler, interval 6, window 4 (a selection outlives its window)");
+                                "butler, interval 6, window 4 (the staged window's ring turns over)");
                 compare_reusing(&t, SIFT_POLICY_BUTLER, true, SCEN_PROMPT, &(butler_reuse){.interval = 4, .reuse = SIFT_SEL_CACHE_OFF},
                                 "butler, interval 4, V offloaded only (staged)");
                 compare_reusing(&t, SIFT_POLICY_BUTLER, false, SCEN_SYNTHETIC,
