@@ -216,14 +216,15 @@ static void prefill_and_extrapolation(const model_run *t, float *outs)
     x.policy = SIFT_POLICY_TOKENSELECT;
     x.extrapolate = 1;
     x.budget = 640;
-    RUN_OK(run(t, &d32, 0, 200, 3, a, NULL), "dense, f32 cache");
-    RUN_OK(run(t, &x, 0, 200, 3, b, NULL), "extrapolation keeping every token");
+    RUN_OK(run(t, &d32, 0, 100, 3, a, NULL), "dense, f32 cache");
+    RUN_OK(run(t, &x, 0, 100, 3, b, NULL), "extrapolation keeping every token");
     check(nmse(a, b, NV) <= 1e-6, t->name, t->bname, "extrapolation keeping every token = dense (f32 cache)", nmse(a, b, NV));
     x.budget = 24;
-    RUN_OK(run(t, &x, 0, 600, 4, b, NULL), "extrapolation, 604 tokens");
-    check(all_finite(b, NV), t->name, t->bname, "extrapolation over 604 tokens: finite logits", 0.0);
+    /* extrapolation prefills token by token (600 tokens took lavapipe 40-50 s a model): 300 */
+    RUN_OK(run(t, &x, 0, 300, 4, b, NULL), "extrapolation, 304 tokens");
+    check(all_finite(b, NV), t->name, t->bname, "extrapolation over 304 tokens: finite logits", 0.0);
     x.policy = SIFT_POLICY_STREAMING;
-    RUN_OK(run(t, &x, 0, 200, 4, b, NULL), "extrapolation, streaming");
+    RUN_OK(run(t, &x, 0, 100, 4, b, NULL), "extrapolation, streaming");
     check(all_finite(b, NV), t->name, t->bname, "extrapolation with streaming: finite logits", 0.0);
     sift_session_config bad = x;
     bad.policy = SIFT_POLICY_H2O;
