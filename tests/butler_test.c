@@ -238,30 +238,34 @@ static void run_backend(sift_context *ctx, const char *bname, const char *model_
     free(first_dense);
     /* the interval: the first step selects, and of the steps after it every I-th from step 1; the rest reuse */
     const int intervals[3] = {1, 4, 16};
+    /* each fixed interval's logits and counts, which the interval decided by the query is held to below */
+    float *by_interval = malloc(3 * (size_t)nv * 4);
+    int64_t full_by[3] = {0}, reused_by[3] = {0};
+    if (!by_interval) s = SIFT_E_NOMEM;
     for (int i = 0; i < 3 && s == SIFT_OK; i++) {
         const int I = intervals[i];
-        s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 64, I, false, SIFT_SEL_CACHE_OFF, toks, n_prompt, steps, nv, got, &full, &reused);
+        s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 64, I, false, SIFT_SEL_CACHE_OFF, toks, n_prompt, steps, nv,
+                       by_interval + (size_t)i * nv, &full, &reused);
+        full_by[i] = full, reused_by[i] = reused;
         const int64_t after_first = steps - 1, want_full = (int64_t)steps * (mi.n_layers - 1),
                       want_reused = (int64_t)(after_first - (after_first + I - 1) / I) * (mi.n_layers - 1);
         char what[128];
         snprintf(what, sizeof what, "interval %d: %lld full steps, %lld reused (want %lld, %lld)", I, (long long)full,
                  (long long)reused, (long long)want_full, (long long)want_reused);
         check(s == SIFT_OK && full == want_full && reused == want_reused, bname, what, (double)reused);
-        if (I == 1) memcpy(other, got, (size_t)nv * 4);
+        if (I == 1) memcpy(other, by_interval, (size_t)nv * 4);
     }
     /* the interval decided by the query: at threshold -1 every check reuses, so at most 4 it is the
      * fixed interval 4; at 1 none does, the fixed interval 1; in between its reuse lies between */
-    float *fixed = malloc((size_t)nv * 4);
-    int64_t full_fixed = 0, reused_fixed = 0;
     const float thresholds[3] = {-1.0f, 1.0f, 0.9f};
     const int longest[3] = {4, 4, 16};
-    for (int i = 0; i < 3 && s == SIFT_OK && fixed; i++) {
+    for (int i = 0; i < 3 && s == SIFT_OK; i++) {
         const int fixed_interval = thresholds[i] < 0.0f ? 4 : thresholds[i] > 0.95f ? 1 : 16;
-        s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 64, fixed_interval, false, SIFT_SEL_CACHE_OFF, toks, n_prompt, steps, nv,
-                       fixed, &full_fixed, &reused_fixed);
-        if (s == SIFT_OK)
-            s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 64, longest[i], false, thresholds[i], toks, n_prompt, steps, nv, got,
-                           &full, &reused);
+        const int fi = fixed_interval == 1 ? 0 : fixed_interval == 4 ? 1 : 2; /* its place in intervals[] */
+        const float *fixed = by_interval + (size_t)fi * nv;
+        const int64_t full_fixed = full_by[fi], reused_fixed = reused_by[fi];
+        s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 64, longest[i], false, thresholds[i], toks, n_prompt, steps, nv, got,
+                       &full, &reused);
         char what[160];
         const double diff = s == SIFT_OK ? max_abs_diff(fixed, got, nv) : -1.0;
         if (i < 2) {
@@ -276,7 +280,7 @@ static void run_backend(sift_context *ctx, const char *bname, const char *model_
             check(s == SIFT_OK && full == full_fixed && reused >= 0 && reused <= reused_fixed, bname, what, (double)reused);
         }
     }
-    free(fixed);
+    free(by_interval);
     /* not with neighbour fetch: its lists are made after the select a reuse skips */
     if (s == SIFT_OK) {
         sift_session_config c = sift_session_config_default();
