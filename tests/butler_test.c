@@ -259,9 +259,9 @@ static void run_backend(sift_context *ctx, const char *bname, const char *model_
      * fixed interval 4; at 1 none does, the fixed interval 1; in between its reuse lies between */
     const float thresholds[3] = {-1.0f, 1.0f, 0.9f};
     const int longest[3] = {4, 4, 16};
+    const int held_to[3] = {1, 0, 2}; /* the fixed interval each is held to, as its place in intervals[] */
     for (int i = 0; i < 3 && s == SIFT_OK; i++) {
-        const int fixed_interval = thresholds[i] < 0.0f ? 4 : thresholds[i] > 0.95f ? 1 : 16;
-        const int fi = fixed_interval == 1 ? 0 : fixed_interval == 4 ? 1 : 2; /* its place in intervals[] */
+        const int fi = held_to[i], fixed_interval = intervals[fi];
         const float *fixed = by_interval + (size_t)fi * nv;
         const int64_t full_fixed = full_by[fi], reused_fixed = reused_by[fi];
         s = decode_run(m, p, SIFT_POLICY_BUTLER, 4, 16, 64, longest[i], false, thresholds[i], toks, n_prompt, steps, nv, got,
