@@ -476,7 +476,7 @@ sift_status sift_forward(sift_session *s, step *st)
 {
     const bool host_lists = !st->prefill && sift_host_policy(s->cfg.policy);
     const bool observe = st->prefill && s->seqs[st->seg[0].seq].layers[0].obs_q;
-    pass f = {.s = s, .st = st, .measure = !st->prefill && s->cfg.eval_mode && !s->cfg.extrapolate};
+    pass f = {.s = s, .st = st, .measure = !st->prefill && sift_measures_quality(s)};
     f.host = host_lists || observe || f.measure;
     const bool ahead = s->run_ahead && !st->prefill && !f.host && !s->profiling;
     f.g = take_ahead(s, st);

@@ -49,3 +49,16 @@ sift_status sift_session_attention_quality(const sift_session *s, double *recall
     *rel_err = s->quality_n ? s->quality_err / (double)s->quality_n : 0.0;
     return SIFT_OK;
 }
+
+sift_status sift_session_set_attention_quality(sift_session *s, int on)
+{
+    if (!s) return sift_set_error(SIFT_E_INVALID, "sift_session_set_attention_quality: null session");
+    if (on && !s->cfg.eval_mode)
+        return sift_set_error(SIFT_E_INVALID, "sift_session_set_attention_quality: the session is not in eval_mode");
+    if (s->quality_off == !on) return SIFT_OK;
+    s->quality_off = !on;
+    /* the graph built ahead for the next step has (or lacks) the measure's cuts */
+    sift_graph_destroy(s->ahead);
+    s->ahead = NULL;
+    return SIFT_OK;
+}

@@ -114,6 +114,7 @@ struct sift_session {
     sift_tensor *b_kp, *b_norm, *b_fc1, *b_act, *b_q;
     int64_t last_t;          /* rows of the last step */
     int64_t last_row;        /* the row whose layer outputs sift_session_layer_output reads */
+    bool quality_off; /* sift_session_set_attention_quality(s, 0): eval_mode's decode steps measure nothing */
     double quality_recall, quality_err;
     int64_t quality_n;
     /* sift_session_set_profiling: while on, every graph runs timed and its nodes add to the entry
@@ -139,6 +140,11 @@ static inline bool sift_host_policy(sift_policy p)
 }
 
 static inline bool sift_keeps_mirror(const sift_session *s) { return s->cfg.eval_mode || sift_host_policy(s->cfg.policy); }
+/* Whether decode steps measure their attention quality against dense (eval_mode; engine/quality.c). */
+static inline bool sift_measures_quality(const sift_session *s)
+{
+    return s->cfg.eval_mode && !s->cfg.extrapolate && !s->quality_off;
+}
 
 /* Whether a step runs layer l's q/k/v as one product: one row, and the weights fused (model.h). */
 static inline bool sift_qkv_fused(const sift_session *s, const step *st, uint32_t l)

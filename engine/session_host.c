@@ -42,7 +42,7 @@ sift_status sift_host_after_kv_write(sift_session *s, step *st, uint32_t l)
         sequence *q = &s->seqs[sg->seq];
         seq_layer *sl = &q->layers[l];
         if (sift_keeps_mirror(s)) TRY(mirror_rows(s, sg->seq, l, sg->pos0, sg->t));
-        const bool want_q = st->prefill ? sl->obs_q != NULL || q->pstate != NULL : (q->pstate != NULL || s->cfg.eval_mode);
+        const bool want_q = st->prefill ? sl->obs_q != NULL || q->pstate != NULL : (q->pstate != NULL || sift_measures_quality(s));
         if (!want_q) continue;
         float *qh = malloc((size_t)(sg->t * qn) * sizeof *qh);
         if (!qh) return sift_set_error(SIFT_E_NOMEM, "session: out of memory");
@@ -60,7 +60,7 @@ sift_status sift_host_after_kv_write(sift_session *s, step *st, uint32_t l)
             if (e == SIFT_OK)
                 e = sift_tensor_write(q->host_idx, 0, sg->lists_host, (size_t)(hkv * sg->count) * sizeof(int32_t));
         }
-        if (e == SIFT_OK && !st->prefill && s->cfg.eval_mode) {
+        if (e == SIFT_OK && !st->prefill && sift_measures_quality(s)) {
             free(sg->q_host);
             sg->q_host = qh;
             qh = NULL;

@@ -427,7 +427,8 @@ typedef struct sift_session_config {
     int sparse_prefill;
     /* Evaluation: keep a host mirror of the cache and the last 32 prompt queries of each layer, so
      * that any policy can run after sift_session_rewind, and measure each decode step's attention
-     * quality (sift_session_attention_quality, sift_testing.h). Costs host memory and a graph per layer. */
+     * quality (sift_session_attention_quality, sift_testing.h). Costs host memory and, while the measure
+     * is on (sift_session_set_attention_quality), a graph per layer. */
     int eval_mode;
     /* TokenButler (docs/algorithms.md): the predictor (loaded for the same model; NULL: none). With
      * one, every layer's keys are also cached projected to d' dimensions, so the BUTLER policy can

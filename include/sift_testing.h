@@ -60,6 +60,12 @@ SIFT_API sift_status sift_session_layer_output(const sift_session *s, int layer,
  * session began, of the dense attention mass recalled by the attended set and of
  * |o - o_dense| / |o_dense|; *n counts the (step, layer, head) triples. */
 SIFT_API sift_status sift_session_attention_quality(const sift_session *s, double *recall, double *rel_err, int64_t *n);
+/* Under eval_mode, whether the following decode steps measure their attention quality (on when the
+ * session is created). The measure cuts each step's graph after every layer and reads the layer's
+ * query and lists back, so a caller that needs only the tokens (retrieval accuracy) turns it off:
+ * then a step whose policy runs on the device is one graph, as without eval_mode. Turning it on
+ * outside eval_mode is an error; turning it off there does nothing. */
+SIFT_API sift_status sift_session_set_attention_quality(sift_session *s, int on);
 
 /* One stage of the profiled steps (sift_session_set_profiling, sift.h), per op: the nodes of op
  * that the code building the step appended under stage, their summed device time in microseconds

@@ -12,6 +12,8 @@
  *   - length extrapolation keeping every token equals dense (keys rotated by rank = by position),
  *     and runs past the cache's rotary range with finite logits;
  *   - every policy decodes with finite logits on every backend;
+ *   - eval_mode's attention-quality measure counts the steps it measures, none while turned off,
+ *     without changing the logits;
  *   - cancellation: should_stop, asked before each prefill chunk and decode step, ends the call
  *     with SIFT_E_CANCELLED keeping the chunks done; feeding the rest gives the logits of a call
  *     never stopped; a stopped decode step or generate call changes nothing;
@@ -256,6 +258,42 @@ static void policies(const model_run *t)
 out:
     sift_predictor_destroy(pred);
     free(a);
+}
+
+/* eval_mode's attention-quality measure: each decode step adds layers x query heads measures while
+ * on, none while off, and the logits are the same either way; outside eval_mode it cannot be
+ * turned on. */
+static void quality_measure(const model_run *t)
+{
+    float *on = malloc(2 * NV * sizeof(float)), *off = on + NV;
+    sift_session *s = NULL;
+    sift_session_config c = base_config(256);
+    c.eval_mode = 1;
+    double recall, err;
+    int64_t n0, n1, n2;
+    RUN_OK(run(t, &c, 0, 80, 3, on, &s), "eval_mode, 80 + 3 steps measured");
+    RUN_OK(sift_session_attention_quality(s, &recall, &err, &n0), "quality");
+    const int64_t per_step = (int64_t)t->info.n_layers * t->info.n_heads;
+    check(n0 == 3 * per_step, t->name, t->bname, "eval_mode: 3 measured steps count layers x heads each", (double)n0);
+    RUN_OK(sift_session_rewind(s, 0, 80), "rewind");
+    RUN_OK(sift_session_set_attention_quality(s, 0), "measure off");
+    for (int i = 0; i < 3; i++) RUN_OK(sift_session_eval(s, &t->toks[80 + i], 1, off), "a step unmeasured");
+    RUN_OK(sift_session_attention_quality(s, &recall, &err, &n1), "quality");
+    check(n1 == n0, t->name, t->bname, "eval_mode, measure off: 3 steps add no measure", (double)(n1 - n0));
+    check(nmse(on, off, NV) == 0.0, t->name, t->bname, "eval_mode: the same logits measured or not", nmse(on, off, NV));
+    RUN_OK(sift_session_set_attention_quality(s, 1), "measure on");
+    RUN_OK(sift_session_eval(s, &t->toks[83], 1, off), "a step measured again");
+    RUN_OK(sift_session_attention_quality(s, &recall, &err, &n2), "quality");
+    check(n2 == n1 + per_step, t->name, t->bname, "eval_mode, measure on again: one step's measures", (double)(n2 - n1));
+    sift_session_destroy(s);
+    s = NULL;
+    c.eval_mode = 0;
+    RUN_OK(run(t, &c, 0, 8, 0, on, &s), "a session without eval_mode");
+    check(sift_session_set_attention_quality(s, 1) == SIFT_E_INVALID, t->name, t->bname,
+          "the measure cannot be turned on outside eval_mode", 0.0);
+out:
+    sift_session_destroy(s);
+    free(on);
 }
 
 /* should_stop's state: it answers "stop" at its stop_at-th call (0: never). */
@@ -604,6 +642,7 @@ int main(int argc, char **argv)
             sel_cache(&t, outs);
             prefill_and_extrapolation(&t, outs);
             policies(&t);
+            quality_measure(&t);
             cancelling(&t);
             /* building ahead is the engine's, whatever the model: the first model's 600 steps show it
              * (a second model's cost lavapipe a minute) */

@@ -110,6 +110,7 @@ sift_status eval_run_policy(sift_session *s, const eval_options *o, sift_policy 
     if (st == SIFT_OK) st = sift_session_set_policy(s, p, o->sink, o->window, k);
     double rec0 = 0, err0 = 0;
     int64_t qn0 = 0;
+    if (st == SIFT_OK) st = sift_session_set_attention_quality(s, measure);
     if (st == SIFT_OK && measure) st = sift_session_attention_quality(s, &rec0, &err0, &qn0);
     const double t0 = cli_wall_s();
     if (st == SIFT_OK) st = decode_range(s, ids, from, n, n_vocab, dense_top1, top1_out, is_answer, r);
