@@ -4,11 +4,12 @@
 // Three kernels, two of them with a tail run by their last block (the block that takes the last
 // ticket of its list, after every other block's results are in memory):
 //   select_top     grid (blocks of 1024-4096 candidates, list). Every block derives the same 2048 bins
-//                  from the range of the order keys (sift_order_key: larger float, larger key;
-//                  -0 = +0) of 1024 evenly spread candidates, bin(key) = (key - lowest) >> shift,
-//                  keys outside the range in the first or the last bin, and counts its keys into
-//                  them. Bins spread over the range, not the keys' top bits: votes are often
-//                  concentrated in a fraction of an octave, where the top bits barely differ.
+//                  from the order keys (sift_order_key: larger float, larger key; -0 = +0) of 1024
+//                  evenly spread candidates (bins_of: from a floor below the k-th largest key to
+//                  their largest), bin(key) = (key - lowest) >> shift, keys outside the range in the
+//                  first or the last bin, and counts its keys into them. Bins spread over the range,
+//                  not the keys' top bits: votes are often concentrated in a fraction of an octave,
+//                  where the top bits barely differ.
 //                  Tail: the bin b0 holding the k-th largest key, and rem0 = how many of it to take.
 //   select_filter  same grid: per block, the keys above bin b0 (all taken) and those in it; the
 //                  positions of those in b0 are appended to the list's buffer. Tail: the k-th
@@ -43,6 +44,8 @@
 //                  THRESHOLD to the lowest key of the bin holding rank r2 (every key at or above it
 //                  is collected: at least r2) and VALID. HITS and MISSES count the runs.
 #include "common.cuh"
+
+#include <stdlib.h>
 
 namespace sift_cuda {
 
@@ -213,45 +216,75 @@ template <bool GLOBAL> __device__ void pick_bin(uint32_t *h, uint32_t rem, uint3
     __syncthreads(); // s_* and red may be reused after this
 }
 
-// The order keys of this thread's candidates of block b (j = b*SCH + i*NT + tid), all loaded
-// before any is used so that the loads overlap; returns how many rounds hold candidates.
+// Block b's candidates, SCH = SRD * NT of them, are SRD * 32 consecutive ones per warp: warp w
+// holds b*SCH + w*SRD*32 + [0, SRD*32), round i of it the 32 at + i*32, one a lane. So position
+// order within a block is warp, then round, then lane, and a warp orders its own keys without the
+// block (select_collect and select_compact take one block barrier, not one a round).
+template <int SRD> __device__ __forceinline__ int64_t cand_index(int b, int i)
+{
+    return (int64_t)b * (SRD * NT) + (int64_t)((int)threadIdx.x >> 5) * (SRD * 32) + i * 32 + ((int)threadIdx.x & 31);
+}
+
+// The order keys of this thread's candidates of block b (cand_index), all loaded before any is
+// used so that the loads overlap; returns how many rounds of this warp hold candidates (the same
+// for the whole warp; 0 for a warp past the end).
 template <int SRD>
 __device__ __forceinline__ int load_keys(const float *row, int64_t cand, int b, uint32_t (&key)[SRD], bool (&in)[SRD])
 {
-    constexpr int SCH = SRD * NT;
-    const int64_t j0 = (int64_t)b * SCH + threadIdx.x;
     float v[SRD];
 #pragma unroll
     for (int i = 0; i < SRD; i++) {
-        in[i] = j0 + (int64_t)i * NT < cand;
-        v[i] = in[i] ? row[j0 + (int64_t)i * NT] : 0.0f;
+        const int64_t j = cand_index<SRD>(b, i);
+        in[i] = j < cand;
+        v[i] = in[i] ? row[j] : 0.0f;
     }
 #pragma unroll
     for (int i = 0; i < SRD; i++) key[i] = order_key(v[i]);
-    const int64_t left = cand - (int64_t)b * SCH; // > 0 for every launched block
-    return left >= SCH ? SRD : (int)((left + NT - 1) / NT);
+    const int64_t left = cand - cand_index<SRD>(b, 0) + ((int)threadIdx.x & 31); // from the warp's first
+    return left >= SRD * 32 ? SRD : left <= 0 ? 0 : (int)((left + 31) / 32);
 }
 
 // Whole block: the bins of list `row` (every block finds the same), from the keys of up to
-// RANGE_SAMPLES evenly spread candidates.
-__device__ void bins_of(const float *row, int64_t cand, uint32_t &lowest, uint32_t &shift)
+// RANGE_SAMPLES evenly spread candidates: their range, or with floor_rank > 0 the range from the
+// lowest key of the bin (of their range) holding the floor_rank-th largest of them. The plan sets
+// floor_rank to about four times the samples expected among the k largest keys, so the floor lies
+// below the k-th largest key but for a vanishing chance (then bin b0 is bin 0, every key below the
+// floor, and the select still comes out exact, through select_filter's slow path); every key below
+// it counts in bin 0, so a block adds to few of the list's bins (one atomic each), where bins over
+// the whole range took hundreds a block, and the bins are finer where the k-th key is.
+__device__ void bins_of(const float *row, int64_t cand, uint32_t floor_rank, uint32_t *h, uint32_t &lowest, uint32_t &shift)
 {
+    constexpr int SPT = RANGE_SAMPLES / NT; // samples per thread
     __shared__ uint32_t red[NT / 32];
     const int64_t n = cand < RANGE_SAMPLES ? cand : RANGE_SAMPLES;
-    uint32_t mx = 0, mnc = 0; // the largest key, the complement of the smallest
-    for (int64_t i = threadIdx.x; i < n; i += NT) {
-        const uint32_t key = order_key(row[i * cand / n]);
-        mx = max(mx, key);
-        mnc = max(mnc, ~key);
+    uint32_t sk[SPT], mx = 0, mnc = 0; // the samples; the largest key, the complement of the smallest
+#pragma unroll
+    for (int i = 0; i < SPT; i++) {
+        const int64_t at = (int64_t)threadIdx.x + i * NT;
+        sk[i] = at < n ? order_key(row[at * cand / n]) : 0u;
+        if (at < n) {
+            mx = max(mx, sk[i]);
+            mnc = max(mnc, ~sk[i]);
+        }
     }
     mx = block_max_u32(mx, red);
     lowest = ~block_max_u32(mnc, red);
     shift = range_shift(lowest, mx);
+    if (floor_rank == 0 || floor_rank >= (uint32_t)n) return;
+    hist_clear(h);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < SPT; i++) hist_add(h, (int64_t)threadIdx.x + i * NT < n ? bin_of(lowest, shift, sk[i]) : NO_BIN);
+    __syncthreads();
+    uint32_t bin, rem, count;
+    pick_bin<false>(h, floor_rank, bin, rem, count); // ends with a barrier: h may be cleared after it
+    lowest += bin << shift;
+    shift = range_shift(lowest, mx);
 }
 
 template <int SRD>
-__global__ void __launch_bounds__(NT) select_top(const float *votes, int64_t cand, uint32_t k, SelScratch s,
-                                                 WarmScratch w, const float *skip)
+__global__ void __launch_bounds__(NT) select_top(const float *votes, int64_t cand, uint32_t k, uint32_t floor_rank,
+                                                 SelScratch s, WarmScratch w, const float *skip)
 {
     grid_dep_enter();
     if (skipped(skip) || warm_hit(w, (int)blockIdx.y)) return;
@@ -261,12 +294,13 @@ __global__ void __launch_bounds__(NT) select_top(const float *votes, int64_t can
     uint32_t key[SRD];
     bool in[SRD];
     const int rounds = load_keys(row, cand, b, key, in);
-    hist_clear(h);
     uint32_t lowest, shift;
-    bins_of(row, cand, lowest, shift); // its barriers order the clear before the atomics
+    bins_of(row, cand, floor_rank, h, lowest, shift);
+    hist_clear(h);
+    __syncthreads();
 #pragma unroll
     for (int i = 0; i < SRD; i++) {
-        if (i >= rounds) break; // the same for the whole block
+        if (i >= rounds) break; // the same for the whole warp
         hist_add(h, in[i] ? bin_of(lowest, shift, key[i]) : NO_BIN);
     }
     __syncthreads();
@@ -371,12 +405,13 @@ template <int SCH> __device__ void resolve(const float *row, int64_t cand, const
     }
 }
 
-// min 1 block an SM (select_filter; select_compact of 1024 or 2048 a block): else ptxas held them to
-// few registers and spilled at sm_90 with -lineinfo. select_compact of 4096 a block keeps ptxas's
-// own choice (64 registers, no spill): with the bound it took more, and 8 lists of 1M went from
-// 146 to 154 us on the H200.
+// Registers: select_filter of 4096 a block is held to 4 blocks a multiprocessor (64 registers, no
+// spill), where ptxas's own choice (80) allowed 3, and the 8 lists of 1M ran 5.2 waves of it on an
+// H100 (ncu); of 1024 or 2048 a block, min 1 block an SM (select_compact too): else ptxas held
+// them to few registers and spilled at sm_90 with -lineinfo. select_compact of 4096 a block keeps
+// ptxas's own choice (48 registers).
 template <int SRD>
-__global__ void __launch_bounds__(NT, 1) select_filter(const float *votes, int64_t cand, SelScratch s, WarmScratch w,
+__global__ void __launch_bounds__(NT, SRD >= 16 ? 4 : 1) select_filter(const float *votes, int64_t cand, SelScratch s, WarmScratch w,
                                                        const float *skip)
 {
     grid_dep_enter();
@@ -395,11 +430,12 @@ __global__ void __launch_bounds__(NT, 1) select_filter(const float *votes, int64
     __shared__ uint32_t warp_base[NT / 32];
     const int warp = (int)threadIdx.x >> 5;
     uint32_t above = 0, mine_n = 0, kmax = 0, kminc = 0, warp_n = 0;
-    unsigned bal[SRD]; // per round, the warp's lanes whose key is in b0
+    // round i's key is in b0 (the ballots are taken again where the positions are written: kept,
+    // they cost registers enough to hold the kernel to fewer blocks a multiprocessor)
+    auto in_b0 = [&](int i) { return in[i] && bin_of(st.lowest, st.shift, key[i]) == st.b0; };
 #pragma unroll
     for (int i = 0; i < SRD; i++) {
-        bal[i] = 0;
-        if (i >= rounds) continue; // the same for the whole block
+        if (i >= rounds) continue; // the same for the whole warp
         const uint32_t bin = bin_of(st.lowest, st.shift, key[i]);
         const bool mine = in[i] && bin == st.b0;
         above += in[i] && bin > st.b0;
@@ -408,8 +444,7 @@ __global__ void __launch_bounds__(NT, 1) select_filter(const float *votes, int64
             kmax = max(kmax, key[i]);
             kminc = max(kminc, ~key[i]);
         }
-        bal[i] = __ballot_sync(FULL, mine);
-        warp_n += (uint32_t)__popc((int)bal[i]);
+        warp_n += (uint32_t)__popc((int)__ballot_sync(FULL, mine));
     }
     // the block's b0 positions go to the buffer at one reserved range: one atomic a block, not
     // one a warp and round (all of a list's on one address)
@@ -431,8 +466,10 @@ __global__ void __launch_bounds__(NT, 1) select_filter(const float *votes, int64
         const unsigned lt = (1u << lane) - 1u;
 #pragma unroll
         for (int i = 0; i < SRD; i++) {
-            if ((bal[i] >> lane) & 1u) buf[at + (uint32_t)__popc((int)(bal[i] & lt))] = (uint32_t)((int64_t)b * SCH + i * NT + threadIdx.x);
-            at += (uint32_t)__popc((int)bal[i]);
+            if (i >= rounds) break;
+            const unsigned bal = __ballot_sync(FULL, in_b0(i));
+            if ((bal >> lane) & 1u) buf[at + (uint32_t)__popc((int)(bal & lt))] = (uint32_t)cand_index<SRD>(b, i);
+            at += (uint32_t)__popc((int)bal);
         }
     }
     above = block_sum_u32(above, red);
@@ -465,60 +502,61 @@ __global__ void __launch_bounds__(NT, SRD >= 16 ? 0 : 1) select_compact(const fl
                                                      const float *skip)
 {
     grid_dep_enter();
-    constexpr int SCH = SRD * NT;
     if (skipped(skip) || warm_hit(w, (int)blockIdx.y)) return;
     __shared__ uint32_t red[NT / 32];
     __shared__ uint32_t wg[NT / 32], we[NT / 32];
     const int l = (int)blockIdx.y, b = (int)blockIdx.x, tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    uint32_t key[SRD];
-    bool in[SRD];
-    const int rounds = load_keys(votes + (int64_t)l * cand, cand, b, key, in);
     const uint32_t T = s.state[l].t, krem = s.state[l].rem;
     int32_t *o = out + (int64_t)l * count;
     if (b == 0) {
         write_sink_window(o, count, sink_len, chosen, win_begin);
         if (tid == 0) s.nbuf[l] = 0; // for the next run (nobody reads it any more in this one)
     }
-    // Keys > T and == T in the list before this block.
+    // Keys > T and == T in the list before this block, and in it (select_filter's counts as its
+    // tail corrected them).
+    const uint2 *counts = s.counts + (int64_t)l * s.blocks;
     uint32_t gb = 0, eb = 0;
     for (int i = tid; i < b; i += NT) {
-        const uint2 c = s.counts[(int64_t)l * s.blocks + i];
+        const uint2 c = counts[i];
         gb += c.x;
         eb += c.y;
     }
     gb = block_sum_u32(gb, red);
     eb = block_sum_u32(eb, red);
-
+    const uint2 here = counts[b];
+    if (here.x == 0 && (here.y == 0 || eb >= krem)) return; // none of its keys is chosen: most blocks of a long list
+    uint32_t key[SRD];
+    bool in[SRD];
+    const int rounds = load_keys(votes + (int64_t)l * cand, cand, b, key, in);
+    // each warp's keys > T and == T; then the warps before it give its start
+    uint32_t ng = 0, ne = 0;
+#pragma unroll
+    for (int i = 0; i < SRD; i++) {
+        if (i >= rounds) break; // the same for the whole warp
+        ng += (uint32_t)__popc((int)__ballot_sync(FULL, in[i] && key[i] > T));
+        ne += (uint32_t)__popc((int)__ballot_sync(FULL, in[i] && key[i] == T));
+    }
+    if (lane == 0) {
+        wg[warp] = ng;
+        we[warp] = ne;
+    }
+    __syncthreads();
+    uint32_t g_before = gb, e_before = eb;
+    for (int v = 0; v < warp; v++) {
+        g_before += wg[v];
+        e_before += we[v];
+    }
     o += sink_len;
-    const int64_t j0 = (int64_t)b * SCH;
     const unsigned lt = (1u << lane) - 1u;
 #pragma unroll
     for (int i = 0; i < SRD; i++) {
-        if (i >= rounds) break; // the same for the whole block
-        const int64_t j = j0 + (int64_t)i * NT + tid;
+        if (i >= rounds) break;
         const bool gt = in[i] && key[i] > T, eq = in[i] && key[i] == T;
         const unsigned bg = __ballot_sync(FULL, gt), be = __ballot_sync(FULL, eq);
-        if (lane == 0) {
-            wg[warp] = (uint32_t)__popc((int)bg);
-            we[warp] = (uint32_t)__popc((int)be);
-        }
-        __syncthreads();
-        uint32_t og = 0, oe = 0, tg = 0, te = 0;
-#pragma unroll
-        for (int w = 0; w < NT / 32; w++) {
-            if (w < warp) {
-                og += wg[w];
-                oe += we[w];
-            }
-            tg += wg[w];
-            te += we[w];
-        }
-        const uint32_t g_before = gb + og + (uint32_t)__popc((int)(bg & lt));
-        const uint32_t e_before = eb + oe + (uint32_t)__popc((int)(be & lt));
-        if (gt || (eq && e_before < krem)) o[g_before + min(e_before, krem)] = (int32_t)(first_pos + j);
-        gb += tg;
-        eb += te;
-        __syncthreads(); // wg/we are rewritten next round
+        const uint32_t gi = g_before + (uint32_t)__popc((int)(bg & lt)), ei = e_before + (uint32_t)__popc((int)(be & lt));
+        if (gt || (eq && ei < krem)) o[gi + min(ei, krem)] = (int32_t)(first_pos + cand_index<SRD>(b, i));
+        g_before += (uint32_t)__popc((int)bg);
+        e_before += (uint32_t)__popc((int)be);
     }
 }
 
@@ -571,46 +609,48 @@ __device__ __forceinline__ void smem_select_range(const uint32_t *keys, uint32_t
     rem1 = rem;
 }
 
+// 4 blocks a multiprocessor at least (64 registers; ptxas's choice of 78 allows 3).
 template <int SRD>
-__global__ void __launch_bounds__(NT) select_collect(const float *votes, int64_t cand, WarmScratch w, const float *skip)
+__global__ void __launch_bounds__(NT, 4) select_collect(const float *votes, int64_t cand, WarmScratch w, const float *skip)
 {
     grid_dep_enter();
-    constexpr int SCH = SRD * NT;
     if (skipped(skip)) return;
-    // where each (round, warp)'s keys go in the chunk: position order is round, then warp, then lane
-    __shared__ uint32_t base[SRD][NT / 32];
+    __shared__ uint32_t base[NT / 32]; // each warp's first entry
     const int l = (int)blockIdx.y, b = (int)blockIdx.x, lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
     if (w.warm[l * W_WORDS + W_VALID] == 0) return; // cold: select_warm misses without reading the chunks
     const uint32_t thr = (uint32_t)w.warm[l * W_WORDS + W_THRESHOLD];
     uint32_t key[SRD];
     bool in[SRD];
     const int rounds = load_keys(votes + (int64_t)l * cand, cand, b, key, in);
-    unsigned bal[SRD];
+    uint32_t n = 0; // the warp's keys >= thr
 #pragma unroll
-    for (int i = 0; i < SRD; i++) {
-        bal[i] = i < rounds ? __ballot_sync(FULL, in[i] && key[i] >= thr) : 0u;
-        if (lane == 0) base[i][warp] = (uint32_t)__popc((int)bal[i]);
-    }
+    for (int i = 0; i < SRD; i++)
+        if (i < rounds) n += (uint32_t)__popc((int)__ballot_sync(FULL, in[i] && key[i] >= thr));
+    if (lane == 0) base[warp] = n;
     __syncthreads();
-    if (threadIdx.x == 0) { // the block's chunk: one atomic a block
+    if (threadIdx.x == 0) { // the block's chunk, in warp order: one atomic a block
         uint32_t total = 0;
-        for (int i = 0; i < SRD * (NT / 32); i++) {
-            const uint32_t c = base[i / (NT / 32)][i % (NT / 32)];
-            base[i / (NT / 32)][i % (NT / 32)] = total;
+        for (int v = 0; v < NT / 32; v++) {
+            const uint32_t c = base[v];
+            base[v] = total;
             total += c;
         }
         const uint32_t at = total ? atomicAdd(&w.nent[l], total) : 0u;
         w.chunk[(int64_t)l * gridDim.x + b] = make_uint2(at, total);
-        for (int i = 0; i < SRD * (NT / 32); i++) base[i / (NT / 32)][i % (NT / 32)] += at;
+        for (int v = 0; v < NT / 32; v++) base[v] += at;
     }
     __syncthreads();
     uint2 *ent = w.ent + (int64_t)l * WARM_CAP;
     const unsigned lt = (1u << lane) - 1u;
+    uint32_t e = base[warp];
 #pragma unroll
     for (int i = 0; i < SRD; i++) {
-        const uint32_t e = base[i][warp] + (uint32_t)__popc((int)(bal[i] & lt));
-        if (((bal[i] >> lane) & 1u) && e < (uint32_t)WARM_CAP) // past it: select_warm misses
-            ent[e] = make_uint2(key[i], (uint32_t)((int64_t)b * SCH + i * NT + threadIdx.x));
+        if (i >= rounds) break; // the same for the whole warp
+        const unsigned bal = __ballot_sync(FULL, in[i] && key[i] >= thr);
+        const uint32_t at = e + (uint32_t)__popc((int)(bal & lt));
+        if (((bal >> lane) & 1u) && at < (uint32_t)WARM_CAP) // past it: select_warm misses
+            ent[at] = make_uint2(key[i], (uint32_t)cand_index<SRD>(b, i));
+        e += (uint32_t)__popc((int)bal);
     }
 }
 
@@ -750,6 +790,20 @@ static SelScratch select_scratch(int64_t lists, int64_t cand, int blocks, bool w
     return s;
 }
 
+// select_top's floor_rank (bins_of): four times the samples expected among the k largest keys,
+// and 16 more; 0 (no floor) where that is not below the samples' count. SIFT_CUDA_SELECT_FLOOR=0
+// turns it off.
+static uint32_t floor_rank(int64_t cand, int64_t k)
+{
+    static const int off = [] {
+        const char *e = getenv("SIFT_CUDA_SELECT_FLOOR");
+        return e && strcmp(e, "0") == 0;
+    }();
+    const int64_t n = cand < RANGE_SAMPLES ? cand : RANGE_SAMPLES;
+    const int64_t r = 4 * ((k * n + cand - 1) / cand) + 16;
+    return off || r >= n ? 0u : (uint32_t)r;
+}
+
 // The radix select's three launches, SRD * NT candidates a block; with the warm start, its two
 // launches before them.
 template <int SRD>
@@ -763,7 +817,8 @@ static cudaError_t launch_radix(dim3 grid, cudaStream_t st, const float *votes, 
             e = launch(select_warm, dim3(grid.y), dim3(NT), WARM_SMEM, st, w, (int)grid.x, out, l->count, l->sink, l->first,
                        l->chosen, l->win_begin, skip);
     }
-    if (e == cudaSuccess) e = launch(select_top<SRD>, grid, dim3(NT), 0, st, votes, cand, (uint32_t)l->chosen, s, w, skip);
+    if (e == cudaSuccess)
+        e = launch(select_top<SRD>, grid, dim3(NT), 0, st, votes, cand, (uint32_t)l->chosen, floor_rank(cand, l->chosen), s, w, skip);
     if (e == cudaSuccess) e = launch(select_filter<SRD>, grid, dim3(NT), 0, st, votes, cand, s, w, skip);
     if (e != cudaSuccess) return e;
     return launch(select_compact<SRD>, grid, dim3(NT), 0, st, votes, cand, s, out, l->count, l->sink, l->first,

@@ -401,6 +401,53 @@ out:
     sift_tensor_destroy(it);
 }
 
+/* select where the range samples mislead: CUDA's select_top places its bins from 1024 evenly
+ * spread candidates (at i * |C| / 1024) and counts every key below a floor taken from them in one
+ * bin. Here those candidates hold the 1024 largest votes, so the floor lies above the k-th largest
+ * key (fewer than k keys reach it) and the select must still come out exact: the top k are the
+ * 1024 sampled candidates and the next k - 1024 by vote (votes fall with position off the samples),
+ * ties to the lower position. */
+static void select_misleading_samples(const conf_case *cc, const backend *ref, const backend *b)
+{
+    (void)ref;
+    const char *bname = sift_backend_kind_name(b->kind), *cname = cc->name;
+    enum { CAND = 20000, SAMPLES = 1024, K = 2048 };
+    const sift_select_params p = {.n_ctx = CAND, .sink = 0, .window = 0, .budget = K};
+    float *votes = malloc(CAND * sizeof *votes);
+    bool *sampled = calloc(CAND, sizeof *sampled);
+    int32_t *got = malloc(K * sizeof *got);
+    sift_tensor *vt = NULL, *it = NULL;
+    sift_graph *g = NULL;
+    if (!votes || !sampled || !got) {
+        fail(cname, bname, "out of memory");
+        goto out;
+    }
+    for (int64_t i = 0; i < SAMPLES; i++) sampled[i * CAND / SAMPLES] = true;
+    for (int j = 0; j < CAND; j++) votes[j] = sampled[j] ? 1000.0f + (float)j : 1.0f - (float)j / CAND;
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_F32, 2, (int64_t[]){1, CAND}, &vt), cname, bname);
+    CHECK_OK(sift_tensor_write(vt, 0, votes, CAND * sizeof *votes), cname, bname);
+    CHECK_OK(sift_tensor_create(b->ctx, SIFT_I32, 2, (int64_t[]){1, K}, &it), cname, bname);
+    CHECK_OK(sift_graph_create(b->ctx, &g), cname, bname);
+    CHECK_OK(sift_op_select(g, vt, &p, it), cname, bname);
+    CHECK_OK(compute_checked(g), cname, bname);
+    CHECK_OK(sift_tensor_read(it, 0, got, K * sizeof *got), cname, bname);
+    /* the list, ascending: every sampled position, and the first K - SAMPLES others */
+    int wrong = 0, at = 0, others = 0;
+    for (int j = 0; j < CAND && at < K; j++) {
+        if (!sampled[j] && others >= K - SAMPLES) continue;
+        others += !sampled[j];
+        wrong += got[at++] != j;
+    }
+    report(cname, bname, "wrong", wrong, 0, wrong == 0 && at == K);
+out:
+    sift_graph_destroy(g);
+    sift_tensor_destroy(vt);
+    sift_tensor_destroy(it);
+    free(votes);
+    free(sampled);
+    free(got);
+}
+
 /* vote: two heads over three candidates. Head 0 scores {0, ln 2, ln 3} -> {1/6, 2/6, 3/6};
  * head 1 scores {5, 5, 5} -> 1/3 each. Sum: {1/2, 2/3, 5/6}. Max over the two: {5, 5, 5}. */
 static void handmade_vote(const conf_case *cc, const backend *ref, const backend *b)
@@ -576,6 +623,7 @@ static void add_handmade(void)
         registry_add("ops", name, handmade_select, NULL, &hs[i], sizeof hs[i]);
     }
     registry_add("ops", "hand    vote two heads", handmade_vote, NULL, NULL, 0);
+    registry_add("ops", "hand    select |C|=20000 k=2048, the range samples the top", select_misleading_samples, NULL, NULL, 0);
 }
 
 static void add_case(const test_case *c)
