@@ -695,16 +695,28 @@ __global__ void __launch_bounds__(NT) select_warm(WarmScratch w, int blocks, int
     if (tid == 0) pre[blocks] = total;
     __syncthreads();
     const uint2 *ent = w.ent + (int64_t)l * WARM_CAP;
-    for (uint32_t i = tid; i < n; i += NT) {
-        int lo = 0, hi = blocks - 1; // the block c with pre[c] <= i < pre[c + 1]
-        while (lo < hi) {
-            const int mid = (lo + hi + 1) >> 1;
-            if (pre[mid] <= i) lo = mid;
-            else hi = mid - 1;
+    constexpr int BATCH = 8; // loads in flight a thread: each waits on L2 once a batch, not once an entry
+    for (uint32_t i0 = 0; i0 < n; i0 += BATCH * NT) {
+        uint2 e[BATCH];
+#pragma unroll
+        for (int m = 0; m < BATCH; m++) {
+            const uint32_t i = i0 + (uint32_t)(m * NT + tid);
+            if (i >= n) continue;
+            int lo = 0, hi = blocks - 1; // the block c with pre[c] <= i < pre[c + 1]
+            while (lo < hi) {
+                const int mid = (lo + hi + 1) >> 1;
+                if (pre[mid] <= i) lo = mid;
+                else hi = mid - 1;
+            }
+            e[m] = __ldcg(&ent[start[lo] + (i - pre[lo])]);
         }
-        const uint2 e = __ldcg(&ent[start[lo] + (i - pre[lo])]);
-        keys[i] = e.x;
-        pos[i] = e.y;
+#pragma unroll
+        for (int m = 0; m < BATCH; m++) {
+            const uint32_t i = i0 + (uint32_t)(m * NT + tid);
+            if (i >= n) continue;
+            keys[i] = e[m].x;
+            pos[i] = e[m].y;
+        }
     }
     __syncthreads();
     uint32_t t, rem, t2;
