@@ -10,7 +10,8 @@ continuation), and each task's own property (near-duplicate keys one character a
 order and spread, several keys per query, chains of two or three records, a most frequent word
 1.5 times as frequent as the next); the checker rejects corrupted samples. Table: on the shipped
 model, CPU backend, 512-token samples: a result for every task, policy, budget and length, dense
-and the oracle right on recall where streaming loses answers, and a chart per task."""
+and the oracle right on recall where streaming loses answers, and a chart per task; in chunks of
+samples (--chunk) the same results merged, and --resume runs only the chunks a cut-off run lacks."""
 
 import collections
 import json
@@ -191,6 +192,41 @@ if SIFT:
             gaps = {(g["policy"], g["budget"]): g["gap_to_oracle_points"] for g in table["tasks"]["recall"]["gaps"]}
             check(abs(gaps[("streaming", 16)] - 100 * (acc[("oracle", 16)] - acc[("streaming", 16)])) < 0.01,
                   "recall: gap to the oracle %s" % gaps)
+        # in chunks of samples (--chunk), merged: the same results; --resume runs only the chunks missing
+        chunked = os.path.join(out, "chunked")
+        base = [sys.executable, os.path.join(ROOT, "tools/retrieval/table.py"), "--sift", SIFT, "--model", model,
+                "--backend", "cpu", "--tasks", "recall", "--policies", "dense,oracle,streaming", "--budgets", "16,32",
+                "--lengths", "512", "--samples", "3", "--chunk", "2", "--out", chunked]
+        proc = subprocess.run(base, capture_output=True, text=True)
+        check(proc.returncode == 0, "table.py --chunk exit %d: %s" % (proc.returncode, proc.stderr[-2000:]))
+        if proc.returncode == 0:
+            whole = subprocess.run([sys.executable, os.path.join(ROOT, "tools/retrieval/table.py"), "--sift", SIFT,
+                                    "--model", model, "--backend", "cpu", "--tasks", "recall", "--policies",
+                                    "dense,oracle,streaming", "--budgets", "16,32", "--lengths", "512", "--samples", "3",
+                                    "--out", os.path.join(out, "whole")], capture_output=True, text=True)
+            path = os.path.join(chunked, "table.json")
+
+            def results(p):
+                with open(p) as f:
+                    t = json.load(f)["tasks"]["recall"]
+                return t, sorted((r["policy"], r["budget"], r["samples"], r["answers"], r["accuracy"]) for r in t["results"])
+
+            t, got = results(path)
+            _, want = results(os.path.join(out, "whole", "table.json"))
+            check(whole.returncode == 0 and got == want, "chunks of 2 of 3 samples merged: %s, in one run: %s" % (got, want))
+            check([c["skip"] for c in t["chunks"]] == [0, 2] and t["samples_done"] == 3, "chunks %s" % t["chunks"])
+            # a run cut off after its first chunk, resumed: only the second chunk runs again
+            with open(path) as f:
+                table = json.load(f)
+            table["tasks"]["recall"]["chunks"] = table["tasks"]["recall"]["chunks"][:1]
+            table["tasks"]["recall"]["chunks"][0]["wall_s"] = -1.0  # a mark: a chunk run again would not keep it
+            with open(path, "w") as f:
+                json.dump(table, f)
+            proc = subprocess.run(base + ["--resume"], capture_output=True, text=True)
+            t, got = results(path)
+            check(proc.returncode == 0 and got == want, "resumed: %s" % got)
+            check(t["chunks"][0]["wall_s"] == -1.0 and t["chunks"][1]["wall_s"] > 0 and len(t["chunks"]) == 2,
+                  "resumed: the first chunk kept, the second run again")
     print("table: %s" % ("ok" if not failures else "see failures above"))
 
 sys.exit(1 if failures else 0)

@@ -14,6 +14,11 @@ from the same prefill), and collects the results:
     OUT/tests/        the test sets
     stdout            one Markdown table per task: accuracy (%) per policy and budget, all lengths
 
+With --chunk N, each task's samples run N at a time (sift eval --skip, --samples), each run's
+results kept in table.json as it ends and merged (answers summed, accuracy over all of them), so a
+run stopped by a time limit keeps its finished chunks and --resume runs only the rest; no charts
+then.
+
 Stdlib only; needs the sift binary. Example (the full table, on a GPU machine):
 
     python3 tools/retrieval/table.py --sift build/tools/sift --model M.gguf --predictor P.butler.gguf \\
@@ -33,6 +38,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -58,6 +64,13 @@ def parse_args(argv):
     ap.add_argument("--threads", help="sift eval's -t")
     ap.add_argument("--jobs", type=int, default=1,
                     help="tasks evaluated at once, one sift eval each (default 1)")
+    ap.add_argument("--chunk", type=int, default=0,
+                    help="samples per sift eval run (its --skip and --samples), each run's results kept in "
+                         "table.json as soon as it ends, so that a run cut off loses only the chunk under way; "
+                         "no charts then (default 0: all samples in one run, with its chart)")
+    ap.add_argument("--resume", action="store_true",
+                    help="with --chunk: keep the chunks that OUT/table.json holds from an earlier run of the same "
+                         "settings and run only the others")
     ap.add_argument("--sink", type=int, default=4)
     ap.add_argument("--window", type=int, default=64)
     a = ap.parse_args(argv)
@@ -72,6 +85,8 @@ def parse_args(argv):
     except ValueError as e:
         ap.error(str(e))
     a.length_list = [int(x) for x in a.lengths.split(",") if x]
+    if a.chunk < 0 or (a.resume and not a.chunk):
+        ap.error("--chunk must be positive, and --resume needs it")
     return a
 
 
@@ -85,10 +100,15 @@ def commit_of(path):
         return None
 
 
-def run_eval(a, name, test_path, svg_path):
-    """One sift eval over all policies and budgets of a task: its JSON result lines and wall time."""
+def run_eval(a, name, test_path, svg_path, skip=0, samples=0):
+    """One sift eval over all policies and budgets of a task (samples [skip, skip + samples) of each
+    length where samples > 0; a chart where svg_path is given): its JSON result lines and wall time."""
     cmd = [a.sift, "eval", "-m", a.model, "--retrieval", test_path, "--policies", ",".join(a.policy_list),
-           "--budgets", a.budgets, "--sink", str(a.sink), "--window", str(a.window), "--json", "--plot", svg_path]
+           "--budgets", a.budgets, "--sink", str(a.sink), "--window", str(a.window), "--json"]
+    if svg_path:
+        cmd += ["--plot", svg_path]
+    if samples:
+        cmd += ["--skip", str(skip), "--samples", str(samples)]
     if a.predictor and "butler" in a.policy_list:
         cmd += ["--predictor", a.predictor]
     if a.backend:
@@ -104,6 +124,48 @@ def run_eval(a, name, test_path, svg_path):
     if not rows:
         raise SystemExit("table.py: %s printed no results" % " ".join(cmd))
     return cmd, rows, wall
+
+
+SUMMED = ("samples", "answers", "sel_cache_hits", "sel_cache_steps", "warm_hits", "warm_misses")
+
+
+def merge_rows(chunks):
+    """The result lines of several sift eval runs over disjoint samples, as one run's: counts summed,
+    accuracy over all the answers (each run's correct answers are its accuracy times its answers,
+    printed to 4 decimals: exact below 5000 answers a run)."""
+    merged, order = {}, []
+    for rows in chunks:
+        for r in rows:
+            key = (r["policy"], r["budget"], r["length"])
+            m = merged.get(key)
+            if m is None:
+                m = merged[key] = dict(r, correct=0, **{f: 0 for f in SUMMED if f in r})
+                order.append(key)
+            for f in SUMMED:
+                if f in r:
+                    m[f] += r[f]
+            if r["accuracy"] is not None:
+                m["correct"] += round(r["accuracy"] * r["answers"])
+    out = []
+    for key in order:
+        m = merged.pop(key)
+        m["accuracy"] = round(m.pop("correct") / m["answers"], 4) if m["answers"] else None
+        out.append(m)
+    return out
+
+
+def run_chunks(a, name, test_path, done, save):
+    """A task's samples in chunks of a.chunk, one sift eval each, skipping those in done (skip ->
+    chunk record); save(name, chunk records) after each. Returns the records in order."""
+    records = dict(done)
+    for skip in range(0, a.samples, a.chunk):
+        if skip not in records:
+            n = min(a.chunk, a.samples - skip)
+            cmd, rows, wall = run_eval(a, name, test_path, None, skip, n)
+            records[skip] = {"skip": skip, "samples": n, "sift_eval": " ".join(cmd), "wall_s": round(wall, 1),
+                             "results": rows}
+            save(name, [records[k] for k in sorted(records)])
+    return [records[k] for k in sorted(records)]
 
 
 def retitle_svg(path, name, lengths):
@@ -161,20 +223,53 @@ def main(argv=None):
              "budgets": budgets, "lengths": a.length_list, "samples_per_length": a.samples, "seed": a.seed,
              "tasks": {}}
     svgs = {name: os.path.join(a.out, "%s.svg" % name) for name in a.task_list}
+    table_path = os.path.join(a.out, "table.json")
+    lock = threading.Lock()
+
+    def write_table():  # after each task or chunk: a run cut off keeps those done
+        with lock, open(table_path, "w") as f:
+            json.dump(table, f, indent=1)
+
+    def save_chunks(name, records):
+        rows = merge_rows([c["results"] for c in records])
+        table["tasks"][name] = {"test_set": paths[name], "chunk": a.chunk, "chunks": records,
+                                "samples_done": sum(c["samples"] for c in records),
+                                "wall_s": round(sum(c["wall_s"] for c in records), 1), "results": rows,
+                                "gaps": summarize(rows)[1]}
+        write_table()
+
+    done = {name: {} for name in a.task_list}
+    if a.resume and os.path.exists(table_path):
+        with open(table_path) as f:
+            old = json.load(f)
+        same = all(old.get(k) == table[k] for k in ("model", "predictor", "budgets", "lengths", "samples_per_length",
+                                                   "seed", "sink", "window"))
+        for name, t in (old.get("tasks") or {}).items():
+            if same and name in done and t.get("chunk") == a.chunk:
+                done[name] = {c["skip"]: c for c in t.get("chunks", [])}
+                table["tasks"][name] = t
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        runs = {name: pool.submit(run_eval, a, name, paths[name], svgs[name]) for name in a.task_list}
+        if a.chunk:
+            runs = {name: pool.submit(run_chunks, a, name, paths[name], done[name], save_chunks) for name in a.task_list}
+        else:
+            runs = {name: pool.submit(run_eval, a, name, paths[name], svgs[name]) for name in a.task_list}
         for name in a.task_list:  # reported in the tasks' order, each as soon as it and those before it end
-            svg = svgs[name]
-            cmd, rows, wall = runs[name].result()
-            retitle_svg(svg, name, a.length_list)
-            acc, gaps = summarize(rows)
-            table["tasks"][name] = {"test_set": paths[name], "sift_eval": " ".join(cmd), "wall_s": round(wall, 1),
-                                    "results": rows, "gaps": gaps}
-            print(markdown(name, a, acc, budgets) + "\n", flush=True)
-            print("(%s: %.0f s; chart %s)\n" % (name, wall, svg), file=sys.stderr, flush=True)
-            with open(os.path.join(a.out, "table.json"), "w") as f:  # after each task: a cut-off run keeps those done
-                json.dump(table, f, indent=1)
-    print("table.py: wrote %s and %d charts" % (os.path.join(a.out, "table.json"), len(a.task_list)), file=sys.stderr)
+            if a.chunk:
+                records = runs[name].result()
+                save_chunks(name, records)
+                rows, wall, chart = table["tasks"][name]["results"], table["tasks"][name]["wall_s"], "none: --chunk"
+            else:
+                cmd, rows, wall = runs[name].result()
+                retitle_svg(svgs[name], name, a.length_list)
+                table["tasks"][name] = {"test_set": paths[name], "sift_eval": " ".join(cmd), "wall_s": round(wall, 1),
+                                        "results": rows, "gaps": summarize(rows)[1]}
+                write_table()
+                chart = svgs[name]
+            print(markdown(name, a, summarize(rows)[0], budgets) + "\n", flush=True)
+            print("(%s: %.0f s; chart %s)\n" % (name, wall, chart), file=sys.stderr, flush=True)
+    table["tasks"] = {name: table["tasks"][name] for name in a.task_list if name in table["tasks"]}
+    write_table()
+    print("table.py: wrote %s and %d charts" % (table_path, 0 if a.chunk else len(a.task_list)), file=sys.stderr)
     return 0
 
 
