@@ -2,12 +2,15 @@
 // position, joined with sink and window, ascending.
 //
 // Three kernels, two of them with a tail run by their last block (the block that takes the last
-// ticket of its list, after every other block's results are in memory):
+// ticket of its list, after every other block's results are in memory), and for a select of many
+// blocks a fourth before them:
+//   select_range   one block a list, where the lists have RANGE_KERNEL_BLOCKS blocks or more: the
+//                  bins below, into the list's state (bins_of).
 //   select_top     grid (blocks of 1024-4096 candidates, list). Every block derives the same 2048 bins
-//                  from the order keys (sift_order_key: larger float, larger key; -0 = +0) of 1024
-//                  evenly spread candidates (bins_of: from a floor below the k-th largest key to
-//                  their largest), bin(key) = (key - lowest) >> shift, keys outside the range in the
-//                  first or the last bin, and counts its keys into them. Bins spread over the range,
+//                  (or reads select_range's) from the order keys (sift_order_key: larger float,
+//                  larger key; -0 = +0) of 1024 evenly spread candidates (bins_of: from a floor below
+//                  the k-th largest key to their largest), bin(key) = (key - lowest) >> shift, keys
+//                  outside the range in the first or the last bin, and counts its keys into them. Bins spread over the range,
 //                  not the keys' top bits: votes are often concentrated in a fraction of an octave,
 //                  where the top bits barely differ.
 //                  Tail: the bin b0 holding the k-th largest key, and rem0 = how many of it to take.
@@ -60,6 +63,12 @@ constexpr int RANGE_SAMPLES = 1024; // candidates whose keys give the range of t
 constexpr int BUF = 65536;          // buffer entries per list (at most |C|)
 constexpr int SMEM_KEYS = 6144;     // buffered keys the tail holds in shared memory
 constexpr uint32_t NO_BIN = BINS;   // a key that counts in no bin
+// From this many blocks (all lists), select_range finds the bins once a list for select_top; below
+// it, each select_top block finds them itself, which costs less than the launch. On an H100: 8
+// lists of 1M (2,048 blocks) took 89.5 us with it, 109.6 without; one list of 1M (256 blocks) 38.7
+// with it, 36.8 without; 8 of 128K (256) 39.0 and 38.6 (sift bench-attn).
+constexpr int64_t RANGE_KERNEL_BLOCKS = 1024;
+constexpr uint32_t RANGED = 0xffffffffu; // select_top's floor_rank when select_range ran
 
 constexpr int WARM_CAP = 8192;        // entries the warm start selects among (shared memory: 8 bytes each)
 constexpr int WARM_MAX_BLOCKS = 2048; // blocks a list's collect may have (their chunks' prefix is in shared memory)
@@ -282,6 +291,26 @@ __device__ void bins_of(const float *row, int64_t cand, uint32_t floor_rank, uin
     shift = range_shift(lowest, mx);
 }
 
+// One block a list: the bins of select_top (bins_of) into the list's state, for a select of many
+// blocks (RANGE_KERNEL_BLOCKS), where each select_top block deriving them itself costs more than a
+// launch: at 8 lists of 1M, 2,048 blocks each read 1,024 scattered samples (a sector each, twice
+// the sectors of its own keys) and ranked them through a histogram.
+__global__ void __launch_bounds__(NT) select_range(const float *votes, int64_t cand, uint32_t floor_rank, SelScratch s,
+                                                   WarmScratch w, const float *skip)
+{
+    grid_dep_enter();
+    const int l = (int)blockIdx.x;
+    if (skipped(skip) || warm_hit(w, l)) return;
+    __shared__ uint32_t h[BINS];
+    uint32_t lowest, shift;
+    bins_of(votes + (int64_t)l * cand, cand, floor_rank, h, lowest, shift);
+    if (threadIdx.x == 0) {
+        s.state[l].lowest = lowest;
+        s.state[l].shift = shift;
+    }
+}
+
+// floor_rank: bins_of's, or RANGED when select_range has put the bins in the list's state.
 template <int SRD>
 __global__ void __launch_bounds__(NT) select_top(const float *votes, int64_t cand, uint32_t k, uint32_t floor_rank,
                                                  SelScratch s, WarmScratch w, const float *skip)
@@ -289,13 +318,22 @@ __global__ void __launch_bounds__(NT) select_top(const float *votes, int64_t can
     grid_dep_enter();
     if (skipped(skip) || warm_hit(w, (int)blockIdx.y)) return;
     __shared__ uint32_t h[BINS];
-    const int l = (int)blockIdx.y, b = (int)blockIdx.x;
+    const int l = (int)blockIdx.y;
     const float *row = votes + (int64_t)l * cand;
     uint32_t key[SRD];
     bool in[SRD];
-    const int rounds = load_keys(row, cand, b, key, in);
+    const int rounds = load_keys(row, cand, (int)blockIdx.x, key, in);
     uint32_t lowest, shift;
-    bins_of(row, cand, floor_rank, h, lowest, shift);
+    if (floor_rank == RANGED) {
+        lowest = s.state[l].lowest;
+        shift = s.state[l].shift;
+    } else {
+        bins_of(row, cand, floor_rank, h, lowest, shift);
+        if (blockIdx.x == 0 && threadIdx.x == 0) {
+            s.state[l].lowest = lowest;
+            s.state[l].shift = shift;
+        }
+    }
     hist_clear(h);
     __syncthreads();
 #pragma unroll
@@ -307,10 +345,6 @@ __global__ void __launch_bounds__(NT) select_top(const float *votes, int64_t can
     uint32_t *g = s.hist + (size_t)l * BINS;
     for (int i = (int)threadIdx.x; i < BINS; i += NT)
         if (h[i]) atomicAdd(&g[i], h[i]);
-    if (b == 0 && threadIdx.x == 0) {
-        s.state[l].lowest = lowest;
-        s.state[l].shift = shift;
-    }
     if (!is_last(s.done + l)) return;
     uint32_t bin, rem, count;
     if (w.warm) { // the next step's threshold: the lowest key of the bin of rank r2 (bin 0: every key)
@@ -829,8 +863,12 @@ static cudaError_t launch_radix(dim3 grid, cudaStream_t st, const float *votes, 
             e = launch(select_warm, dim3(grid.y), dim3(NT), WARM_SMEM, st, w, (int)grid.x, out, l->count, l->sink, l->first,
                        l->chosen, l->win_begin, skip);
     }
-    if (e == cudaSuccess)
-        e = launch(select_top<SRD>, grid, dim3(NT), 0, st, votes, cand, (uint32_t)l->chosen, floor_rank(cand, l->chosen), s, w, skip);
+    uint32_t rank = floor_rank(cand, l->chosen);
+    if (e == cudaSuccess && (int64_t)grid.x * grid.y >= RANGE_KERNEL_BLOCKS) {
+        e = launch(select_range, dim3(grid.y), dim3(NT), 0, st, votes, cand, rank, s, w, skip);
+        rank = RANGED;
+    }
+    if (e == cudaSuccess) e = launch(select_top<SRD>, grid, dim3(NT), 0, st, votes, cand, (uint32_t)l->chosen, rank, s, w, skip);
     if (e == cudaSuccess) e = launch(select_filter<SRD>, grid, dim3(NT), 0, st, votes, cand, s, w, skip);
     if (e != cudaSuccess) return e;
     return launch(select_compact<SRD>, grid, dim3(NT), 0, st, votes, cand, s, out, l->count, l->sink, l->first,
