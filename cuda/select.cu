@@ -234,6 +234,36 @@ template <int SRD> __device__ __forceinline__ int64_t cand_index(int b, int i)
     return (int64_t)b * (SRD * NT) + (int64_t)((int)threadIdx.x >> 5) * (SRD * 32) + i * 32 + ((int)threadIdx.x & 31);
 }
 
+// Whole block: a range of the block's entries reserved at *counter with one atomic (not one a warp
+// and round: all of a list's blocks add on one address), the warps' parts in warp order; returns
+// this warp's first entry. warp_n: the warp's count (the same in all its lanes). chunks, where
+// given, gets the block's (first entry, count) at [blockIdx.y][blockIdx.x] (indexed here, from the
+// kernel's parameter: a pointer the caller computed would hold two registers across the block).
+__device__ __forceinline__ uint32_t reserve_warp_ranges(uint32_t *counter, uint32_t warp_n, uint2 *chunks)
+{
+    __shared__ uint32_t base[NT / 32];
+    const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    if (lane == 0) base[warp] = warp_n;
+    __syncthreads();
+    if (warp == 0) { // lane v: warp v's count, then its first entry
+        const uint32_t c = lane < NT / 32 ? base[lane] : 0u;
+        uint32_t incl = c;
+#pragma unroll
+        for (int o = 1; o < NT / 32; o <<= 1) {
+            const uint32_t y = __shfl_up_sync(FULL, incl, o);
+            if (lane >= o) incl += y;
+        }
+        const uint32_t total = __shfl_sync(FULL, incl, NT / 32 - 1);
+        uint32_t at = 0;
+        if (lane == 0 && total) at = atomicAdd(counter, total);
+        at = __shfl_sync(FULL, at, 0);
+        if (lane == 0 && chunks) chunks[(int64_t)blockIdx.y * gridDim.x + blockIdx.x] = make_uint2(at, total);
+        if (lane < NT / 32) base[lane] = at + incl - c;
+    }
+    __syncthreads();
+    return base[warp];
+}
+
 // The order keys of this thread's candidates of block b (cand_index), all loaded before any is
 // used so that the loads overlap; returns how many rounds of this warp hold candidates (the same
 // for the whole warp; 0 for a warp past the end).
@@ -461,11 +491,9 @@ __global__ void __launch_bounds__(NT, SRD >= 16 ? 4 : 1) select_filter(const flo
     const SelState st = s.state[l];
     const bool buffered = st.n0 <= s.cap;
     uint32_t *buf = s.buf + (int64_t)l * s.cap;
-    __shared__ uint32_t warp_base[NT / 32];
-    const int warp = (int)threadIdx.x >> 5;
     uint32_t above = 0, mine_n = 0, kmax = 0, kminc = 0, warp_n = 0;
-    // round i's key is in b0 (the ballots are taken again where the positions are written: kept,
-    // they cost registers enough to hold the kernel to fewer blocks a multiprocessor)
+    // round i's key is in b0 (asked again where the positions are written: ballots kept from the
+    // first loop cost registers enough to hold the kernel to fewer blocks a multiprocessor)
     auto in_b0 = [&](int i) { return in[i] && bin_of(st.lowest, st.shift, key[i]) == st.b0; };
 #pragma unroll
     for (int i = 0; i < SRD; i++) {
@@ -480,23 +508,9 @@ __global__ void __launch_bounds__(NT, SRD >= 16 ? 4 : 1) select_filter(const flo
         }
         warp_n += (uint32_t)__popc((int)__ballot_sync(FULL, mine));
     }
-    // the block's b0 positions go to the buffer at one reserved range: one atomic a block, not
-    // one a warp and round (all of a list's on one address)
+    // the block's b0 positions go to the buffer at one reserved range
     if (buffered) {
-        if (lane == 0) warp_base[warp] = warp_n;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            uint32_t total = 0;
-            for (int w = 0; w < NT / 32; w++) {
-                const uint32_t c = warp_base[w];
-                warp_base[w] = total;
-                total += c;
-            }
-            const uint32_t base = total ? atomicAdd(s.nbuf + l, total) : 0;
-            for (int w = 0; w < NT / 32; w++) warp_base[w] += base;
-        }
-        __syncthreads();
-        uint32_t at = warp_base[warp];
+        uint32_t at = reserve_warp_ranges(s.nbuf + l, warp_n, nullptr);
         const unsigned lt = (1u << lane) - 1u;
 #pragma unroll
         for (int i = 0; i < SRD; i++) {
@@ -649,8 +663,7 @@ __global__ void __launch_bounds__(NT, 4) select_collect(const float *votes, int6
 {
     grid_dep_enter();
     if (skipped(skip)) return;
-    __shared__ uint32_t base[NT / 32]; // each warp's first entry
-    const int l = (int)blockIdx.y, b = (int)blockIdx.x, lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+    const int l = (int)blockIdx.y, b = (int)blockIdx.x, lane = (int)threadIdx.x & 31;
     if (w.warm[l * W_WORDS + W_VALID] == 0) return; // cold: select_warm misses without reading the chunks
     const uint32_t thr = (uint32_t)w.warm[l * W_WORDS + W_THRESHOLD];
     uint32_t key[SRD];
@@ -660,23 +673,9 @@ __global__ void __launch_bounds__(NT, 4) select_collect(const float *votes, int6
 #pragma unroll
     for (int i = 0; i < SRD; i++)
         if (i < rounds) n += (uint32_t)__popc((int)__ballot_sync(FULL, in[i] && key[i] >= thr));
-    if (lane == 0) base[warp] = n;
-    __syncthreads();
-    if (threadIdx.x == 0) { // the block's chunk, in warp order: one atomic a block
-        uint32_t total = 0;
-        for (int v = 0; v < NT / 32; v++) {
-            const uint32_t c = base[v];
-            base[v] = total;
-            total += c;
-        }
-        const uint32_t at = total ? atomicAdd(&w.nent[l], total) : 0u;
-        w.chunk[(int64_t)l * gridDim.x + b] = make_uint2(at, total);
-        for (int v = 0; v < NT / 32; v++) base[v] += at;
-    }
-    __syncthreads();
+    uint32_t e = reserve_warp_ranges(&w.nent[l], n, w.chunk); // the block's chunk
     uint2 *ent = w.ent + (int64_t)l * WARM_CAP;
     const unsigned lt = (1u << lane) - 1u;
-    uint32_t e = base[warp];
 #pragma unroll
     for (int i = 0; i < SRD; i++) {
         if (i >= rounds) break; // the same for the whole warp
