@@ -36,7 +36,7 @@ typedef struct pool_buffer {
 
 struct sift_graph_pool {
     pthread_mutex_t lock; /* graphs of several sessions on one context are built on several threads */
-    pool_buffer *buf;
+    pool_buffer *buf;     /* sorted by capacity */
     int n, cap;
     uint64_t givebacks;
 };
@@ -88,20 +88,33 @@ static size_t capacity_for(size_t bytes)
     return (bytes + step - 1) / step * step;
 }
 
+/* The first of the pool's buffers (sorted by capacity) whose capacity is at least bytes. */
+static int first_at_least(const sift_graph_pool *p, size_t bytes)
+{
+    int lo = 0, hi = p->n;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (p->buf[mid].cap < bytes)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 sift_status sift_graph_pool_take(sift_context *ctx, sift_graph_pool *p, size_t bytes, sift_tensor **out)
 {
     *out = NULL;
     pthread_mutex_lock(&p->lock);
-    int best = -1;
-    for (int i = 0; i < p->n; i++) {
-        const pool_buffer *b = &p->buf[i];
-        if (!b->busy && b->cap >= bytes && b->cap - bytes <= bytes / 4 + 4096 && (best < 0 || b->cap < p->buf[best].cap))
-            best = i;
-    }
-    if (best >= 0) {
-        p->buf[best].busy = true;
-        *out = p->buf[best].t;
-    }
+    /* the smallest free buffer of at least bytes and at most a quarter more: the buffers are sorted
+     * by capacity, so a take passes over only the busy ones of about its size (a step's layers take
+     * several of each), not the whole pool (a thousand buffers for a batch's graph) */
+    for (int i = first_at_least(p, bytes); i < p->n && p->buf[i].cap - bytes <= bytes / 4 + 4096; i++)
+        if (!p->buf[i].busy) {
+            p->buf[i].busy = true;
+            *out = p->buf[i].t;
+            break;
+        }
     pthread_mutex_unlock(&p->lock);
     if (*out) return SIFT_OK;
 
@@ -122,7 +135,10 @@ sift_status sift_graph_pool_take(sift_context *ctx, sift_graph_pool *p, size_t b
         p->buf = nb;
         p->cap = ncap;
     }
-    p->buf[p->n++] = (pool_buffer){.t = t, .cap = cap, .busy = true, .last_use = p->givebacks};
+    const int at = first_at_least(p, cap); /* kept sorted by capacity */
+    memmove(&p->buf[at + 1], &p->buf[at], (size_t)(p->n - at) * sizeof *p->buf);
+    p->buf[at] = (pool_buffer){.t = t, .cap = cap, .busy = true, .last_use = p->givebacks};
+    p->n++;
     pthread_mutex_unlock(&p->lock);
     *out = t;
     return SIFT_OK;
@@ -167,9 +183,11 @@ void sift_graph_pool_give(sift_context *ctx, sift_graph_pool *p, sift_tensor *co
     }
     for (int i = 0; i < p->n; i++) {
         pool_buffer *b = &p->buf[i];
-        if (!b->busy && now - b->last_use > EVICT_AFTER && n_evict < 8) {
+        if (!b->busy && now - b->last_use > EVICT_AFTER && n_evict < 8) { /* removed in place: the order stays */
             evict[n_evict++] = b->t;
-            p->buf[i--] = p->buf[--p->n];
+            memmove(b, b + 1, (size_t)(p->n - i - 1) * sizeof *b);
+            p->n--;
+            i--;
         }
     }
     pthread_mutex_unlock(&p->lock);
