@@ -5,6 +5,8 @@
  *     batch of 16 sequences on 32 layers has) lends them all, and a graph of the same shapes built
  *     next takes exactly those buffers, none new (counted per buffer, the pool's age of a buffer
  *     once evicted a big graph's first buffers while it gave back its last);
+ *   - mixed sizes: intermediates of several sizes, taken again in another order, each find a
+ *     lent buffer that fits (the pool's buffers sorted by capacity);
  *   - kept while viewed: a lent buffer that no later graph takes is evicted after many graphs, but
  *     the graph that lent it still reads what it wrote there, and its destruction frees it (a
  *     freed buffer read here is what the address sanitizer run catches; it once crashed the batched
@@ -75,6 +77,37 @@ static void kept_while_viewed(sift_context *ctx, const char *b)
     graph_a = NULL;
 }
 
+/* Intermediates of mixed sizes, taken in one order and again in another: each finds a buffer the
+ * first graph lent, of at least its bytes and at most a quarter more (graph_pool.c's rule; the
+ * pool keeps its buffers sorted by capacity and takes the smallest that fits), none twice. */
+static void mixed_sizes(sift_context *ctx, const char *b)
+{
+    static const int64_t floats[] = {256, 40000, 300, 1000, 256, 1200, 5000, 300, 70000, 1000, 64, 9000};
+    enum { N = (int)(sizeof floats / sizeof floats[0]) };
+    sift_tensor *lent[N], *taken[N];
+    TRY(sift_graph_create(ctx, &graph_a));
+    for (int i = 0; i < N; i++) {
+        sift_tensor *t = NULL;
+        TRY(sift_graph_new_tensor(graph_a, SIFT_F32, 1, (int64_t[]){floats[i]}, "a", &t));
+        lent[i] = t->parent;
+    }
+    sift_graph_lend_storage(graph_a);
+    TRY(sift_graph_create(ctx, &graph_b));
+    int reused = 0, fitting = 0, twice = 0;
+    for (int i = N - 1; i >= 0; i--) { /* the other order */
+        sift_tensor *t = NULL;
+        TRY(sift_graph_new_tensor(graph_b, SIFT_F32, 1, (int64_t[]){floats[i]}, "b", &t));
+        taken[i] = t->parent;
+        const int64_t bytes = floats[i] * 4, cap = t->parent->shape[0] * 4;
+        for (int j = 0; j < N; j++) reused += lent[j] == taken[i];
+        fitting += cap >= bytes && cap - bytes <= bytes / 4 + 4096;
+        for (int j = i + 1; j < N; j++) twice += taken[j] == taken[i];
+    }
+    test_check(reused == N && fitting == N && twice == 0, b,
+               "%d intermediates of mixed sizes, in another order: %d take a lent buffer, %d one that fits, %d one taken already",
+               N, reused, fitting, twice);
+}
+
 static void run_case(void (*fn)(sift_context *, const char *), const char *name, sift_context *ctx, const char *b)
 {
     test_case_begin(name, b);
@@ -94,6 +127,7 @@ int main(void)
         const char *b = sift_backend_kind_name((sift_backend_kind)kind);
         run_case(lent_whole, "lent whole", ctx, b);
         run_case(kept_while_viewed, "kept while viewed", ctx, b);
+        run_case(mixed_sizes, "mixed sizes", ctx, b);
         test_context_done(ctx);
     }
     return test_summary("graph-pool", NULL);
