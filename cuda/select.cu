@@ -341,8 +341,12 @@ __global__ void __launch_bounds__(NT) select_range(const float *votes, int64_t c
 }
 
 // floor_rank: bins_of's, or RANGED when select_range has put the bins in the list's state.
+// At least one block a multiprocessor, said outright: with __launch_bounds__(NT) alone, ptxas for
+// sm_86 and sm_89 held select_top<4> to 40 registers (the 1,536 threads those multiprocessors run)
+// and spilled 8 bytes; so told, it takes 47 there and no spill (sm_90: 54 and 64 for 4096 a block,
+// 4 blocks a multiprocessor as at 62).
 template <int SRD>
-__global__ void __launch_bounds__(NT) select_top(const float *votes, int64_t cand, uint32_t k, uint32_t floor_rank,
+__global__ void __launch_bounds__(NT, 1) select_top(const float *votes, int64_t cand, uint32_t k, uint32_t floor_rank,
                                                  SelScratch s, WarmScratch w, const float *skip)
 {
     grid_dep_enter();
