@@ -10,9 +10,9 @@
 //                  (or reads select_range's) from the order keys (sift_order_key: larger float,
 //                  larger key; -0 = +0) of 1024 evenly spread candidates (bins_of: from a floor below
 //                  the k-th largest key to their largest), bin(key) = (key - lowest) >> shift, keys
-//                  outside the range in the first or the last bin, and counts its keys into them. Bins spread over the range,
-//                  not the keys' top bits: votes are often concentrated in a fraction of an octave,
-//                  where the top bits barely differ.
+//                  outside the range in the first or the last bin, and counts its keys into them.
+//                  Bins spread over the range, not the keys' top bits: votes are often concentrated
+//                  in a fraction of an octave, where the top bits barely differ.
 //                  Tail: the bin b0 holding the k-th largest key, and rem0 = how many of it to take.
 //   select_filter  same grid: per block, the keys above bin b0 (all taken) and those in it; the
 //                  positions of those in b0 are appended to the list's buffer. Tail: the k-th
