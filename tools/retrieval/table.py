@@ -226,17 +226,20 @@ def main(argv=None):
     table_path = os.path.join(a.out, "table.json")
     lock = threading.Lock()
 
-    def write_table():  # after each task or chunk: a run cut off keeps those done
+    def write_table(name=None, entry=None):  # after each task or chunk: a run cut off keeps those done
+        # under the lock with the dump: with --jobs and --chunk, tasks' threads add their entries
+        # while another thread's dump walks the dict
         with lock, open(table_path, "w") as f:
+            if name is not None:
+                table["tasks"][name] = entry
             json.dump(table, f, indent=1)
 
     def save_chunks(name, records):
         rows = merge_rows([c["results"] for c in records])
-        table["tasks"][name] = {"test_set": paths[name], "chunk": a.chunk, "chunks": records,
-                                "samples_done": sum(c["samples"] for c in records),
-                                "wall_s": round(sum(c["wall_s"] for c in records), 1), "results": rows,
-                                "gaps": summarize(rows)[1]}
-        write_table()
+        write_table(name, {"test_set": paths[name], "chunk": a.chunk, "chunks": records,
+                           "samples_done": sum(c["samples"] for c in records),
+                           "wall_s": round(sum(c["wall_s"] for c in records), 1), "results": rows,
+                           "gaps": summarize(rows)[1]})
 
     done = {name: {} for name in a.task_list}
     if a.resume and os.path.exists(table_path):
@@ -261,9 +264,8 @@ def main(argv=None):
             else:
                 cmd, rows, wall = runs[name].result()
                 retitle_svg(svgs[name], name, a.length_list)
-                table["tasks"][name] = {"test_set": paths[name], "sift_eval": " ".join(cmd), "wall_s": round(wall, 1),
-                                        "results": rows, "gaps": summarize(rows)[1]}
-                write_table()
+                write_table(name, {"test_set": paths[name], "sift_eval": " ".join(cmd), "wall_s": round(wall, 1),
+                                   "results": rows, "gaps": summarize(rows)[1]})
                 chart = svgs[name]
             print(markdown(name, a, summarize(rows)[0], budgets) + "\n", flush=True)
             print("(%s: %.0f s; chart %s)\n" % (name, wall, chart), file=sys.stderr, flush=True)
