@@ -30,6 +30,9 @@ of a key or of the word); separators are not scored. Queries follow every record
                 selection must move from record to record within one answer)
     aggregate   many occurrences '#KEY;' of a dozen words; '?:KEY;' asks for the most frequent,
                 which occurs 1.5 times as often as the next
+    frequent    the same words; '?.:K1.K2.K3;' asks for the three most frequent, most frequent
+                first, each 1.5 times as frequent as the next (RULER's frequent words extraction:
+                one answer needs the counts of three words, so more of the context at once)
 
 Each generator takes (rng, n_chars) and returns (text, answer_offsets) of exactly n_chars
 characters (n_chars + 1 tokens with BOS). Sizes grow with the length like recall's. The held-out
@@ -264,6 +267,31 @@ def aggregate_sample(rng, n_chars):
     return _finish(rng, n_chars, ["#%s;" % w for w in occ], [("?:", [words[0]], "")])
 
 
+TOP_WORDS = 3  # the words '?.:' asks for
+
+
+def frequent_sample(rng, n_chars):
+    """Word counts as aggregate's, but three ranked: the most frequent a quarter of the occurrences
+    (at least 3), the next two each 2/3 of the one before (rounded down, at least 2 and 1), the
+    others between 1 and 2/3 of the third (none where that is 0); one '?.:' query for the three,
+    most frequent first."""
+    n_occ, n_words = aggregate_counts(n_chars)
+    counts = [max(TOP_WORDS, n_occ // 4)]
+    for floor in range(TOP_WORDS - 1, 0, -1):
+        counts.append(max(floor, 2 * counts[-1] // 3))
+    cap = 2 * counts[-1] // 3  # the others' most
+    n_words = max(TOP_WORDS, n_words) if cap >= 1 else TOP_WORDS
+    counts += [1] * (n_words - TOP_WORDS)
+    for _ in range(n_occ - sum(counts)):
+        i = rng.randrange(TOP_WORDS, n_words) if n_words > TOP_WORDS else None
+        if i is None or counts[i] >= cap:
+            continue  # full: the sample has fewer occurrences
+        counts[i] += 1
+    words = _keys(rng, n_words, set())
+    occ = [w for w, c in zip(words, counts) for _ in range(c)]
+    return _finish(rng, n_chars, ["#%s;" % w for w in occ], [("?.:", words[:TOP_WORDS], ".")])
+
+
 GENERATORS = {
     "recall": task.recall_sample,
     "multikey": multikey_sample,
@@ -271,6 +299,7 @@ GENERATORS = {
     "multiquery": multiquery_sample,
     "vartrack": vartrack_sample,
     "aggregate": aggregate_sample,
+    "frequent": frequent_sample,
 }
 NAMES = list(GENERATORS)
 
@@ -290,9 +319,10 @@ def min_chars(name):
 
 def parse(text):
     """The records, words and queries of a text: {'records': [(offset, key, x)], 'words':
-    [(offset, word)], 'queries': [(offset, keys, answer offset)]} (keys: a list, empty for '?:').
-    Raises ValueError where the text is not in the tasks' syntax."""
-    records, words, queries = [], [], []
+    [(offset, word)], 'queries': [(offset, keys, answer offset)], 'top': {offset: n}} (keys: a
+    list, empty for the word queries '?:' and '?.:', which ask for the n = 1 and TOP_WORDS most
+    frequent words). Raises ValueError where the text is not in the tasks' syntax."""
+    records, words, queries, top = [], [], [], {}
     i, n = 0, len(text)
     upper, digits = set(task.KEY_CHARS), set(task.VAL_CHARS)
     while i < n:
@@ -317,6 +347,11 @@ def parse(text):
                 raise ValueError("bad record at %d" % i)
         elif c == "?":
             keys, j = [], i + 1
+            if text[j:j + 2] == ".:":  # '?.:' the TOP_WORDS most frequent words
+                top[i] = TOP_WORDS
+                j += 1
+            elif text[j:j + 1] == ":":
+                top[i] = 1
             while text[j:j + 1] != ":":
                 key = text[j:j + KEY_LEN]
                 if len(key) != KEY_LEN or not set(key) <= upper:
@@ -334,7 +369,7 @@ def parse(text):
             i += 1
         else:
             raise ValueError("character %r out of place at %d" % (c, i))
-    return {"records": records, "words": words, "queries": queries}
+    return {"records": records, "words": words, "queries": queries, "top": top}
 
 
 def resolve(records_of, key, seen=()):
@@ -366,15 +401,16 @@ def expected(parsed):
     for _, k, x in parsed["records"]:
         records_of.setdefault(k, []).append(x)
     out = []
-    for _, keys, at in parsed["queries"]:
-        if not keys:  # '?:' the most frequent word, which must be unique
+    for q, keys, at in parsed["queries"]:
+        if not keys:  # '?:' and '?.:': the n most frequent words, each count above the next
+            n = parsed["top"][q]
             counts = {}
             for _, w in parsed["words"]:
                 counts[w] = counts.get(w, 0) + 1
-            ranked = sorted(counts.items(), key=lambda kv: -kv[1])
-            if not ranked or (len(ranked) > 1 and ranked[1][1] == ranked[0][1]):
-                raise ValueError("no single most frequent word")
-            out.append((at, [ranked[0][0]], ""))
+            ranked = sorted(counts.items(), key=lambda kv: -kv[1]) + [(None, 0)]
+            if len(ranked) <= n or any(ranked[i][1] == ranked[i + 1][1] for i in range(n)):
+                raise ValueError("no %d most frequent words" % n)
+            out.append((at, [w for w, _ in ranked[:n]], "." if n > 1 else ""))
         elif len(keys) == 1:
             out.append((at, walk(records_of, keys[0]), ":"))
         else:
