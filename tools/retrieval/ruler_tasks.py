@@ -250,21 +250,30 @@ def aggregate_counts(n_chars):
     return n_occ, max(2, min(12, n_occ // 8))
 
 
+def _word_sample(rng, n_chars, n_occ, fixed, cap, n_words, query):
+    """A sample of word occurrences '#KEY;': n_words words, the first len(fixed) occurring as often
+    as fixed says, the others from 1 up to cap, grown one at a time at random until n_occ
+    occurrences are placed or the draws run out (a sample may have fewer); then one query (prefix,
+    n, separator) for the n most frequent words, in order."""
+    counts = list(fixed) + [1] * (n_words - len(fixed))
+    for _ in range(n_occ - sum(counts)):
+        i = rng.randrange(len(fixed), n_words) if n_words > len(fixed) else None
+        if i is None or counts[i] >= cap:
+            continue  # full
+        counts[i] += 1
+    words = _keys(rng, n_words, set())
+    occ = [w for w, c in zip(words, counts) for _ in range(c)]
+    prefix, n, sep = query
+    return _finish(rng, n_chars, ["#%s;" % w for w in occ], [(prefix, words[:n], sep)])
+
+
 def aggregate_sample(rng, n_chars):
     """Word counts: the most frequent word a quarter of the occurrences (at least 2), the next
     2/3 as many (rounded down, at least 1), the others between 1 and that; one '?:' query."""
     n_occ, n_words = aggregate_counts(n_chars)
     top = max(2, n_occ // 4)
     second = max(1, 2 * top // 3)
-    counts = [top, second] + [1] * (n_words - 2)
-    for _ in range(n_occ - sum(counts)):
-        i = rng.randrange(2, n_words) if n_words > 2 else None
-        if i is None or counts[i] >= second:
-            continue  # full: the sample has fewer occurrences
-        counts[i] += 1
-    words = _keys(rng, n_words, set())
-    occ = [w for w, c in zip(words, counts) for _ in range(c)]
-    return _finish(rng, n_chars, ["#%s;" % w for w in occ], [("?:", [words[0]], "")])
+    return _word_sample(rng, n_chars, n_occ, [top, second], second, n_words, ("?:", 1, ""))
 
 
 TOP_WORDS = 3  # the words '?.:' asks for
@@ -281,15 +290,7 @@ def frequent_sample(rng, n_chars):
         counts.append(max(floor, 2 * counts[-1] // 3))
     cap = 2 * counts[-1] // 3  # the others' most
     n_words = max(TOP_WORDS, n_words) if cap >= 1 else TOP_WORDS
-    counts += [1] * (n_words - TOP_WORDS)
-    for _ in range(n_occ - sum(counts)):
-        i = rng.randrange(TOP_WORDS, n_words) if n_words > TOP_WORDS else None
-        if i is None or counts[i] >= cap:
-            continue  # full: the sample has fewer occurrences
-        counts[i] += 1
-    words = _keys(rng, n_words, set())
-    occ = [w for w, c in zip(words, counts) for _ in range(c)]
-    return _finish(rng, n_chars, ["#%s;" % w for w in occ], [("?.:", words[:TOP_WORDS], ".")])
+    return _word_sample(rng, n_chars, n_occ, counts, cap, n_words, ("?.:", TOP_WORDS, "."))
 
 
 GENERATORS = {
