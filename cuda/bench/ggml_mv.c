@@ -7,7 +7,10 @@
  *
  * Not part of sift's build: compiled on the GPU machine against a ggml checkout built there
  * (docs/benchmarks.md gives the configuration used), e.g.
- *   cc -O2 -I$GGML/include cuda/bench/ggml_mv.c -L$GGML_BUILD/bin -lggml -lggml-base -lggml-cuda */
+ *   cc -O2 -I$GGML/include cuda/bench/ggml_mv.c -L$GGML_BUILD/bin -lggml -lggml-base -lggml-cuda
+ * (where the build leaves the libraries outside bin/, as one configured with -DGGML_BUILD_TESTS=OFF
+ * -DGGML_BUILD_EXAMPLES=OFF did, -L and -Wl,-rpath the folders that
+ * `find $GGML_BUILD -name 'libggml*.so'` names) */
 #include "ggml.h"
 #include "ggml-alloc.h"
 #include "ggml-backend.h"
