@@ -151,6 +151,7 @@ typedef struct decode_bench {
     int n_seq;
     float *logits;
     double *times;
+    double *ahead_us; /* per timed step that ran ahead: submit, build and wait, steps of each */
     int *seqs;
     int32_t *toks;
     sift_stage_time *prof;
@@ -190,7 +191,10 @@ typedef struct mode_result {
     double med;                                   /* the median step, seconds */
     double first;                                 /* the first step after the fill (a warm-up), seconds */
     int64_t hits, n_steps, warm_hits, warm_misses; /* the Selection Cache's, the top-k warm start's */
-    sift_ahead_times ahead0, ahead1;              /* the steps built ahead: before and after the timed steps */
+    /* the timed steps that ran ahead: each one's submit, the next step's build while it ran, and the
+     * wait for it, µs, median over those steps (a one-off, such as a new recording, moves a mean by
+     * milliseconds in a run of few steps, and not the median, which is what ms_per_step is too) */
+    double ahead_submit, ahead_build, ahead_wait;
     int n_prof;
     int64_t prof_steps;
     sift_kv_pool_info pools;
@@ -209,15 +213,27 @@ static sift_status time_steps(decode_bench *b, sift_session *ss, mode_result *r)
 {
     const cli_params *p = b->p;
     sift_status s = SIFT_OK;
+    double *submit = b->ahead_us, *build = submit + p->steps, *wait = build + p->steps;
+    int n_ahead = 0;
     for (int64_t i = 0; s == SIFT_OK && i < p->steps + 2; i++) {
-        if (i == 2) sift_session_ahead_times(ss, &r->ahead0);
+        sift_ahead_times before, after;
+        sift_session_ahead_times(ss, &before);
         const double t0 = cli_wall_s();
         s = sift_session_decode_batch(ss, b->n_seq, b->seqs, b->toks, b->logits);
         if (i == 0) r->first = cli_wall_s() - t0;
         if (i >= 2) b->times[i - 2] = cli_wall_s() - t0;
+        sift_session_ahead_times(ss, &after);
+        if (i >= 2 && after.steps > before.steps) {
+            submit[n_ahead] = after.submit_us - before.submit_us;
+            build[n_ahead] = after.build_us - before.build_us;
+            wait[n_ahead] = after.wait_us - before.wait_us;
+            n_ahead++;
+        }
         next_tokens(b);
     }
-    sift_session_ahead_times(ss, &r->ahead1);
+    r->ahead_submit = n_ahead ? cli_median(submit, n_ahead) : 0.0;
+    r->ahead_build = n_ahead ? cli_median(build, n_ahead) : 0.0;
+    r->ahead_wait = n_ahead ? cli_median(wait, n_ahead) : 0.0;
     if (s == SIFT_OK) {
         r->med = cli_median(b->times, (int)p->steps);
         s = sift_session_sel_cache_stats(ss, -1, &r->hits, &r->n_steps);
@@ -253,7 +269,6 @@ static void print_mode(const decode_bench *b, const sift_session *ss, int64_t n_
     const double kv_gb = (double)sift_session_kv_bytes(ss) / 1e9;
     const double hit_rate = r->n_steps ? (double)r->hits / (double)r->n_steps : 0.0;
     const double tokens_per_s = (double)b->n_seq / r->med;
-    const double ahead_steps = r->ahead1.steps > r->ahead0.steps ? (double)(r->ahead1.steps - r->ahead0.steps) : 1.0;
     if (p->json) {
         printf("{\"model\": ");
         cli_json_string(p->model);
@@ -272,8 +287,7 @@ static void print_mode(const decode_bench *b, const sift_session *ss, int64_t n_
         printf(", \"warm_hits\": %lld, \"warm_misses\": %lld", (long long)r->warm_hits, (long long)r->warm_misses);
         printf(", \"steps_run_ahead\": %lld, \"ahead_submit_us\": %.1f, \"ahead_build_us\": %.1f, "
                "\"ahead_wait_us\": %.1f",
-               (long long)sift_session_steps_run_ahead(ss), (r->ahead1.submit_us - r->ahead0.submit_us) / ahead_steps,
-               (r->ahead1.build_us - r->ahead0.build_us) / ahead_steps, (r->ahead1.wait_us - r->ahead0.wait_us) / ahead_steps);
+               (long long)sift_session_steps_run_ahead(ss), r->ahead_submit, r->ahead_build, r->ahead_wait);
         printf(", \"kv_device_bytes\": %llu, \"kv_host_bytes\": %llu, \"pages_moved\": %lld",
                (unsigned long long)r->pools.device_bytes, (unsigned long long)r->pools.host_bytes,
                (long long)r->pools.pages_moved);
@@ -357,10 +371,11 @@ static int open_bench(const cli_params *p, decode_bench *b)
     b->n_seq = (int)p->batch;
     b->logits = malloc((size_t)b->n_seq * (size_t)b->info.n_vocab * sizeof *b->logits);
     b->times = malloc((size_t)p->steps * sizeof *b->times);
+    b->ahead_us = malloc(3 * (size_t)p->steps * sizeof *b->ahead_us);
     b->seqs = malloc((size_t)b->n_seq * sizeof *b->seqs);
     b->toks = malloc((size_t)b->n_seq * sizeof *b->toks);
     b->prof = malloc(PROFILE_MAX_ROWS * sizeof *b->prof);
-    if (b->logits && b->times && b->seqs && b->toks && b->prof) return 0;
+    if (b->logits && b->times && b->ahead_us && b->seqs && b->toks && b->prof) return 0;
     fprintf(stderr, "sift bench-decode: out of host memory\n");
     return 1;
 }
@@ -369,6 +384,7 @@ static void close_bench(decode_bench *b)
 {
     free(b->logits);
     free(b->times);
+    free(b->ahead_us);
     free(b->seqs);
     free(b->toks);
     free(b->prof);

@@ -650,14 +650,14 @@ static const cli_option options[] = {
                   "warm_misses (the top-k's warm start, every step so far),\n"
                   "steps_run_ahead (steps that ran the graph built for them while the\n"
                   "step before ran; SIFT_STEP_AHEAD=0 builds each on the path) and, per\n"
-                  "timed step, ahead_submit_us, ahead_build_us (the next step's graph,\n"
-                  "while this one runs) and ahead_wait_us (for the device), kv_device_bytes,\n"
-                  "kv_host_bytes, pages_moved (host figures 0 without offload; with\n"
-                  "--kv-offload a first line: host_link_gbps, device_read_gbps,\n"
-                  "host_scattered_gbps, kv_offload, v_only); with --profile also\n"
-                  "profile_steps, profile_us_per_step and profile: [{stage, op,\n"
-                  "nodes_per_step, us_per_step, share, gbps}], a row per stage and op as\n"
-                  "in the table (null where a figure does not exist)"}}},
+                  "timed step (median), ahead_submit_us, ahead_build_us (the next step's\n"
+                  "graph, while this one runs) and ahead_wait_us (for the device),\n"
+                  "kv_device_bytes, kv_host_bytes, pages_moved (host figures 0 without\n"
+                  "offload; with --kv-offload a first line: host_link_gbps,\n"
+                  "device_read_gbps, host_scattered_gbps, kv_offload, v_only); with\n"
+                  "--profile also profile_steps, profile_us_per_step and profile:\n"
+                  "[{stage, op, nodes_per_step, us_per_step, share, gbps}], a row per\n"
+                  "stage and op as in the table (null where a figure does not exist)"}}},
     {"--profiles", NULL, CLI_DEVICES, 0, OPT_FLAG, OFF(profiles),
      .help = {{0, "list the Vulkan device profiles instead (SIFT_VULKAN_PROFILE=NAME narrows\n"
                   "what a device reports to one): each one's name, the devices it stands\n"
