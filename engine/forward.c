@@ -465,7 +465,13 @@ static void build_ahead(sift_session *s, const step *st, sift_graph *running)
     sift_graph_lend_storage(running); /* the next graph's intermediates take the running one's buffers */
     pass f = {.s = s, .st = &next};
     if (sift_graph_create(s->m->ctx, &f.g) != SIFT_OK) return;
-    if (build(&f) != SIFT_OK || sift_graph_prepare(f.g) != SIFT_OK) {
+    const double t0 = sift_now_us();
+    sift_status e = build(&f);
+    const double t1 = sift_now_us();
+    if (e == SIFT_OK) e = sift_graph_prepare(f.g);
+    s->ahead_times.graph_us += t1 - t0;
+    s->ahead_times.prepare_us += sift_now_us() - t1;
+    if (e != SIFT_OK) {
         sift_graph_destroy(f.g);
         return;
     }

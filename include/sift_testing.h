@@ -35,10 +35,14 @@ SIFT_API sift_status sift_session_fill_synthetic_seq(sift_session *s, int seq, i
 SIFT_API int64_t sift_session_steps_run_ahead(const sift_session *s);
 /* Where the host's time went in the decode steps that ran ahead so far (each step counts, whether
  * its own graph was built ahead or not), in microseconds summed over `steps`: submitting the step,
- * building and recording the next one meanwhile, and waiting for the device after that. */
+ * building and recording the next one meanwhile, and waiting for the device after that. Of
+ * build_us, graph_us is the engine's building of the next step's graph and prepare_us the
+ * backend's planning and recording of it (sift_graph_prepare); the rest is the graph's creation
+ * and its storage lent from the running one. */
 typedef struct sift_ahead_times {
     int64_t steps;
     double submit_us, build_us, wait_us;
+    double graph_us, prepare_us;
 } sift_ahead_times;
 SIFT_API void sift_session_ahead_times(const sift_session *s, sift_ahead_times *out);
 
