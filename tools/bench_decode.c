@@ -142,6 +142,18 @@ static const cli_command bench_decode_command = {
     NULL};
 
 /* What every context and mode's run shares. */
+/* A step's host times when running ahead (sift_ahead_times), as the JSON names them: its submit,
+ * the next step's build while it runs (of it, the engine's graph and the backend's plan and
+ * recording), and the wait for the device. */
+enum { AHEAD_PARTS = 5 };
+static const char *const ahead_names[AHEAD_PARTS] = {"ahead_submit_us", "ahead_build_us", "ahead_wait_us",
+                                                     "ahead_graph_us", "ahead_prepare_us"};
+static void ahead_parts(const sift_ahead_times *t, double v[AHEAD_PARTS])
+{
+    const double parts[AHEAD_PARTS] = {t->submit_us, t->build_us, t->wait_us, t->graph_us, t->prepare_us};
+    memcpy(v, parts, sizeof parts);
+}
+
 typedef struct decode_bench {
     const cli_params *p;
     sift_context *ctx;
@@ -151,7 +163,7 @@ typedef struct decode_bench {
     int n_seq;
     float *logits;
     double *times;
-    double *ahead_us; /* per timed step that ran ahead: submit, build, wait, graph and prepare, steps of each */
+    double *ahead_us; /* [AHEAD_PARTS][steps]: each part of each timed step that ran ahead */
     int *seqs;
     int32_t *toks;
     sift_stage_time *prof;
@@ -191,11 +203,10 @@ typedef struct mode_result {
     double med;                                   /* the median step, seconds */
     double first;                                 /* the first step after the fill (a warm-up), seconds */
     int64_t hits, n_steps, warm_hits, warm_misses; /* the Selection Cache's, the top-k warm start's */
-    /* the timed steps that ran ahead: each one's submit, the next step's build while it ran (of
-     * it, the engine's graph and the backend's plan and recording), and the wait for it, µs,
-     * median over those steps (a one-off, such as a new recording, moves a mean by milliseconds
-     * in a run of few steps, and not the median, which is what ms_per_step is too) */
-    double ahead_submit, ahead_build, ahead_wait, ahead_graph, ahead_prepare;
+    /* each part (ahead_names) of the timed steps that ran ahead, µs, median over those steps (a
+     * one-off, such as a new recording, moves a mean by milliseconds in a run of few steps, and
+     * not the median, which is what ms_per_step is too) */
+    double ahead[AHEAD_PARTS];
     int n_prof;
     int64_t prof_steps;
     sift_kv_pool_info pools;
@@ -214,8 +225,6 @@ static sift_status time_steps(decode_bench *b, sift_session *ss, mode_result *r)
 {
     const cli_params *p = b->p;
     sift_status s = SIFT_OK;
-    double *submit = b->ahead_us, *build = submit + p->steps, *wait = build + p->steps;
-    double *graph = wait + p->steps, *prepare = graph + p->steps;
     int n_ahead = 0;
     for (int64_t i = 0; s == SIFT_OK && i < p->steps + 2; i++) {
         sift_ahead_times before, after;
@@ -226,20 +235,15 @@ static sift_status time_steps(decode_bench *b, sift_session *ss, mode_result *r)
         if (i >= 2) b->times[i - 2] = cli_wall_s() - t0;
         sift_session_ahead_times(ss, &after);
         if (i >= 2 && after.steps > before.steps) {
-            submit[n_ahead] = after.submit_us - before.submit_us;
-            build[n_ahead] = after.build_us - before.build_us;
-            wait[n_ahead] = after.wait_us - before.wait_us;
-            graph[n_ahead] = after.graph_us - before.graph_us;
-            prepare[n_ahead] = after.prepare_us - before.prepare_us;
+            double v0[AHEAD_PARTS], v1[AHEAD_PARTS];
+            ahead_parts(&before, v0);
+            ahead_parts(&after, v1);
+            for (int k = 0; k < AHEAD_PARTS; k++) b->ahead_us[k * p->steps + n_ahead] = v1[k] - v0[k];
             n_ahead++;
         }
         next_tokens(b);
     }
-    r->ahead_submit = n_ahead ? cli_median(submit, n_ahead) : 0.0;
-    r->ahead_build = n_ahead ? cli_median(build, n_ahead) : 0.0;
-    r->ahead_wait = n_ahead ? cli_median(wait, n_ahead) : 0.0;
-    r->ahead_graph = n_ahead ? cli_median(graph, n_ahead) : 0.0;
-    r->ahead_prepare = n_ahead ? cli_median(prepare, n_ahead) : 0.0;
+    for (int k = 0; k < AHEAD_PARTS; k++) r->ahead[k] = n_ahead ? cli_median(b->ahead_us + k * p->steps, n_ahead) : 0.0;
     if (s == SIFT_OK) {
         r->med = cli_median(b->times, (int)p->steps);
         s = sift_session_sel_cache_stats(ss, -1, &r->hits, &r->n_steps);
@@ -291,10 +295,8 @@ static void print_mode(const decode_bench *b, const sift_session *ss, int64_t n_
         cli_json_fixed(1e3 / tokens_per_s, 3);
         printf(", \"kv_gb\": %.3f, \"sel_cache_hit_rate\": %.3f", kv_gb, hit_rate);
         printf(", \"warm_hits\": %lld, \"warm_misses\": %lld", (long long)r->warm_hits, (long long)r->warm_misses);
-        printf(", \"steps_run_ahead\": %lld, \"ahead_submit_us\": %.1f, \"ahead_build_us\": %.1f, "
-               "\"ahead_wait_us\": %.1f, \"ahead_graph_us\": %.1f, \"ahead_prepare_us\": %.1f",
-               (long long)sift_session_steps_run_ahead(ss), r->ahead_submit, r->ahead_build, r->ahead_wait,
-               r->ahead_graph, r->ahead_prepare);
+        printf(", \"steps_run_ahead\": %lld", (long long)sift_session_steps_run_ahead(ss));
+        for (int k = 0; k < AHEAD_PARTS; k++) printf(", \"%s\": %.1f", ahead_names[k], r->ahead[k]);
         printf(", \"kv_device_bytes\": %llu, \"kv_host_bytes\": %llu, \"pages_moved\": %lld",
                (unsigned long long)r->pools.device_bytes, (unsigned long long)r->pools.host_bytes,
                (long long)r->pools.pages_moved);
@@ -378,7 +380,7 @@ static int open_bench(const cli_params *p, decode_bench *b)
     b->n_seq = (int)p->batch;
     b->logits = malloc((size_t)b->n_seq * (size_t)b->info.n_vocab * sizeof *b->logits);
     b->times = malloc((size_t)p->steps * sizeof *b->times);
-    b->ahead_us = malloc(5 * (size_t)p->steps * sizeof *b->ahead_us);
+    b->ahead_us = malloc(AHEAD_PARTS * (size_t)p->steps * sizeof *b->ahead_us);
     b->seqs = malloc((size_t)b->n_seq * sizeof *b->seqs);
     b->toks = malloc((size_t)b->n_seq * sizeof *b->toks);
     b->prof = malloc(PROFILE_MAX_ROWS * sizeof *b->prof);
